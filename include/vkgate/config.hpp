@@ -1,0 +1,63 @@
+// BlockConfig: the shape and conventions of one gated-attention block.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace vkgate {
+
+// Where the gate multiplies the SDPA output: not at all, one scalar per head,
+// or one value per channel of each head.
+enum class GateKind { none, headwise, elementwise };
+
+// Where the gate rows live in the weights (DESIGN.md §3):
+//   qwen3_next       q_proj rows per query head: [q_h (Dh) | g_h (gw)]
+//   official_grouped q_proj rows per KV group of G = H/KV heads:
+//                    [q of the G heads (G·Dh) | gates of the G heads (G·gw)]
+//   separate         q_proj holds only queries; gate_proj.weight is [H·gw, D]
+enum class GateLayout { qwen3_next, official_grouped, separate };
+
+// RMSNorm scale form: plain x̂·w, or zero-centred x̂·(1+w) (Qwen3-Next).
+enum class NormKind { plain, zero_centered };
+
+const char* to_string(GateKind kind) noexcept;
+const char* to_string(GateLayout layout) noexcept;
+const char* to_string(NormKind kind) noexcept;
+
+struct BlockConfig {
+  int hidden_size = 0;   // D
+  int num_heads = 0;     // H, query heads
+  int num_kv_heads = 0;  // KV
+  int head_dim = 0;      // Dh
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 1.0;  // rotary dims = int(Dh · factor)
+  GateKind gate_kind = GateKind::elementwise;
+  GateLayout gate_layout = GateLayout::qwen3_next;
+  NormKind norm_kind = NormKind::plain;  // input_layernorm, q_norm and k_norm
+  bool use_qk_norm = true;
+  bool qkv_bias = false;  // q_proj/k_proj/v_proj (and gate_proj) carry .bias
+  bool o_bias = false;    // o_proj carries .bias
+  bool causal = true;
+  bool residual = false;  // output = x + block(x)
+
+  // Qwen3-Next-80B-A3B attention: the demo's default shape.
+  static BlockConfig qwen3_next_attention();
+
+  // Throws Error(invalid_config) naming the field when the config is impossible.
+  void validate() const;
+
+  int group_size() const { return num_heads / num_kv_heads; }  // G = H / KV
+  int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
+  int gate_width() const {  // gw: values of gate per head
+    return gate_kind == GateKind::none ? 0 : gate_kind == GateKind::headwise ? 1 : head_dim;
+  }
+  // Rows of q_proj.weight: queries, plus the gates unless they are separate.
+  int q_proj_rows() const {
+    return num_heads * (head_dim + (gate_layout == GateLayout::separate ? 0 : gate_width()));
+  }
+  int kv_dim() const { return num_kv_heads * head_dim; }
+  int attn_dim() const { return num_heads * head_dim; }  // o_proj input width
+};
+
+}  // namespace vkgate

@@ -1,0 +1,79 @@
+// Context: the Vulkan instance, the chosen device and everything shared by the
+// blocks that run on it (memory, pipelines, the queue).
+//
+// Thread safety: a Context may be shared by objects used from several threads;
+// its queue submissions and pipeline cache are internally locked. Creating
+// and destroying a Context is not concurrent with its use.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace vkgate {
+
+// What one Vulkan device can do, as far as vkgate cares.
+struct DeviceInfo {
+  int index = -1;
+  std::string name;
+  std::string type;  // discrete, integrated, virtual, cpu, other
+  uint32_t vendor_id = 0, device_id = 0;
+  std::string driver;     // driver name and info
+  std::string api_version;
+  bool fp16_arithmetic = false;  // shaderFloat16
+  bool storage16 = false;        // storageBuffer16BitAccess
+  uint32_t subgroup_size = 0, min_subgroup_size = 0, max_subgroup_size = 0;
+  bool subgroup_arithmetic = false, subgroup_shuffle = false;  // in compute
+  uint32_t shared_memory_bytes = 0;
+  uint32_t max_workgroup_invocations = 0;
+  std::array<uint32_t, 3> max_workgroup_size{};
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t min_storage_buffer_offset_alignment = 0;
+  uint64_t max_memory_allocation_size = 0;
+  uint64_t device_local_bytes = 0;
+  bool coopmat_nv = false, coopmat_khr = false;
+  bool timestamps = false;
+  double timestamp_period_ns = 0;
+
+  // One line: name, type and capabilities (what `vkgate devices` prints).
+  std::string summary() const;
+};
+
+struct ContextOptions {
+  // Device index ("1") or case-insensitive name substring ("llvmpipe"). Empty:
+  // the VKGATE_DEVICE environment variable, else the best device
+  // (discrete > integrated > virtual > CPU).
+  std::string device;
+  // Enable VK_LAYER_KHRONOS_validation with synchronization validation. Also
+  // switched on by VKGATE_VALIDATION=1. Messages are counted (see
+  // validation_messages) and printed to stderr.
+  bool validation = false;
+};
+
+class Context {
+ public:
+  explicit Context(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Every device the Vulkan loader exposes (creates a short-lived instance).
+  static std::vector<DeviceInfo> list_devices();
+
+  const DeviceInfo& device() const;
+  bool validation_enabled() const;
+
+  // Warnings and errors reported by the validation layer (or any layer) so far.
+  uint64_t validation_messages() const;
+  std::vector<std::string> take_validation_messages();
+
+  struct Impl;  // Vulkan state; internal to the library
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vkgate

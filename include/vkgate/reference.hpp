@@ -1,0 +1,89 @@
+// vkgate::reference — the CPU oracle. Double accumulation, written
+// independently of the shaders (different loop orders, no shared code), so it
+// can catch their mistakes. Slow by design; meant for tests and the demo.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "vkgate/config.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate::reference {
+
+// ---- single ops (all outputs in double) ----
+
+// Y[m,n] = Σ_k X[m,k]·W[n,k] + b[n]. W in PyTorch [out=n, in=k] layout; b may be empty.
+std::vector<double> linear(std::span<const float> x, std::span<const float> w,
+                           std::span<const float> b, int64_t m, int64_t n, int64_t k);
+
+// Each of `rows` rows of `dim`: x / sqrt(mean(x²) + eps) · w   (plain)
+//                                 x / sqrt(mean(x²) + eps) · (1 + w)  (zero_centered)
+std::vector<double> rms_norm(std::span<const float> x, std::span<const float> w, int64_t rows,
+                             int64_t dim, double eps, NormKind kind);
+
+// Rotate-half RoPE on x [batch, tokens, heads, head_dim]: token t has position
+// pos0 + t; dims i and i + rd/2 (i < rd/2) rotate by angle pos·θ^(−2i/rd);
+// dims ≥ rotary_dim pass through.
+std::vector<double> rope(std::span<const float> x, int64_t batch, int64_t tokens, int64_t heads,
+                         int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0);
+
+// Row softmax of scale·scores over the last axis; scores [batch, heads, tokens, keys].
+// causal: query t (absolute position keys − tokens + t) sees keys s ≤ that position.
+// mask (may be empty): additive, [batch, 1, tokens, keys], broadcast over heads.
+// A row with every entry −inf gives all zeros, never NaN.
+std::vector<double> softmax(std::span<const float> scores, int64_t batch, int64_t heads,
+                            int64_t tokens, int64_t keys, double scale, bool causal,
+                            std::span<const float> mask);
+
+// Scaled dot-product attention with GQA (query head h reads KV head h / (H/KV)).
+// q [B, H, T, Dh], k and v [B, KV, S, Dh] (S ≥ T; the last T keys are the new
+// tokens), mask as in softmax. Returns [B, T, H, Dh].
+std::vector<double> attention(std::span<const float> q, std::span<const float> k,
+                              std::span<const float> v, int64_t batch, int64_t heads,
+                              int64_t kv_heads, int64_t tokens, int64_t keys, int64_t head_dim,
+                              double scale, bool causal, std::span<const float> mask);
+
+// y [rows, heads·Dh] times sigmoid(g) with g [rows, heads·gw]; gw = 1 (headwise:
+// one scalar per head) or Dh (elementwise).
+std::vector<double> gate(std::span<const float> y, std::span<const float> g, int64_t rows,
+                         int64_t heads, int64_t head_dim, int64_t gate_width);
+
+// ---- the whole block ----
+
+struct Inputs {
+  std::span<const float> hidden;      // [batch, tokens, D]
+  int64_t batch = 1;
+  int64_t tokens = 1;
+  int64_t past = 0;                   // P: cached positions before the new tokens
+  std::span<const float> past_key;    // [batch, KV, P, Dh], after k_norm and RoPE
+  std::span<const float> past_value;  // [batch, KV, P, Dh]
+  std::span<const float> attention_mask;  // optional additive [batch, 1, T, P+T]
+};
+
+struct Result {
+  std::vector<double> output;            // [B, T, D]
+  std::vector<double> q;                 // [B, H, T, Dh] after q_norm and RoPE
+  std::vector<double> k;                 // [B, KV, P+T, Dh] the whole cache after k_norm and RoPE
+  std::vector<double> v;                 // [B, KV, P+T, Dh]
+  std::vector<double> sdpa;              // [B, T, H, Dh] before the gate
+  std::vector<double> gate;              // [B, T, H, gw] sigmoid scores (empty if no gate)
+  std::vector<double> gated;             // [B, T, H·Dh] input of o_proj
+  std::vector<double> first_token_attn;  // [H] mean probability on key 0
+};
+
+// Runs the block in double precision. Validates cfg and the weights (Error
+// naming the tensor) and the input sizes.
+Result forward(const BlockConfig& cfg, const WeightMap& weights, const Inputs& in);
+
+// ---- accuracy metric ----
+
+struct Diff {
+  double nmse = 0;     // Σ(a−b)² / Σa², a = reference; +inf if any value is not finite
+  double max_abs = 0;  // max |a − b|
+  int64_t first_bad = -1;  // index of the first non-finite element of `got`, or −1
+};
+Diff compare(std::span<const float> got, std::span<const double> want);
+
+}  // namespace vkgate::reference

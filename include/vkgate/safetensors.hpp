@@ -1,0 +1,95 @@
+// safetensors I/O: a memory-mapped, validating reader with zero-copy views,
+// an atomic writer, and the fp16/bf16 <-> fp32 conversions checkpoints need.
+//
+// Format (https://github.com/huggingface/safetensors): u64 little-endian header
+// length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]},
+// "__metadata__": {string: string}}, then the data section; offsets are
+// relative to the start of the data section. Only little-endian hosts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace vkgate {
+
+// The element types vkgate reads and writes; a file holding any other dtype
+// (I64, F8_E4M3, ...) is rejected when opened, naming the tensor and dtype.
+enum class DType { F32, F16, BF16, F64 };
+
+const char* to_string(DType dtype) noexcept;  // the safetensors spelling: "F32", "BF16", ...
+size_t dtype_size(DType dtype) noexcept;      // bytes per element
+
+// IEEE binary16 and bfloat16 bit patterns. The float -> 16-bit directions round
+// to nearest, ties to even; overflow gives ±inf and NaN stays NaN (quiet).
+float half_to_float(uint16_t bits) noexcept;
+uint16_t float_to_half(float value) noexcept;
+float bf16_to_float(uint16_t bits) noexcept;
+uint16_t float_to_bf16(float value) noexcept;
+
+// One tensor of an open file. `bytes` points into the mapping and lives as long
+// as the SafetensorsFile it came from; it need not be aligned to the element
+// size, so read it through to_f32/to_f64 (or memcpy), not by casting.
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::span<const std::byte> bytes;
+
+  int64_t numel() const;
+  std::vector<float> to_f32() const;   // F64 values are rounded to nearest
+  std::vector<double> to_f64() const;  // exact for every dtype
+};
+
+// A safetensors file mapped read-only. The constructor validates the whole
+// header (sizes, JSON structure, dtypes, offsets inside the data section and
+// not overlapping, byte counts matching shapes) and throws Error(io) — or
+// Error(shape_mismatch) when a tensor's byte count disagrees with its shape —
+// with a message starting with the file path and naming the tensor or key.
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(SafetensorsFile&& other) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+  // Throws Error(missing_tensor) naming the file and the tensor.
+  const TensorView& at(const std::string& name) const;
+  std::vector<std::string> names() const;  // sorted
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  void unmap() noexcept;
+
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_size_ = 0;
+  std::map<std::string, TensorView> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+struct TensorToWrite {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::span<const std::byte> bytes;  // numel(shape) · dtype_size(dtype) bytes, little-endian
+};
+
+// Writes the tensors, in the given order and packed back to back, with the
+// header padded by spaces to a multiple of 8 bytes. Atomic: the file appears
+// at `path` complete or not at all (temporary file in the same directory,
+// fsync, rename). Throws Error(shape_mismatch) when a tensor's byte count does
+// not match its shape, Error(invalid_argument) for a duplicate or reserved
+// name or a negative dimension, Error(io) when writing fails; each message
+// starts with the path.
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace vkgate

@@ -1,0 +1,55 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// The two attention products as a batched GEMM over (batch, query head):
+//   C[b,h](m, n) = Σ_k A[b,h](m, k) · B[b, h / G](k, n)
+// scores: A = q [T, Dh], B(k=d, n=s) = key s   → C = raw scores [T, S]
+// P·V:    A = probabilities [T, S], B(k=s, n=d) = value s → C = SDPA output
+// Query head h reads KV head h / G (G = H/KV: MHA G=1, MQA G=H). Every
+// stride comes from push constants, so one pipeline serves both products.
+#include "common.glsl"
+
+layout(constant_id = 1) const uint BM = 32;
+layout(constant_id = 2) const uint BN = 32;
+layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const uint TM = 2;
+layout(constant_id = 5) const uint TN = 4;
+
+layout(std430, binding = 0) readonly buffer ABuf { float a[]; };
+layout(std430, binding = 1) readonly buffer BBuf { float b[]; };
+layout(std430, binding = 2) writeonly buffer CBuf { float c[]; };
+
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint heads, group;          // H and G = H / KV
+  uint a_sb, a_sh, a_sm;      // A: batch, head, row strides (k contiguous)
+  uint b_sb, b_sh, b_sk, b_sn;  // B: batch, KV-head, k and n strides
+  uint c_sb, c_sh, c_sm;      // C: batch, head, row strides (n contiguous)
+} p;
+
+uint a_base, b_base;
+
+float load_a(uint m, uint k) { return (m < p.M && k < p.K) ? a[a_base + m * p.a_sm + k] : 0.0; }
+float load_b(uint n, uint k) {
+  return (n < p.N && k < p.K) ? b[b_base + k * p.b_sk + n * p.b_sn] : 0.0;
+}
+
+#include "gemm_tile.glsl"
+
+void main() {
+  const uint bh = gl_WorkGroupID.z;
+  const uint batch = bh / p.heads, h = bh - batch * p.heads;
+  a_base = batch * p.a_sb + h * p.a_sh;
+  b_base = batch * p.b_sb + (h / p.group) * p.b_sh;
+  const uint c_base = batch * p.c_sb + h * p.c_sh;
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  gemm_tile(m0, n0, p.K);
+  [[unroll]] for (uint i = 0; i < TM; ++i) {
+    uint m = tile_row(m0, i);
+    if (m >= p.M) break;
+    [[unroll]] for (uint j = 0; j < TN; ++j) {
+      uint n = tile_col(n0, j);
+      if (n >= p.N) break;
+      c[c_base + m * p.c_sm + n] = acc[i][j];
+    }
+  }
+}

@@ -1,0 +1,44 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Y = X·Wᵀ (+ b) (+ R): X [M, K], W [N, K] (PyTorch Linear layout), Y and R [M, N].
+#include "common.glsl"
+
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const uint TM = 4;
+layout(constant_id = 5) const uint TN = 4;
+
+layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
+layout(std430, binding = 1) readonly buffer WBuf { float w[]; };
+layout(std430, binding = 2) readonly buffer BBuf { float bias[]; };
+layout(std430, binding = 3) readonly buffer RBuf { float res[]; };
+layout(std430, binding = 4) writeonly buffer YBuf { float y[]; };
+
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint ldx, ldw, ldy, ldr;  // row strides
+  uint has_bias, has_residual;
+} p;
+
+float load_a(uint m, uint k) { return (m < p.M && k < p.K) ? x[m * p.ldx + k] : 0.0; }
+float load_b(uint n, uint k) { return (n < p.N && k < p.K) ? w[n * p.ldw + k] : 0.0; }
+
+#include "gemm_tile.glsl"
+
+void main() {
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+  gemm_tile(m0, n0, p.K);
+  [[unroll]] for (uint i = 0; i < TM; ++i) {
+    uint m = tile_row(m0, i);
+    if (m >= p.M) break;
+    [[unroll]] for (uint j = 0; j < TN; ++j) {
+      uint n = tile_col(n0, j);
+      if (n >= p.N) break;
+      float v = acc[i][j];
+      if (p.has_bias != 0) v += bias[n];
+      if (p.has_residual != 0) v += res[m * p.ldr + n];
+      y[m * p.ldy + n] = v;
+    }
+  }
+}

@@ -1,0 +1,44 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Rotate-half RoPE on the first `rotary` dims of each head, the rest copied:
+//   y[i]        = x[i]·cos − x[i + r/2]·sin
+//   y[i + r/2]  = x[i + r/2]·cos + x[i]·sin        (i < r/2)
+// cos/sin come from a table built on the host in double precision
+// (cos at [t·r/2 + i], sin after all cosines), because Vulkan only
+// guarantees ~2⁻¹¹ for the shader's own sin/cos. With rotary = 0 this is a
+// strided copy, which is how values are moved into [B, KV, S, Dh].
+// Each thread reads both elements of its pair before writing, so in place is safe.
+#include "common.glsl"
+
+layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
+layout(std430, binding = 1) readonly buffer TBuf { float table[]; };
+layout(std430, binding = 2) buffer YBuf { float y[]; };
+
+layout(push_constant) uniform Push {
+  View in_view;
+  View out_view;
+  uint tokens, heads, dim, rotary;
+  uint count;  // rows · (dim − rotary/2): one thread per pair or passed-through element
+} p;
+
+void main() {
+  const uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
+  if (gid >= p.count) return;
+  const uint half_r = p.rotary / 2;
+  const uint per_row = p.dim - half_r;
+  const uint row = gid / per_row, i = gid - row * per_row;
+  const uint bt = row / p.heads, h = row - bt * p.heads;
+  const uint src = view_offset(p.in_view, p.tokens, bt, h, 0);
+  const uint dst = view_offset(p.out_view, p.tokens, bt, h, 0);
+  if (i < half_r) {
+    const uint t = bt % p.tokens;
+    const float c = table[t * half_r + i];
+    const float s = table[p.tokens * half_r + t * half_r + i];
+    const float x0 = x[src + i], x1 = x[src + i + half_r];
+    y[dst + i] = x0 * c - x1 * s;
+    y[dst + i + half_r] = x1 * c + x0 * s;
+  } else {
+    const uint d = i + half_r;  // dims rotary..dim−1
+    y[dst + d] = x[src + d];
+  }
+}

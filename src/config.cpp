@@ -1,0 +1,77 @@
+#include "vkgate/config.hpp"
+
+#include <string>
+
+#include "vkgate/error.hpp"
+
+namespace vkgate {
+
+const char* to_string(GateKind kind) noexcept {
+  switch (kind) {
+    case GateKind::none: return "none";
+    case GateKind::headwise: return "headwise";
+    case GateKind::elementwise: return "elementwise";
+  }
+  return "?";
+}
+
+const char* to_string(GateLayout layout) noexcept {
+  switch (layout) {
+    case GateLayout::qwen3_next: return "qwen3_next";
+    case GateLayout::official_grouped: return "official_grouped";
+    case GateLayout::separate: return "separate";
+  }
+  return "?";
+}
+
+const char* to_string(NormKind kind) noexcept {
+  switch (kind) {
+    case NormKind::plain: return "plain";
+    case NormKind::zero_centered: return "zero_centered";
+  }
+  return "?";
+}
+
+BlockConfig BlockConfig::qwen3_next_attention() {
+  BlockConfig c;
+  c.hidden_size = 2048;
+  c.num_heads = 16;
+  c.num_kv_heads = 2;
+  c.head_dim = 256;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 10000000.0;
+  c.partial_rotary_factor = 0.25;
+  c.gate_kind = GateKind::elementwise;
+  c.gate_layout = GateLayout::qwen3_next;
+  c.norm_kind = NormKind::zero_centered;
+  c.use_qk_norm = true;
+  return c;
+}
+
+namespace {
+[[noreturn]] void bad(const std::string& key, const std::string& why) {
+  throw Error(ErrorCode::invalid_config, "config: " + key + " " + why);
+}
+}  // namespace
+
+void BlockConfig::validate() const {
+  if (hidden_size <= 0) bad("hidden_size", "must be positive, got " + std::to_string(hidden_size));
+  if (num_heads <= 0) bad("num_attention_heads", "must be positive, got " + std::to_string(num_heads));
+  if (num_kv_heads <= 0)
+    bad("num_key_value_heads", "must be positive, got " + std::to_string(num_kv_heads));
+  if (num_heads % num_kv_heads != 0)
+    bad("num_attention_heads", "(" + std::to_string(num_heads) +
+                                   ") must be divisible by num_key_value_heads (" +
+                                   std::to_string(num_kv_heads) + ")");
+  if (head_dim <= 0 || head_dim > 1024)
+    bad("head_dim", "must be in 1..1024, got " + std::to_string(head_dim));
+  if (!(rms_norm_eps > 0)) bad("rms_norm_eps", "must be positive");
+  if (!(rope_theta > 0)) bad("rope_theta", "must be positive");
+  if (!(partial_rotary_factor >= 0 && partial_rotary_factor <= 1))
+    bad("partial_rotary_factor", "must be in [0, 1]");
+  if (rotary_dim() % 2 != 0)
+    bad("partial_rotary_factor", "gives an odd rotary dimension " + std::to_string(rotary_dim()) +
+                                     " (head_dim " + std::to_string(head_dim) + ")");
+}
+
+}  // namespace vkgate

@@ -1,0 +1,449 @@
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "gpu/context_impl.hpp"
+#include "gpu/memory.hpp"
+#include "gpu/pipeline.hpp"
+
+namespace vkgate {
+
+namespace {
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  return std::any_of(exts.begin(), exts.end(),
+                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+std::vector<VkExtensionProperties> instance_extensions(const char* layer) {
+  uint32_t n = 0;
+  vkEnumerateInstanceExtensionProperties(layer, &n, nullptr);
+  std::vector<VkExtensionProperties> v(n);
+  vkEnumerateInstanceExtensionProperties(layer, &n, v.data());
+  v.resize(n);
+  return v;
+}
+
+std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> v(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, v.data());
+  v.resize(n);
+  return v;
+}
+
+bool layer_present(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> layers(n);
+  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  for (uint32_t i = 0; i < n; ++i)
+    if (std::strcmp(layers[i].layerName, name) == 0) return true;
+  return false;
+}
+
+// The loader's informational chatter is not a problem in our code; every
+// other message (any layer, any type, warning or error) is counted.
+VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                          VkDebugUtilsMessageTypeFlagsEXT,
+                                          const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                          void* user) {
+  auto* impl = static_cast<Context::Impl*>(user);
+  const char* id = data->pMessageIdName ? data->pMessageIdName : "";
+  const bool loader_info = severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+  if (loader_info) return VK_FALSE;
+  std::string text = std::string(severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning") +
+                     " [" + id + "] " + (data->pMessage ? data->pMessage : "");
+  std::fprintf(stderr, "vkgate: validation %s\n", text.c_str());
+  impl->message_count.fetch_add(1);
+  std::lock_guard<std::mutex> lock(impl->messages_mutex);
+  impl->messages.push_back(std::move(text));
+  return VK_FALSE;
+}
+
+const char* type_name(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+int type_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
+    default: return 0;
+  }
+}
+
+int compute_queue_family(VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  int best = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    // A compute-only family is usually the least contended; otherwise take the first.
+    if (best < 0 || !(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) best = int(i);
+  }
+  return best;
+}
+
+DeviceInfo describe(VkPhysicalDevice pd, int index) {
+  DeviceInfo d;
+  d.index = index;
+  VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlProperties ssc{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(pd, &base);
+  const auto exts = device_extensions(pd);
+  const bool v12 = base.apiVersion >= VK_API_VERSION_1_2;
+  const bool v13 = base.apiVersion >= VK_API_VERSION_1_3;
+  props.pNext = &sub;
+  if (v12 || has_extension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) sub.pNext = &drv;
+  if (v13 || has_extension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) drv.pNext = &ssc;
+  vkGetPhysicalDeviceProperties2(pd, &props);
+  const VkPhysicalDeviceLimits& lim = base.limits;
+
+  d.name = base.deviceName;
+  d.type = type_name(base.deviceType);
+  d.vendor_id = base.vendorID;
+  d.device_id = base.deviceID;
+  d.driver = std::string(drv.driverName) + (drv.driverInfo[0] ? std::string(" ") + drv.driverInfo : "");
+  d.api_version = std::to_string(VK_API_VERSION_MAJOR(base.apiVersion)) + "." +
+                  std::to_string(VK_API_VERSION_MINOR(base.apiVersion)) + "." +
+                  std::to_string(VK_API_VERSION_PATCH(base.apiVersion));
+  d.subgroup_size = sub.subgroupSize;
+  d.min_subgroup_size = ssc.minSubgroupSize ? ssc.minSubgroupSize : sub.subgroupSize;
+  d.max_subgroup_size = ssc.maxSubgroupSize ? ssc.maxSubgroupSize : sub.subgroupSize;
+  const bool compute_ops = sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
+  d.subgroup_arithmetic = compute_ops && (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  d.subgroup_shuffle = compute_ops && (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  d.shared_memory_bytes = lim.maxComputeSharedMemorySize;
+  d.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+  for (int i = 0; i < 3; ++i) d.max_workgroup_size[i] = lim.maxComputeWorkGroupSize[i];
+  d.max_storage_buffer_range = lim.maxStorageBufferRange;
+  d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
+
+  VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &m3};
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  d.max_memory_allocation_size = m3.maxMemoryAllocationSize;
+
+  VkPhysicalDeviceMemoryProperties mem{};
+  vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
+    if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) d.device_local_bytes += mem.memoryHeaps[i].size;
+
+  VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, &f16};
+  VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &s16};
+  vkGetPhysicalDeviceFeatures2(pd, &feats);
+  d.fp16_arithmetic = f16.shaderFloat16;
+  d.storage16 = s16.storageBuffer16BitAccess;
+  d.coopmat_nv = has_extension(exts, "VK_NV_cooperative_matrix");
+  d.coopmat_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
+
+  const int fam = compute_queue_family(pd);
+  if (fam >= 0) {
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+    d.timestamps = fams[fam].timestampValidBits > 0 && lim.timestampPeriod > 0;
+  }
+  d.timestamp_period_ns = lim.timestampPeriod;
+  return d;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string device_list_text(const std::vector<DeviceInfo>& infos) {
+  std::string s;
+  for (const DeviceInfo& d : infos) s += (s.empty() ? "" : ", ") + std::to_string(d.index) + ": " + d.name;
+  return s.empty() ? "none" : s;
+}
+
+// Index, name substring, or the best type. `from` says where the selector came from.
+int choose_device(const std::vector<DeviceInfo>& infos, const std::vector<VkPhysicalDeviceType>& types,
+                  const std::string& selector, const std::string& from) {
+  if (infos.empty())
+    throw Error(ErrorCode::no_device,
+                "no Vulkan device with a compute queue was found (is a Vulkan driver installed? "
+                "on Debian: apt-get install mesa-vulkan-drivers)");
+  if (selector.empty()) {
+    size_t best = 0;
+    for (size_t i = 1; i < infos.size(); ++i)
+      if (type_rank(types[i]) > type_rank(types[best])) best = i;
+    return int(best);
+  }
+  const bool numeric = std::all_of(selector.begin(), selector.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  if (numeric) {
+    const long idx = std::strtol(selector.c_str(), nullptr, 10);
+    for (size_t i = 0; i < infos.size(); ++i)
+      if (infos[i].index == idx) return int(i);
+    throw Error(ErrorCode::no_device, from + ": device index " + selector + " does not exist (devices: " +
+                                          device_list_text(infos) + ")");
+  }
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (lower(infos[i].name).find(lower(selector)) != std::string::npos) return int(i);
+  throw Error(ErrorCode::no_device, from + ": no device name contains '" + selector + "' (devices: " +
+                                        device_list_text(infos) + ")");
+}
+
+struct Instance {
+  VkInstance handle = VK_NULL_HANDLE;
+  bool debug_utils = false;
+};
+
+Instance create_instance(bool validation, const VkDebugUtilsMessengerCreateInfoEXT* messenger_info) {
+  const auto exts = instance_extensions(nullptr);
+  std::vector<const char*> enable;
+  Instance inst;
+  inst.debug_utils = has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  std::vector<const char*> layers;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  const VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  const void* next = nullptr;
+  if (validation) {
+    if (!layer_present(kValidationLayer))
+      throw Error(ErrorCode::unsupported,
+                  "validation was requested but VK_LAYER_KHRONOS_validation is not installed "
+                  "(on Debian: apt-get install vulkan-validationlayers)");
+    layers.push_back(kValidationLayer);
+    const auto layer_exts = instance_extensions(kValidationLayer);
+    inst.debug_utils = inst.debug_utils || has_extension(layer_exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    if (has_extension(layer_exts, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME) ||
+        has_extension(exts, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
+      enable.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+      features.enabledValidationFeatureCount = 1;
+      features.pEnabledValidationFeatures = &sync;
+      next = &features;
+    }
+  }
+  if (inst.debug_utils) {
+    enable.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    // Chained so that messages from instance creation and destruction are caught too.
+    auto* chained = const_cast<VkDebugUtilsMessengerCreateInfoEXT*>(messenger_info);
+    if (chained) {
+      chained->pNext = next;
+      next = chained;
+    }
+  }
+  VkInstanceCreateFlags flags = 0;
+  if (has_extension(exts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    enable.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "vkgate";
+  app.pEngineName = "vkgate";
+  app.apiVersion = VK_API_VERSION_1_2;
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, next, flags, &app};
+  ci.enabledLayerCount = uint32_t(layers.size());
+  ci.ppEnabledLayerNames = layers.data();
+  ci.enabledExtensionCount = uint32_t(enable.size());
+  ci.ppEnabledExtensionNames = enable.data();
+  VkResult r = vkCreateInstance(&ci, nullptr, &inst.handle);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+    throw Error(ErrorCode::no_device, "creating the Vulkan instance: no Vulkan 1.2 driver is installed "
+                                      "(vkCreateInstance returned VK_ERROR_INCOMPATIBLE_DRIVER)");
+  VK_CHECK(r, "creating the Vulkan instance");
+  return inst;
+}
+
+// Devices usable by vkgate (Vulkan ≥ 1.1 with a compute queue), in loader order.
+std::vector<VkPhysicalDevice> usable_devices(VkInstance instance) {
+  uint32_t n = 0;
+  VK_CHECK(vkEnumeratePhysicalDevices(instance, &n, nullptr), "enumerating Vulkan devices");
+  std::vector<VkPhysicalDevice> all(n);
+  VK_CHECK(vkEnumeratePhysicalDevices(instance, &n, all.data()), "enumerating Vulkan devices");
+  std::vector<VkPhysicalDevice> out;
+  for (VkPhysicalDevice pd : all) {
+    VkPhysicalDeviceProperties p{};
+    vkGetPhysicalDeviceProperties(pd, &p);
+    if (p.apiVersion >= VK_API_VERSION_1_1 && compute_queue_family(pd) >= 0) out.push_back(pd);
+  }
+  return out;
+}
+
+std::string human_bytes(uint64_t b) {
+  std::ostringstream os;
+  if (b >= (1ull << 30)) os << (b >> 30) << " GiB";
+  else if (b >= (1ull << 20)) os << (b >> 20) << " MiB";
+  else os << (b >> 10) << " KiB";
+  return os.str();
+}
+
+}  // namespace
+
+std::string DeviceInfo::summary() const {
+  std::ostringstream os;
+  os << index << ": " << name << " (" << type << ", Vulkan " << api_version << ", " << driver << ")"
+     << " fp16=" << (fp16_arithmetic ? "yes" : "no") << " storage16=" << (storage16 ? "yes" : "no")
+     << " subgroup=" << subgroup_size;
+  if (min_subgroup_size != max_subgroup_size) os << " [" << min_subgroup_size << ".." << max_subgroup_size << "]";
+  os << " subgroup_ops=" << (subgroup_arithmetic ? "arith" : "") << (subgroup_shuffle ? (subgroup_arithmetic ? "+shuffle" : "shuffle") : "")
+     << (subgroup_arithmetic || subgroup_shuffle ? "" : "none")
+     << " shared=" << human_bytes(shared_memory_bytes) << " max_wg=" << max_workgroup_invocations
+     << " max_buffer_range=" << human_bytes(max_storage_buffer_range)
+     << " device_memory=" << human_bytes(device_local_bytes)
+     << " coopmat=" << (coopmat_khr ? "khr" : coopmat_nv ? "nv" : "no")
+     << " timestamps=" << (timestamps ? "yes" : "no");
+  return os.str();
+}
+
+std::vector<DeviceInfo> Context::list_devices() {
+  Instance inst = create_instance(false, nullptr);
+  std::vector<DeviceInfo> infos;
+  try {
+    const auto pds = usable_devices(inst.handle);
+    for (size_t i = 0; i < pds.size(); ++i) infos.push_back(describe(pds[i], int(i)));
+  } catch (...) {
+    vkDestroyInstance(inst.handle, nullptr);
+    throw;
+  }
+  vkDestroyInstance(inst.handle, nullptr);
+  return infos;
+}
+
+Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.validation = options.validation || env_flag("VKGATE_VALIDATION");
+
+  VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  mci.pfnUserCallback = on_message;
+  mci.pUserData = &s;
+
+  Instance inst = create_instance(s.validation, &mci);
+  s.instance = inst.handle;
+  if (inst.debug_utils) {
+    mci.pNext = nullptr;
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(s.instance, "vkCreateDebugUtilsMessengerEXT"));
+    if (create) VK_CHECK(create(s.instance, &mci, nullptr, &s.messenger), "installing the debug messenger");
+  }
+
+  const auto pds = usable_devices(s.instance);
+  std::vector<DeviceInfo> infos;
+  std::vector<VkPhysicalDeviceType> types;
+  for (size_t i = 0; i < pds.size(); ++i) {
+    infos.push_back(describe(pds[i], int(i)));
+    VkPhysicalDeviceProperties p{};
+    vkGetPhysicalDeviceProperties(pds[i], &p);
+    types.push_back(p.deviceType);
+  }
+  std::string selector = options.device, from = "device selector";
+  if (selector.empty()) {
+    if (const char* env = std::getenv("VKGATE_DEVICE"); env && *env) {
+      selector = env;
+      from = "VKGATE_DEVICE";
+    }
+  }
+  const int chosen = choose_device(infos, types, selector, from);
+  s.physical = pds[chosen];
+  s.info = infos[chosen];
+  s.queue_family = uint32_t(compute_queue_family(s.physical));
+  vkGetPhysicalDeviceMemoryProperties(s.physical, &s.memory_props);
+
+  // Enable the optional features vkgate's paths can use when present.
+  VkPhysicalDeviceShaderFloat16Int8Features f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, &f16};
+  VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &s16};
+  f16.shaderFloat16 = s.info.fp16_arithmetic;
+  s16.storageBuffer16BitAccess = s.info.storage16;
+  const auto dev_exts = device_extensions(s.physical);
+  std::vector<const char*> enable;
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(s.physical, &base);
+  if (base.apiVersion < VK_API_VERSION_1_2) {
+    // 1.1 devices expose fp16 arithmetic only through the extension.
+    if (s.info.fp16_arithmetic && has_extension(dev_exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME))
+      enable.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    else
+      f16.shaderFloat16 = VK_FALSE;
+  }
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = s.queue_family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &feats};
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = uint32_t(enable.size());
+  dci.ppEnabledExtensionNames = enable.data();
+  VK_CHECK(vkCreateDevice(s.physical, &dci, nullptr, &s.device), "creating the device for " + s.info.name);
+  vkGetDeviceQueue(s.device, s.queue_family, 0, &s.queue);
+
+  s.allocator = std::make_unique<gpu::Allocator>(s);
+  s.pipelines = std::make_unique<gpu::PipelineCache>(s);
+}
+
+Context::Impl::~Impl() {
+  if (device) vkDeviceWaitIdle(device);
+  pipelines.reset();
+  allocator.reset();
+  if (device) vkDestroyDevice(device, nullptr);
+  if (messenger) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(instance, messenger, nullptr);
+  }
+  if (instance) vkDestroyInstance(instance, nullptr);
+}
+
+void Context::Impl::submit_and_wait(VkCommandBuffer cmd, VkFence fence, const char* doing) {
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex);
+    VK_CHECK(vkQueueSubmit(queue, 1, &si, fence), doing);
+  }
+  VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), doing);
+  VK_CHECK(vkResetFences(device, 1, &fence), doing);
+}
+
+Context::~Context() = default;
+
+const DeviceInfo& Context::device() const { return impl_->info; }
+bool Context::validation_enabled() const { return impl_->validation; }
+uint64_t Context::validation_messages() const { return impl_->message_count.load(); }
+
+std::vector<std::string> Context::take_validation_messages() {
+  std::lock_guard<std::mutex> lock(impl_->messages_mutex);
+  std::vector<std::string> out;
+  out.swap(impl_->messages);
+  impl_->message_count = 0;
+  return out;
+}
+
+}  // namespace vkgate

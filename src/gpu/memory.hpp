@@ -1,0 +1,91 @@
+// Internal: device memory. Tensors are ranges carved out of a few large
+// VkDeviceMemory blocks (each bound to one VkBuffer), so a block with dozens
+// of tensors costs a handful of vkAllocateMemory calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpu/vk.hpp"
+#include "vkgate/context.hpp"
+
+namespace vkgate::gpu {
+
+enum class MemoryKind {
+  device,    // DEVICE_LOCAL: tensors the shaders read and write
+  upload,    // HOST_VISIBLE, written by the host, read by transfers
+  readback,  // HOST_VISIBLE (cached if possible), written by transfers, read by the host
+};
+
+class Allocator;
+
+// A range of a block. Move-only; returns its range to the allocator when destroyed.
+class Buffer {
+ public:
+  Buffer() = default;
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  VkBuffer handle() const { return handle_; }
+  VkDeviceSize offset() const { return offset_; }
+  VkDeviceSize size() const { return size_; }
+  uint64_t id() const { return id_; }  // unique per live range; keys the recorder's hazard tracking
+  bool valid() const { return handle_ != VK_NULL_HANDLE; }
+  // Host pointer for upload/readback buffers, nullptr for device buffers.
+  void* mapped() const { return mapped_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Allocator;
+  Allocator* owner_ = nullptr;
+  VkBuffer handle_ = VK_NULL_HANDLE;
+  VkDeviceSize offset_ = 0, size_ = 0, reserved_ = 0;
+  size_t block_ = 0;
+  uint64_t id_ = 0;
+  void* mapped_ = nullptr;
+  std::string name_;
+};
+
+class Allocator {
+ public:
+  explicit Allocator(Context::Impl& ctx);
+  ~Allocator();
+
+  // `name` is used in error messages ("allocating 'q_proj.weight' ...").
+  Buffer allocate(VkDeviceSize bytes, MemoryKind kind, const std::string& name);
+
+  VkDeviceSize bytes_in_use() const;
+  size_t block_count() const;
+
+ private:
+  friend class Buffer;
+  struct Range {
+    VkDeviceSize offset, size;
+  };
+  struct Block {
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceSize size = 0;
+    MemoryKind kind = MemoryKind::device;
+    void* mapped = nullptr;
+    std::vector<Range> free;  // sorted by offset, coalesced
+  };
+  void release(size_t block, VkDeviceSize offset, VkDeviceSize size);
+  size_t new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name);
+  uint32_t memory_type(MemoryKind kind, uint32_t allowed, const std::string& name) const;
+
+  Context::Impl& ctx_;
+  VkDeviceSize block_size_;
+  mutable std::mutex mutex_;
+  std::vector<Block> blocks_;
+  VkDeviceSize in_use_ = 0;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace vkgate::gpu

@@ -1,0 +1,92 @@
+#include "gpu/pipeline.hpp"
+
+#include <string>
+
+#include "gpu/context_impl.hpp"
+
+namespace vkgate::gpu {
+
+PipelineCache::PipelineCache(Context::Impl& ctx) : ctx_(ctx) {
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  VK_CHECK(vkCreatePipelineCache(ctx.device, &ci, nullptr, &cache_), "creating the pipeline cache");
+}
+
+PipelineCache::~PipelineCache() {
+  for (auto& [key, p] : pipelines_) {
+    vkDestroyPipeline(ctx_.device, p->pipeline, nullptr);
+    vkDestroyPipelineLayout(ctx_.device, p->layout, nullptr);
+    vkDestroyDescriptorSetLayout(ctx_.device, p->set_layout, nullptr);
+  }
+  vkDestroyPipelineCache(ctx_.device, cache_, nullptr);
+}
+
+size_t PipelineCache::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pipelines_.size();
+}
+
+const Pipeline& PipelineCache::get(Shader shader, const std::vector<uint32_t>& spec) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto key = std::make_pair(shader, spec);
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return *it->second;
+
+  const ShaderModuleInfo& info = shader_info(shader);
+  const std::string doing = std::string("creating the '") + info.name + "' pipeline";
+  if (spec.empty() || spec[0] == 0 || spec[0] > ctx_.info.max_workgroup_invocations)
+    throw Error(ErrorCode::unsupported, doing + ": workgroup size " + std::to_string(spec.empty() ? 0 : spec[0]) +
+                                            " exceeds the device limit " +
+                                            std::to_string(ctx_.info.max_workgroup_invocations));
+  auto p = std::make_unique<Pipeline>();
+  p->shader = shader;
+  p->spec = spec;
+  p->bindings = info.bindings;
+  p->push_bytes = info.push_bytes;
+  p->name = info.name;
+  VkDevice dev = ctx_.device;
+
+  std::vector<VkDescriptorSetLayoutBinding> binds(info.bindings);
+  for (uint32_t i = 0; i < info.bindings; ++i)
+    binds[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = info.bindings;
+  dl.pBindings = binds.data();
+  VkShaderModule module = VK_NULL_HANDLE;
+  try {
+    VK_CHECK(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p->set_layout), doing);
+    VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, info.push_bytes};
+    VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pl.setLayoutCount = 1;
+    pl.pSetLayouts = &p->set_layout;
+    pl.pushConstantRangeCount = 1;
+    pl.pPushConstantRanges = &pcr;
+    VK_CHECK(vkCreatePipelineLayout(dev, &pl, nullptr, &p->layout), doing);
+
+    VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    mi.codeSize = info.spirv.size_bytes();
+    mi.pCode = info.spirv.data();
+    VK_CHECK(vkCreateShaderModule(dev, &mi, nullptr, &module), doing);
+
+    std::vector<VkSpecializationMapEntry> entries(spec.size());
+    for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
+    VkSpecializationInfo si{uint32_t(entries.size()), entries.data(), spec.size() * 4, spec.data()};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = module;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = &si;
+    ci.layout = p->layout;
+    VK_CHECK(vkCreateComputePipelines(dev, cache_, 1, &ci, nullptr, &p->pipeline), doing);
+  } catch (...) {
+    if (module) vkDestroyShaderModule(dev, module, nullptr);
+    if (p->layout) vkDestroyPipelineLayout(dev, p->layout, nullptr);
+    if (p->set_layout) vkDestroyDescriptorSetLayout(dev, p->set_layout, nullptr);
+    throw;
+  }
+  vkDestroyShaderModule(dev, module, nullptr);
+  const Pipeline& ref = *p;
+  pipelines_.emplace(std::move(key), std::move(p));
+  return ref;
+}
+
+}  // namespace vkgate::gpu

@@ -1,0 +1,46 @@
+// Internal: compute pipelines from embedded SPIR-V, one per (shader,
+// specialization constants), created on first use and kept for the Context's
+// lifetime behind a VkPipelineCache.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "gpu/shaders.hpp"
+#include "gpu/vk.hpp"
+#include "vkgate/context.hpp"
+
+namespace vkgate::gpu {
+
+struct Pipeline {
+  Shader shader;
+  std::vector<uint32_t> spec;  // spec[0] is the workgroup size
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  uint32_t bindings = 0;
+  uint32_t push_bytes = 0;
+  const char* name = "";
+  uint32_t workgroup_size() const { return spec[0]; }
+};
+
+class PipelineCache {
+ public:
+  explicit PipelineCache(Context::Impl& ctx);
+  ~PipelineCache();
+
+  // Specialization constants are uint32 values for constant_id 0, 1, ...
+  const Pipeline& get(Shader shader, const std::vector<uint32_t>& spec);
+  size_t size() const;
+
+ private:
+  Context::Impl& ctx_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  mutable std::mutex mutex_;
+  std::map<std::pair<Shader, std::vector<uint32_t>>, std::unique_ptr<Pipeline>> pipelines_;
+};
+
+}  // namespace vkgate::gpu

@@ -1,0 +1,269 @@
+#include "gpu/recorder.hpp"
+
+#include <algorithm>
+
+#include "gpu/context_impl.hpp"
+
+namespace vkgate::gpu {
+
+namespace {
+constexpr uint32_t kSetsPerPool = 64;
+constexpr uint32_t kMaxBindings = 8;
+constexpr uint32_t kMaxTimestamps = 1024;
+constexpr VkPipelineStageFlags kCompute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
+}  // namespace
+
+Grid grid_for(uint64_t groups) {
+  constexpr uint64_t kMax = 65535;
+  if (groups <= kMax) return {uint32_t(std::max<uint64_t>(groups, 1)), 1};
+  const uint64_t y = (groups + kMax - 1) / kMax;
+  if (y > kMax) throw Error(ErrorCode::invalid_argument, "dispatch of " + std::to_string(groups) + " workgroups is too large");
+  return {uint32_t((groups + y - 1) / y), uint32_t(y)};
+}
+
+Recorder::Recorder(Context::Impl& ctx) : ctx_(ctx) {
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = ctx.queue_family;
+  VK_CHECK(vkCreateCommandPool(ctx.device, &pci, nullptr, &pool_), "creating a command pool");
+  try {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VK_CHECK(vkAllocateCommandBuffers(ctx.device, &ai, &cmd_), "allocating a command buffer");
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VK_CHECK(vkCreateFence(ctx.device, &fci, nullptr, &fence_), "creating a fence");
+    if (ctx.info.timestamps) {
+      VkQueryPoolCreateInfo qci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qci.queryCount = kMaxTimestamps;
+      VK_CHECK(vkCreateQueryPool(ctx.device, &qci, nullptr, &queries_), "creating a timestamp query pool");
+      query_capacity_ = kMaxTimestamps;
+    }
+  } catch (...) {
+    this->~Recorder();
+    throw;
+  }
+}
+
+Recorder::~Recorder() {
+  VkDevice dev = ctx_.device;
+  for (VkDescriptorPool p : descriptor_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
+  descriptor_pools_.clear();
+  if (queries_) vkDestroyQueryPool(dev, queries_, nullptr);
+  if (fence_) vkDestroyFence(dev, fence_, nullptr);
+  if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);
+  queries_ = VK_NULL_HANDLE;
+  fence_ = VK_NULL_HANDLE;
+  pool_ = VK_NULL_HANDLE;
+}
+
+void Recorder::begin() {
+  VK_CHECK(vkResetCommandBuffer(cmd_, 0), "resetting a command buffer");
+  for (VkDescriptorPool p : descriptor_pools_) vkResetDescriptorPool(ctx_.device, p, 0);
+  pool_index_ = 0;
+  sets_in_pool_ = 0;
+  states_.clear();
+  host_visible_written_.clear();
+  labels_.clear();
+  barriers_ = 0;
+  queries_used_ = 0;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
+  recording_ = true;
+  recorded_ = false;
+  if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+  // The buffer may be replayed, and other command buffers touch the same
+  // tensors between replays: order everything before this point against it.
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd_, kCompute | kTransfer, kCompute | kTransfer, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  timestamp();
+}
+
+void Recorder::timestamp() {
+  if (queries_ && queries_used_ < query_capacity_)
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, queries_used_++);
+}
+
+void Recorder::sync(std::initializer_list<Use> uses) { sync(std::vector<Use>(uses)); }
+
+void Recorder::sync(const std::vector<Use>& uses) {
+  std::vector<VkBufferMemoryBarrier> barriers;
+  VkPipelineStageFlags src = 0, dst = 0;
+  for (const Use& u : uses) {
+    State& s = states_[u.buffer->id()];
+    VkAccessFlags src_access = 0, dst_access = 0;
+    VkPipelineStageFlags src_stage = 0;
+    bool hazard = false;
+    const bool unseen_write =
+        s.write_stage && ((s.visible_stages & u.stage) != u.stage || (s.visible_access & u.access) != u.access);
+    if (u.reads && unseen_write) {  // RAW
+      hazard = true;
+      src_stage |= s.write_stage;
+      src_access |= s.write_access;
+      dst_access |= u.access & (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+    }
+    if (u.writes) {
+      if (s.read_stages) {  // WAR: an execution dependency is enough
+        hazard = true;
+        src_stage |= s.read_stages;
+      }
+      if (s.write_stage) {  // WAW
+        hazard = true;
+        src_stage |= s.write_stage;
+        src_access |= s.write_access;
+      }
+      dst_access |= u.access & (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+    }
+    if (hazard && tracking_) {
+      VkBufferMemoryBarrier b{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
+      b.srcAccessMask = src_access;
+      b.dstAccessMask = dst_access;
+      b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+      b.buffer = u.buffer->handle();
+      b.offset = u.buffer->offset();
+      b.size = u.buffer->size();
+      barriers.push_back(b);
+      src |= src_stage;
+      dst |= u.stage;
+      if (u.reads && unseen_write) {
+        s.visible_stages |= u.stage;
+        s.visible_access |= dst_access;
+      }
+    }
+    if (u.writes) {
+      s.write_stage = u.stage;
+      s.write_access = u.access & (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+      s.visible_stages = 0;
+      s.visible_access = 0;
+      s.read_stages = 0;
+      if (u.buffer->mapped()) host_visible_written_[u.buffer->id()] = u.buffer;
+    } else {
+      s.read_stages |= u.stage;
+    }
+  }
+  if (!barriers.empty()) {
+    vkCmdPipelineBarrier(cmd_, src, dst, 0, 0, nullptr, uint32_t(barriers.size()), barriers.data(), 0, nullptr);
+    ++barriers_;
+  }
+}
+
+VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
+  if (sets_in_pool_ == kSetsPerPool) {
+    ++pool_index_;
+    sets_in_pool_ = 0;
+  }
+  if (pool_index_ == descriptor_pools_.size()) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
+    VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    ci.maxSets = kSetsPerPool;
+    ci.poolSizeCount = 1;
+    ci.pPoolSizes = &size;
+    VkDescriptorPool pool;
+    VK_CHECK(vkCreateDescriptorPool(ctx_.device, &ci, nullptr, &pool), "creating a descriptor pool");
+    descriptor_pools_.push_back(pool);
+  }
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = descriptor_pools_[pool_index_];
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkDescriptorSet set;
+  VK_CHECK(vkAllocateDescriptorSets(ctx_.device, &ai, &set), "allocating a descriptor set");
+  ++sets_in_pool_;
+  return set;
+}
+
+void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push,
+                        uint32_t gx, uint32_t gy, uint32_t gz, std::string label) {
+  if (bindings.size() != p.bindings || bindings.size() > kMaxBindings)
+    throw Error(ErrorCode::invalid_argument, std::string("dispatch of '") + p.name + "': expected " +
+                                                 std::to_string(p.bindings) + " bindings, got " +
+                                                 std::to_string(bindings.size()));
+  std::vector<Use> uses;
+  VkDescriptorBufferInfo infos[kMaxBindings];
+  VkWriteDescriptorSet writes[kMaxBindings];
+  const VkDescriptorSet set = allocate_set(p.set_layout);
+  uint32_t i = 0;
+  for (const Binding& b : bindings) {
+    const bool reads = b.access != Access::write, wr = b.access != Access::read;
+    const VkAccessFlags access = (reads ? VK_ACCESS_SHADER_READ_BIT : 0) | (wr ? VK_ACCESS_SHADER_WRITE_BIT : 0);
+    // A buffer bound twice (in-place ops) is one use: it must not look like a hazard with itself.
+    auto same = std::find_if(uses.begin(), uses.end(), [&](const Use& u) { return u.buffer->id() == b.buffer->id(); });
+    if (same != uses.end()) {
+      same->access |= access;
+      same->reads = same->reads || reads;
+      same->writes = same->writes || wr;
+    } else {
+      uses.push_back({b.buffer, kCompute, access, reads, wr});
+    }
+    infos[i] = {b.buffer->handle(), b.buffer->offset(), b.buffer->size()};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+    ++i;
+  }
+  vkUpdateDescriptorSets(ctx_.device, i, writes, 0, nullptr);
+  sync(uses);
+  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (p.push_bytes) vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
+  vkCmdDispatch(cmd_, gx, gy, gz);
+  labels_.push_back(label.empty() ? p.name : std::move(label));
+  timestamp();
+}
+
+void Recorder::copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
+  if (bytes > src.size() || bytes > dst.size())
+    throw Error(ErrorCode::invalid_argument, "copy of " + std::to_string(bytes) + " bytes from '" + src.name() +
+                                                 "' to '" + dst.name() + "' exceeds a buffer");
+  sync({{&src, kTransfer, VK_ACCESS_TRANSFER_READ_BIT, true, false},
+        {&dst, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, false, true}});
+  VkBufferCopy region{src.offset(), dst.offset(), bytes};
+  vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
+}
+
+void Recorder::fill(const Buffer& dst, uint32_t word) {
+  sync({{&dst, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, false, true}});
+  vkCmdFillBuffer(cmd_, dst.handle(), dst.offset(), dst.size() / 4 * 4, word);
+}
+
+void Recorder::end() {
+  if (!host_visible_written_.empty()) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cmd_, kCompute | kTransfer, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    ++barriers_;
+  }
+  VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
+  recording_ = false;
+  recorded_ = true;
+}
+
+void Recorder::submit(const std::string& doing) {
+  if (!recorded_) throw Error(ErrorCode::invalid_argument, doing + ": the command buffer was not recorded");
+  ctx_.submit_and_wait(cmd_, fence_, doing.c_str());
+}
+
+std::vector<DispatchTiming> Recorder::timings() const {
+  std::vector<DispatchTiming> out;
+  if (!queries_ || queries_used_ < 2) return out;
+  std::vector<uint64_t> ts(queries_used_);
+  VkResult r = vkGetQueryPoolResults(ctx_.device, queries_, 0, queries_used_, ts.size() * 8, ts.data(), 8,
+                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  VK_CHECK(r, "reading GPU timestamps");
+  const double ns = ctx_.info.timestamp_period_ns;
+  for (size_t i = 0; i + 1 < ts.size() && i < labels_.size(); ++i)
+    out.push_back({labels_[i], double(ts[i + 1] - ts[i]) * ns / 1000.0});
+  return out;
+}
+
+}  // namespace vkgate::gpu

@@ -1,0 +1,37 @@
+#include "gpu/context_impl.hpp"
+#include "gpu/pipeline.hpp"
+#include "ops/ops.hpp"
+
+namespace vkgate::ops {
+
+namespace {
+struct Push {
+  uint32_t M, N, K, ldx, ldw, ldy, ldr, has_bias, has_residual;
+};
+
+// 64×64 tiles with 4×4 register tiles (256 threads) where the device allows,
+// else 32×32 with 2×2... kept to shapes every Vulkan device must support.
+std::vector<uint32_t> tiles(const DeviceInfo& d) {
+  const uint32_t BK = 16;
+  if (d.max_workgroup_invocations >= 256 && d.shared_memory_bytes >= 2 * BK * 64 * 4)
+    return {256, 64, 64, BK, 4, 4};
+  return {128, 32, 64, BK, 2, 8};
+}
+}  // namespace
+
+void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
+            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K) {
+  const auto spec = tiles(ctx.info);
+  const gpu::Pipeline& p = ctx.pipelines->get(gpu::Shader::matmul, spec);
+  Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
+  // Absent operands are bound to a buffer the shader never reads, to keep one pipeline.
+  rec.dispatch(p,
+               {{&x, gpu::Access::read},
+                {&w, gpu::Access::read},
+                {bias ? bias : &w, gpu::Access::read},
+                {residual ? residual : &x, gpu::Access::read},
+                {&y, gpu::Access::write}},
+               &push, (N + spec[2] - 1) / spec[2], (M + spec[1] - 1) / spec[1], 1, "matmul");
+}
+
+}  // namespace vkgate::ops

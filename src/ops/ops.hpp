@@ -1,0 +1,61 @@
+// Internal: each op records its dispatch(es) into a Recorder: pipeline choice
+// (tile sizes from the device's capabilities), push constants and grid size.
+// Sizes and strides are in float elements. One .cpp per op beside this file.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/memory.hpp"
+#include "gpu/recorder.hpp"
+#include "vkgate/config.hpp"
+
+namespace vkgate::ops {
+
+using gpu::Buffer;
+using gpu::Recorder;
+
+// Mirrors `View` in shaders/common.glsl: element (bt, h, d), bt = b·T + t, at
+// base + b·sb + t·st + (h / groups)·sg + (h % groups)·sh + d.
+struct View {
+  uint32_t base = 0, sb = 0, st = 0, groups = 1, sg = 0, sh = 0;
+};
+// A contiguous [B, T, heads, dim] tensor.
+View btd_view(uint32_t tokens, uint32_t heads, uint32_t dim);
+// A contiguous [B, heads, S, dim] tensor whose token t sits at position `first + t`.
+View bhsd_view(uint32_t heads, uint32_t seq, uint32_t dim, uint32_t first = 0);
+
+// y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (+ residual[M,N]); bias/residual may be null.
+void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
+            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K);
+
+// RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the same buffer.
+void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
+             View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps);
+
+// Rotate-half RoPE on the first `rotary` dims, the rest copied. `table` holds
+// cos then sin, each [tokens, rotary/2] (see rope_table). x and y may be the same buffer.
+void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& table, const Buffer& y,
+          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary);
+
+// cos/sin for positions first..first+tokens−1, computed in double, as floats.
+std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, uint32_t first);
+
+// In place softmax of scale·scores (+mask) over `keys`, scores [B, H, T, keys].
+void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
+             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale);
+
+struct AttentionShape {
+  uint32_t batch, heads, kv_heads, tokens, keys, head_dim;
+};
+// scores [B, H, T, S] = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ (unscaled).
+void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
+                      const AttentionShape& s);
+// out [B, T, H, Dh] = probs [B, H, T, S] · v [B, KV, S, Dh].
+void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
+                      const AttentionShape& s);
+
+// y [rows, heads, dim] *= sigmoid(gate) read through `gate_view`; gate_width 1 or dim.
+void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
+          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width);
+
+}  // namespace vkgate::ops

@@ -1,0 +1,30 @@
+#include <algorithm>
+
+#include "gpu/context_impl.hpp"
+#include "gpu/pipeline.hpp"
+#include "ops/ops.hpp"
+
+namespace vkgate::ops {
+
+namespace {
+struct Push {
+  View in, out;
+  uint32_t rows, tokens, heads, dim, zero_centered;
+  float eps;
+};
+}  // namespace
+
+void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
+             View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps) {
+  // A power of two (the reduction halves it) no wider than the row needs.
+  uint32_t wg = 32;
+  while (wg < dim && wg < 256 && wg * 2 <= ctx.info.max_workgroup_invocations) wg *= 2;
+  const gpu::Pipeline& p = ctx.pipelines->get(gpu::Shader::rmsnorm, {wg});
+  Push push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  const gpu::Grid g = gpu::grid_for(uint64_t(rows) * heads);
+  const bool in_place = &x == &y;
+  rec.dispatch(p, {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},
+               &push, g.x, g.y, 1, heads == 1 ? "rmsnorm" : "rmsnorm.heads");
+}
+
+}  // namespace vkgate::ops

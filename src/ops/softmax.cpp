@@ -1,0 +1,26 @@
+#include "gpu/context_impl.hpp"
+#include "gpu/pipeline.hpp"
+#include "ops/ops.hpp"
+
+namespace vkgate::ops {
+
+namespace {
+struct Push {
+  uint32_t rows, keys, tokens, heads, past, causal, has_mask;
+  float scale;
+};
+}  // namespace
+
+void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
+             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale) {
+  uint32_t wg = 32;
+  while (wg < keys && wg < 256 && wg * 2 <= ctx.info.max_workgroup_invocations) wg *= 2;
+  const gpu::Pipeline& p = ctx.pipelines->get(gpu::Shader::softmax, {wg});
+  const uint32_t rows = batch * heads * tokens;
+  Push push{rows, keys, tokens, heads, keys - tokens, causal ? 1u : 0u, mask ? 1u : 0u, scale};
+  const gpu::Grid g = gpu::grid_for(rows);
+  rec.dispatch(p, {{&scores, gpu::Access::read_write}, {mask ? mask : &scores, gpu::Access::read}}, &push, g.x, g.y,
+               1, "softmax");
+}
+
+}  // namespace vkgate::ops

@@ -1,0 +1,517 @@
+#include "vkgate/safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "vkgate/error.hpp"
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian and is read in place");
+
+namespace vkgate {
+
+const char* to_string(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::F64:
+      return "F64";
+  }
+  return "?";
+}
+
+size_t dtype_size(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::F64:
+      return 8;
+  }
+  return 0;
+}
+
+// ---- 16-bit float conversions ----
+
+float half_to_float(uint16_t bits) noexcept {
+  const uint32_t sign = uint32_t(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu;
+  const uint32_t mantissa = bits & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa · 2^-24, exact in float
+    const float magnitude = std::ldexp(float(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+namespace {
+
+// `value >> shift`, rounded to nearest with ties to even (shift ≥ 1).
+uint32_t shift_right_rne(uint32_t value, uint32_t shift) {
+  const uint32_t kept = value >> shift;
+  const uint32_t rest = value & ((1u << shift) - 1);
+  const uint32_t half = 1u << (shift - 1);
+  return (rest > half || (rest == half && (kept & 1u))) ? kept + 1 : kept;
+}
+
+}  // namespace
+
+uint16_t float_to_half(float value) noexcept {
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  const auto sign = uint16_t((x >> 16) & 0x8000u);
+  const uint32_t magnitude = x & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  // 65520 = 65504 + half an ulp: from there on, round-to-even gives infinity.
+  if (magnitude >= 0x477ff000u) return uint16_t(sign | 0x7c00u);
+  const uint32_t exponent = magnitude >> 23;  // float bias 127; half normals need ≥ 113
+  if (exponent >= 113) {
+    // Rebias the exponent in place; a mantissa carry correctly bumps the exponent.
+    return uint16_t(sign | shift_right_rne(magnitude - (112u << 23), 13));
+  }
+  // Half subnormal (or zero): value / 2^-24 with the float's 24-bit significand.
+  // Below 2^-25 (exponent < 102) everything rounds to zero.
+  if (exponent < 102) return sign;
+  const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+  return uint16_t(sign | shift_right_rne(significand, 126 - exponent));
+}
+
+float bf16_to_float(uint16_t bits) noexcept { return std::bit_cast<float>(uint32_t(bits) << 16); }
+
+uint16_t float_to_bf16(float value) noexcept {
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // keep NaN quiet
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// ---- reading ----
+
+namespace {
+
+using nlohmann::json;
+
+std::optional<DType> parse_dtype(const std::string& name) {
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64})
+    if (name == to_string(d)) return d;
+  return std::nullopt;
+}
+
+// Closes a descriptor on every path out of a scope.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Reads a JSON array of non-negative integers that fit int64_t.
+std::optional<std::vector<uint64_t>> unsigned_array(const json& value) {
+  if (!value.is_array()) return std::nullopt;
+  std::vector<uint64_t> out;
+  for (const json& v : value) {
+    if (!v.is_number_unsigned()) return std::nullopt;
+    const auto n = v.get<uint64_t>();
+    if (n > uint64_t(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    out.push_back(n);
+  }
+  return out;
+}
+
+// Product of dims times elem_size, or nullopt on uint64 overflow.
+std::optional<uint64_t> byte_count(const std::vector<uint64_t>& dims, uint64_t elem_size) {
+  uint64_t n = elem_size;
+  for (uint64_t d : dims) {
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / d) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+
+// Element i of a view, as double; memcpy because the mapping gives no alignment.
+double element(const TensorView& t, size_t i) {
+  const std::byte* p = t.bytes.data() + i * dtype_size(t.dtype);
+  switch (t.dtype) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p, sizeof v);
+      return v;
+    }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, p, sizeof v);
+      return v;
+    }
+    case DType::F16:
+    case DType::BF16: {
+      uint16_t v;
+      std::memcpy(&v, p, sizeof v);
+      return t.dtype == DType::F16 ? half_to_float(v) : bf16_to_float(v);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::vector<float> TensorView::to_f32() const {
+  std::vector<float> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = float(element(*this, i));
+  return out;
+}
+
+std::vector<double> TensorView::to_f64() const {
+  std::vector<double> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = element(*this, i);
+  return out;
+}
+
+namespace {
+
+// Parses and validates the header of a mapped file; every message starts with the path.
+class HeaderParser {
+ public:
+  HeaderParser(const std::string& path, std::span<const std::byte> file)
+      : path_(path), file_(file) {}
+
+  void parse(std::map<std::string, TensorView>& tensors,
+             std::map<std::string, std::string>& metadata) {
+    if (file_.size() < 8)
+      fail(ErrorCode::io, "file is " + std::to_string(file_.size()) +
+                              " bytes, too short for the 8-byte header length");
+    uint64_t header_len;
+    std::memcpy(&header_len, file_.data(), 8);
+    if (header_len > file_.size() - 8)
+      fail(ErrorCode::io, "header length " + std::to_string(header_len) + " exceeds the " +
+                              std::to_string(file_.size() - 8) + " bytes after it");
+    const auto* text = reinterpret_cast<const char*>(file_.data() + 8);
+    const json header = json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);
+    if (header.is_discarded()) fail(ErrorCode::io, "header is not valid JSON");
+    if (!header.is_object()) fail(ErrorCode::io, "header is not a JSON object");
+    data_ = file_.subspan(8 + header_len);
+
+    for (const auto& [key, value] : header.items()) {
+      if (key == "__metadata__")
+        metadata = parse_metadata(value);
+      else
+        tensors.emplace(key, parse_tensor(key, value));
+    }
+    check_no_overlap(tensors);
+  }
+
+ private:
+  [[noreturn]] void fail(ErrorCode code, const std::string& message) const {
+    throw Error(code, path_ + ": " + message);
+  }
+  [[noreturn]] void fail_tensor(ErrorCode code, const std::string& name,
+                                const std::string& message) const {
+    fail(code, "tensor '" + name + "': " + message);
+  }
+
+  std::map<std::string, std::string> parse_metadata(const json& value) const {
+    if (!value.is_object()) fail(ErrorCode::io, "__metadata__ is not a JSON object");
+    std::map<std::string, std::string> out;
+    for (const auto& [key, v] : value.items()) {
+      if (!v.is_string()) fail(ErrorCode::io, "__metadata__ key '" + key + "' is not a string");
+      out.emplace(key, v.get<std::string>());
+    }
+    return out;
+  }
+
+  TensorView parse_tensor(const std::string& name, const json& entry) const {
+    if (!entry.is_object()) fail_tensor(ErrorCode::io, name, "entry is not a JSON object");
+    const auto dtype_it = entry.find("dtype");
+    if (dtype_it == entry.end() || !dtype_it->is_string())
+      fail_tensor(ErrorCode::io, name, "'dtype' is missing or not a string");
+    const std::string dtype_name = dtype_it->get<std::string>();
+    const std::optional<DType> dtype = parse_dtype(dtype_name);
+    if (!dtype)
+      fail_tensor(ErrorCode::io, name,
+                  "unsupported dtype '" + dtype_name + "' (vkgate reads F32, F16, BF16, F64)");
+
+    const auto shape_it = entry.find("shape");
+    const auto shape = shape_it == entry.end() ? std::nullopt : unsigned_array(*shape_it);
+    if (!shape)
+      fail_tensor(ErrorCode::io, name,
+                  "'shape' is missing or not an array of non-negative integers");
+
+    const auto offsets_it = entry.find("data_offsets");
+    const auto offsets = offsets_it == entry.end() ? std::nullopt : unsigned_array(*offsets_it);
+    if (!offsets || offsets->size() != 2)
+      fail_tensor(ErrorCode::io, name,
+                  "'data_offsets' is missing or not two non-negative integers");
+    const uint64_t begin = (*offsets)[0], end = (*offsets)[1];
+    const std::string range = "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+    if (begin > end) fail_tensor(ErrorCode::io, name, "data_offsets " + range + " has begin > end");
+    if (end > data_.size())
+      fail_tensor(ErrorCode::io, name,
+                  "data_offsets " + range + " run past the " + std::to_string(data_.size()) +
+                      "-byte data section");
+
+    const std::optional<uint64_t> expected = byte_count(*shape, dtype_size(*dtype));
+    if (!expected || *expected != end - begin)
+      fail_tensor(ErrorCode::shape_mismatch, name,
+                  std::string("shape ") + shape_it->dump() + " of " + dtype_name + " needs " +
+                      (expected ? std::to_string(*expected) : "too many") +
+                      " bytes but data_offsets " + range + " hold " + std::to_string(end - begin));
+
+    TensorView view;
+    view.name = name;
+    view.dtype = *dtype;
+    view.shape.assign(shape->begin(), shape->end());
+    view.bytes = data_.subspan(begin, end - begin);
+    return view;
+  }
+
+  void check_no_overlap(const std::map<std::string, TensorView>& tensors) const {
+    std::vector<const TensorView*> by_start;
+    for (const auto& [name, view] : tensors)
+      if (!view.bytes.empty()) by_start.push_back(&view);
+    std::sort(by_start.begin(), by_start.end(), [](const TensorView* a, const TensorView* b) {
+      return a->bytes.data() < b->bytes.data();
+    });
+    for (size_t i = 1; i < by_start.size(); ++i) {
+      const TensorView& prev = *by_start[i - 1];
+      const TensorView& next = *by_start[i];
+      if (next.bytes.data() < prev.bytes.data() + prev.bytes.size())
+        fail(ErrorCode::io, "tensors '" + prev.name + "' and '" + next.name + "' overlap");
+    }
+  }
+
+  const std::string& path_;
+  std::span<const std::byte> file_;
+  std::span<const std::byte> data_;
+};
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw Error(ErrorCode::io, path + ": cannot open: " + errno_text());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    throw Error(ErrorCode::io, path + ": cannot stat: " + errno_text());
+  if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::io, path + ": not a regular file");
+  map_size_ = size_t(st.st_size);
+  // mmap of zero bytes fails; the parser reports such a file as too short.
+  if (map_size_ > 0) {
+    void* map = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (map == MAP_FAILED) throw Error(ErrorCode::io, path + ": cannot mmap: " + errno_text());
+    map_ = map;
+  }
+  try {
+    HeaderParser(path_, {static_cast<const std::byte*>(map_), map_size_})
+        .parse(tensors_, metadata_);
+  } catch (...) {
+    unmap();
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() { unmap(); }
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      map_(std::exchange(other.map_, nullptr)),
+      map_size_(std::exchange(other.map_size_, 0)),
+      tensors_(std::move(other.tensors_)),
+      metadata_(std::move(other.metadata_)) {}
+
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
+  if (this != &other) {
+    unmap();
+    path_ = std::move(other.path_);
+    map_ = std::exchange(other.map_, nullptr);
+    map_size_ = std::exchange(other.map_size_, 0);
+    tensors_ = std::move(other.tensors_);
+    metadata_ = std::move(other.metadata_);
+  }
+  return *this;
+}
+
+void SafetensorsFile::unmap() noexcept {
+  if (map_) ::munmap(map_, map_size_);
+  map_ = nullptr;
+  map_size_ = 0;
+}
+
+const TensorView& SafetensorsFile::at(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw Error(ErrorCode::missing_tensor, path_ + ": tensor '" + name + "' not found");
+  return it->second;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : tensors_) out.push_back(entry.first);
+  return out;
+}
+
+// ---- writing ----
+
+namespace {
+
+std::string build_header(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  auto fail = [&](ErrorCode code, const std::string& message) {
+    throw Error(code, path + ": " + message);
+  };
+  // ordered_json keeps the tensors in data order, which makes the file easy to read.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const TensorToWrite& t : tensors) {
+    if (t.name == "__metadata__")
+      fail(ErrorCode::invalid_argument, "'__metadata__' is not a tensor name");
+    if (!seen.insert(t.name).second)
+      fail(ErrorCode::invalid_argument, "tensor '" + t.name + "' appears twice");
+    std::vector<uint64_t> dims;
+    for (int64_t d : t.shape) {
+      if (d < 0)
+        fail(ErrorCode::invalid_argument, "tensor '" + t.name + "' has a negative dimension");
+      dims.push_back(uint64_t(d));
+    }
+    const std::optional<uint64_t> expected = byte_count(dims, dtype_size(t.dtype));
+    if (!expected || *expected != t.bytes.size())
+      fail(ErrorCode::shape_mismatch, "tensor '" + t.name + "' has " +
+                                          std::to_string(t.bytes.size()) + " bytes, its shape of " +
+                                          to_string(t.dtype) + " needs " +
+                                          (expected ? std::to_string(*expected) : "too many"));
+    header[t.name] = {{"dtype", to_string(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // names or metadata that are not UTF-8
+    fail(ErrorCode::invalid_argument, std::string("cannot encode the header: ") + e.what());
+  }
+  // Padding keeps the data section 8-byte aligned, as the format recommends.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+bool write_all(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= size_t(n);
+  }
+  return true;
+}
+
+// A uniquely named file next to the target, removed unless committed by rename.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target) : target_(target) {
+    static std::atomic<unsigned> counter{0};
+    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+      name_ = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+      // 0666 so the final file gets the usual permissions after the umask.
+      fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    if (fd_ < 0)
+      throw Error(ErrorCode::io,
+                  target + ": cannot create temporary file " + name_ + ": " + errno_text());
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(name_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t size) {
+    if (!write_all(fd_, data, size)) fail("cannot write");
+  }
+  void commit() {
+    if (::fsync(fd_) != 0) fail("cannot fsync");
+    const int fd = std::exchange(fd_, -1);
+    // A failing close can be the first report of a failed write.
+    if (::close(fd) != 0) fail("cannot close");
+    if (::rename(name_.c_str(), target_.c_str()) != 0)
+      fail("cannot rename the temporary file into place");
+    committed_ = true;
+    sync_directory();
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(ErrorCode::io, target_ + ": " + what + ": " + errno_text());
+  }
+  // Makes the rename itself durable; a failure here leaves a complete file, so it is not an error.
+  void sync_directory() const {
+    std::string dir = std::filesystem::path(target_).parent_path().string();
+    if (dir.empty()) dir = ".";
+    FileDescriptor d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (d.get() >= 0) ::fsync(d.get());
+  }
+
+  std::string target_;
+  std::string name_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string header = build_header(path, tensors, metadata);
+  const uint64_t header_len = header.size();
+  TempFile file(path);
+  file.write(&header_len, sizeof header_len);
+  file.write(header.data(), header.size());
+  for (const TensorToWrite& t : tensors) file.write(t.bytes.data(), t.bytes.size());
+  file.commit();
+}
+
+}  // namespace vkgate

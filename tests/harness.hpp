@@ -1,0 +1,83 @@
+// Shared by the GPU tests: one validated Context per test process, fresh
+// random inputs, NaN poisoning and the accuracy metric.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/context_impl.hpp"
+#include "gpu/memory.hpp"
+#include "gpu/transfer.hpp"
+#include "vkgate/context.hpp"
+#include "vkgate/reference.hpp"
+
+namespace vkgate::test {
+
+// Every GPU test runs under VK_LAYER_KHRONOS_validation with synchronization
+// validation; VKGATE_TEST_DEVICE picks the device (default: the best one).
+inline Context& context() {
+  static Context ctx([] {
+    ContextOptions o;
+    o.validation = true;
+    if (const char* d = std::getenv("VKGATE_TEST_DEVICE")) o.device = d;
+    return o;
+  }());
+  return ctx;
+}
+
+// Fixture for TEST_CASE_FIXTURE: fails the test if the validation layer said
+// anything during it, and seeds a fresh generator (printed on failure).
+struct GpuTest {
+  Context& ctx = context();
+  Context::Impl& vk = ctx.impl();
+  uint32_t seed = std::random_device{}();
+  std::mt19937 rng{seed};
+
+  GpuTest() { ctx.take_validation_messages(); }
+  ~GpuTest() {
+    const auto msgs = ctx.take_validation_messages();
+    for (const auto& m : msgs) MESSAGE(m);
+    CHECK_MESSAGE(msgs.empty(), "the validation layer reported " << msgs.size() << " message(s)");
+  }
+
+  std::vector<float> random(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+  }
+  gpu::Buffer device(size_t floats, const std::string& name) {
+    return vk.allocator->allocate(floats * 4, gpu::MemoryKind::device, name);
+  }
+  gpu::Buffer upload(const std::vector<float>& data, const std::string& name) {
+    gpu::Buffer b = device(data.size(), name);
+    gpu::upload(vk, b, data.data(), data.size() * 4);
+    return b;
+  }
+  // A device buffer filled with NaN, so an element the kernel skips shows up.
+  gpu::Buffer poisoned(size_t floats, const std::string& name) {
+    return upload(std::vector<float>(floats, std::numeric_limits<float>::quiet_NaN()), name);
+  }
+  std::vector<float> download(const gpu::Buffer& b, size_t floats) {
+    std::vector<float> v(floats);
+    gpu::download(vk, b, v.data(), floats * 4);
+    return v;
+  }
+};
+
+// NMSE and max abs error against the double reference; NaN never passes.
+inline void check_close(const std::vector<float>& got, const std::vector<double>& want, double nmse_bound = 1e-9) {
+  REQUIRE(got.size() == want.size());
+  const reference::Diff d = reference::compare(got, want);
+  INFO("nmse = " << d.nmse << ", max abs = " << d.max_abs << ", first non-finite at " << d.first_bad);
+  CHECK(d.first_bad == -1);
+  CHECK(d.nmse <= nmse_bound);
+}
+
+}  // namespace vkgate::test

@@ -1,0 +1,118 @@
+// The whole block against the CPU reference: MHA/GQA/MQA × no/headwise/
+// elementwise gate × causal/bidirectional, plus the conventions of real checkpoints.
+#include "block_weights.hpp"
+#include "harness.hpp"
+#include "vkgate/block.hpp"
+#include "vkgate/error.hpp"
+
+using namespace vkgate;
+
+namespace {
+
+struct Heads {
+  const char* name;
+  int heads, kv_heads;
+};
+
+void run_block(test::GpuTest& t, const BlockConfig& cfg, int batch, int tokens) {
+  CAPTURE(t.seed);
+  test::RandomWeights w(cfg, t.rng);
+  GatedAttention block(t.ctx, cfg, w.map);
+  block.set_poison(true);
+  const auto x = t.random(size_t(batch) * tokens * cfg.hidden_size);
+  const auto got = block.forward(x, batch, tokens);
+  reference::Inputs in;
+  in.hidden = x;
+  in.batch = batch;
+  in.tokens = tokens;
+  test::check_close(got, reference::forward(cfg, w.map, in).output);
+}
+
+BlockConfig small(const Heads& h, GateKind gate, bool causal) {
+  BlockConfig c;
+  c.hidden_size = 96;
+  c.num_heads = h.heads;
+  c.num_kv_heads = h.kv_heads;
+  c.head_dim = 32;
+  c.gate_kind = gate;
+  c.causal = causal;
+  c.partial_rotary_factor = 0.5;
+  c.rope_theta = 1e6;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: MHA/GQA/MQA × none/headwise/elementwise × causal/bidirectional") {
+  const Heads heads[] = {{"MHA", 4, 4}, {"GQA", 6, 2}, {"MQA", 4, 1}};
+  for (const Heads& h : heads)
+    for (GateKind gate : {GateKind::none, GateKind::headwise, GateKind::elementwise})
+      for (bool causal : {true, false}) {
+        CAPTURE(h.name);
+        CAPTURE(to_string(gate));
+        CAPTURE(causal);
+        run_block(*this, small(h, gate, causal), 2, 7);
+      }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: every gate layout, norm kind, biases, residual, batch 3, T = 1") {
+  for (GateLayout layout : {GateLayout::qwen3_next, GateLayout::official_grouped, GateLayout::separate})
+    for (GateKind gate : {GateKind::headwise, GateKind::elementwise}) {
+      CAPTURE(to_string(layout));
+      CAPTURE(to_string(gate));
+      BlockConfig c = small({"GQA", 6, 2}, gate, true);
+      c.gate_layout = layout;
+      c.norm_kind = layout == GateLayout::qwen3_next ? NormKind::zero_centered : NormKind::plain;
+      c.qkv_bias = c.o_bias = layout == GateLayout::official_grouped;
+      c.use_qk_norm = layout != GateLayout::separate;
+      c.residual = layout == GateLayout::separate;
+      run_block(*this, c, 3, 5);
+      run_block(*this, c, 1, 1);
+    }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: head_dim 64/80/128/256 with full and partial rotary") {
+  for (int Dh : {64, 80, 128, 256}) {
+    CAPTURE(Dh);
+    BlockConfig c = small({"GQA", 4, 2}, GateKind::elementwise, true);
+    c.head_dim = Dh;
+    c.partial_rotary_factor = Dh == 80 ? 1.0 : 0.25;
+    c.norm_kind = NormKind::zero_centered;
+    run_block(*this, c, 1, 6);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: replaying a recorded shape gives identical results") {
+  BlockConfig c = small({"GQA", 4, 2}, GateKind::elementwise, true);
+  test::RandomWeights w(c, rng);
+  GatedAttention block(ctx, c, w.map);
+  const auto x1 = random(2 * 5 * 96), x2 = random(3 * 96);
+  const auto a = block.forward(x1, 2, 5);
+  const auto b = block.forward(x2, 1, 3);
+  const auto a2 = block.forward(x1, 2, 5);
+  CHECK(block.recorded_shapes() == 2);
+  CHECK(std::memcmp(a.data(), a2.data(), a.size() * 4) == 0);
+  reference::Inputs in;
+  in.hidden = x2;
+  in.batch = 1;
+  in.tokens = 3;
+  test::check_close(b, reference::forward(c, w.map, in).output);
+  CHECK(!block.last_timings().empty());
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: bad weights and shapes are clear errors") {
+  BlockConfig c = small({"GQA", 4, 2}, GateKind::elementwise, true);
+  test::RandomWeights w(c, rng);
+  WeightMap missing = w.map;
+  missing.erase("k_norm.weight");
+  CHECK_THROWS_WITH_AS(GatedAttention(ctx, c, missing), doctest::Contains("k_norm.weight"), Error);
+  WeightMap wrong = w.map;
+  wrong["o_proj.weight"] = std::span<const float>(w.data["o_proj.weight"]).subspan(1);
+  CHECK_THROWS_WITH_AS(GatedAttention(ctx, c, wrong), doctest::Contains("o_proj.weight"), Error);
+  BlockConfig bad = c;
+  bad.num_kv_heads = 3;
+  CHECK_THROWS_WITH_AS(GatedAttention(ctx, bad, w.map), doctest::Contains("num_key_value_heads"), Error);
+  GatedAttention block(ctx, c, w.map);
+  CHECK_THROWS_AS(block.forward(random(96), 1, 2), Error);
+  CHECK_THROWS_AS(block.forward({}, 1, 0), Error);
+}

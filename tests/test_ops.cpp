@@ -1,0 +1,183 @@
+// Every op against the CPU reference on deliberately awkward shapes.
+#include <cmath>
+
+#include "harness.hpp"
+#include "gpu/recorder.hpp"
+#include "ops/ops.hpp"
+
+using namespace vkgate;
+using test::check_close;
+
+namespace {
+// Records `body` into a fresh command buffer and runs it once.
+template <class F>
+void run_once(Context::Impl& vk, F&& body) {
+  gpu::Recorder rec(vk);
+  rec.begin();
+  body(rec);
+  rec.end();
+  rec.submit("test");
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd shapes, K up to 4096") {
+  struct Shape {
+    uint32_t M, N, K;
+    bool bias, residual;
+  };
+  const Shape shapes[] = {{1, 1, 1, false, false},    {1, 67, 4096, true, false}, {3, 130, 257, false, true},
+                          {65, 63, 129, true, true},  {200, 96, 1000, false, false}, {17, 300, 2048, true, false},
+                          {64, 64, 64, false, false}};
+  for (const Shape& s : shapes) {
+    CAPTURE(s.M);
+    CAPTURE(s.N);
+    CAPTURE(s.K);
+    CAPTURE(seed);
+    const auto x = random(size_t(s.M) * s.K), w = random(size_t(s.N) * s.K, 0.05f);
+    const auto b = s.bias ? random(s.N) : std::vector<float>{};
+    const auto r = s.residual ? random(size_t(s.M) * s.N) : std::vector<float>{};
+    auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(size_t(s.M) * s.N, "y");
+    auto gb = upload(s.bias ? b : std::vector<float>{0}, "b"), gr = upload(s.residual ? r : std::vector<float>{0}, "r");
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::matmul(vk, rec, gx, gw, s.bias ? &gb : nullptr, s.residual ? &gr : nullptr, gy, s.M, s.N, s.K);
+    });
+    auto want = reference::linear(x, w, b, s.M, s.N, s.K);
+    for (size_t i = 0; i < r.size(); ++i) want[i] += r[i];
+    check_close(download(gy, want.size()), want);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm: per row, plain and zero-centred") {
+  struct Shape {
+    uint32_t rows, dim;
+  };
+  for (NormKind kind : {NormKind::plain, NormKind::zero_centered})
+    for (Shape s : {Shape{1, 3}, Shape{7, 2048}, Shape{5, 1000}, Shape{3, 96}}) {
+      CAPTURE(s.rows);
+      CAPTURE(s.dim);
+      CAPTURE(seed);
+      const auto x = random(size_t(s.rows) * s.dim, 3.0f), w = random(s.dim, 0.3f);
+      auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(x.size(), "y");
+      const ops::View v = ops::btd_view(s.rows, 1, s.dim);
+      run_once(vk, [&](gpu::Recorder& rec) {
+        ops::rmsnorm(vk, rec, gx, v, gw, gy, v, s.rows, s.rows, 1, s.dim, kind, 1e-6f);
+      });
+      check_close(download(gy, x.size()), reference::rms_norm(x, w, s.rows, s.dim, 1e-6, kind));
+    }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm: per head from [B,T,H,Dh] into [B,H,T,Dh], head_dim 64/80/128/256") {
+  const uint32_t B = 3, T = 5, H = 3;
+  for (uint32_t Dh : {64u, 80u, 128u, 256u}) {
+    CAPTURE(Dh);
+    CAPTURE(seed);
+    const auto x = random(size_t(B) * T * H * Dh, 2.0f), w = random(Dh, 0.3f);
+    auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(x.size(), "y");
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::rmsnorm(vk, rec, gx, ops::btd_view(T, H, Dh), gw, gy, ops::bhsd_view(H, T, Dh), B * T, T, H, Dh,
+                   NormKind::zero_centered, 1e-6f);
+    });
+    // Reference per row of Dh in [B,T,H,Dh] order, then transposed to [B,H,T,Dh].
+    const auto rows = reference::rms_norm(x, w, size_t(B) * T * H, Dh, 1e-6, NormKind::zero_centered);
+    std::vector<double> want(rows.size());
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t t = 0; t < T; ++t)
+        for (uint32_t h = 0; h < H; ++h)
+          for (uint32_t d = 0; d < Dh; ++d)
+            want[((size_t(b) * H + h) * T + t) * Dh + d] = rows[((size_t(b) * T + t) * H + h) * Dh + d];
+    check_close(download(gy, x.size()), want);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "rope: rotate-half, full and partial rotary, position offset, in place") {
+  struct Case {
+    uint32_t B, T, H, Dh, rotary, pos0;
+  };
+  const Case cases[] = {{3, 5, 2, 64, 64, 0},   {1, 1, 4, 80, 20, 37},  {2, 9, 1, 128, 64, 1000},
+                        {1, 3, 2, 256, 64, 5},  {2, 4, 3, 256, 0, 0},   {1, 7, 2, 128, 128, 123456}};
+  for (const Case& c : cases) {
+    CAPTURE(c.Dh);
+    CAPTURE(c.rotary);
+    CAPTURE(c.pos0);
+    CAPTURE(seed);
+    const auto x = random(size_t(c.B) * c.T * c.H * c.Dh);
+    auto gx = upload(x, "x");
+    auto table = upload(ops::rope_table(c.T, c.rotary, 1e6, c.pos0), "table");
+    const ops::View v = ops::btd_view(c.T, c.H, c.Dh);
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::rope(vk, rec, gx, v, table, gx, v, c.B * c.T, c.T, c.H, c.Dh, c.rotary);
+    });
+    check_close(download(gx, x.size()), reference::rope(x, c.B, c.T, c.H, c.Dh, c.rotary, 1e6, c.pos0));
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "softmax: scaled, causal, additive mask, fully masked rows give zeros") {
+  struct Case {
+    uint32_t B, H, T, S;
+    bool causal, mask;
+  };
+  const Case cases[] = {{3, 2, 5, 5, true, false},  {1, 4, 1, 1, true, false},    {2, 3, 7, 12, true, true},
+                        {1, 2, 37, 37, false, true}, {2, 1, 3, 300, false, false}, {1, 1, 4, 1030, true, false}};
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const Case& c : cases) {
+    CAPTURE(c.T);
+    CAPTURE(c.S);
+    CAPTURE(seed);
+    const auto s = random(size_t(c.B) * c.H * c.T * c.S, 4.0f);
+    std::vector<float> mask;
+    if (c.mask) {
+      mask = random(size_t(c.B) * c.T * c.S);
+      for (size_t i = 0; i < mask.size(); i += 3) mask[i] = -inf;
+      for (uint32_t k = 0; k < c.S; ++k) mask[k] = -inf;  // batch 0, query 0: every key masked
+    }
+    auto gs = upload(s, "scores");
+    auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::softmax(vk, rec, gs, c.mask ? &gm : nullptr, c.B, c.H, c.T, c.S, c.causal, 0.125f);
+    });
+    check_close(download(gs, s.size()), reference::softmax(s, c.B, c.H, c.T, c.S, 0.125, c.causal, mask));
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, GQA and MQA") {
+  struct Case {
+    uint32_t B, H, KV, T, S, Dh;
+    bool causal;
+  };
+  const Case cases[] = {{2, 4, 4, 9, 9, 64, true},   {3, 6, 2, 5, 5, 80, false},  {1, 4, 1, 1, 1, 128, true},
+                        {1, 2, 1, 17, 22, 256, true}, {2, 8, 2, 33, 33, 64, false}};
+  for (const Case& c : cases) {
+    CAPTURE(c.H);
+    CAPTURE(c.KV);
+    CAPTURE(c.T);
+    CAPTURE(c.Dh);
+    CAPTURE(seed);
+    const auto q = random(size_t(c.B) * c.H * c.T * c.Dh), k = random(size_t(c.B) * c.KV * c.S * c.Dh),
+               v = random(size_t(c.B) * c.KV * c.S * c.Dh);
+    auto gq = upload(q, "q"), gk = upload(k, "k"), gv = upload(v, "v");
+    auto gs = poisoned(size_t(c.B) * c.H * c.T * c.S, "scores"), go = poisoned(q.size(), "out");
+    const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+    const double scale = 1.0 / std::sqrt(double(c.Dh));
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::attention_scores(vk, rec, gq, gk, gs, shape);
+      ops::softmax(vk, rec, gs, nullptr, c.B, c.H, c.T, c.S, c.causal, float(scale));
+      ops::attention_values(vk, rec, gs, gv, go, shape);
+    });
+    check_close(download(go, q.size()),
+                reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, {}));
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates") {
+  const uint32_t rows = 7, H = 3, Dh = 80;
+  for (uint32_t gw : {1u, Dh}) {
+    CAPTURE(gw);
+    CAPTURE(seed);
+    const auto y = random(size_t(rows) * H * Dh), g = random(size_t(rows) * H * gw, 3.0f);
+    auto gy = upload(y, "y"), gg = upload(g, "g");
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::gate(vk, rec, gg, ops::btd_view(rows, H, gw), gy, rows, rows, H, Dh, gw);
+    });
+    check_close(download(gy, y.size()), reference::gate(y, g, rows, H, Dh, gw));
+  }
+}
