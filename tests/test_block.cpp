@@ -116,3 +116,18 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: bad weights and shapes are clear errors
   CHECK_THROWS_AS(block.forward(random(96), 1, 2), Error);
   CHECK_THROWS_AS(block.forward({}, 1, 0), Error);
 }
+
+#include "golden.hpp"
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: golden cases from an independent implementation (no cache)") {
+  for (const char* name : {"g1_gqa_qwen3next_partial", "g2_gqa_official_headwise", "g3_mqa_separate_bidir_residual"}) {
+    CAPTURE(name);
+    test::Golden g(name);
+    const auto& x = g.f32("hidden_states");
+    GatedAttention block(ctx, g.cfg, g.weights);
+    block.set_poison(true);
+    const auto got = block.forward(x, int(g.dim("hidden_states", 0)), int(g.dim("hidden_states", 1)));
+    const auto& want = g.f32("output");
+    test::check_close(got, std::vector<double>(want.begin(), want.end()));
+  }
+}

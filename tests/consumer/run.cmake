@@ -1,0 +1,24 @@
+# ctest driver: install vkgate from BUILD_DIR into a fresh prefix, then build
+# and run tests/consumer against it (MODE=install), or build the consumer
+# with add_subdirectory of SOURCE_DIR (MODE=subdirectory).
+set(work ${WORK_DIR}/${MODE})
+file(REMOVE_RECURSE ${work})
+file(MAKE_DIRECTORY ${work})
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}")
+  endif()
+endfunction()
+
+if(MODE STREQUAL "install")
+  run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${work}/prefix)
+  set(args -DCMAKE_PREFIX_PATH=${work}/prefix)
+else()
+  set(args -DVKGATE_SOURCE_DIR=${SOURCE_DIR})
+endif()
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${work}/build -DCMAKE_BUILD_TYPE=Release ${args})
+run(${CMAKE_COMMAND} --build ${work}/build)
+set(ENV{VKGATE_VALIDATION} 1)
+run(${work}/build/consumer)

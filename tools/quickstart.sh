@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine to a running vkgate:
+#   tools/quickstart.sh demo [demo options]   install, build, run the demo on the first Vulkan device
+#   tools/quickstart.sh test [ctest options]  install, build, run the whole test suite
+# Installs missing Debian packages when run as root; otherwise prints the
+# apt-get line to run. BUILD_DIR overrides the build directory (default: build).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+cmd=${1:-}
+case "$cmd" in
+  demo|test) shift ;;
+  *) echo "usage: tools/quickstart.sh demo|test [options]" >&2; exit 2 ;;
+esac
+
+packages=(cmake ninja-build g++ libvulkan-dev glslang-tools spirv-tools doctest-dev nlohmann-json3-dev
+          mesa-vulkan-drivers vulkan-validationlayers vulkan-tools)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    echo "quickstart: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+  else
+    echo "quickstart: missing packages; run:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" --parallel "$(nproc)"
+
+if [ "$cmd" = demo ]; then
+  exec "$build/tools/vkgate" demo "$@"
+fi
+cd "$build"
+exec ctest --output-on-failure --parallel "$(nproc)" "$@"
