@@ -12,6 +12,12 @@ int64_t TensorSpec::numel() const {
   return n;
 }
 
+TensorMap as_tensors(const WeightMap& weights) {
+  TensorMap out;
+  for (const auto& [name, span] : weights) out[name] = HostTensor{DType::F32, {}, std::as_bytes(span)};
+  return out;
+}
+
 std::vector<TensorSpec> expected_weights(const BlockConfig& cfg) {
   const int64_t D = cfg.hidden_size, Dh = cfg.head_dim;
   std::vector<TensorSpec> s;
@@ -36,20 +42,37 @@ std::vector<TensorSpec> expected_weights(const BlockConfig& cfg) {
   return s;
 }
 
-void check_weights(const BlockConfig& cfg, const WeightMap& weights) {
+namespace {
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+}  // namespace
+
+void check_weights(const BlockConfig& cfg, const TensorMap& weights) {
   for (const TensorSpec& spec : expected_weights(cfg)) {
     auto it = weights.find(spec.name);
     if (it == weights.end())
       throw Error(ErrorCode::missing_tensor, "weights: tensor '" + spec.name + "' is missing");
-    if (int64_t(it->second.size()) != spec.numel()) {
+    const HostTensor& t = it->second;
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      throw Error(ErrorCode::shape_mismatch, "weights: tensor '" + spec.name + "' has dtype " + to_string(t.dtype) +
+                                                 ", expected F32, F16 or BF16");
+    const bool shape_ok = (t.shape.empty() || t.shape == spec.shape) && t.numel() == spec.numel();
+    if (!shape_ok || t.bytes.size() % dtype_size(t.dtype) != 0) {
       std::ostringstream os;
-      os << "weights: tensor '" << spec.name << "' has " << it->second.size()
-         << " elements, expected shape [";
-      for (size_t i = 0; i < spec.shape.size(); ++i) os << (i ? ", " : "") << spec.shape[i];
-      os << "] = " << spec.numel();
+      os << "weights: tensor '" << spec.name << "' has ";
+      if (t.shape.empty()) os << t.numel() << " elements";
+      else os << "shape " << shape_text(t.shape);
+      os << ", expected shape " << shape_text(spec.shape) << " = " << spec.numel() << " elements";
       throw Error(ErrorCode::shape_mismatch, os.str());
     }
   }
 }
+
+void check_weights(const BlockConfig& cfg, const WeightMap& weights) { check_weights(cfg, as_tensors(weights)); }
 
 }  // namespace vkgate

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace vkgate {
 
@@ -41,6 +43,19 @@ struct BlockConfig {
   bool causal = true;
   bool residual = false;  // output = x + block(x)
 
+  // Which layers of the model are full (gated) attention; the others (Qwen3-Next's
+  // Gated DeltaNet layers) are not vkgate's. From config.json's `layer_types`
+  // (e.g. "full_attention" / "linear_attention") or `full_attention_interval`
+  // (every k-th layer: layers k−1, 2k−1, ...); neither: every layer.
+  int num_hidden_layers = 0;  // 0: unknown
+  std::vector<std::string> layer_types;
+  int full_attention_interval = 0;
+  std::string model_type;
+
+  // Throws Error(invalid_argument) saying why `layer` cannot be run: out of
+  // range, or not a full-attention layer (naming its type and the valid layers).
+  void check_layer(int layer) const;
+
   // Qwen3-Next-80B-A3B attention: the demo's default shape.
   static BlockConfig qwen3_next_attention();
 
@@ -59,5 +74,13 @@ struct BlockConfig {
   int kv_dim() const { return num_kv_heads * head_dim; }
   int attn_dim() const { return num_heads * head_dim; }  // o_proj input width
 };
+
+// Parses a Hugging Face config.json into a BlockConfig (README: "Config keys").
+// `source` (the file path) starts every error message. Unknown keys are
+// ignored; a known key with a wrong type or an impossible value is an
+// Error(invalid_config) naming the key.
+BlockConfig parse_config_json(std::string_view json_text, const std::string& source);
+// Reads and parses a config.json file (Error(io) naming the path if unreadable).
+BlockConfig load_config(const std::string& path);
 
 }  // namespace vkgate

@@ -1,6 +1,7 @@
-// Host-side weights and shapes the block expects, by Hugging Face name.
+// Host-side weights and the shapes the block expects, by Hugging Face name.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "vkgate/config.hpp"
+#include "vkgate/dtype.hpp"
 
 namespace vkgate {
 
@@ -15,6 +17,19 @@ namespace vkgate {
 // name without a layer prefix: "q_proj.weight", "input_layernorm.weight", ...
 // The spans are only read during the call they are passed to.
 using WeightMap = std::map<std::string, std::span<const float>>;
+
+// A tensor as stored (F32, F16 or BF16), e.g. a view into a memory-mapped
+// checkpoint: the block uploads it without converting it to fp32 on the host.
+struct HostTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // may be empty: then only the element count is checked
+  std::span<const std::byte> bytes;
+  int64_t numel() const { return int64_t(bytes.size() / dtype_size(dtype)); }
+};
+using TensorMap = std::map<std::string, HostTensor>;
+
+// Views of fp32 spans as F32 HostTensors (no copy).
+TensorMap as_tensors(const WeightMap& weights);
 
 struct TensorSpec {
   std::string name;
@@ -26,7 +41,8 @@ struct TensorSpec {
 std::vector<TensorSpec> expected_weights(const BlockConfig& cfg);
 
 // Throws Error(missing_tensor / shape_mismatch) naming the first tensor that is
-// absent or whose element count differs from the expected shape.
+// absent, has the wrong shape or element count, or a dtype other than F32/F16/BF16.
+void check_weights(const BlockConfig& cfg, const TensorMap& weights);
 void check_weights(const BlockConfig& cfg, const WeightMap& weights);
 
 }  // namespace vkgate

@@ -1,0 +1,23 @@
+// Element types of host tensors and their fp16/bf16 <-> fp32 conversions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vkgate {
+
+// The element types vkgate reads and writes; a file holding any other dtype
+// (I64, F8_E4M3, ...) is rejected when opened, naming the tensor and dtype.
+enum class DType { F32, F16, BF16, F64 };
+
+const char* to_string(DType dtype) noexcept;  // the safetensors spelling: "F32", "BF16", ...
+size_t dtype_size(DType dtype) noexcept;      // bytes per element
+
+// IEEE binary16 and bfloat16 bit patterns. The float -> 16-bit directions round
+// to nearest, ties to even; overflow gives ±inf and NaN stays NaN (quiet).
+float half_to_float(uint16_t bits) noexcept;
+uint16_t float_to_half(float value) noexcept;
+float bf16_to_float(uint16_t bits) noexcept;
+uint16_t float_to_bf16(float value) noexcept;
+
+}  // namespace vkgate
