@@ -52,6 +52,22 @@ struct ProjectionLayout {
 };
 
 // Row blocks of the fused projection weight [q_proj (+ gate_proj) ; k_proj ; v_proj].
+std::vector<float> to_f32(const HostTensor& t) {
+  const size_t n = size_t(t.numel());
+  std::vector<float> out(n);
+  const std::byte* p = t.bytes.data();
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    switch (t.dtype) {
+      case DType::F32: std::memcpy(&out[i], p + 4 * i, 4); break;
+      case DType::F16: std::memcpy(&h, p + 2 * i, 2); out[i] = half_to_float(h); break;
+      case DType::BF16: std::memcpy(&h, p + 2 * i, 2); out[i] = bf16_to_float(h); break;
+      case DType::F64: { double d; std::memcpy(&d, p + 8 * i, 8); out[i] = float(d); break; }
+    }
+  }
+  return out;
+}
+
 std::vector<float> concat(std::initializer_list<std::span<const float>> parts) {
   size_t n = 0;
   for (auto p : parts) n += p.size();
@@ -69,23 +85,35 @@ struct GatedAttention::Impl {
   Context& ctx;
   Context::Impl& vk;
   BlockConfig cfg;
+  BlockOptions options;
   ProjectionLayout layout;
   bool poison = false;
 
   Buffer norm_w, w_qkv, b_qkv, qn_w, kn_w, w_o, b_o;
 
+  struct Key {
+    int batch, tokens, past;
+    bool mask, cache, stats;
+    auto operator<=>(const Key&) const = default;
+  };
   struct Plan {
-    int batch, tokens;
+    Key key;
     Buffer x_up, x, xn, proj, q, k, v, scores, attn, y, y_down, rope;
+    Buffer kv_up, mask_up, mask;          // inputs beyond hidden_states, when used
+    Buffer k_down, v_down, scores_down, proj_down;  // outputs beyond y, when asked for
     std::unique_ptr<gpu::Recorder> rec;
   };
-  std::map<std::pair<int, int>, std::unique_ptr<Plan>> plans;
+  std::map<Key, std::unique_ptr<Plan>> plans;
   Plan* last = nullptr;
 
-  Impl(Context& c, const BlockConfig& config) : ctx(c), vk(c.impl()), cfg(config), layout(config) {}
+  Impl(Context& c, const BlockConfig& config, const BlockOptions& opts)
+      : ctx(c), vk(c.impl()), cfg(config), options(opts), layout(config) {}
 
   Buffer device(size_t floats, const std::string& name) {
     return vk.allocator->allocate(floats * sizeof(float), MemoryKind::device, name);
+  }
+  Buffer staging(size_t floats, MemoryKind kind, const std::string& name) {
+    return vk.allocator->allocate(floats * sizeof(float), kind, name);
   }
   Buffer upload(std::span<const float> data, const std::string& name) {
     Buffer b = device(data.size(), name);
@@ -93,50 +121,59 @@ struct GatedAttention::Impl {
     return b;
   }
 
-  void upload_weights(const WeightMap& w) {
-    auto get = [&](const std::string& name) { return w.at(name); };
-    auto opt = [&](const std::string& name) -> std::span<const float> {
-      auto it = w.find(name);
-      return it == w.end() ? std::span<const float>{} : it->second;
-    };
+  void upload_weights(const TensorMap& w) {
+    auto get = [&](const std::string& name) { return to_f32(w.at(name)); };
     const bool separate_gate = cfg.gate_layout == GateLayout::separate && cfg.gate_kind != GateKind::none;
+    const std::vector<float> none;
     norm_w = upload(get("input_layernorm.weight"), "input_layernorm.weight");
-    w_qkv = upload(concat({get("q_proj.weight"), separate_gate ? get("gate_proj.weight") : std::span<const float>{},
+    w_qkv = upload(concat({get("q_proj.weight"), separate_gate ? get("gate_proj.weight") : none,
                            get("k_proj.weight"), get("v_proj.weight")}),
                    "q_proj+k_proj+v_proj.weight");
     if (cfg.qkv_bias)
-      b_qkv = upload(concat({get("q_proj.bias"), separate_gate ? get("gate_proj.bias") : std::span<const float>{},
-                             get("k_proj.bias"), get("v_proj.bias")}),
+      b_qkv = upload(concat({get("q_proj.bias"), separate_gate ? get("gate_proj.bias") : none, get("k_proj.bias"),
+                             get("v_proj.bias")}),
                      "q_proj+k_proj+v_proj.bias");
     if (cfg.use_qk_norm) {
       qn_w = upload(get("q_norm.weight"), "q_norm.weight");
       kn_w = upload(get("k_norm.weight"), "k_norm.weight");
     }
     w_o = upload(get("o_proj.weight"), "o_proj.weight");
-    if (cfg.o_bias) b_o = upload(opt("o_proj.bias"), "o_proj.bias");
+    if (cfg.o_bias) b_o = upload(get("o_proj.bias"), "o_proj.bias");
   }
 
-  Plan& plan(int batch, int tokens) {
-    auto key = std::make_pair(batch, tokens);
+  Plan& plan(const Key& key) {
     if (auto it = plans.find(key); it != plans.end()) return *it->second;
     auto p = std::make_unique<Plan>();
-    p->batch = batch;
-    p->tokens = tokens;
-    const uint32_t B = uint32_t(batch), T = uint32_t(tokens), S = T;  // no cache yet: keys = new tokens
-    const size_t BT = size_t(B) * T, D = size_t(cfg.hidden_size), H = size_t(cfg.num_heads),
-                 KV = size_t(cfg.num_kv_heads), Dh = size_t(cfg.head_dim);
-    p->x_up = vk.allocator->allocate(BT * D * 4, MemoryKind::upload, "hidden_states (staging)");
+    p->key = key;
+    const size_t B = size_t(key.batch), T = size_t(key.tokens), S = T + size_t(key.past), BT = B * T;
+    const size_t D = size_t(cfg.hidden_size), H = size_t(cfg.num_heads), KV = size_t(cfg.num_kv_heads),
+                 Dh = size_t(cfg.head_dim);
+    p->x_up = staging(BT * D, MemoryKind::upload, "hidden_states (staging)");
     p->x = device(BT * D, "hidden_states");
     p->xn = device(BT * D, "normed hidden_states");
     p->proj = device(BT * layout.cols, "projections");
     p->q = device(B * H * T * Dh, "q");
-    p->k = device(B * KV * S * Dh, "k");
-    p->v = device(B * KV * S * Dh, "v");
+    p->k = device(B * KV * S * Dh, "key cache");
+    p->v = device(B * KV * S * Dh, "value cache");
     p->scores = device(B * H * T * S, "attention scores");
     p->attn = device(BT * H * Dh, "attention output");
     p->y = device(BT * D, "output");
-    p->y_down = vk.allocator->allocate(BT * D * 4, MemoryKind::readback, "output (readback)");
-    p->rope = upload(ops::rope_table(T, uint32_t(cfg.rotary_dim()), cfg.rope_theta, 0), "rope cos/sin table");
+    p->y_down = staging(BT * D, MemoryKind::readback, "output (readback)");
+    p->rope = upload(ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, uint32_t(key.past)),
+                     "rope cos/sin table");
+    if (key.past) p->kv_up = staging(2 * B * KV * size_t(key.past) * Dh, MemoryKind::upload, "past_key/past_value (staging)");
+    if (key.mask) {
+      p->mask_up = staging(B * T * S, MemoryKind::upload, "attention_mask (staging)");
+      p->mask = device(B * T * S, "attention_mask");
+    }
+    if (key.cache) {
+      p->k_down = staging(B * KV * S * Dh, MemoryKind::readback, "present_key (readback)");
+      p->v_down = staging(B * KV * S * Dh, MemoryKind::readback, "present_value (readback)");
+    }
+    if (key.stats) {
+      p->scores_down = staging(B * H * T * S, MemoryKind::readback, "attention probabilities (readback)");
+      p->proj_down = staging(BT * layout.cols, MemoryKind::readback, "projections (readback)");
+    }
     p->rec = std::make_unique<gpu::Recorder>(vk);
     record(*p);
     Plan& ref = *p;
@@ -146,7 +183,8 @@ struct GatedAttention::Impl {
 
   void record(Plan& p) {
     gpu::Recorder& rec = *p.rec;
-    const uint32_t B = uint32_t(p.batch), T = uint32_t(p.tokens), S = T, BT = B * T;
+    const uint32_t B = uint32_t(p.key.batch), T = uint32_t(p.key.tokens), P = uint32_t(p.key.past), S = T + P,
+                   BT = B * T;
     const uint32_t D = uint32_t(cfg.hidden_size), H = uint32_t(cfg.num_heads), KV = uint32_t(cfg.num_kv_heads),
                    Dh = uint32_t(cfg.head_dim), rd = uint32_t(cfg.rotary_dim());
     const float eps = float(cfg.rms_norm_eps);
@@ -154,13 +192,25 @@ struct GatedAttention::Impl {
     if (poison)
       for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.k, &p.v, &p.scores, &p.attn, &p.y}) rec.fill(*b, kNaN);
     rec.copy(p.x_up, p.x, p.x.size());
+    if (P) {
+      // past_key then past_value, each [B, KV, P, Dh], into positions 0..P−1 of [B, KV, S, Dh].
+      const VkDeviceSize row = VkDeviceSize(P) * Dh * 4, half = VkDeviceSize(B) * KV * row;
+      std::vector<VkBufferCopy> keys, values;
+      for (uint32_t bk = 0; bk < B * KV; ++bk) {
+        keys.push_back({bk * row, VkDeviceSize(bk) * S * Dh * 4, row});
+        values.push_back({half + bk * row, VkDeviceSize(bk) * S * Dh * 4, row});
+      }
+      rec.copy(p.kv_up, p.k, keys);
+      rec.copy(p.kv_up, p.v, values);
+    }
+    if (p.key.mask) rec.copy(p.mask_up, p.mask, p.mask.size());
     const ops::View rows = ops::btd_view(T, 1, D);
     ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, rows, BT, T, 1, D, cfg.norm_kind, eps);
     ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D);
 
-    // q and k: norm per head into [B, heads, S, Dh], then rotate in place.
-    auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads) {
-      const ops::View out = ops::bhsd_view(heads, S, Dh, S - T);
+    // q and k: norm per head into [B, heads, S, Dh] at the new positions, then rotate in place.
+    auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq) {
+      const ops::View out = ops::bhsd_view(heads, seq, Dh, seq - T);
       if (cfg.use_qk_norm) {
         ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps);
         if (rd) ops::rope(vk, rec, dst, out, p.rope, dst, out, BT, T, heads, Dh, rd);
@@ -168,49 +218,145 @@ struct GatedAttention::Impl {
         ops::rope(vk, rec, p.proj, src, p.rope, dst, out, BT, T, heads, Dh, rd);
       }
     };
-    prepare(layout.query(T), qn_w, p.q, H);
-    prepare(layout.key(T), kn_w, p.k, KV);
-    ops::rope(vk, rec, p.proj, layout.value(T), p.rope, p.v, ops::bhsd_view(KV, S, Dh, S - T), BT, T, KV, Dh, 0);
+    prepare(layout.query(T), qn_w, p.q, H, T);
+    prepare(layout.key(T), kn_w, p.k, KV, S);
+    ops::rope(vk, rec, p.proj, layout.value(T), p.rope, p.v, ops::bhsd_view(KV, S, Dh, P), BT, T, KV, Dh, 0);
 
     const ops::AttentionShape shape{B, H, KV, T, S, Dh};
     ops::attention_scores(vk, rec, p.q, p.k, p.scores, shape);
-    ops::softmax(vk, rec, p.scores, nullptr, B, H, T, S, cfg.causal, float(1.0 / std::sqrt(double(Dh))));
+    ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, T, S, cfg.causal,
+                 float(1.0 / std::sqrt(double(Dh))));
     ops::attention_values(vk, rec, p.scores, p.v, p.attn, shape);
     if (cfg.gate_kind != GateKind::none)
       ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width);
     ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh);
     rec.copy(p.y, p.y_down, p.y.size());
+    if (p.key.cache) {
+      rec.copy(p.k, p.k_down, p.k.size());
+      rec.copy(p.v, p.v_down, p.v.size());
+    }
+    if (p.key.stats) {
+      rec.copy(p.scores, p.scores_down, p.scores.size());
+      rec.copy(p.proj, p.proj_down, p.proj.size());
+    }
     rec.end();
+  }
+
+  // Host-side reduction of the GPU's own probabilities and gate rows.
+  BlockStats stats(const Plan& p) const {
+    const size_t B = size_t(p.key.batch), T = size_t(p.key.tokens), S = T + size_t(p.key.past),
+                 H = size_t(cfg.num_heads);
+    const float* probs = static_cast<const float*>(p.scores_down.mapped());
+    BlockStats st;
+    st.first_token_attn.assign(H, 0.0);
+    for (size_t b = 0; b < B; ++b)
+      for (size_t h = 0; h < H; ++h)
+        for (size_t t = 0; t < T; ++t) st.first_token_attn[h] += probs[((b * H + h) * T + t) * S] / double(B * T);
+    if (cfg.gate_kind == GateKind::none) {
+      st.gate_mean = st.gate_frac_below_0_1 = std::numeric_limits<double>::quiet_NaN();
+      return st;
+    }
+    const float* proj = static_cast<const float*>(p.proj_down.mapped());
+    const ops::View g = layout.gate(uint32_t(T));
+    double sum = 0;
+    size_t below = 0, n = 0;
+    for (size_t bt = 0; bt < B * T; ++bt)
+      for (size_t h = 0; h < H; ++h)
+        for (uint32_t j = 0; j < layout.gate_width; ++j) {
+          const size_t b = bt / T, t = bt % T;
+          const size_t off = g.base + b * g.sb + t * g.st + (h / g.groups) * g.sg + (h % g.groups) * g.sh + j;
+          const double s = 1.0 / (1.0 + std::exp(-double(proj[off])));
+          sum += s;
+          below += s < 0.1;
+          ++n;
+        }
+    st.gate_mean = sum / double(n);
+    st.gate_frac_below_0_1 = double(below) / double(n);
+    return st;
   }
 };
 
-GatedAttention::GatedAttention(Context& ctx, const BlockConfig& cfg, const WeightMap& weights)
-    : impl_(std::make_unique<Impl>(ctx, cfg)) {
+const char* to_string(Precision p) noexcept {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+GatedAttention::GatedAttention(Context& ctx, const BlockConfig& cfg, const TensorMap& weights,
+                               const BlockOptions& options)
+    : impl_(std::make_unique<Impl>(ctx, cfg, options)) {
   cfg.validate();
   check_weights(cfg, weights);
   impl_->upload_weights(weights);
 }
 
+GatedAttention::GatedAttention(Context& ctx, const BlockConfig& cfg, const WeightMap& weights,
+                               const BlockOptions& options)
+    : GatedAttention(ctx, cfg, as_tensors(weights), options) {}
+
 GatedAttention::~GatedAttention() = default;
 
-std::vector<float> GatedAttention::forward(std::span<const float> hidden, int batch, int tokens) {
+namespace {
+void check_size(std::span<const float> t, size_t want, const char* name, const std::string& shape) {
+  if (t.size() != want)
+    throw Error(ErrorCode::shape_mismatch, std::string("forward: ") + name + " has " + std::to_string(t.size()) +
+                                               " elements, expected " + shape + " = " + std::to_string(want));
+}
+std::string dims(std::initializer_list<size_t> d) {
+  std::string s = "[";
+  for (size_t x : d) s += (s.size() > 1 ? ", " : "") + std::to_string(x);
+  return s + "]";
+}
+}  // namespace
+
+ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
   const BlockConfig& c = impl_->cfg;
-  if (batch <= 0 || tokens <= 0)
-    throw Error(ErrorCode::invalid_argument, "forward: batch and tokens must be positive, got batch " +
-                                                 std::to_string(batch) + ", tokens " + std::to_string(tokens));
-  const size_t n = size_t(batch) * size_t(tokens) * size_t(c.hidden_size);
-  if (hidden.size() != n)
-    throw Error(ErrorCode::shape_mismatch, "forward: hidden_states has " + std::to_string(hidden.size()) +
-                                               " elements, expected [" + std::to_string(batch) + ", " +
-                                               std::to_string(tokens) + ", " + std::to_string(c.hidden_size) +
-                                               "] = " + std::to_string(n));
-  Impl::Plan& p = impl_->plan(batch, tokens);
-  std::memcpy(p.x_up.mapped(), hidden.data(), hidden.size_bytes());
+  if (in.batch <= 0 || in.tokens <= 0 || in.past < 0)
+    throw Error(ErrorCode::invalid_argument, "forward: batch and tokens must be positive and past ≥ 0, got batch " +
+                                                 std::to_string(in.batch) + ", tokens " + std::to_string(in.tokens) +
+                                                 ", past " + std::to_string(in.past));
+  const size_t B = size_t(in.batch), T = size_t(in.tokens), P = size_t(in.past), D = size_t(c.hidden_size),
+               KV = size_t(c.num_kv_heads), Dh = size_t(c.head_dim);
+  check_size(in.hidden, B * T * D, "hidden_states", dims({B, T, D}));
+  check_size(in.past_key, B * KV * P * Dh, "past_key", dims({B, KV, P, Dh}));
+  check_size(in.past_value, B * KV * P * Dh, "past_value", dims({B, KV, P, Dh}));
+  const bool mask = !in.attention_mask.empty();
+  if (mask) check_size(in.attention_mask, B * T * (P + T), "attention_mask", dims({B, 1, T, P + T}));
+
+  Impl::Plan& p = impl_->plan({in.batch, in.tokens, in.past, mask, in.want_cache, in.want_stats});
+  std::memcpy(p.x_up.mapped(), in.hidden.data(), in.hidden.size_bytes());
+  if (P) {
+    std::memcpy(p.kv_up.mapped(), in.past_key.data(), in.past_key.size_bytes());
+    std::memcpy(static_cast<char*>(p.kv_up.mapped()) + in.past_key.size_bytes(), in.past_value.data(),
+                in.past_value.size_bytes());
+  }
+  if (mask) std::memcpy(p.mask_up.mapped(), in.attention_mask.data(), in.attention_mask.size_bytes());
   p.rec->submit("running the gated attention block");
   impl_->last = &p;
-  std::vector<float> out(n);
-  std::memcpy(out.data(), p.y_down.mapped(), n * sizeof(float));
+
+  ForwardOutputs out;
+  auto read = [](const Buffer& b) {
+    const float* f = static_cast<const float*>(b.mapped());
+    return std::vector<float>(f, f + b.size() / sizeof(float));
+  };
+  out.output = read(p.y_down);
+  if (in.want_cache) {
+    out.present_key = read(p.k_down);
+    out.present_value = read(p.v_down);
+  }
+  if (in.want_stats) out.stats = impl_->stats(p);
   return out;
+}
+
+std::vector<float> GatedAttention::forward(std::span<const float> hidden, int batch, int tokens) {
+  ForwardInputs in;
+  in.hidden = hidden;
+  in.batch = batch;
+  in.tokens = tokens;
+  return run(in).output;
 }
 
 std::vector<StageTime> GatedAttention::last_timings() const {
@@ -227,6 +373,7 @@ void GatedAttention::set_poison(bool on) {
 }
 
 const BlockConfig& GatedAttention::config() const { return impl_->cfg; }
+Precision GatedAttention::precision() const { return impl_->options.precision; }
 size_t GatedAttention::recorded_shapes() const { return impl_->plans.size(); }
 
 }  // namespace vkgate

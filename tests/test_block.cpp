@@ -1,5 +1,8 @@
 // The whole block against the CPU reference: MHA/GQA/MQA × no/headwise/
 // elementwise gate × causal/bidirectional, plus the conventions of real checkpoints.
+#include <cmath>
+#include <limits>
+
 #include "block_weights.hpp"
 #include "harness.hpp"
 #include "vkgate/block.hpp"
@@ -130,4 +133,110 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: golden cases from an independent implem
     const auto& want = g.f32("output");
     test::check_close(got, std::vector<double>(want.begin(), want.end()));
   }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: golden g4, one token after an 11-token cache") {
+  test::Golden g("g4_decode_qwen3next_cache");
+  GatedAttention block(ctx, g.cfg, g.weights);
+  block.set_poison(true);
+  ForwardInputs in;
+  in.hidden = g.f32("hidden_states");
+  in.batch = int(g.dim("hidden_states", 0));
+  in.tokens = int(g.dim("hidden_states", 1));
+  in.past = int(g.dim("past_key", 2));
+  in.past_key = g.f32("past_key");
+  in.past_value = g.f32("past_value");
+  const auto& want = g.f32("output");
+  test::check_close(block.run(in).output, std::vector<double>(want.begin(), want.end()));
+}
+
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: KV cache — chunked prefill and decode equal the full sequence") {
+  BlockConfig c = small({"GQA", 6, 2}, GateKind::elementwise, true);
+  c.norm_kind = NormKind::zero_centered;
+  test::RandomWeights w(c, rng);
+  GatedAttention block(ctx, c, w.map);
+  block.set_poison(true);
+  const size_t B = 2, N = 9, D = 96, KV = 2, Dh = 32;
+  const auto x = random(B * N * D);
+  reference::Inputs rin;
+  rin.hidden = x;
+  rin.batch = B;
+  rin.tokens = N;
+  const auto full = reference::forward(c, w.map, rin);
+
+  // Steps of 5 (prefill), 3 (chunk) and 1 (decode) tokens, carrying the cache.
+  std::vector<float> key, value;
+  size_t past = 0;
+  for (size_t step : {5, 3, 1}) {
+    CAPTURE(past);
+    std::vector<float> xs;
+    for (size_t b = 0; b < B; ++b)
+      xs.insert(xs.end(), x.begin() + long((b * N + past) * D), x.begin() + long((b * N + past + step) * D));
+    ForwardInputs in;
+    in.hidden = xs;
+    in.batch = int(B);
+    in.tokens = int(step);
+    in.past = int(past);
+    in.past_key = key;
+    in.past_value = value;
+    in.want_cache = true;
+    auto out = block.run(in);
+    std::vector<double> want;
+    for (size_t b = 0; b < B; ++b)
+      want.insert(want.end(), full.output.begin() + long((b * N + past) * D),
+                  full.output.begin() + long((b * N + past + step) * D));
+    test::check_close(out.output, want);
+    past += step;
+    REQUIRE(out.present_key.size() == B * KV * past * Dh);
+    key = std::move(out.present_key);
+    value = std::move(out.present_value);
+  }
+  test::check_close(key, full.k);
+  test::check_close(value, full.v);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: additive mask, including a fully masked row, and stats") {
+  BlockConfig c = small({"GQA", 4, 2}, GateKind::headwise, true);
+  test::RandomWeights w(c, rng);
+  GatedAttention block(ctx, c, w.map);
+  block.set_poison(true);
+  const int B = 2, T = 4, P = 3, S = P + T;
+  const auto x = random(size_t(B) * T * 96);
+  const auto pk = random(size_t(B) * 2 * P * 32), pv = random(size_t(B) * 2 * P * 32);
+  auto mask = random(size_t(B) * T * S);
+  for (size_t i = 0; i < mask.size(); i += 5) mask[i] = -std::numeric_limits<float>::infinity();
+  for (int s = 0; s < S; ++s) mask[size_t(S + s)] = -std::numeric_limits<float>::infinity();  // b 0, query 1
+  ForwardInputs in;
+  in.hidden = x;
+  in.batch = B;
+  in.tokens = T;
+  in.past = P;
+  in.past_key = pk;
+  in.past_value = pv;
+  in.attention_mask = mask;
+  in.want_stats = true;
+  const auto out = block.run(in);
+  reference::Inputs rin;
+  rin.hidden = x;
+  rin.batch = B;
+  rin.tokens = T;
+  rin.past = P;
+  rin.past_key = pk;
+  rin.past_value = pv;
+  rin.attention_mask = mask;
+  const auto want = reference::forward(c, w.map, rin);
+  test::check_close(out.output, want.output);
+  REQUIRE(out.stats.has_value());
+  double gate_mean = 0, below = 0;
+  for (double g : want.gate) {
+    gate_mean += g / double(want.gate.size());
+    below += (g < 0.1) / double(want.gate.size());
+  }
+  CHECK(out.stats->gate_mean == doctest::Approx(gate_mean).epsilon(1e-5));
+  // A score within rounding of 0.1 may fall either side: allow one element.
+  CHECK(std::abs(out.stats->gate_frac_below_0_1 - below) <= 1.0 / double(want.gate.size()) + 1e-12);
+  REQUIRE(out.stats->first_token_attn.size() == want.first_token_attn.size());
+  for (size_t h = 0; h < want.first_token_attn.size(); ++h)
+    CHECK(out.stats->first_token_attn[h] == doctest::Approx(want.first_token_attn[h]).epsilon(1e-5));
 }

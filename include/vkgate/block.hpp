@@ -3,7 +3,7 @@
 //   RMSNorm(x) → q/gate, k, v projections → q_norm/k_norm → RoPE → q·kᵀ·Dh^-½
 //   (+causal mask) → softmax → ·v → ⊙ sigmoid(gate) → o_proj (→ + x)
 //
-// Each (batch, tokens) shape is recorded once into one command buffer and
+// Each shape (batch, tokens, past, ...) is recorded once into one command buffer and
 // replayed by later calls with that shape.
 //
 // Thread safety: one GatedAttention is used by one thread at a time. Several
@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +22,43 @@
 
 namespace vkgate {
 
+// Device storage type of weights and activations; arithmetic is always fp32
+// (softmax and RMSNorm statistics included).
+enum class Precision { fp32, fp16, bf16 };
+const char* to_string(Precision p) noexcept;
+
+struct BlockOptions {
+  Precision precision = Precision::fp32;
+};
+
+struct ForwardInputs {
+  std::span<const float> hidden;  // [batch, tokens, hidden_size]
+  int batch = 1;
+  int tokens = 1;
+  // KV cache of `past` earlier positions: keys after k_norm and RoPE, values
+  // raw, each [batch, KV, past, head_dim]. The new tokens sit at positions
+  // past..past+tokens−1 and the causal mask is aligned to the end.
+  int past = 0;
+  std::span<const float> past_key, past_value;
+  std::span<const float> attention_mask;  // optional additive [batch, 1, tokens, past + tokens]
+  bool want_cache = false;  // return present_key / present_value
+  bool want_stats = false;  // return BlockStats
+};
+
+// What the paper measures: gate sparsity and the attention sink.
+struct BlockStats {
+  double gate_mean = 0;              // mean sigmoid gate score
+  double gate_frac_below_0_1 = 0;    // fraction of gate scores < 0.1
+  std::vector<double> first_token_attn;  // [H] mean probability on key 0, over batch and queries
+};
+
+struct ForwardOutputs {
+  std::vector<float> output;         // [batch, tokens, hidden_size]
+  std::vector<float> present_key;    // [batch, KV, past + tokens, head_dim] if want_cache
+  std::vector<float> present_value;  // same
+  std::optional<BlockStats> stats;   // if want_stats
+};
+
 struct StageTime {
   std::string stage;  // dispatch label: "rmsnorm", "matmul", "softmax", ...
   double microseconds;
@@ -30,13 +68,17 @@ class GatedAttention {
  public:
   // Validates cfg and the weights (Error naming the first missing or misshapen
   // tensor) and uploads the weights. `weights` is not referenced afterwards.
-  GatedAttention(Context& ctx, const BlockConfig& cfg, const WeightMap& weights);
+  GatedAttention(Context& ctx, const BlockConfig& cfg, const TensorMap& weights, const BlockOptions& options = {});
+  GatedAttention(Context& ctx, const BlockConfig& cfg, const WeightMap& weights, const BlockOptions& options = {});
   ~GatedAttention();
   GatedAttention(const GatedAttention&) = delete;
   GatedAttention& operator=(const GatedAttention&) = delete;
 
   // hidden [batch, tokens, hidden_size] → output [batch, tokens, hidden_size].
   std::vector<float> forward(std::span<const float> hidden, int batch, int tokens);
+  // The general form: KV cache in and out, additive mask, statistics. Each
+  // (batch, tokens, past, mask, cache, stats) combination is recorded once.
+  ForwardOutputs run(const ForwardInputs& in);
 
   // GPU time of each dispatch of the last forward (empty if the device has no timestamps).
   std::vector<StageTime> last_timings() const;
@@ -47,6 +89,7 @@ class GatedAttention {
   void set_poison(bool on);
 
   const BlockConfig& config() const;
+  Precision precision() const;
   // Number of distinct shapes recorded so far (each holds one command buffer).
   size_t recorded_shapes() const;
 

@@ -221,13 +221,20 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
 }
 
 void Recorder::copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
-  if (bytes > src.size() || bytes > dst.size())
-    throw Error(ErrorCode::invalid_argument, "copy of " + std::to_string(bytes) + " bytes from '" + src.name() +
-                                                 "' to '" + dst.name() + "' exceeds a buffer");
+  copy(src, dst, std::vector<VkBufferCopy>{{0, 0, bytes}});
+}
+
+void Recorder::copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCopy> regions) {
+  for (VkBufferCopy& r : regions) {
+    if (r.srcOffset + r.size > src.size() || r.dstOffset + r.size > dst.size())
+      throw Error(ErrorCode::invalid_argument, "copy of " + std::to_string(r.size) + " bytes from '" + src.name() +
+                                                   "' to '" + dst.name() + "' exceeds a buffer");
+    r.srcOffset += src.offset();
+    r.dstOffset += dst.offset();
+  }
   sync({{&src, kTransfer, VK_ACCESS_TRANSFER_READ_BIT, true, false},
         {&dst, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, false, true}});
-  VkBufferCopy region{src.offset(), dst.offset(), bytes};
-  vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), 1, &region);
+  vkCmdCopyBuffer(cmd_, src.handle(), dst.handle(), uint32_t(regions.size()), regions.data());
 }
 
 void Recorder::fill(const Buffer& dst, uint32_t word) {

@@ -45,6 +45,8 @@ class Recorder {
   void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t groups_x,
                 uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {});
   void copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes);
+  // Several regions in one command; offsets are relative to each Buffer's start.
+  void copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCopy> regions);
   void fill(const Buffer& dst, uint32_t word);  // every 32-bit word of dst
   // Ends recording; writes to host-visible buffers are made visible to the host.
   void end();

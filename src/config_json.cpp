@@ -1,0 +1,293 @@
+// config.json -> BlockConfig, and which layers of a model are full attention.
+//
+// Resolution order: Hugging Face keys, then the model_type preset (DESIGN.md §3),
+// then vkgate's own keys (gate_kind, gate_layout, norm_kind, use_qk_norm, causal,
+// residual), which override the preset.
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vkgate/config.hpp"
+#include "vkgate/error.hpp"
+
+namespace vkgate {
+
+namespace {
+
+using nlohmann::json;
+
+// Reads typed keys of one JSON object; every error starts with the source and names the key.
+class KeyReader {
+ public:
+  KeyReader(const json& object, const std::string& source, std::string prefix = "")
+      : object_(object), source_(source), prefix_(std::move(prefix)) {}
+
+  [[noreturn]] void fail(const std::string& message) const {
+    throw Error(ErrorCode::invalid_config, source_ + ": " + message);
+  }
+  std::string name(const char* key) const { return prefix_ + key; }
+
+  // The value of `key`; JSON null counts as absent (HF writes null for "use the default").
+  const json* find(const char* key) const {
+    const auto it = object_.find(key);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::optional<int> positive_int(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() > INT_MAX)
+      wrong(key, "a positive integer", *v);
+    return int(v->get<int64_t>());
+  }
+  int required_positive_int(const char* key) const {
+    const std::optional<int> v = positive_int(key);
+    if (!v) fail("key '" + name(key) + "' is required (a positive integer)");
+    return *v;
+  }
+  std::optional<double> number(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) wrong(key, "a number", *v);
+    return v->get<double>();
+  }
+  std::optional<bool> boolean(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong(key, "true or false", *v);
+    return v->get<bool>();
+  }
+  std::optional<std::string> string(const char* key) const {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) wrong(key, "a string", *v);
+    return v->get<std::string>();
+  }
+  template <typename E, size_t N>
+  std::optional<E> enumeration(const char* key, const std::array<E, N>& values) const {
+    const std::optional<std::string> s = string(key);
+    if (!s) return std::nullopt;
+    std::string choices;
+    for (E e : values) {
+      if (*s == to_string(e)) return e;
+      choices += std::string(choices.empty() ? "" : ", ") + to_string(e);
+    }
+    wrong(key, ("one of " + choices).c_str(), *find(key));
+  }
+
+  [[noreturn]] void wrong(const char* key, const char* expected, const json& got) const {
+    std::string text = got.dump();
+    if (text.size() > 60) text = text.substr(0, 57) + "...";
+    fail("key '" + name(key) + "' must be " + expected + ", got " + text);
+  }
+
+ private:
+  const json& object_;
+  const std::string& source_;
+  std::string prefix_;
+};
+
+// vkgate implements plain RoPE only: a scaled variant (yarn, linear, dynamic, mrope, ...)
+// would silently give different positions, so it is refused.
+void check_rope_type(const KeyReader& r, const char* key, const json* rope_object) {
+  if (!rope_object) return;
+  if (!rope_object->is_object()) r.wrong(key, "an object or null", *rope_object);
+  const KeyReader inner(*rope_object, "", "");
+  for (const char* type_key : {"rope_type", "type"}) {
+    const auto it = rope_object->find(type_key);
+    if (it == rope_object->end() || it->is_null()) continue;
+    if (!it->is_string() || it->get<std::string>() != "default")
+      r.fail("key '" + r.name(key) + "." + type_key + "' is " + it->dump() +
+             ": vkgate implements only the default RoPE (no scaling)");
+  }
+}
+
+// A RoPE parameter that may sit at the top level (older configs) or under rope_parameters
+// (transformers >= 5). Both present and different is an error: either choice could be the
+// stale one, and a wrong theta gives plausible but wrong outputs.
+std::optional<double> rope_value(const KeyReader& top, const std::optional<KeyReader>& nested,
+                                 const char* key) {
+  const std::optional<double> a = top.number(key);
+  const std::optional<double> b = nested ? nested->number(key) : std::nullopt;
+  if (a && b && *a != *b)
+    top.fail("key '" + top.name(key) + "' (" + json(*a).dump() + ") disagrees with '" +
+             nested->name(key) + "' (" + json(*b).dump() + ")");
+  return a ? a : b;
+}
+
+constexpr std::array kGateKinds{GateKind::none, GateKind::headwise, GateKind::elementwise};
+constexpr std::array kGateLayouts{GateLayout::qwen3_next, GateLayout::official_grouped,
+                                  GateLayout::separate};
+constexpr std::array kNormKinds{NormKind::plain, NormKind::zero_centered};
+
+// Qwen3-Next's rule (transformers' Qwen3NextConfig): layer i is full attention iff
+// (i + 1) % full_attention_interval == 0, else linear attention (Gated DeltaNet).
+std::string layer_type(const BlockConfig& c, int layer) {
+  if (!c.layer_types.empty()) return c.layer_types[size_t(layer)];
+  if (c.full_attention_interval > 0)
+    return (layer + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention";
+  return "full_attention";
+}
+
+}  // namespace
+
+BlockConfig parse_config_json(std::string_view json_text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 3, ..."
+    if (const size_t end = what.find("] "); what.starts_with("[json.") && end != std::string::npos)
+      what = what.substr(end + 2);
+    throw Error(ErrorCode::invalid_config, source + ": not valid JSON: " + what);
+  }
+  if (!root.is_object())
+    throw Error(ErrorCode::invalid_config, source + ": the top level is not a JSON object");
+
+  const KeyReader r(root, source);
+  BlockConfig c;
+  c.model_type = r.string("model_type").value_or("");
+  const bool qwen3_next = c.model_type == "qwen3_next";
+
+  c.hidden_size = r.required_positive_int("hidden_size");
+  c.num_heads = r.required_positive_int("num_attention_heads");
+  c.num_kv_heads = r.positive_int("num_key_value_heads").value_or(c.num_heads);
+  if (const std::optional<int> head_dim = r.positive_int("head_dim")) {
+    c.head_dim = *head_dim;
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      r.fail("hidden_size (" + std::to_string(c.hidden_size) +
+             ") is not divisible by num_attention_heads (" + std::to_string(c.num_heads) +
+             ") and key 'head_dim' is not given");
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  c.rms_norm_eps = r.number("rms_norm_eps").value_or(c.rms_norm_eps);
+
+  std::optional<KeyReader> rope_params;
+  if (const json* p = r.find("rope_parameters")) {
+    check_rope_type(r, "rope_parameters", p);
+    rope_params.emplace(*p, source, "rope_parameters.");
+  }
+  check_rope_type(r, "rope_scaling", r.find("rope_scaling"));
+  c.rope_theta = rope_value(r, rope_params, "rope_theta").value_or(c.rope_theta);
+  c.partial_rotary_factor =
+      rope_value(r, rope_params, "partial_rotary_factor").value_or(c.partial_rotary_factor);
+
+  // transformers' Qwen3/Qwen3-Next put attention_bias on q, k, v and o; the paper's code
+  // puts qkv_bias on o_proj too (DESIGN.md §3). So either key means bias on all four.
+  const bool attention_bias = r.boolean("attention_bias").value_or(false);
+  const bool qkv_bias = r.boolean("qkv_bias").value_or(false);
+  c.qkv_bias = c.o_bias = attention_bias || qkv_bias;
+
+  const bool headwise = r.boolean("headwise_attn_output_gate").value_or(false);
+  const bool elementwise = r.boolean("elementwise_attn_output_gate").value_or(false);
+  if (qwen3_next) {
+    // transformers' Qwen3NextAttention ignores the paper's flags: its gate is always elementwise.
+    c.gate_kind = GateKind::elementwise;
+    c.gate_layout = GateLayout::qwen3_next;
+    c.norm_kind = NormKind::zero_centered;
+    c.use_qk_norm = true;
+    c.full_attention_interval = 4;  // Qwen3NextConfig's default
+  } else {
+    if (headwise && elementwise)
+      r.fail("keys 'headwise_attn_output_gate' and 'elementwise_attn_output_gate' are both "
+             "true; a model has one kind of gate");
+    c.gate_kind = headwise ? GateKind::headwise : elementwise ? GateKind::elementwise : GateKind::none;
+    c.gate_layout = GateLayout::official_grouped;
+    c.norm_kind = NormKind::plain;
+    c.use_qk_norm = true;  // Qwen3 (which the paper's code builds on) always has q_norm/k_norm
+  }
+
+  c.gate_kind = r.enumeration("gate_kind", kGateKinds).value_or(c.gate_kind);
+  c.gate_layout = r.enumeration("gate_layout", kGateLayouts).value_or(c.gate_layout);
+  c.norm_kind = r.enumeration("norm_kind", kNormKinds).value_or(c.norm_kind);
+  c.use_qk_norm = r.boolean("use_qk_norm").value_or(c.use_qk_norm);
+  c.causal = r.boolean("causal").value_or(true);
+  c.residual = r.boolean("residual").value_or(false);
+
+  c.num_hidden_layers = r.positive_int("num_hidden_layers").value_or(0);
+  c.full_attention_interval = r.positive_int("full_attention_interval").value_or(c.full_attention_interval);
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array()) r.wrong("layer_types", "an array of strings", *types);
+    for (const json& t : *types) {
+      if (!t.is_string()) r.wrong("layer_types", "an array of strings", *types);
+      c.layer_types.push_back(t.get<std::string>());
+    }
+    if (c.num_hidden_layers > 0 && c.layer_types.size() != size_t(c.num_hidden_layers))
+      r.fail("key 'layer_types' has " + std::to_string(c.layer_types.size()) +
+             " entries but num_hidden_layers is " + std::to_string(c.num_hidden_layers));
+    // layer_types is what check_layer uses; an interval saying otherwise means one of them is stale.
+    if (r.find("full_attention_interval")) {
+      BlockConfig by_interval;
+      by_interval.full_attention_interval = c.full_attention_interval;
+      for (size_t i = 0; i < c.layer_types.size(); ++i) {
+        const bool full = c.layer_types[i] == "full_attention";
+        if (full != (layer_type(by_interval, int(i)) == "full_attention"))
+          r.fail("key 'layer_types' says layer " + std::to_string(i) + " is '" +
+                 c.layer_types[i] + "' but full_attention_interval " +
+                 std::to_string(c.full_attention_interval) + " says otherwise");
+      }
+    }
+  }
+
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (what.starts_with("config: ")) what = what.substr(8);
+    throw Error(e.code(), source + ": " + what);
+  }
+  return c;
+}
+
+BlockConfig load_config(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw Error(ErrorCode::io, path + ": is a directory, expected a config.json file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::io, path + ": cannot open: " + std::strerror(errno));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw Error(ErrorCode::io, path + ": cannot read: " + std::strerror(errno));
+  return parse_config_json(text, path);
+}
+
+void BlockConfig::check_layer(int layer) const {
+  // num_hidden_layers may be absent while layer_types still tells the count.
+  const int n = num_hidden_layers > 0 ? num_hidden_layers : int(layer_types.size());
+  if (layer < 0 || (n > 0 && layer >= n))
+    throw Error(ErrorCode::invalid_argument,
+                "layer " + std::to_string(layer) + " is out of range: " +
+                    (n > 0 ? "the model has " + std::to_string(n) + " layers, 0.." +
+                                 std::to_string(n - 1)
+                           : std::string("layers are numbered from 0")));
+  const std::string type = layer_type(*this, layer);
+  if (type == "full_attention") return;
+
+  // The full-attention layers: the first 8, then "..." and the last one when the count is known.
+  std::vector<int> full;
+  const int scan = n > 0 ? n : 9 * full_attention_interval;
+  for (int i = 0; i < scan; ++i)
+    if (layer_type(*this, i) == "full_attention") full.push_back(i);
+  std::string list;
+  for (size_t i = 0; i < full.size() && i < 8; ++i)
+    list += (i ? ", " : "") + std::to_string(full[i]);
+  if (n <= 0) list += ", ...";
+  else if (full.size() > 9) list += ", ..., " + std::to_string(full.back());
+  else if (full.size() == 9) list += ", " + std::to_string(full.back());
+
+  std::string message = "layer " + std::to_string(layer) + " is a '" + type + "' layer";
+  if (type == "linear_attention" && model_type == "qwen3_next") message += " (Gated DeltaNet)";
+  message += ", not full attention; ";
+  message += full.empty() ? "the model has no full-attention layers"
+                          : "the full-attention layers are " + list;
+  throw Error(ErrorCode::invalid_argument, message);
+}
+
+}  // namespace vkgate
