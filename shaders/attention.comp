@@ -6,7 +6,18 @@
 // P·V:    A = probabilities [T, S], B(k=s, n=d) = value s → C = SDPA output
 // Query head h reads KV head h / G (G = H/KV: MHA G=1, MQA G=H). Every
 // stride comes from push constants, so one pipeline serves both products.
+// Storage types: A_T, B_T, C_T (q/k/v in the activation type, scores fp32).
 #include "common.glsl"
+#include "storage.glsl"
+#ifndef A_T
+#define A_T F32
+#endif
+#ifndef B_T
+#define B_T F32
+#endif
+#ifndef C_T
+#define C_T F32
+#endif
 
 layout(constant_id = 1) const uint BM = 32;
 layout(constant_id = 2) const uint BN = 32;
@@ -14,9 +25,9 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint TM = 2;
 layout(constant_id = 5) const uint TN = 4;
 
-layout(std430, binding = 0) readonly buffer ABuf { float a[]; };
-layout(std430, binding = 1) readonly buffer BBuf { float b[]; };
-layout(std430, binding = 2) writeonly buffer CBuf { float c[]; };
+RO(0, a, A_T)
+RO(1, b, B_T)
+RW(2, c, C_T)
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -28,9 +39,9 @@ layout(push_constant) uniform Push {
 
 uint a_base, b_base;
 
-float load_a(uint m, uint k) { return (m < p.M && k < p.K) ? a[a_base + m * p.a_sm + k] : 0.0; }
+float load_a(uint m, uint k) { return (m < p.M && k < p.K) ? a_ld(a_base + m * p.a_sm + k) : 0.0; }
 float load_b(uint n, uint k) {
-  return (n < p.N && k < p.K) ? b[b_base + k * p.b_sk + n * p.b_sn] : 0.0;
+  return (n < p.N && k < p.K) ? b_ld(b_base + k * p.b_sk + n * p.b_sn) : 0.0;
 }
 
 #include "gemm_tile.glsl"
@@ -49,7 +60,7 @@ void main() {
     [[unroll]] for (uint j = 0; j < TN; ++j) {
       uint n = tile_col(n0, j);
       if (n >= p.N) break;
-      c[c_base + m * p.c_sm + n] = acc[i][j];
+      c_st(c_base + m * p.c_sm + n, acc[i][j]);
     }
   }
 }

@@ -4,10 +4,15 @@
 // Headwise gates (gw = 1) scale a whole head; elementwise (gw = Dh) each
 // channel. The gate view reads the raw gate rows straight out of q_proj's
 // output in whichever layout the checkpoint uses.
+// Storage type: T for the gate rows and y.
 #include "common.glsl"
+#include "storage.glsl"
+#ifndef T
+#define T F32
+#endif
 
-layout(std430, binding = 0) readonly buffer GBuf { float g[]; };
-layout(std430, binding = 1) buffer YBuf { float y[]; };
+RO(0, g, T)
+RW(1, y, T)
 
 layout(push_constant) uniform Push {
   View gate_view;
@@ -21,6 +26,6 @@ void main() {
   const uint d = gid % p.dim;
   const uint bh = gid / p.dim;
   const uint bt = bh / p.heads, h = bh - bt * p.heads;
-  const float z = g[view_offset(p.gate_view, p.tokens, bt, h, p.gate_width == 1 ? 0 : d)];
-  y[gid] *= 1.0 / (1.0 + exp(-z));
+  const float z = g_ld(view_offset(p.gate_view, p.tokens, bt, h, p.gate_width == 1 ? 0 : d));
+  y_st(gid, y_ld(gid) / (1.0 + exp(-z)));
 }

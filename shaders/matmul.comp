@@ -1,7 +1,15 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Y = X·Wᵀ (+ b) (+ R): X [M, K], W [N, K] (PyTorch Linear layout), Y and R [M, N].
+// Storage types: X_T (X and W), Y_T; bias and residual are fp32.
 #include "common.glsl"
+#include "storage.glsl"
+#ifndef X_T
+#define X_T F32
+#endif
+#ifndef Y_T
+#define Y_T F32
+#endif
 
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
@@ -9,11 +17,11 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
-layout(std430, binding = 1) readonly buffer WBuf { float w[]; };
-layout(std430, binding = 2) readonly buffer BBuf { float bias[]; };
-layout(std430, binding = 3) readonly buffer RBuf { float res[]; };
-layout(std430, binding = 4) writeonly buffer YBuf { float y[]; };
+RO(0, x, X_T)
+RO(1, w, X_T)
+RO(2, bias, F32)
+RO(3, res, F32)
+RW(4, y, Y_T)
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -21,8 +29,8 @@ layout(push_constant) uniform Push {
   uint has_bias, has_residual;
 } p;
 
-float load_a(uint m, uint k) { return (m < p.M && k < p.K) ? x[m * p.ldx + k] : 0.0; }
-float load_b(uint n, uint k) { return (n < p.N && k < p.K) ? w[n * p.ldw + k] : 0.0; }
+float load_a(uint m, uint k) { return (m < p.M && k < p.K) ? x_ld(m * p.ldx + k) : 0.0; }
+float load_b(uint n, uint k) { return (n < p.N && k < p.K) ? w_ld(n * p.ldw + k) : 0.0; }
 
 #include "gemm_tile.glsl"
 
@@ -38,7 +46,7 @@ void main() {
       float v = acc[i][j];
       if (p.has_bias != 0) v += bias[n];
       if (p.has_residual != 0) v += res[m * p.ldr + n];
-      y[m * p.ldy + n] = v;
+      y_st(m * p.ldy + n, v);
     }
   }
 }

@@ -7,11 +7,19 @@
 // pick each head's slice out of q_proj's output and write [B, H, T, Dh].
 // One workgroup per row. In-place use (x and y the same range) is safe: every
 // read happens before the reduction's barrier, every write after it.
+// Storage types: X_T, Y_T; the weight is fp32.
 #include "common.glsl"
+#include "storage.glsl"
+#ifndef X_T
+#define X_T F32
+#endif
+#ifndef Y_T
+#define Y_T F32
+#endif
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
-layout(std430, binding = 1) readonly buffer WBuf { float w[]; };
-layout(std430, binding = 2) buffer YBuf { float y[]; };
+RO(0, x, X_T)
+RO(1, w, F32)
+RW(2, y, Y_T)
 
 layout(push_constant) uniform Push {
   View in_view;
@@ -33,7 +41,7 @@ void main() {
 
   float ss = 0.0;
   for (uint d = tid; d < p.dim; d += WG) {
-    float v = x[src + d];
+    float v = x_ld(src + d);
     ss = fma(v, v, ss);
   }
   partial[tid] = ss;
@@ -44,7 +52,7 @@ void main() {
   }
   const float scale = 1.0 / sqrt(partial[0] / float(p.dim) + p.eps);
   for (uint d = tid; d < p.dim; d += WG) {
-    float g = p.zero_centered != 0 ? 1.0 + w[d] : w[d];
-    y[dst + d] = x[src + d] * scale * g;
+    float g = p.zero_centered != 0 ? 1.0 + w_ld(d) : w_ld(d);
+    y_st(dst + d, x_ld(src + d) * scale * g);
   }
 }

@@ -8,11 +8,16 @@
 // guarantees ~2⁻¹¹ for the shader's own sin/cos. With rotary = 0 this is a
 // strided copy, which is how values are moved into [B, KV, S, Dh].
 // Each thread reads both elements of its pair before writing, so in place is safe.
+// Storage type: T for x and y; the table is fp32.
 #include "common.glsl"
+#include "storage.glsl"
+#ifndef T
+#define T F32
+#endif
 
-layout(std430, binding = 0) readonly buffer XBuf { float x[]; };
-layout(std430, binding = 1) readonly buffer TBuf { float table[]; };
-layout(std430, binding = 2) buffer YBuf { float y[]; };
+RO(0, x, T)
+RO(1, table, F32)
+RW(2, y, T)
 
 layout(push_constant) uniform Push {
   View in_view;
@@ -32,13 +37,13 @@ void main() {
   const uint dst = view_offset(p.out_view, p.tokens, bt, h, 0);
   if (i < half_r) {
     const uint t = bt % p.tokens;
-    const float c = table[t * half_r + i];
-    const float s = table[p.tokens * half_r + t * half_r + i];
-    const float x0 = x[src + i], x1 = x[src + i + half_r];
-    y[dst + i] = x0 * c - x1 * s;
-    y[dst + i + half_r] = x1 * c + x0 * s;
+    const float c = table_ld(t * half_r + i);
+    const float s = table_ld(p.tokens * half_r + t * half_r + i);
+    const float x0 = x_ld(src + i), x1 = x_ld(src + i + half_r);
+    y_st(dst + i, x0 * c - x1 * s);
+    y_st(dst + i + half_r, x1 * c + x0 * s);
   } else {
     const uint d = i + half_r;  // dims rotary..dim−1
-    y[dst + d] = x[src + d];
+    y_st(dst + d, x_ld(src + d));
   }
 }

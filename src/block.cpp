@@ -68,16 +68,56 @@ std::vector<float> to_f32(const HostTensor& t) {
   return out;
 }
 
-std::vector<float> concat(std::initializer_list<std::span<const float>> parts) {
-  size_t n = 0;
-  for (auto p : parts) n += p.size();
-  std::vector<float> out;
-  out.reserve(n);
-  for (auto p : parts) out.insert(out.end(), p.begin(), p.end());
+using ops::Storage;
+
+Storage storage_of(Precision p) {
+  return p == Precision::fp16 ? Storage::f16 : p == Precision::bf16 ? Storage::bf16 : Storage::f32;
+}
+
+// fp32 values as `s` elements at dst (the host side of activations that cross
+// the API: KV cache in and out, gate rows for statistics).
+void encode(std::span<const float> v, Storage s, void* dst) {
+  if (s == Storage::f32) {
+    std::memcpy(dst, v.data(), v.size_bytes());
+    return;
+  }
+  auto* out = static_cast<uint16_t*>(dst);
+  for (size_t i = 0; i < v.size(); ++i) out[i] = s == Storage::f16 ? float_to_half(v[i]) : float_to_bf16(v[i]);
+}
+
+std::vector<float> decode(const void* src, size_t n, Storage s) {
+  std::vector<float> out(n);
+  if (s == Storage::f32) {
+    std::memcpy(out.data(), src, n * 4);
+    return out;
+  }
+  const auto* in = static_cast<const uint16_t*>(src);
+  for (size_t i = 0; i < n; ++i) out[i] = s == Storage::f16 ? half_to_float(in[i]) : bf16_to_float(in[i]);
   return out;
 }
 
-constexpr uint32_t kNaN = 0x7fc00000u;
+// A weight in storage type `s`: its bytes as they are when the dtype already
+// matches (a bf16 checkpoint run in bf16 is never converted), else via fp32.
+std::vector<std::byte> stored(const HostTensor& t, Storage s) {
+  const bool same = (s == Storage::f32 && t.dtype == DType::F32) || (s == Storage::f16 && t.dtype == DType::F16) ||
+                    (s == Storage::bf16 && t.dtype == DType::BF16);
+  if (same) return std::vector<std::byte>(t.bytes.begin(), t.bytes.end());
+  const std::vector<float> f = to_f32(t);
+  std::vector<std::byte> out(f.size() * ops::element_bytes(s));
+  encode(f, s, out.data());
+  return out;
+}
+
+std::vector<std::byte> concat(std::initializer_list<std::vector<std::byte>> parts) {
+  std::vector<std::byte> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// NaN in every element, for each storage type.
+uint32_t nan_word(Storage s) {
+  return s == Storage::f32 ? 0x7fc00000u : s == Storage::f16 ? 0x7e007e00u : 0x7fc07fc0u;
+}
 
 }  // namespace
 
@@ -89,6 +129,7 @@ struct GatedAttention::Impl {
   ProjectionLayout layout;
   bool poison = false;
 
+  Storage act;  // weights and activations on the device
   Buffer norm_w, w_qkv, b_qkv, qn_w, kn_w, w_o, b_o;
 
   struct Key {
@@ -107,38 +148,44 @@ struct GatedAttention::Impl {
   Plan* last = nullptr;
 
   Impl(Context& c, const BlockConfig& config, const BlockOptions& opts)
-      : ctx(c), vk(c.impl()), cfg(config), options(opts), layout(config) {}
+      : ctx(c), vk(c.impl()), cfg(config), options(opts), layout(config), act(storage_of(opts.precision)) {
+    if (act != Storage::f32 && !vk.info.storage16)
+      throw Error(ErrorCode::unsupported, std::string("precision ") + to_string(opts.precision) + " needs 16-bit storage buffers (storageBuffer16BitAccess), which " +
+                                              vk.info.name + " does not support");
+  }
 
-  Buffer device(size_t floats, const std::string& name) {
-    return vk.allocator->allocate(floats * sizeof(float), MemoryKind::device, name);
+  Buffer buffer(size_t elements, Storage s, MemoryKind kind, const std::string& name) {
+    return vk.allocator->allocate(elements * ops::element_bytes(s), kind, name);
   }
-  Buffer staging(size_t floats, MemoryKind kind, const std::string& name) {
-    return vk.allocator->allocate(floats * sizeof(float), kind, name);
+  Buffer device(size_t elements, Storage s, const std::string& name) {
+    return buffer(elements, s, MemoryKind::device, name);
   }
-  Buffer upload(std::span<const float> data, const std::string& name) {
-    Buffer b = device(data.size(), name);
-    gpu::upload(vk, b, data.data(), data.size_bytes());
+  Buffer upload(const std::vector<std::byte>& bytes, const std::string& name) {
+    Buffer b = vk.allocator->allocate(bytes.size(), MemoryKind::device, name);
+    gpu::upload(vk, b, bytes.data(), bytes.size());
     return b;
   }
 
+  // Projection weights in the activation storage type; norm weights and biases in fp32.
   void upload_weights(const TensorMap& w) {
-    auto get = [&](const std::string& name) { return to_f32(w.at(name)); };
+    auto weight = [&](const std::string& name) { return stored(w.at(name), act); };
+    auto f32 = [&](const std::string& name) { return stored(w.at(name), Storage::f32); };
     const bool separate_gate = cfg.gate_layout == GateLayout::separate && cfg.gate_kind != GateKind::none;
-    const std::vector<float> none;
-    norm_w = upload(get("input_layernorm.weight"), "input_layernorm.weight");
-    w_qkv = upload(concat({get("q_proj.weight"), separate_gate ? get("gate_proj.weight") : none,
-                           get("k_proj.weight"), get("v_proj.weight")}),
+    const std::vector<std::byte> none;
+    norm_w = upload(f32("input_layernorm.weight"), "input_layernorm.weight");
+    w_qkv = upload(concat({weight("q_proj.weight"), separate_gate ? weight("gate_proj.weight") : none,
+                           weight("k_proj.weight"), weight("v_proj.weight")}),
                    "q_proj+k_proj+v_proj.weight");
     if (cfg.qkv_bias)
-      b_qkv = upload(concat({get("q_proj.bias"), separate_gate ? get("gate_proj.bias") : none, get("k_proj.bias"),
-                             get("v_proj.bias")}),
+      b_qkv = upload(concat({f32("q_proj.bias"), separate_gate ? f32("gate_proj.bias") : none, f32("k_proj.bias"),
+                             f32("v_proj.bias")}),
                      "q_proj+k_proj+v_proj.bias");
     if (cfg.use_qk_norm) {
-      qn_w = upload(get("q_norm.weight"), "q_norm.weight");
-      kn_w = upload(get("k_norm.weight"), "k_norm.weight");
+      qn_w = upload(f32("q_norm.weight"), "q_norm.weight");
+      kn_w = upload(f32("k_norm.weight"), "k_norm.weight");
     }
-    w_o = upload(get("o_proj.weight"), "o_proj.weight");
-    if (cfg.o_bias) b_o = upload(get("o_proj.bias"), "o_proj.bias");
+    w_o = upload(weight("o_proj.weight"), "o_proj.weight");
+    if (cfg.o_bias) b_o = upload(f32("o_proj.bias"), "o_proj.bias");
   }
 
   Plan& plan(const Key& key) {
@@ -148,31 +195,35 @@ struct GatedAttention::Impl {
     const size_t B = size_t(key.batch), T = size_t(key.tokens), S = T + size_t(key.past), BT = B * T;
     const size_t D = size_t(cfg.hidden_size), H = size_t(cfg.num_heads), KV = size_t(cfg.num_kv_heads),
                  Dh = size_t(cfg.head_dim);
-    p->x_up = staging(BT * D, MemoryKind::upload, "hidden_states (staging)");
-    p->x = device(BT * D, "hidden_states");
-    p->xn = device(BT * D, "normed hidden_states");
-    p->proj = device(BT * layout.cols, "projections");
-    p->q = device(B * H * T * Dh, "q");
-    p->k = device(B * KV * S * Dh, "key cache");
-    p->v = device(B * KV * S * Dh, "value cache");
-    p->scores = device(B * H * T * S, "attention scores");
-    p->attn = device(BT * H * Dh, "attention output");
-    p->y = device(BT * D, "output");
-    p->y_down = staging(BT * D, MemoryKind::readback, "output (readback)");
-    p->rope = upload(ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, uint32_t(key.past)),
+    const Storage f32 = Storage::f32;
+    p->x_up = buffer(BT * D, f32, MemoryKind::upload, "hidden_states (staging)");
+    p->x = device(BT * D, f32, "hidden_states");
+    p->xn = device(BT * D, act, "normed hidden_states");
+    p->proj = device(BT * layout.cols, act, "projections");
+    p->q = device(B * H * T * Dh, act, "q");
+    p->k = device(B * KV * S * Dh, act, "key cache");
+    p->v = device(B * KV * S * Dh, act, "value cache");
+    p->scores = device(B * H * T * S, f32, "attention scores");
+    p->attn = device(BT * H * Dh, act, "attention output");
+    p->y = device(BT * D, f32, "output");
+    p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
+    const auto table = ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, uint32_t(key.past));
+    p->rope = upload(std::vector<std::byte>(reinterpret_cast<const std::byte*>(table.data()),
+                                            reinterpret_cast<const std::byte*>(table.data() + table.size())),
                      "rope cos/sin table");
-    if (key.past) p->kv_up = staging(2 * B * KV * size_t(key.past) * Dh, MemoryKind::upload, "past_key/past_value (staging)");
+    if (key.past)
+      p->kv_up = buffer(2 * B * KV * size_t(key.past) * Dh, act, MemoryKind::upload, "past_key/past_value (staging)");
     if (key.mask) {
-      p->mask_up = staging(B * T * S, MemoryKind::upload, "attention_mask (staging)");
-      p->mask = device(B * T * S, "attention_mask");
+      p->mask_up = buffer(B * T * S, f32, MemoryKind::upload, "attention_mask (staging)");
+      p->mask = device(B * T * S, f32, "attention_mask");
     }
     if (key.cache) {
-      p->k_down = staging(B * KV * S * Dh, MemoryKind::readback, "present_key (readback)");
-      p->v_down = staging(B * KV * S * Dh, MemoryKind::readback, "present_value (readback)");
+      p->k_down = buffer(B * KV * S * Dh, act, MemoryKind::readback, "present_key (readback)");
+      p->v_down = buffer(B * KV * S * Dh, act, MemoryKind::readback, "present_value (readback)");
     }
     if (key.stats) {
-      p->scores_down = staging(B * H * T * S, MemoryKind::readback, "attention probabilities (readback)");
-      p->proj_down = staging(BT * layout.cols, MemoryKind::readback, "projections (readback)");
+      p->scores_down = buffer(B * H * T * S, f32, MemoryKind::readback, "attention probabilities (readback)");
+      p->proj_down = buffer(BT * layout.cols, act, MemoryKind::readback, "projections (readback)");
     }
     p->rec = std::make_unique<gpu::Recorder>(vk);
     record(*p);
@@ -189,47 +240,50 @@ struct GatedAttention::Impl {
                    Dh = uint32_t(cfg.head_dim), rd = uint32_t(cfg.rotary_dim());
     const float eps = float(cfg.rms_norm_eps);
     rec.begin();
-    if (poison)
-      for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.k, &p.v, &p.scores, &p.attn, &p.y}) rec.fill(*b, kNaN);
+    if (poison) {
+      for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.k, &p.v, &p.attn}) rec.fill(*b, nan_word(act));
+      for (const Buffer* b : {&p.scores, &p.y}) rec.fill(*b, nan_word(Storage::f32));
+    }
     rec.copy(p.x_up, p.x, p.x.size());
     if (P) {
       // past_key then past_value, each [B, KV, P, Dh], into positions 0..P−1 of [B, KV, S, Dh].
-      const VkDeviceSize row = VkDeviceSize(P) * Dh * 4, half = VkDeviceSize(B) * KV * row;
+      const VkDeviceSize e = ops::element_bytes(act), row = VkDeviceSize(P) * Dh * e, half = VkDeviceSize(B) * KV * row;
       std::vector<VkBufferCopy> keys, values;
       for (uint32_t bk = 0; bk < B * KV; ++bk) {
-        keys.push_back({bk * row, VkDeviceSize(bk) * S * Dh * 4, row});
-        values.push_back({half + bk * row, VkDeviceSize(bk) * S * Dh * 4, row});
+        keys.push_back({bk * row, VkDeviceSize(bk) * S * Dh * e, row});
+        values.push_back({half + bk * row, VkDeviceSize(bk) * S * Dh * e, row});
       }
       rec.copy(p.kv_up, p.k, keys);
       rec.copy(p.kv_up, p.v, values);
     }
     if (p.key.mask) rec.copy(p.mask_up, p.mask, p.mask.size());
     const ops::View rows = ops::btd_view(T, 1, D);
-    ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, rows, BT, T, 1, D, cfg.norm_kind, eps);
-    ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D);
+    ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, rows, BT, T, 1, D, cfg.norm_kind, eps, act, true);
+    ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D, act);
 
     // q and k: norm per head into [B, heads, S, Dh] at the new positions, then rotate in place.
     auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq) {
       const ops::View out = ops::bhsd_view(heads, seq, Dh, seq - T);
       if (cfg.use_qk_norm) {
-        ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps);
-        if (rd) ops::rope(vk, rec, dst, out, p.rope, dst, out, BT, T, heads, Dh, rd);
+        ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act);
+        if (rd) ops::rope(vk, rec, dst, out, p.rope, dst, out, BT, T, heads, Dh, rd, act);
       } else {
-        ops::rope(vk, rec, p.proj, src, p.rope, dst, out, BT, T, heads, Dh, rd);
+        ops::rope(vk, rec, p.proj, src, p.rope, dst, out, BT, T, heads, Dh, rd, act);
       }
     };
     prepare(layout.query(T), qn_w, p.q, H, T);
     prepare(layout.key(T), kn_w, p.k, KV, S);
-    ops::rope(vk, rec, p.proj, layout.value(T), p.rope, p.v, ops::bhsd_view(KV, S, Dh, P), BT, T, KV, Dh, 0);
+    ops::rope(vk, rec, p.proj, layout.value(T), p.rope, p.v, ops::bhsd_view(KV, S, Dh, P), BT, T, KV, Dh, 0, act);
 
     const ops::AttentionShape shape{B, H, KV, T, S, Dh};
-    ops::attention_scores(vk, rec, p.q, p.k, p.scores, shape);
+    ops::attention_scores(vk, rec, p.q, p.k, p.scores, shape, act);
     ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, T, S, cfg.causal,
                  float(1.0 / std::sqrt(double(Dh))));
-    ops::attention_values(vk, rec, p.scores, p.v, p.attn, shape);
+    ops::attention_values(vk, rec, p.scores, p.v, p.attn, shape, act);
     if (cfg.gate_kind != GateKind::none)
-      ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width);
-    ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh);
+      ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act);
+    ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh,
+                act, true);
     rec.copy(p.y, p.y_down, p.y.size());
     if (p.key.cache) {
       rec.copy(p.k, p.k_down, p.k.size());
@@ -256,7 +310,7 @@ struct GatedAttention::Impl {
       st.gate_mean = st.gate_frac_below_0_1 = std::numeric_limits<double>::quiet_NaN();
       return st;
     }
-    const float* proj = static_cast<const float*>(p.proj_down.mapped());
+    const std::vector<float> proj = decode(p.proj_down.mapped(), p.proj_down.size() / ops::element_bytes(act), act);
     const ops::View g = layout.gate(uint32_t(T));
     double sum = 0;
     size_t below = 0, n = 0;
@@ -328,24 +382,20 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
 
   Impl::Plan& p = impl_->plan({in.batch, in.tokens, in.past, mask, in.want_cache, in.want_stats});
   std::memcpy(p.x_up.mapped(), in.hidden.data(), in.hidden.size_bytes());
+  const Storage act = impl_->act;
   if (P) {
-    std::memcpy(p.kv_up.mapped(), in.past_key.data(), in.past_key.size_bytes());
-    std::memcpy(static_cast<char*>(p.kv_up.mapped()) + in.past_key.size_bytes(), in.past_value.data(),
-                in.past_value.size_bytes());
+    encode(in.past_key, act, p.kv_up.mapped());
+    encode(in.past_value, act, static_cast<char*>(p.kv_up.mapped()) + in.past_key.size() * ops::element_bytes(act));
   }
   if (mask) std::memcpy(p.mask_up.mapped(), in.attention_mask.data(), in.attention_mask.size_bytes());
   p.rec->submit("running the gated attention block");
   impl_->last = &p;
 
   ForwardOutputs out;
-  auto read = [](const Buffer& b) {
-    const float* f = static_cast<const float*>(b.mapped());
-    return std::vector<float>(f, f + b.size() / sizeof(float));
-  };
-  out.output = read(p.y_down);
+  out.output = decode(p.y_down.mapped(), p.y_down.size() / 4, Storage::f32);
   if (in.want_cache) {
-    out.present_key = read(p.k_down);
-    out.present_value = read(p.v_down);
+    out.present_key = decode(p.k_down.mapped(), p.k_down.size() / ops::element_bytes(act), act);
+    out.present_value = decode(p.v_down.mapped(), p.v_down.size() / ops::element_bytes(act), act);
   }
   if (in.want_stats) out.stats = impl_->stats(p);
   return out;

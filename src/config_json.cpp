@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vkgate/config.hpp"
@@ -53,10 +54,12 @@ class KeyReader {
     if (!v) fail("key '" + name(key) + "' is required (a positive integer)");
     return *v;
   }
-  std::optional<double> number(const char* key) const {
+  // A number, and when `in_range` is given one it accepts (`expected` says which).
+  std::optional<double> number(const char* key, bool (*in_range)(double) = nullptr,
+                               const char* expected = "a number") const {
     const json* v = find(key);
     if (!v) return std::nullopt;
-    if (!v->is_number()) wrong(key, "a number", *v);
+    if (!v->is_number() || (in_range && !in_range(v->get<double>()))) wrong(key, expected, *v);
     return v->get<double>();
   }
   std::optional<bool> boolean(const char* key) const {
@@ -100,7 +103,6 @@ class KeyReader {
 void check_rope_type(const KeyReader& r, const char* key, const json* rope_object) {
   if (!rope_object) return;
   if (!rope_object->is_object()) r.wrong(key, "an object or null", *rope_object);
-  const KeyReader inner(*rope_object, "", "");
   for (const char* type_key : {"rope_type", "type"}) {
     const auto it = rope_object->find(type_key);
     if (it == rope_object->end() || it->is_null()) continue;
@@ -114,14 +116,17 @@ void check_rope_type(const KeyReader& r, const char* key, const json* rope_objec
 // (transformers >= 5). Both present and different is an error: either choice could be the
 // stale one, and a wrong theta gives plausible but wrong outputs.
 std::optional<double> rope_value(const KeyReader& top, const std::optional<KeyReader>& nested,
-                                 const char* key) {
-  const std::optional<double> a = top.number(key);
-  const std::optional<double> b = nested ? nested->number(key) : std::nullopt;
+                                 const char* key, bool (*in_range)(double), const char* expected) {
+  const std::optional<double> a = top.number(key, in_range, expected);
+  const std::optional<double> b = nested ? nested->number(key, in_range, expected) : std::nullopt;
   if (a && b && *a != *b)
     top.fail("key '" + top.name(key) + "' (" + json(*a).dump() + ") disagrees with '" +
              nested->name(key) + "' (" + json(*b).dump() + ")");
   return a ? a : b;
 }
+
+bool positive(double x) { return x > 0; }
+bool unit_interval(double x) { return x >= 0 && x <= 1; }
 
 constexpr std::array kGateKinds{GateKind::none, GateKind::headwise, GateKind::elementwise};
 constexpr std::array kGateLayouts{GateLayout::qwen3_next, GateLayout::official_grouped,
@@ -169,7 +174,7 @@ BlockConfig parse_config_json(std::string_view json_text, const std::string& sou
              ") and key 'head_dim' is not given");
     c.head_dim = c.hidden_size / c.num_heads;
   }
-  c.rms_norm_eps = r.number("rms_norm_eps").value_or(c.rms_norm_eps);
+  c.rms_norm_eps = r.number("rms_norm_eps", positive, "a positive number").value_or(c.rms_norm_eps);
 
   std::optional<KeyReader> rope_params;
   if (const json* p = r.find("rope_parameters")) {
@@ -177,9 +182,11 @@ BlockConfig parse_config_json(std::string_view json_text, const std::string& sou
     rope_params.emplace(*p, source, "rope_parameters.");
   }
   check_rope_type(r, "rope_scaling", r.find("rope_scaling"));
-  c.rope_theta = rope_value(r, rope_params, "rope_theta").value_or(c.rope_theta);
+  c.rope_theta = rope_value(r, rope_params, "rope_theta", positive, "a positive number")
+                     .value_or(c.rope_theta);
   c.partial_rotary_factor =
-      rope_value(r, rope_params, "partial_rotary_factor").value_or(c.partial_rotary_factor);
+      rope_value(r, rope_params, "partial_rotary_factor", unit_interval, "a number in [0, 1]")
+          .value_or(c.partial_rotary_factor);
 
   // transformers' Qwen3/Qwen3-Next put attention_bias on q, k, v and o; the paper's code
   // puts qkv_bias on o_proj too (DESIGN.md §3). So either key means bias on all four.
@@ -226,11 +233,9 @@ BlockConfig parse_config_json(std::string_view json_text, const std::string& sou
              " entries but num_hidden_layers is " + std::to_string(c.num_hidden_layers));
     // layer_types is what check_layer uses; an interval saying otherwise means one of them is stale.
     if (r.find("full_attention_interval")) {
-      BlockConfig by_interval;
-      by_interval.full_attention_interval = c.full_attention_interval;
       for (size_t i = 0; i < c.layer_types.size(); ++i) {
         const bool full = c.layer_types[i] == "full_attention";
-        if (full != (layer_type(by_interval, int(i)) == "full_attention"))
+        if (full != ((i + 1) % size_t(c.full_attention_interval) == 0))
           r.fail("key 'layer_types' says layer " + std::to_string(i) + " is '" +
                  c.layer_types[i] + "' but full_attention_interval " +
                  std::to_string(c.full_attention_interval) + " says otherwise");

@@ -6,6 +6,7 @@
 #include "block_weights.hpp"
 #include "harness.hpp"
 #include "vkgate/block.hpp"
+#include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
 
 using namespace vkgate;
@@ -52,7 +53,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: MHA/GQA/MQA × none/headwise/elementwis
     for (GateKind gate : {GateKind::none, GateKind::headwise, GateKind::elementwise})
       for (bool causal : {true, false}) {
         CAPTURE(h.name);
-        CAPTURE(to_string(gate));
+        INFO(#gate " = " << to_string(gate));
         CAPTURE(causal);
         run_block(*this, small(h, gate, causal), 2, 7);
       }
@@ -61,8 +62,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: MHA/GQA/MQA × none/headwise/elementwis
 TEST_CASE_FIXTURE(test::GpuTest, "block: every gate layout, norm kind, biases, residual, batch 3, T = 1") {
   for (GateLayout layout : {GateLayout::qwen3_next, GateLayout::official_grouped, GateLayout::separate})
     for (GateKind gate : {GateKind::headwise, GateKind::elementwise}) {
-      CAPTURE(to_string(layout));
-      CAPTURE(to_string(gate));
+      INFO(#layout " = " << to_string(layout));
+      INFO(#gate " = " << to_string(gate));
       BlockConfig c = small({"GQA", 6, 2}, gate, true);
       c.gate_layout = layout;
       c.norm_kind = layout == GateLayout::qwen3_next ? NormKind::zero_centered : NormKind::plain;
@@ -239,4 +240,58 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: additive mask, including a fully masked
   REQUIRE(out.stats->first_token_attn.size() == want.first_token_attn.size());
   for (size_t h = 0; h < want.first_token_attn.size(); ++h)
     CHECK(out.stats->first_token_attn[h] == doctest::Approx(want.first_token_attn[h]).epsilon(1e-5));
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: fp16 and bf16 storage with fp32 accumulation (DESIGN.md §4 bounds)") {
+  if (!ctx.device().storage16) {
+    MESSAGE("skipped: the device has no 16-bit storage buffers");
+    return;
+  }
+  for (Precision prec : {Precision::fp16, Precision::bf16}) {
+    INFO(#prec " = " << to_string(prec));
+    const double bound = prec == Precision::fp16 ? 1e-5 : 1e-4;
+    BlockConfig c = small({"GQA", 6, 2}, GateKind::elementwise, true);
+    c.norm_kind = NormKind::zero_centered;
+    c.residual = true;
+    // Weights given as stored bf16/fp16 tensors: the reference sees exactly those values.
+    test::RandomWeights w(c, rng);
+    std::map<std::string, std::vector<uint16_t>> half;
+    std::map<std::string, std::vector<float>> rounded;
+    TensorMap tensors;
+    WeightMap ref_weights;
+    for (auto& [name, v] : w.data) {
+      auto& h = half[name];
+      auto& r = rounded[name];
+      for (float x : v) {
+        h.push_back(prec == Precision::fp16 ? float_to_half(x) : float_to_bf16(x));
+        r.push_back(prec == Precision::fp16 ? half_to_float(h.back()) : bf16_to_float(h.back()));
+      }
+      tensors[name] = HostTensor{prec == Precision::fp16 ? DType::F16 : DType::BF16, {}, std::as_bytes(std::span(h))};
+      ref_weights[name] = r;
+    }
+    GatedAttention block(ctx, c, tensors, BlockOptions{prec});
+    block.set_poison(true);
+    const int B = 2, T = 3, P = 4;
+    const auto x = random(size_t(B) * T * 96), pk = random(size_t(B) * 2 * P * 32), pv = random(size_t(B) * 2 * P * 32);
+    ForwardInputs in;
+    in.hidden = x;
+    in.batch = B;
+    in.tokens = T;
+    in.past = P;
+    in.past_key = pk;
+    in.past_value = pv;
+    in.want_cache = true;
+    const auto out = block.run(in);
+    reference::Inputs rin;
+    rin.hidden = x;
+    rin.batch = B;
+    rin.tokens = T;
+    rin.past = P;
+    rin.past_key = pk;
+    rin.past_value = pv;
+    const auto want = reference::forward(c, ref_weights, rin);
+    test::check_close(out.output, want.output, bound);
+    test::check_close(out.present_key, want.k, bound);
+    test::check_close(out.present_value, want.v, bound);
+  }
 }

@@ -25,13 +25,13 @@ size_t PipelineCache::size() const {
   return pipelines_.size();
 }
 
-const Pipeline& PipelineCache::get(Shader shader, const std::vector<uint32_t>& spec) {
+const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<uint32_t>& spec) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto key = std::make_pair(shader, spec);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return *it->second;
 
   const ShaderModuleInfo& info = shader_info(shader);
-  const std::string doing = std::string("creating the '") + info.name + "' pipeline";
+  const std::string doing = "creating the '" + info.name + "' pipeline";
   if (spec.empty() || spec[0] == 0 || spec[0] > ctx_.info.max_workgroup_invocations)
     throw Error(ErrorCode::unsupported, doing + ": workgroup size " + std::to_string(spec.empty() ? 0 : spec[0]) +
                                             " exceeds the device limit " +
@@ -41,7 +41,6 @@ const Pipeline& PipelineCache::get(Shader shader, const std::vector<uint32_t>& s
   p->spec = spec;
   p->bindings = info.bindings;
   p->push_bytes = info.push_bytes;
-  p->name = info.name;
   VkDevice dev = ctx_.device;
 
   std::vector<VkDescriptorSetLayoutBinding> binds(info.bindings);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -16,14 +17,13 @@
 namespace vkgate::gpu {
 
 struct Pipeline {
-  Shader shader;
+  std::string shader;
   std::vector<uint32_t> spec;  // spec[0] is the workgroup size
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   uint32_t bindings = 0;
   uint32_t push_bytes = 0;
-  const char* name = "";
   uint32_t workgroup_size() const { return spec[0]; }
 };
 
@@ -33,14 +33,14 @@ class PipelineCache {
   ~PipelineCache();
 
   // Specialization constants are uint32 values for constant_id 0, 1, ...
-  const Pipeline& get(Shader shader, const std::vector<uint32_t>& spec);
+  const Pipeline& get(const std::string& shader, const std::vector<uint32_t>& spec);
   size_t size() const;
 
  private:
   Context::Impl& ctx_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   mutable std::mutex mutex_;
-  std::map<std::pair<Shader, std::vector<uint32_t>>, std::unique_ptr<Pipeline>> pipelines_;
+  std::map<std::pair<std::string, std::vector<uint32_t>>, std::unique_ptr<Pipeline>> pipelines_;
 };
 
 }  // namespace vkgate::gpu

@@ -181,7 +181,7 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
 void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push,
                         uint32_t gx, uint32_t gy, uint32_t gz, std::string label) {
   if (bindings.size() != p.bindings || bindings.size() > kMaxBindings)
-    throw Error(ErrorCode::invalid_argument, std::string("dispatch of '") + p.name + "': expected " +
+    throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': expected " +
                                                  std::to_string(p.bindings) + " bindings, got " +
                                                  std::to_string(bindings.size()));
   std::vector<Use> uses;
@@ -216,7 +216,7 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (p.push_bytes) vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
   vkCmdDispatch(cmd_, gx, gy, gz);
-  labels_.push_back(label.empty() ? p.name : std::move(label));
+  labels_.push_back(label.empty() ? p.shader : std::move(label));
   timestamp();
 }
 

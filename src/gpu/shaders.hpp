@@ -1,21 +1,23 @@
 // Internal: the SPIR-V modules compiled from shaders/ at build time and
 // embedded in the library; the library never reads shader files at run time.
+// A module is named after its source plus its storage-type variant
+// ("matmul", "matmul_f16_y32", ...; see VKGATE_SHADER_VARIANTS in CMakeLists.txt).
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace vkgate::gpu {
 
-enum class Shader { matmul, attention, rmsnorm, rope, softmax, gate };
-
 struct ShaderModuleInfo {
-  const char* name;
+  std::string name;
   std::span<const uint32_t> spirv;
-  uint32_t bindings;     // storage buffers at bindings 0..n−1
-  uint32_t push_bytes;   // size of the push-constant block
+  uint32_t bindings;    // storage buffers at bindings 0..n−1
+  uint32_t push_bytes;  // size of the push-constant block
 };
 
-const ShaderModuleInfo& shader_info(Shader s);
+// Error(invalid_argument) if no module has that name.
+const ShaderModuleInfo& shader_info(const std::string& name);
 
 }  // namespace vkgate::gpu

@@ -20,9 +20,9 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
 }  // namespace
 
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
-            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K) {
+            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32) {
   const auto spec = tiles(ctx.info);
-  const gpu::Pipeline& p = ctx.pipelines->get(gpu::Shader::matmul, spec);
+  const gpu::Pipeline& p = ctx.pipelines->get(variant("matmul", s, y_f32 ? "_y32" : ""), spec);
   Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
   // Absent operands are bound to a buffer the shader never reads, to keep one pipeline.
   rec.dispatch(p,

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "gpu/memory.hpp"
 #include "gpu/recorder.hpp"
@@ -13,6 +15,13 @@ namespace vkgate::ops {
 
 using gpu::Buffer;
 using gpu::Recorder;
+
+// Element type of an activation or weight buffer on the device; arithmetic
+// is fp32 whatever the storage.
+enum class Storage { f32, f16, bf16 };
+uint32_t element_bytes(Storage s);
+// Shader module of `source` for storage `s`: "matmul", "matmul_f16", ... plus `tail`.
+std::string variant(const char* source, Storage s, const char* tail = "");
 
 // Mirrors `View` in shaders/common.glsl: element (bt, h, d), bt = b·T + t, at
 // base + b·sb + t·st + (h / groups)·sg + (h % groups)·sh + d.
@@ -24,18 +33,23 @@ View btd_view(uint32_t tokens, uint32_t heads, uint32_t dim);
 // A contiguous [B, heads, S, dim] tensor whose token t sits at position `first + t`.
 View bhsd_view(uint32_t heads, uint32_t seq, uint32_t dim, uint32_t first = 0);
 
-// y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (+ residual[M,N]); bias/residual may be null.
+// y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (+ residual[M,N]); bias/residual may be null
+// and are fp32. x and w are stored as `s`; y as `s`, or fp32 when y_f32.
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
-            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K);
+            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
+            bool y_f32 = false);
 
-// RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the same buffer.
+// RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the
+// same buffer. y is stored as `s`; x as `s`, or fp32 when x_f32. w is fp32.
 void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
-             View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps);
+             View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
+             Storage s = Storage::f32, bool x_f32 = false);
 
 // Rotate-half RoPE on the first `rotary` dims, the rest copied. `table` holds
 // cos then sin, each [tokens, rotary/2] (see rope_table). x and y may be the same buffer.
 void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& table, const Buffer& y,
-          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary);
+          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary,
+          Storage s = Storage::f32);
 
 // cos/sin for positions first..first+tokens−1, computed in double, as floats.
 std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, uint32_t first);
@@ -47,15 +61,15 @@ void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buff
 struct AttentionShape {
   uint32_t batch, heads, kv_heads, tokens, keys, head_dim;
 };
-// scores [B, H, T, S] = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ (unscaled).
+// scores [B, H, T, S] (fp32) = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ (unscaled); q, k stored as `st`.
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
-                      const AttentionShape& s);
-// out [B, T, H, Dh] = probs [B, H, T, S] · v [B, KV, S, Dh].
+                      const AttentionShape& s, Storage st = Storage::f32);
+// out [B, T, H, Dh] = probs [B, H, T, S] (fp32) · v [B, KV, S, Dh]; v and out stored as `st`.
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
-                      const AttentionShape& s);
+                      const AttentionShape& s, Storage st = Storage::f32);
 
 // y [rows, heads, dim] *= sigmoid(gate) read through `gate_view`; gate_width 1 or dim.
 void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
-          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width);
+          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s = Storage::f32);
 
 }  // namespace vkgate::ops

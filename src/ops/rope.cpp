@@ -27,8 +27,8 @@ std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, ui
 }
 
 void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& table, const Buffer& y,
-          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary) {
-  const gpu::Pipeline& p = ctx.pipelines->get(gpu::Shader::rope, {kWorkgroup});
+          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary, Storage s) {
+  const gpu::Pipeline& p = ctx.pipelines->get(variant("rope", s), {kWorkgroup});
   const uint64_t count = uint64_t(rows) * heads * (dim - rotary / 2);
   Push push{in, out, tokens, heads, dim, rotary, uint32_t(count)};
   const gpu::Grid g = gpu::grid_for((count + kWorkgroup - 1) / kWorkgroup);

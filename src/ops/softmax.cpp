@@ -15,7 +15,7 @@ void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buff
              uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale) {
   uint32_t wg = 32;
   while (wg < keys && wg < 256 && wg * 2 <= ctx.info.max_workgroup_invocations) wg *= 2;
-  const gpu::Pipeline& p = ctx.pipelines->get(gpu::Shader::softmax, {wg});
+  const gpu::Pipeline& p = ctx.pipelines->get("softmax", {wg});
   const uint32_t rows = batch * heads * tokens;
   Push push{rows, keys, tokens, heads, keys - tokens, causal ? 1u : 0u, mask ? 1u : 0u, scale};
   const gpu::Grid g = gpu::grid_for(rows);

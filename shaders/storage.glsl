@@ -1,0 +1,33 @@
+// Storage buffers whose element type is picked at compile time, so each shader
+// is written once in fp32 arithmetic and compiled per storage type:
+//   RO(binding, name, T) declares a read-only buffer with name_ld(i)
+//   RW(binding, name, T) also adds name_st(i, v)
+// T is F32, F16 (IEEE half) or BF16 (bfloat16 held as uint16_t; stored with
+// round-to-nearest-even, NaN kept quiet). Shaders take T from -D defines.
+#extension GL_EXT_shader_16bit_storage : enable
+
+#define F32_TYPE float
+#define F16_TYPE float16_t
+#define BF16_TYPE uint16_t
+
+// The bfloat16 bits of v in the low half (16-bit values may only live in
+// buffers without the int16 arithmetic extension, hence uint).
+uint bf16_bits(float v) {
+  uint u = floatBitsToUint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+#define LOAD_F32(name) float name##_ld(uint i) { return name[i]; }
+#define LOAD_F16(name) float name##_ld(uint i) { return float(name[i]); }
+#define LOAD_BF16(name) float name##_ld(uint i) { return uintBitsToFloat(uint(name[i]) << 16); }
+#define STORE_F32(name) void name##_st(uint i, float v) { name[i] = v; }
+#define STORE_F16(name) void name##_st(uint i, float v) { name[i] = float16_t(v); }
+#define STORE_BF16(name) void name##_st(uint i, float v) { name[i] = uint16_t(bf16_bits(v)); }
+
+#define BUFFER_DECL(b_, q_, name, T) \
+  layout(std430, binding = b_) q_ buffer name##_buf { T##_TYPE name[]; };
+#define RO_EXPAND(b_, name, T) BUFFER_DECL(b_, readonly, name, T) LOAD_##T(name)
+#define RW_EXPAND(b_, name, T) BUFFER_DECL(b_, , name, T) LOAD_##T(name) STORE_##T(name)
+#define RO(b_, name, T) RO_EXPAND(b_, name, T)
+#define RW(b_, name, T) RW_EXPAND(b_, name, T)

@@ -1,0 +1,169 @@
+#include "vkgate/checkpoint.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "vkgate/error.hpp"
+
+namespace vkgate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// Parses the index into tensor name -> shard file name; every error names the index.
+std::map<std::string, std::string> read_index(const std::string& index_path) {
+  auto fail = [&](ErrorCode code, const std::string& message) {
+    throw Error(code, index_path + ": " + message);
+  };
+  std::ifstream in(index_path, std::ios::binary);
+  if (!in) fail(ErrorCode::io, std::string("cannot open: ") + std::strerror(errno));
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) fail(ErrorCode::io, std::string("cannot read: ") + std::strerror(errno));
+
+  json index;
+  try {
+    index = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 3, ..."
+    if (const size_t end = what.find("] "); what.starts_with("[json.") && end != std::string::npos)
+      what = what.substr(end + 2);
+    fail(ErrorCode::io, "not valid JSON: " + what);
+  }
+  if (!index.is_object()) fail(ErrorCode::io, "the top level is not a JSON object");
+  const auto map_it = index.find("weight_map");
+  if (map_it == index.end() || !map_it->is_object())
+    fail(ErrorCode::io, "'weight_map' is missing or not a JSON object");
+
+  std::map<std::string, std::string> out;
+  for (const auto& [tensor, shard] : map_it->items()) {
+    if (!shard.is_string())
+      fail(ErrorCode::io, "weight_map entry '" + tensor + "' is " + shard.dump() +
+                              ", not a shard file name");
+    const std::string file = shard.get<std::string>();
+    // The shards must sit next to the index: a path could reach any file on the system.
+    if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+        file.find('\0') != std::string::npos)
+      fail(ErrorCode::io, "weight_map entry '" + tensor + "' names shard '" + file +
+                              "', which is not a plain file name in the directory");
+    out.emplace(tensor, file);
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint(const std::string& path) : path_(path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status))
+    throw Error(ErrorCode::io, path + ": " +
+                                   (ec && ec != std::errc::no_such_file_or_directory
+                                        ? "cannot access: " + ec.message()
+                                        : std::string("no such file or directory")));
+  is_directory_ = fs::is_directory(status);
+
+  if (!is_directory_ || fs::exists(fs::path(path) / kSingleFile)) {
+    shards_.emplace_back(is_directory_ ? (fs::path(path) / kSingleFile).string() : path);
+    for (const std::string& name : shards_.back().names()) tensors_[name] = &shards_.back().at(name);
+    return;
+  }
+
+  const std::string index_path = (fs::path(path) / kIndexFile).string();
+  if (!fs::exists(index_path))
+    throw Error(ErrorCode::io, path + ": directory holds neither " + kSingleFile + " nor " +
+                                   kIndexFile);
+  const std::map<std::string, std::string> weight_map = read_index(index_path);
+
+  std::map<std::string, size_t> shard_of_file;  // opens each shard once
+  for (const auto& [tensor, file] : weight_map) {
+    auto it = shard_of_file.find(file);
+    if (it == shard_of_file.end()) {
+      try {
+        shards_.emplace_back((fs::path(path) / file).string());
+      } catch (const Error& e) {
+        throw Error(e.code(), index_path + ": shard '" + file + "' (listed for tensor '" +
+                                  tensor + "') cannot be used: " + e.what());
+      }
+      it = shard_of_file.emplace(file, shards_.size() - 1).first;
+    }
+    const SafetensorsFile& shard = shards_[it->second];
+    if (!shard.contains(tensor))
+      throw Error(ErrorCode::missing_tensor, index_path + ": tensor '" + tensor +
+                                                 "' is listed in shard '" + file +
+                                                 "', which does not hold it");
+    tensors_[tensor] = &shard.at(tensor);
+  }
+}
+
+std::string Checkpoint::config_path() const {
+  return is_directory_ ? (fs::path(path_) / "config.json").string() : std::string();
+}
+
+const TensorView& Checkpoint::at(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw Error(ErrorCode::missing_tensor, path_ + ": tensor '" + name + "' not found");
+  return *it->second;
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : tensors_) out.push_back(entry.first);
+  return out;
+}
+
+TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int layer) {
+  cfg.validate();
+  if (layer >= 0) cfg.check_layer(layer);
+  const std::string layer_prefix = "model.layers." + std::to_string(layer) + ".";
+
+  TensorMap out;
+  for (const TensorSpec& spec : expected_weights(cfg)) {
+    const std::string full = layer < 0                                 ? spec.name
+                             : spec.name == "input_layernorm.weight" ? layer_prefix + spec.name
+                                                                     : layer_prefix + "self_attn." + spec.name;
+    if (!ckpt.contains(full)) {
+      std::string hint;
+      if (layer >= 0 && ckpt.contains(spec.name))
+        hint = " (the checkpoint has bare names like '" + spec.name + "': use layer -1)";
+      else if (layer < 0)
+        for (const std::string& name : ckpt.names())
+          if (name.ends_with("." + spec.name)) {
+            hint = " (the checkpoint has '" + name + "': choose a layer)";
+            break;
+          }
+      throw Error(ErrorCode::missing_tensor,
+                  ckpt.path() + ": tensor '" + full + "' not found" + hint);
+    }
+    const TensorView& t = ckpt.at(full);
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      throw Error(ErrorCode::shape_mismatch, ckpt.path() + ": tensor '" + full + "' has dtype " +
+                                                 to_string(t.dtype) + ", expected F32, F16 or BF16");
+    if (t.shape != spec.shape)
+      throw Error(ErrorCode::shape_mismatch, ckpt.path() + ": tensor '" + full + "' has shape " +
+                                                 shape_text(t.shape) + ", expected " +
+                                                 shape_text(spec.shape));
+    out[spec.name] = HostTensor{t.dtype, t.shape, t.bytes};
+  }
+  return out;
+}
+
+}  // namespace vkgate
