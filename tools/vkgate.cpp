@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "vkgate/block.hpp"
+#include "vkgate/checkpoint.hpp"
 #include "vkgate/context.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/reference.hpp"
+#include "vkgate/safetensors.hpp"
 
 namespace {
 
@@ -23,6 +25,7 @@ Vulkan device and checks it against a double-precision CPU reference.
 commands:
   devices    list the Vulkan devices and their capabilities, one per line
   demo       run the Qwen3-Next attention shape on a device and the CPU reference
+  run        run one block of a checkpoint on an input file, write the output file
 
 Run `vkgate <command> --help` for a command's options.
 
@@ -52,6 +55,30 @@ options:
   --batch N      batch size (default 1)
   --seed N       seed for weights and input (default 1)
   --validation   enable the validation layer with synchronization validation
+)";
+
+constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config FILE] [--layer N] --input FILE --output FILE
+                  [--device SEL] [--precision fp32|fp16|bf16] [--stats]
+
+Runs one gated-attention block of a checkpoint on the device.
+
+  --weights PATH     a .safetensors file (then --config is required) or a checkpoint
+                     directory: model.safetensors, or model.safetensors.index.json and its shards
+  --config FILE      Hugging Face config.json (default: PATH/config.json for a directory)
+  --layer N          read model.layers.N.self_attn.* and model.layers.N.input_layernorm.weight;
+                     a layer that is not full attention (Gated DeltaNet) is refused.
+                     Without it: bare names (q_proj.weight, ..., input_layernorm.weight)
+  --input FILE       safetensors with hidden_states [B, T, D] and optionally past_key and
+                     past_value [B, KV, P, Dh] (keys after k_norm and RoPE) and an additive
+                     attention_mask [B, 1, T, P+T]; may be the weights file itself
+  --output FILE      written atomically: output [B, T, D] (F32), with a cache also
+                     present_key / present_value [B, KV, P+T, Dh]
+  --device SEL       device index or name substring (default: VKGATE_DEVICE, else the best)
+  --precision P      device storage of weights and activations: fp32 (default), fp16, bf16
+  --stats            also write stats.gate_mean, stats.gate_frac_below_0.1 and
+                     stats.first_token_attn [H] (mean attention on key 0 per head)
+
+Exit codes: 0 success, 1 bad file, config, shape or device, 2 bad usage.
 )";
 
 struct UsageError : std::runtime_error {
@@ -158,6 +185,157 @@ int cmd_demo(Args& args) {
   return ok ? 0 : 1;
 }
 
+// Input tensors as fp32 with their shapes checked; names the tensor and file.
+struct InputTensor {
+  std::vector<float> data;
+  std::vector<int64_t> shape;
+};
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+InputTensor input_tensor(const vkgate::SafetensorsFile& file, const std::string& name,
+                         const std::vector<int64_t>& expected) {
+  const vkgate::TensorView& t = file.at(name);
+  if (t.shape != expected)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, file.path() + ": tensor '" + name + "' has shape " +
+                                                               shape_text(t.shape) + ", expected " +
+                                                               shape_text(expected));
+  return {t.to_f32(), t.shape};
+}
+
+int cmd_run(Args& args) {
+  std::string weights, config, input, output, device;
+  int layer = -1;
+  vkgate::BlockOptions options;
+  bool stats = false;
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (a == "--weights") weights = args.value(a);
+    else if (a == "--config") config = args.value(a);
+    else if (a == "--layer") layer = int(args.number(a, 0, 1 << 20));
+    else if (a == "--input") input = args.value(a);
+    else if (a == "--output") output = args.value(a);
+    else if (a == "--device") device = args.value(a);
+    else if (a == "--stats") stats = true;
+    else if (a == "--precision") {
+      const std::string p = args.value(a);
+      if (p == "fp32") options.precision = vkgate::Precision::fp32;
+      else if (p == "fp16") options.precision = vkgate::Precision::fp16;
+      else if (p == "bf16") options.precision = vkgate::Precision::bf16;
+      else throw UsageError("--precision must be fp32, fp16 or bf16, got '" + p + "'");
+    } else {
+      throw UsageError("run: unknown option '" + a + "'");
+    }
+  }
+  if (weights.empty()) throw UsageError("run: --weights is required");
+  if (input.empty()) throw UsageError("run: --input is required");
+  if (output.empty()) throw UsageError("run: --output is required");
+
+  const vkgate::Checkpoint ckpt(weights);
+  if (config.empty()) {
+    if (!ckpt.is_directory())
+      throw UsageError("run: --config is required when --weights is a .safetensors file (" + weights + ")");
+    config = ckpt.config_path();
+  }
+  const vkgate::BlockConfig cfg = vkgate::load_config(config);
+  if (layer >= 0) cfg.check_layer(layer);
+  const vkgate::TensorMap tensors = vkgate::block_tensors(ckpt, cfg, layer);
+
+  const vkgate::SafetensorsFile in_file(input);
+  const vkgate::TensorView& hidden_view = in_file.at("hidden_states");
+  if (hidden_view.shape.size() != 3 || hidden_view.shape[2] != cfg.hidden_size)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch,
+                        input + ": tensor 'hidden_states' has shape " + shape_text(hidden_view.shape) +
+                            ", expected [B, T, " + std::to_string(cfg.hidden_size) + "]");
+  const int64_t B = hidden_view.shape[0], T = hidden_view.shape[1], KV = cfg.num_kv_heads, Dh = cfg.head_dim;
+  if (B <= 0 || T <= 0)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, input + ": tensor 'hidden_states' has shape " +
+                                                               shape_text(hidden_view.shape) +
+                                                               ": batch and tokens must be at least 1");
+  const InputTensor hidden = input_tensor(in_file, "hidden_states", {B, T, cfg.hidden_size});
+  const bool has_key = in_file.contains("past_key"), has_value = in_file.contains("past_value");
+  if (has_key != has_value)
+    throw vkgate::Error(vkgate::ErrorCode::missing_tensor, input + ": tensor '" +
+                                                               std::string(has_key ? "past_value" : "past_key") +
+                                                               "' is missing (a cache needs both past_key and past_value)");
+  int64_t P = 0;
+  InputTensor past_key, past_value, mask;
+  if (has_key) {
+    const auto& ks = in_file.at("past_key").shape;
+    if (ks.size() != 4)
+      throw vkgate::Error(vkgate::ErrorCode::shape_mismatch,
+                          input + ": tensor 'past_key' has shape " + shape_text(ks) + ", expected [" +
+                              std::to_string(B) + ", " + std::to_string(KV) + ", P, " + std::to_string(Dh) + "]");
+    P = ks[2];
+    past_key = input_tensor(in_file, "past_key", {B, KV, P, Dh});
+    past_value = input_tensor(in_file, "past_value", {B, KV, P, Dh});
+  }
+  if (in_file.contains("attention_mask")) mask = input_tensor(in_file, "attention_mask", {B, 1, T, P + T});
+
+  vkgate::ContextOptions copts;
+  copts.device = device;
+  vkgate::Context ctx(copts);
+  vkgate::GatedAttention block(ctx, cfg, tensors, options);
+  vkgate::ForwardInputs fin;
+  fin.hidden = hidden.data;
+  fin.batch = int(B);
+  fin.tokens = int(T);
+  fin.past = int(P);
+  fin.past_key = past_key.data;
+  fin.past_value = past_value.data;
+  fin.attention_mask = mask.data;
+  fin.want_cache = has_key;
+  fin.want_stats = stats;
+  const vkgate::ForwardOutputs out = block.run(fin);
+
+  double gpu_us = 0;
+  for (const auto& t : block.last_timings()) gpu_us += t.microseconds;
+  std::vector<vkgate::TensorToWrite> tensors_out;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+    tensors_out.push_back({name, vkgate::DType::F32, std::move(shape), std::as_bytes(std::span(v))});
+  };
+  add("output", {B, T, cfg.hidden_size}, out.output);
+  if (has_key) {
+    add("present_key", {B, KV, P + T, Dh}, out.present_key);
+    add("present_value", {B, KV, P + T, Dh}, out.present_value);
+  }
+  std::vector<float> gate_mean, gate_frac, first_token;
+  if (stats) {
+    const vkgate::BlockStats& st = *out.stats;
+    first_token.assign(st.first_token_attn.begin(), st.first_token_attn.end());
+    add("stats.first_token_attn", {int64_t(first_token.size())}, first_token);
+    if (cfg.gate_kind != vkgate::GateKind::none) {
+      gate_mean = {float(st.gate_mean)};
+      gate_frac = {float(st.gate_frac_below_0_1)};
+      add("stats.gate_mean", {}, gate_mean);
+      add("stats.gate_frac_below_0.1", {}, gate_frac);
+    }
+  }
+  vkgate::write_safetensors(output, tensors_out,
+                            {{"producer", "vkgate run"},
+                             {"device", ctx.device().name},
+                             {"precision", vkgate::to_string(options.precision)}});
+  std::printf("%s: batch %lld, tokens %lld, past %lld, %s on %s, GPU %.1f us -> %s\n",
+              layer >= 0 ? ("layer " + std::to_string(layer)).c_str() : "block", static_cast<long long>(B),
+              static_cast<long long>(T), static_cast<long long>(P), vkgate::to_string(options.precision),
+              ctx.device().name.c_str(), gpu_us, output.c_str());
+  if (stats) {
+    std::printf("stats: first_token_attn mean %.4f", [&] {
+      double m = 0;
+      for (double v : out.stats->first_token_attn) m += v / double(out.stats->first_token_attn.size());
+      return m;
+    }());
+    if (cfg.gate_kind != vkgate::GateKind::none)
+      std::printf(", gate_mean %.4f, gate_frac_below_0.1 %.4f", out.stats->gate_mean, out.stats->gate_frac_below_0_1);
+    std::printf("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,6 +354,10 @@ int main(int argc, char** argv) {
     if (cmd == "demo") {
       if (wants_help(args.rest)) return std::fputs(kDemoUsage, stdout), 0;
       return cmd_demo(args);
+    }
+    if (cmd == "run") {
+      if (wants_help(args.rest)) return std::fputs(kRunUsage, stdout), 0;
+      return cmd_run(args);
     }
     throw UsageError("unknown command '" + cmd + "'");
   } catch (const UsageError& e) {
