@@ -136,7 +136,7 @@ constexpr std::array kNormKinds{NormKind::plain, NormKind::zero_centered};
 // Qwen3-Next's rule (transformers' Qwen3NextConfig): layer i is full attention iff
 // (i + 1) % full_attention_interval == 0, else linear attention (Gated DeltaNet).
 std::string layer_type(const BlockConfig& c, int layer) {
-  if (!c.layer_types.empty()) return c.layer_types[size_t(layer)];
+  if (size_t(layer) < c.layer_types.size()) return c.layer_types[size_t(layer)];
   if (c.full_attention_interval > 0)
     return (layer + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention";
   return "full_attention";
@@ -276,16 +276,25 @@ void BlockConfig::check_layer(int layer) const {
   if (type == "full_attention") return;
 
   // The full-attention layers: the first 8, then "..." and the last one when the count is known.
-  std::vector<int> full;
-  const int scan = n > 0 ? n : 9 * full_attention_interval;
-  for (int i = 0; i < scan; ++i)
-    if (layer_type(*this, i) == "full_attention") full.push_back(i);
+  // Computed, not scanned, for the interval: num_hidden_layers is whatever the file says.
+  std::vector<int> full;  // the first 9
+  int last = -1;
+  if (!layer_types.empty()) {
+    for (size_t i = 0; i < layer_types.size(); ++i) {
+      if (layer_types[i] != "full_attention") continue;
+      if (full.size() < 9) full.push_back(int(i));
+      last = int(i);
+    }
+  } else {
+    const int64_t k = full_attention_interval;
+    for (int64_t i = k - 1; full.size() < 9 && (n <= 0 || i < n); i += k) full.push_back(int(i));
+    if (n > 0) last = int(n / k * k - 1);
+  }
   std::string list;
   for (size_t i = 0; i < full.size() && i < 8; ++i)
     list += (i ? ", " : "") + std::to_string(full[i]);
   if (n <= 0) list += ", ...";
-  else if (full.size() > 9) list += ", ..., " + std::to_string(full.back());
-  else if (full.size() == 9) list += ", " + std::to_string(full.back());
+  else if (full.size() == 9) list += (last == full[8] ? ", " : ", ..., ") + std::to_string(last);
 
   std::string message = "layer " + std::to_string(layer) + " is a '" + type + "' layer";
   if (type == "linear_attention" && model_type == "qwen3_next") message += " (Gated DeltaNet)";

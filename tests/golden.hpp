@@ -3,8 +3,10 @@
 #pragma once
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,33 +22,11 @@ namespace vkgate::test {
 
 using nlohmann::json;
 
-// A stand-in for the real config.json parser: just the keys the golden files use.
-inline BlockConfig config_from_json(const json& j) {
-  BlockConfig c;
-  c.hidden_size = j.at("hidden_size").get<int>();
-  c.num_heads = j.at("num_attention_heads").get<int>();
-  c.num_kv_heads = j.at("num_key_value_heads").get<int>();
-  c.head_dim = j.at("head_dim").get<int>();
-  c.rms_norm_eps = j.at("rms_norm_eps").get<double>();
-  c.rope_theta = j.at("rope_theta").get<double>();
-  c.partial_rotary_factor = j.at("partial_rotary_factor").get<double>();
-  const std::string gate_kind = j.at("gate_kind").get<std::string>();
-  c.gate_kind = gate_kind == "none"       ? GateKind::none
-                : gate_kind == "headwise" ? GateKind::headwise
-                                          : GateKind::elementwise;
-  const std::string layout = j.at("gate_layout").get<std::string>();
-  c.gate_layout = layout == "qwen3_next"         ? GateLayout::qwen3_next
-                  : layout == "official_grouped" ? GateLayout::official_grouped
-                                                 : GateLayout::separate;
-  c.norm_kind = j.at("norm_kind").get<std::string>() == "zero_centered" ? NormKind::zero_centered
-                                                                        : NormKind::plain;
-  c.use_qk_norm = j.at("use_qk_norm").get<bool>();
-  c.causal = j.at("causal").get<bool>();
-  c.residual = j.at("residual").get<bool>();
-  // Both conventions put the bias on o_proj too (DESIGN.md §3).
-  const bool bias = j.value("attention_bias", false) || j.value("qkv_bias", false);
-  c.qkv_bias = c.o_bias = bias;
-  return c;
+// The whole text of a file (the golden cases are small).
+inline std::string read_file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 struct Golden {
@@ -57,8 +37,8 @@ struct Golden {
   WeightMap weights;
 
   explicit Golden(const std::string& name)
-      : meta(json::parse(std::ifstream(std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".json"))),
-        cfg(config_from_json(meta)),
+      : meta(json::parse(read_file_text(std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".json"))),
+        cfg(load_config(std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".json")),
         file(std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".safetensors") {
     for (const TensorSpec& spec : expected_weights(cfg)) weights[spec.name] = f32(spec.name);
   }
