@@ -242,6 +242,11 @@ void Recorder::fill(const Buffer& dst, uint32_t word) {
   vkCmdFillBuffer(cmd_, dst.handle(), dst.offset(), dst.size() / 4 * 4, word);
 }
 
+void Recorder::mark(std::string label) {
+  labels_.push_back(std::move(label));
+  timestamp();
+}
+
 void Recorder::end() {
   if (!host_visible_written_.empty()) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};

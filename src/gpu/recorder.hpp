@@ -48,6 +48,9 @@ class Recorder {
   // Several regions in one command; offsets are relative to each Buffer's start.
   void copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCopy> regions);
   void fill(const Buffer& dst, uint32_t word);  // every 32-bit word of dst
+  // Closes a timed span named `label` covering the commands since the last
+  // dispatch or mark (dispatches close their own spans).
+  void mark(std::string label);
   // Ends recording; writes to host-visible buffers are made visible to the host.
   void end();
 

@@ -1,0 +1,61 @@
+// Benchmarks of single ops and of the whole block, timed with GPU timestamps.
+// Every case first checks its result against the CPU reference, then runs
+// warm-up and timed repetitions of one recorded command buffer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vkgate/block.hpp"
+#include "vkgate/context.hpp"
+
+namespace vkgate::bench {
+
+struct Options {
+  int warmup = 3;
+  int reps = 10;
+};
+
+struct Stat {
+  double median_us = 0, min_us = 0, max_us = 0;  // over the timed repetitions
+};
+
+struct Case {
+  std::string name;
+  Stat time;                                        // all dispatches of one run
+  std::vector<std::pair<std::string, Stat>> stages;  // per dispatch, in order
+  double flop = 0;   // per run (dense count; causal attention does not halve it)
+  double bytes = 0;  // per run: operands read once and results written once
+  double nmse = 0, max_abs = 0;
+  std::string check;        // what was compared with the reference
+  uint64_t device_bytes = 0;  // device memory the case holds
+  double gflops() const { return time.median_us > 0 ? flop / time.median_us / 1e3 : 0; }
+  double gbps() const { return time.median_us > 0 ? bytes / time.median_us / 1e3 : 0; }
+};
+
+// The device's measured ceilings: a large buffer copy and a large fp32 matmul.
+struct Peak {
+  double copy_gbps = 0;       // (read + write) bytes / time
+  double matmul_gflops = 0;
+};
+
+Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt);
+// scores → softmax → P·V for [batch, heads, T, head_dim] queries against T keys.
+Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads, int64_t head_dim,
+               bool causal, Precision dtype, const Options& opt);
+Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt);
+Case rope(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary, const Options& opt);
+Case softmax(Context& ctx, int64_t rows, int64_t keys, const Options& opt);
+Case gate(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t gate_width, const Options& opt);
+// The whole block with seeded random weights: prefill (past = 0) or decode.
+Case block(Context& ctx, const BlockConfig& cfg, int batch, int tokens, int past, Precision precision,
+           const Options& opt);
+Peak peak(Context& ctx, const Options& opt);
+
+// One JSON document: device, peak (if measured) and every case with at least
+// median_us, gflops and gbps.
+std::string to_json(const DeviceInfo& device, const std::vector<Case>& cases, const Peak* peak);
+
+}  // namespace vkgate::bench

@@ -1,0 +1,483 @@
+#include "vkgate/bench.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "gpu/context_impl.hpp"
+#include "gpu/memory.hpp"
+#include "gpu/recorder.hpp"
+#include "gpu/transfer.hpp"
+#include "ops/ops.hpp"
+#include "vkgate/dtype.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/reference.hpp"
+
+namespace vkgate::bench {
+
+namespace {
+
+using gpu::Buffer;
+using ops::Storage;
+
+Storage storage_of(Precision p) {
+  return p == Precision::fp16 ? Storage::f16 : p == Precision::bf16 ? Storage::bf16 : Storage::f32;
+}
+const char* dtype_name(Precision p) { return p == Precision::fp16 ? "f16" : p == Precision::bf16 ? "bf16" : "f32"; }
+
+Stat stat_of(std::vector<double> v) {
+  Stat s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.median_us = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  s.min_us = v.front();
+  s.max_us = v.back();
+  return s;
+}
+
+// Per-stage and whole-run statistics over repeated runs of one recording.
+struct Timer {
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> per_stage;
+  std::vector<double> totals;
+
+  void add(const std::vector<std::pair<std::string, double>>& run) {
+    if (labels.empty())
+      for (const auto& [label, us] : run) labels.push_back(label);
+    per_stage.resize(labels.size());
+    double total = 0;
+    for (size_t i = 0; i < run.size() && i < labels.size(); ++i) {
+      per_stage[i].push_back(run[i].second);
+      total += run[i].second;
+    }
+    totals.push_back(total);
+  }
+  void fill(Case& c) const {
+    c.time = stat_of(totals);
+    for (size_t i = 0; i < labels.size(); ++i) c.stages.emplace_back(labels[i], stat_of(per_stage[i]));
+  }
+};
+
+// Random values, already rounded to the storage type so the reference sees
+// exactly what the device holds.
+struct HostData {
+  std::vector<float> values;
+  std::vector<std::byte> stored;
+};
+
+HostData random_data(size_t n, Storage s, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  HostData d;
+  d.values.resize(n);
+  d.stored.resize(n * ops::element_bytes(s));
+  for (size_t i = 0; i < n; ++i) {
+    const float x = dist(rng);
+    if (s == Storage::f32) {
+      d.values[i] = x;
+      std::memcpy(d.stored.data() + 4 * i, &x, 4);
+    } else {
+      const uint16_t h = s == Storage::f16 ? float_to_half(x) : float_to_bf16(x);
+      d.values[i] = s == Storage::f16 ? half_to_float(h) : bf16_to_float(h);
+      std::memcpy(d.stored.data() + 2 * i, &h, 2);
+    }
+  }
+  return d;
+}
+
+struct Bench {
+  Context& ctx;
+  Context::Impl& vk;
+  std::mt19937 rng{12345};
+  std::deque<Buffer> buffers;  // stable addresses: cases hold references
+
+  explicit Bench(Context& c) : ctx(c), vk(c.impl()) {}
+
+  const Buffer& upload(const HostData& d, const std::string& name) {
+    buffers.push_back(vk.allocator->allocate(d.stored.size(), gpu::MemoryKind::device, name));
+    gpu::upload(vk, buffers.back(), d.stored.data(), d.stored.size());
+    return buffers.back();
+  }
+  const Buffer& device(size_t bytes, const std::string& name) {
+    buffers.push_back(vk.allocator->allocate(bytes, gpu::MemoryKind::device, name));
+    return buffers.back();
+  }
+  std::vector<float> download(const Buffer& b, size_t n) {
+    std::vector<float> v(n);
+    gpu::download(vk, b, v.data(), n * 4);
+    return v;
+  }
+
+  // Runs `record` once for the check, then warm-up and timed repetitions.
+  template <class F>
+  void time(Case& c, const Options& opt, F&& record) {
+    gpu::Recorder rec(vk);
+    rec.begin();
+    record(rec);
+    rec.end();
+    rec.submit("benchmark " + c.name);
+    for (int i = 0; i < opt.warmup; ++i) rec.submit("benchmark " + c.name);
+    Timer t;
+    for (int i = 0; i < std::max(1, opt.reps); ++i) {
+      rec.submit("benchmark " + c.name);
+      std::vector<std::pair<std::string, double>> run;
+      for (const auto& d : rec.timings()) run.emplace_back(d.label, d.microseconds);
+      t.add(run);
+    }
+    t.fill(c);
+    c.device_bytes = vk.allocator->bytes_in_use();
+  }
+};
+
+void record_check(Case& c, const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+  const reference::Diff d = reference::compare(got, want);
+  c.nmse = d.nmse;
+  c.max_abs = d.max_abs;
+  c.check = what;
+}
+
+// Rows of a row-major [rows, cols] matrix.
+template <class T>
+std::vector<T> pick_rows(const std::vector<T>& m, size_t cols, const std::vector<size_t>& rows) {
+  std::vector<T> out;
+  for (size_t r : rows) out.insert(out.end(), m.begin() + long(r * cols), m.begin() + long((r + 1) * cols));
+  return out;
+}
+
+std::vector<size_t> sample_rows(size_t rows, size_t limit) {
+  if (rows <= limit) {
+    std::vector<size_t> all(rows);
+    for (size_t i = 0; i < rows; ++i) all[i] = i;
+    return all;
+  }
+  std::vector<size_t> s;
+  for (size_t i = 0; i < limit; ++i) s.push_back(i * (rows - 1) / (limit - 1));
+  return s;
+}
+
+}  // namespace
+
+Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt) {
+  Bench b(ctx);
+  const Storage s = storage_of(dtype);
+  Case c;
+  c.name = "matmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " + dtype_name(dtype);
+  const HostData x = random_data(size_t(M * K), s, b.rng), w = random_data(size_t(N * K), s, b.rng, 0.05f);
+  const Buffer& gx = b.upload(x, "x");
+  const Buffer& gw = b.upload(w, "w");
+  const Buffer& gy = b.device(size_t(M * N) * 4, "y");
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    ops::matmul(b.vk, rec, gx, gw, nullptr, nullptr, gy, uint32_t(M), uint32_t(N), uint32_t(K), s, true);
+  });
+  // Check up to 64 rows spread over M against the double reference.
+  const auto rows = sample_rows(size_t(M), 64);
+  const auto y = b.download(gy, size_t(M * N));
+  record_check(c, pick_rows(y, size_t(N), rows),
+               reference::linear(pick_rows(x.values, size_t(K), rows), w.values, {}, int64_t(rows.size()), N, K),
+               std::to_string(rows.size()) + " of " + std::to_string(M) + " rows");
+  c.flop = 2.0 * double(M) * double(N) * double(K);
+  c.bytes = double(M * K + N * K) * ops::element_bytes(s) + double(M * N) * 4;
+  return c;
+}
+
+Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t Dh, bool causal, Precision dtype,
+               const Options& opt) {
+  Bench b(ctx);
+  const Storage s = storage_of(dtype);
+  Case c;
+  c.name = "attention B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + "/" +
+           std::to_string(KV) + " Dh" + std::to_string(Dh) + (causal ? " causal " : " ") + dtype_name(dtype);
+  const HostData q = random_data(size_t(B * H * T * Dh), s, b.rng), k = random_data(size_t(B * KV * T * Dh), s, b.rng),
+                 v = random_data(size_t(B * KV * T * Dh), s, b.rng);
+  const Buffer& gq = b.upload(q, "q");
+  const Buffer& gk = b.upload(k, "k");
+  const Buffer& gv = b.upload(v, "v");
+  const Buffer& gs = b.device(size_t(B * H * T * T) * 4, "scores");
+  const Buffer& go = b.device(size_t(B * T * H * Dh) * ops::element_bytes(s), "out");
+  const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(T), uint32_t(Dh)};
+  const double scale = 1.0 / std::sqrt(double(Dh));
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s);
+    ops::softmax(b.vk, rec, gs, nullptr, uint32_t(B), uint32_t(H), uint32_t(T), uint32_t(T), causal, float(scale));
+    ops::attention_values(b.vk, rec, gs, gv, go, shape, s);
+  });
+  // Check a few query positions: query t alone against keys 0..t (causal) or all keys.
+  std::vector<uint16_t> raw(size_t(B * T * H * Dh));
+  std::vector<float> out(raw.size());
+  if (s == Storage::f32) {
+    gpu::download(b.vk, go, out.data(), out.size() * 4);
+  } else {
+    gpu::download(b.vk, go, raw.data(), raw.size() * 2);
+    for (size_t i = 0; i < raw.size(); ++i) out[i] = s == Storage::f16 ? half_to_float(raw[i]) : bf16_to_float(raw[i]);
+  }
+  std::vector<float> got;
+  std::vector<double> want;
+  const auto ts = sample_rows(size_t(T), 4);
+  for (size_t t : ts) {
+    const size_t S = causal ? t + 1 : size_t(T);
+    std::vector<float> qt, kt, vt;
+    for (int64_t bb = 0; bb < B; ++bb) {
+      for (int64_t h = 0; h < H; ++h) {
+        const auto* row = &q.values[size_t(((bb * H + h) * T + int64_t(t)) * Dh)];
+        qt.insert(qt.end(), row, row + Dh);
+      }
+      for (int64_t g = 0; g < KV; ++g) {
+        const size_t base = size_t((bb * KV + g) * T) * size_t(Dh);
+        kt.insert(kt.end(), k.values.begin() + long(base), k.values.begin() + long(base + S * size_t(Dh)));
+        vt.insert(vt.end(), v.values.begin() + long(base), v.values.begin() + long(base + S * size_t(Dh)));
+      }
+    }
+    const auto r = reference::attention(qt, kt, vt, B, H, KV, 1, int64_t(S), Dh, scale, false, {});
+    want.insert(want.end(), r.begin(), r.end());
+    for (int64_t bb = 0; bb < B; ++bb) {
+      const auto* row = &out[size_t((bb * T + int64_t(t)) * H * Dh)];
+      got.insert(got.end(), row, row + H * Dh);
+    }
+  }
+  record_check(c, got, want, std::to_string(ts.size()) + " of " + std::to_string(T) + " query positions");
+  c.flop = 4.0 * double(B * H) * double(T) * double(T) * double(Dh);
+  c.bytes = double(B * (H + 2 * KV) * T * Dh + B * T * H * Dh) * ops::element_bytes(s);
+  return c;
+}
+
+Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt) {
+  Bench b(ctx);
+  Case c;
+  c.name = "rmsnorm " + std::to_string(rows) + "x" + std::to_string(dim);
+  const HostData x = random_data(size_t(rows * dim), Storage::f32, b.rng), w = random_data(size_t(dim), Storage::f32, b.rng);
+  const Buffer& gx = b.upload(x, "x");
+  const Buffer& gw = b.upload(w, "w");
+  const Buffer& gy = b.device(size_t(rows * dim) * 4, "y");
+  const ops::View v = ops::btd_view(uint32_t(rows), 1, uint32_t(dim));
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    ops::rmsnorm(b.vk, rec, gx, v, gw, gy, v, uint32_t(rows), uint32_t(rows), 1, uint32_t(dim), NormKind::plain, 1e-6f);
+  });
+  record_check(c, b.download(gy, size_t(rows * dim)),
+               reference::rms_norm(x.values, w.values, rows, dim, 1e-6, NormKind::plain), "all rows");
+  c.flop = 4.0 * double(rows * dim);
+  c.bytes = 2.0 * double(rows * dim) * 4 + double(dim) * 4;
+  return c;
+}
+
+Case rope(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary, const Options& opt) {
+  Bench b(ctx);
+  Case c;
+  c.name = "rope " + std::to_string(rows) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim) + " rotary " +
+           std::to_string(rotary);
+  const size_t n = size_t(rows * heads * head_dim);
+  const HostData x = random_data(n, Storage::f32, b.rng);
+  const auto table = ops::rope_table(uint32_t(rows), uint32_t(rotary), 1e6, 0);
+  HostData t{table, std::vector<std::byte>(reinterpret_cast<const std::byte*>(table.data()),
+                                           reinterpret_cast<const std::byte*>(table.data() + table.size()))};
+  const Buffer& gx = b.upload(x, "x");
+  const Buffer& gt = b.upload(t, "table");
+  const Buffer& gy = b.device(n * 4, "y");
+  const ops::View v = ops::btd_view(uint32_t(rows), uint32_t(heads), uint32_t(head_dim));
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    ops::rope(b.vk, rec, gx, v, gt, gy, v, uint32_t(rows), uint32_t(rows), uint32_t(heads), uint32_t(head_dim),
+              uint32_t(rotary));
+  });
+  record_check(c, b.download(gy, n), reference::rope(x.values, 1, rows, heads, head_dim, rotary, 1e6, 0), "all rows");
+  c.flop = 6.0 * double(rows * heads) * double(rotary / 2);
+  c.bytes = 2.0 * double(n) * 4;
+  return c;
+}
+
+Case softmax(Context& ctx, int64_t rows, int64_t keys, const Options& opt) {
+  Bench b(ctx);
+  Case c;
+  c.name = "softmax " + std::to_string(rows) + "x" + std::to_string(keys);
+  const HostData s = random_data(size_t(rows * keys), Storage::f32, b.rng, 3.0f);
+  const Buffer& gs = b.upload(s, "scores");
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    ops::softmax(b.vk, rec, gs, nullptr, 1, 1, uint32_t(rows), uint32_t(keys), false, 1.0f);
+  });
+  // The timed runs repeated the in-place softmax; check one run on fresh data.
+  gpu::upload(b.vk, gs, s.stored.data(), s.stored.size());
+  {
+    gpu::Recorder rec(b.vk);
+    rec.begin();
+    ops::softmax(b.vk, rec, gs, nullptr, 1, 1, uint32_t(rows), uint32_t(keys), false, 1.0f);
+    rec.end();
+    rec.submit("softmax check");
+  }
+  record_check(c, b.download(gs, size_t(rows * keys)), reference::softmax(s.values, 1, 1, rows, keys, 1.0, false, {}),
+               "all rows");
+  c.flop = 4.0 * double(rows * keys);
+  c.bytes = 2.0 * double(rows * keys) * 4;
+  return c;
+}
+
+Case gate(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t gate_width, const Options& opt) {
+  Bench b(ctx);
+  Case c;
+  c.name = "gate " + std::to_string(rows) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim) + " width " +
+           std::to_string(gate_width);
+  const size_t n = size_t(rows * heads * head_dim), ng = size_t(rows * heads * gate_width);
+  const HostData y = random_data(n, Storage::f32, b.rng), g = random_data(ng, Storage::f32, b.rng, 3.0f);
+  const Buffer& gy = b.upload(y, "y");
+  const Buffer& gg = b.upload(g, "g");
+  const ops::View gv = ops::btd_view(uint32_t(rows), uint32_t(heads), uint32_t(gate_width));
+  auto record = [&](gpu::Recorder& rec) {
+    ops::gate(b.vk, rec, gg, gv, gy, uint32_t(rows), uint32_t(rows), uint32_t(heads), uint32_t(head_dim),
+              uint32_t(gate_width));
+  };
+  b.time(c, opt, record);
+  gpu::upload(b.vk, gy, y.stored.data(), y.stored.size());
+  {
+    gpu::Recorder rec(b.vk);
+    rec.begin();
+    record(rec);
+    rec.end();
+    rec.submit("gate check");
+  }
+  record_check(c, b.download(gy, n), reference::gate(y.values, g.values, rows, heads, head_dim, gate_width),
+               "all rows");
+  c.flop = 5.0 * double(n);
+  c.bytes = 2.0 * double(n) * 4 + double(ng) * 4;
+  return c;
+}
+
+Case block(Context& ctx, const BlockConfig& cfg, int batch, int tokens, int past, Precision precision,
+           const Options& opt) {
+  cfg.validate();
+  std::mt19937 rng(7);
+  std::map<std::string, std::vector<float>> data;
+  WeightMap weights;
+  double weight_elems = 0;
+  for (const TensorSpec& spec : expected_weights(cfg)) {
+    const bool norm = spec.name.find("norm") != std::string::npos;
+    std::normal_distribution<float> dist(0.0f, norm ? 0.1f : float(1.0 / std::sqrt(double(spec.shape.back()))));
+    auto& v = data[spec.name];
+    v.resize(size_t(spec.numel()));
+    for (float& x : v) x = dist(rng);
+    weights[spec.name] = v;
+    weight_elems += double(spec.numel());
+  }
+  const size_t D = size_t(cfg.hidden_size), KV = size_t(cfg.num_kv_heads), Dh = size_t(cfg.head_dim);
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  auto randoms = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = unit(rng);
+    return v;
+  };
+  const auto x = randoms(size_t(batch) * size_t(tokens) * D);
+  const auto pk = randoms(size_t(batch) * KV * size_t(past) * Dh), pv = randoms(pk.size());
+
+  GatedAttention blk(ctx, cfg, weights, BlockOptions{precision});
+  Case c;
+  c.name = std::string(past ? "block decode" : "block prefill") + " B" + std::to_string(batch) + " T" +
+           std::to_string(tokens) + (past ? " past " + std::to_string(past) : "") + " " + to_string(precision);
+  ForwardInputs in;
+  in.hidden = x;
+  in.batch = batch;
+  in.tokens = tokens;
+  in.past = past;
+  in.past_key = pk;
+  in.past_value = pv;
+
+  // Check against the reference where it is affordable on the CPU (~10 GFLOP in
+  // double), else check the first 64 new tokens of the same block.
+  const double ref_flop = 2.0 * double(batch) * double(tokens) * (weight_elems + 2.0 * double(cfg.num_heads) *
+                                                                               double(past + tokens) * double(Dh));
+  reference::Inputs rin;
+  rin.batch = batch;
+  rin.past = past;
+  rin.past_key = pk;
+  rin.past_value = pv;
+  std::vector<float> xs = x;
+  int check_tokens = tokens;
+  if (ref_flop > 1e10 && tokens > 64) {
+    check_tokens = 64;
+    xs.clear();
+    for (int bb = 0; bb < batch; ++bb)
+      xs.insert(xs.end(), x.begin() + long(size_t(bb) * size_t(tokens) * D),
+                x.begin() + long((size_t(bb) * size_t(tokens) + 64) * D));
+  }
+  rin.hidden = xs;
+  rin.tokens = check_tokens;
+  ForwardInputs cin = in;
+  cin.hidden = xs;
+  cin.tokens = check_tokens;
+  const auto got = blk.run(cin).output;
+  record_check(c, got, reference::forward(cfg, weights, rin).output,
+               check_tokens == tokens ? "whole output" : "the first 64 tokens (same block, separate run)");
+
+  for (int i = 0; i < opt.warmup + 1; ++i) blk.run(in);
+  Timer t;
+  for (int i = 0; i < std::max(1, opt.reps); ++i) {
+    blk.run(in);
+    std::vector<std::pair<std::string, double>> run;
+    for (const auto& st : blk.last_timings()) run.emplace_back(st.stage, st.microseconds);
+    t.add(run);
+  }
+  t.fill(c);
+  c.device_bytes = ctx.impl().allocator->bytes_in_use();
+  const double S = double(past + tokens), BT = double(batch) * double(tokens);
+  c.flop = 2.0 * BT * weight_elems + 4.0 * double(batch) * double(cfg.num_heads) * double(tokens) * S * double(Dh);
+  const double elt = precision == Precision::fp32 ? 4 : 2;
+  c.bytes = weight_elems * elt + 2.0 * BT * double(D) * 4 + 2.0 * double(batch) * double(KV) * S * double(Dh) * elt;
+  return c;
+}
+
+Peak peak(Context& ctx, const Options& opt) {
+  Peak p;
+  Bench b(ctx);
+  // Copy: as large as the device allows, up to 256 MiB.
+  const size_t bytes = size_t(std::min<uint64_t>(256ull << 20, ctx.device().max_storage_buffer_range / 2));
+  const Buffer& src = b.device(bytes, "copy source");
+  const Buffer& dst = b.device(bytes, "copy destination");
+  gpu::Recorder rec(b.vk);
+  rec.begin();
+  rec.fill(src, 0x3f800000u);
+  rec.end();
+  rec.submit("filling the copy source");
+  // Copies are timed by a timestamp pair around one copy command.
+  {
+    gpu::Recorder r(b.vk);
+    r.begin();
+    r.copy(src, dst, bytes);
+    r.mark("copy");
+    r.end();
+    Timer t;
+    for (int i = 0; i < opt.warmup + std::max(1, opt.reps); ++i) {
+      r.submit("copy bandwidth");
+      if (i < opt.warmup) continue;
+      std::vector<std::pair<std::string, double>> run;
+      for (const auto& d : r.timings()) run.emplace_back(d.label, d.microseconds);
+      t.add(run);
+    }
+    Case c;
+    t.fill(c);
+    p.copy_gbps = 2.0 * double(bytes) / c.time.median_us / 1e3;
+  }
+  const bool big = ctx.device().type == "discrete" || ctx.device().type == "integrated";
+  const int64_t n = big ? 4096 : 1024;
+  p.matmul_gflops = matmul(ctx, n, n, n, Precision::fp32, opt).gflops();
+  return p;
+}
+
+std::string to_json(const DeviceInfo& device, const std::vector<Case>& cases, const Peak* peak) {
+  nlohmann::json j;
+  j["device"] = {{"name", device.name}, {"type", device.type}, {"driver", device.driver},
+                 {"api_version", device.api_version}};
+  if (peak) j["peak"] = {{"copy_gbps", peak->copy_gbps}, {"matmul_gflops", peak->matmul_gflops}};
+  j["cases"] = nlohmann::json::array();
+  for (const Case& c : cases) {
+    nlohmann::json jc = {{"name", c.name},         {"median_us", c.time.median_us}, {"min_us", c.time.min_us},
+                         {"max_us", c.time.max_us}, {"gflops", c.gflops()},          {"gbps", c.gbps()},
+                         {"flop", c.flop},          {"bytes", c.bytes},              {"nmse", c.nmse},
+                         {"max_abs", c.max_abs},    {"check", c.check},              {"device_bytes", c.device_bytes}};
+    if (peak && peak->matmul_gflops > 0) jc["share_of_peak_compute"] = c.gflops() / peak->matmul_gflops;
+    if (peak && peak->copy_gbps > 0) jc["share_of_peak_bandwidth"] = c.gbps() / peak->copy_gbps;
+    jc["stages"] = nlohmann::json::array();
+    for (const auto& [label, s] : c.stages)
+      jc["stages"].push_back({{"name", label}, {"median_us", s.median_us}, {"min_us", s.min_us}, {"max_us", s.max_us}});
+    j["cases"].push_back(jc);
+  }
+  return j.dump(2);
+}
+
+}  // namespace vkgate::bench
