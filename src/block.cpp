@@ -142,6 +142,11 @@ struct GatedAttention::Impl {
     Buffer x_up, x, xn, proj, q, k, v, scores, attn, y, y_down, rope;
     Buffer kv_up, mask_up, mask;          // inputs beyond hidden_states, when used
     Buffer k_down, v_down, scores_down, proj_down;  // outputs beyond y, when asked for
+    // Fused flash attention (no score matrix) unless statistics need the
+    // probabilities or VKGATE_DISABLE_FUSED is set.
+    bool fused = false;
+    ops::FlashPlan flash;
+    Buffer partial;  // split-key partial results
     std::unique_ptr<gpu::Recorder> rec;
   };
   std::map<Key, std::unique_ptr<Plan>> plans;
@@ -203,7 +208,14 @@ struct GatedAttention::Impl {
     p->q = device(B * H * T * Dh, act, "q");
     p->k = device(B * KV * S * Dh, act, "key cache");
     p->v = device(B * KV * S * Dh, act, "value cache");
-    p->scores = device(B * H * T * S, f32, "attention scores");
+    const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(S), uint32_t(Dh)};
+    p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED");
+    if (p->fused) {
+      p->flash = ops::flash_plan(vk.info, shape, !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV"));
+      p->partial = device(ops::flash_partial_floats(shape, p->flash), f32, "attention partial results");
+    } else {
+      p->scores = device(B * H * T * S, f32, "attention scores");
+    }
     p->attn = device(BT * H * Dh, act, "attention output");
     p->y = device(BT * D, f32, "output");
     p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
@@ -242,7 +254,8 @@ struct GatedAttention::Impl {
     rec.begin();
     if (poison) {
       for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.k, &p.v, &p.attn}) rec.fill(*b, nan_word(act));
-      for (const Buffer* b : {&p.scores, &p.y}) rec.fill(*b, nan_word(Storage::f32));
+      rec.fill(p.y, nan_word(Storage::f32));
+      if (!p.fused) rec.fill(p.scores, nan_word(Storage::f32));
     }
     rec.copy(p.x_up, p.x, p.x.size());
     if (P) {
@@ -276,12 +289,18 @@ struct GatedAttention::Impl {
     ops::rope(vk, rec, p.proj, layout.value(T), p.rope, p.v, ops::bhsd_view(KV, S, Dh, P), BT, T, KV, Dh, 0, act);
 
     const ops::AttentionShape shape{B, H, KV, T, S, Dh};
-    ops::attention_scores(vk, rec, p.q, p.k, p.scores, shape, act);
-    ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, T, S, cfg.causal,
-                 float(1.0 / std::sqrt(double(Dh))));
-    ops::attention_values(vk, rec, p.scores, p.v, p.attn, shape, act);
-    if (cfg.gate_kind != GateKind::none)
-      ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act);
+    const float scale = float(1.0 / std::sqrt(double(Dh)));
+    const bool gated = cfg.gate_kind != GateKind::none;
+    if (p.fused) {
+      const ops::FlashArgs args{p.q,        p.k,          p.v, p.key.mask ? &p.mask : nullptr, gated ? &p.proj : nullptr,
+                                layout.gate(T), layout.gate_width, p.attn, &p.partial};
+      ops::flash_attention(vk, rec, args, shape, p.flash, cfg.causal, scale, act);
+    } else {
+      ops::attention_scores(vk, rec, p.q, p.k, p.scores, shape, act);
+      ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, T, S, cfg.causal, scale);
+      ops::attention_values(vk, rec, p.scores, p.v, p.attn, shape, act);
+      if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act);
+    }
     ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh,
                 act, true);
     rec.copy(p.y, p.y_down, p.y.size());

@@ -181,3 +181,57 @@ TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates")
     check_close(download(gy, y.size()), reference::gate(y, g, rows, H, Dh, gw));
   }
 }
+
+TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA, causal, mask, gate, split keys") {
+  struct Case {
+    uint32_t B, H, KV, T, S, Dh;
+    bool causal, mask;
+    uint32_t gate_width;  // 0: no gate
+    bool split;
+  };
+  const Case cases[] = {
+      {2, 4, 4, 9, 9, 64, true, false, 0, false},     // MHA prefill
+      {3, 6, 2, 5, 5, 80, false, true, 80, false},    // GQA, mask, elementwise gate
+      {1, 4, 1, 1, 1, 128, true, false, 1, false},    // MQA, T = 1, headwise gate
+      {1, 2, 1, 17, 40, 256, true, true, 256, false}, // chunked prefill after a cache
+      {2, 8, 2, 1, 300, 64, true, false, 64, true},   // decode over a long cache: split keys
+      {1, 4, 2, 3, 200, 128, true, true, 1, true},    // split keys with a mask and T > 1
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const Case& c : cases) {
+    CAPTURE(c.H);
+    CAPTURE(c.KV);
+    CAPTURE(c.T);
+    CAPTURE(c.S);
+    CAPTURE(c.Dh);
+    CAPTURE(seed);
+    const auto q = random(size_t(c.B) * c.H * c.T * c.Dh), k = random(size_t(c.B) * c.KV * c.S * c.Dh),
+               v = random(size_t(c.B) * c.KV * c.S * c.Dh);
+    std::vector<float> mask;
+    if (c.mask) {
+      mask = random(size_t(c.B) * c.T * c.S);
+      for (size_t i = 0; i < mask.size(); i += 4) mask[i] = -inf;
+      for (uint32_t s = 0; s < c.S; ++s) mask[s] = -inf;  // batch 0, query 0: every key masked
+    }
+    const auto g = random(size_t(c.B) * c.T * c.H * std::max(c.gate_width, 1u), 2.0f);
+    auto gq = upload(q, "q"), gk = upload(k, "k"), gv = upload(v, "v"), gg = upload(g, "gate");
+    auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
+    auto go = poisoned(q.size(), "out");
+    const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, c.split);
+    auto partial = device(ops::flash_partial_floats(shape, plan), "partial");
+    if (c.split) CHECK(plan.splits > 1);
+    const double scale = 1.0 / std::sqrt(double(c.Dh));
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::FlashArgs a{gq, gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr,
+                       ops::btd_view(c.T, c.H, std::max(c.gate_width, 1u)), c.gate_width, go, &partial};
+      ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale));
+    });
+    auto want = reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, mask);
+    if (c.gate_width) {
+      const std::vector<float> wf(want.begin(), want.end());
+      want = reference::gate(wf, g, size_t(c.B) * c.T, c.H, c.Dh, c.gate_width);
+    }
+    check_close(download(go, q.size()), want, c.gate_width ? 1e-9 : 1e-9);
+  }
+}

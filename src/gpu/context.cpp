@@ -15,11 +15,6 @@ namespace {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
-
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   return std::any_of(exts.begin(), exts.end(),
                      [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
@@ -332,7 +327,7 @@ std::vector<DeviceInfo> Context::list_devices() {
 
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  s.validation = options.validation || env_flag("VKGATE_VALIDATION");
+  s.validation = options.validation || gpu::env_flag("VKGATE_VALIDATION");
 
   VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
   mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;

@@ -34,6 +34,8 @@ const std::map<std::string, Interface> kInterfaces = {
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
     {"softmax", {2, 8 * 4}},
     {"gate", {2, kViewBytes + 5 * 4}},
+    {"flash_attention", {7, kViewBytes + 12 * 4}},
+    {"attention_combine", {3, kViewBytes + 7 * 4}},
 };
 
 std::map<std::string, ShaderModuleInfo> build_registry() {

@@ -1,5 +1,7 @@
 #include "gpu/vk.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace vkgate::gpu {
@@ -35,6 +37,11 @@ const char* result_name(VkResult r) noexcept {
 #undef CASE
     default: return "VK_RESULT_UNKNOWN";
   }
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
 }
 
 void throw_vk(VkResult r, const char* call, const std::string& doing) {

@@ -14,6 +14,9 @@ const char* result_name(VkResult r) noexcept;
 
 [[noreturn]] void throw_vk(VkResult r, const char* call, const std::string& doing);
 
+// True when the environment variable is set to something other than "" or "0".
+bool env_flag(const char* name);
+
 inline void check(VkResult r, const char* call, const std::string& doing) {
   if (r != VK_SUCCESS) throw_vk(r, call, doing);
 }

@@ -68,6 +68,31 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
                       const AttentionShape& s, Storage st = Storage::f32);
 
+// Fused attention (one dispatch; two with split keys): out [B, T, H, Dh] =
+// softmax(scale·q·kᵀ + mask)·v, then ⊙ sigmoid(gate) when a gate is given.
+// Memory O(T): no score matrix. q [B, H, T, Dh], k/v [B, KV, S, Dh], mask
+// [B, 1, T, S] fp32; the new tokens are the last T keys.
+struct FlashPlan {
+  uint32_t rows = 0, block = 0;  // rows per workgroup, keys per block
+  uint32_t chunk = 0, splits = 1;  // keys per split and number of splits
+};
+FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split);
+// Floats of the partial-results buffer the plan needs (1 when unsplit).
+size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p);
+struct FlashArgs {
+  const Buffer& q;
+  const Buffer& k;
+  const Buffer& v;
+  const Buffer* mask;  // may be null
+  const Buffer* gate;  // may be null: no gate
+  View gate_view;
+  uint32_t gate_width;
+  const Buffer& out;
+  const Buffer* partial;  // needed when the plan has splits > 1
+};
+void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
+                     const FlashPlan& plan, bool causal, float scale, Storage st = Storage::f32);
+
 // y [rows, heads, dim] *= sigmoid(gate) read through `gate_view`; gate_width 1 or dim.
 void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
           uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s = Storage::f32);

@@ -1,0 +1,162 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Fused attention, FlashAttention-2 style: softmax(scale·q·kᵀ + mask)·v with
+// an online softmax over blocks of BC keys, never materialising the T×S
+// scores, and the output gate applied before the single write of O.
+//
+// A workgroup takes R rows = (query head, token) pairs of ONE KV group, so the
+// G = H/KV query heads that share a KV head share every K block it loads.
+// Rows are ordered token-major: row r → head kvh·G + r % G, token t0 + r / G.
+// Keys run over [split·chunk, min(S, (split+1)·chunk)); with several splits
+// (flash-decoding) each workgroup writes its unnormalised O, running max and
+// sum to `partial` and attention_combine.comp finishes the rows.
+//
+// Storage: q, k, v, out and the gate rows are T; the mask is fp32.
+#include "common.glsl"
+#include "storage.glsl"
+#ifndef T
+#define T F32
+#endif
+
+layout(constant_id = 1) const uint R = 8;          // rows per workgroup
+layout(constant_id = 2) const uint BC = 16;        // keys per block
+layout(constant_id = 3) const uint HEAD_DIM = 128; // Dh (sizes the shared tiles)
+
+RO(0, q, T)
+RO(1, k, T)
+RO(2, v, T)
+RO(3, mask, F32)
+RO(4, g, T)
+RW(5, o, T)
+RW(6, partial, F32)
+
+layout(push_constant) uniform Push {
+  View gate_view;
+  uint tokens, keys, heads, kv_heads, past;
+  uint causal, has_mask, has_gate, gate_width;
+  uint chunk, splits;  // keys per split and number of splits
+  float scale;
+} p;
+
+shared float q_s[R * HEAD_DIM];
+shared float k_s[BC * HEAD_DIM];
+shared float s_s[R * BC];
+shared float alpha_s[R];
+shared float m_s[R];
+shared float l_s[R];
+
+const uint PER_THREAD = (R * HEAD_DIM + WG - 1) / WG;  // O elements each thread owns
+
+void main() {
+  const uint G = p.heads / p.kv_heads;
+  const uint kvh = gl_WorkGroupID.y;
+  const uint b = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;
+  const uint row0 = gl_WorkGroupID.x * R;
+  const uint rows_total = p.tokens * G;
+  const uint tid = gl_LocalInvocationID.x;
+  const uint S = p.keys;
+
+  // Q tile into shared memory (zeros past the last row).
+  for (uint e = tid; e < R * HEAD_DIM; e += WG) {
+    const uint r = e / HEAD_DIM, d = e % HEAD_DIM, row = row0 + r;
+    float val = 0.0;
+    if (row < rows_total) {
+      const uint h = kvh * G + row % G, t = row / G;
+      val = q_ld(((b * p.heads + h) * p.tokens + t) * HEAD_DIM + d);
+    }
+    q_s[e] = val;
+  }
+  if (tid < R) {
+    m_s[tid] = -1.0 / 0.0;
+    l_s[tid] = 0.0;
+  }
+  float acc[PER_THREAD];
+  [[unroll]] for (uint i = 0; i < PER_THREAD; ++i) acc[i] = 0.0;
+
+  // Keys this workgroup needs: its split, and under the causal mask no key
+  // beyond the last row's position (past + t).
+  uint key_begin = split * p.chunk, key_end = min(S, key_begin + p.chunk);
+  if (p.causal != 0) {
+    const uint last_row = min(row0 + R, rows_total) - 1;
+    key_end = min(key_end, p.past + last_row / G + 1);
+  }
+  const uint kv_base = (b * p.kv_heads + kvh) * S * HEAD_DIM;
+  barrier();
+
+  for (uint kb = key_begin; kb < key_end; kb += BC) {
+    for (uint e = tid; e < BC * HEAD_DIM; e += WG) {
+      const uint c = e / HEAD_DIM, d = e % HEAD_DIM;
+      k_s[e] = kb + c < key_end ? k_ld(kv_base + (kb + c) * HEAD_DIM + d) : 0.0;
+    }
+    barrier();
+    // Scores of the block, masked entries −inf.
+    for (uint e = tid; e < R * BC; e += WG) {
+      const uint r = e / BC, c = e % BC, row = row0 + r, key = kb + c;
+      float sc = -1.0 / 0.0;
+      if (row < rows_total && key < key_end) {
+        const uint t = row / G;
+        if (p.causal == 0 || key <= p.past + t) {
+          float dot = 0.0;
+          for (uint d = 0; d < HEAD_DIM; ++d) dot = fma(q_s[r * HEAD_DIM + d], k_s[c * HEAD_DIM + d], dot);
+          sc = dot * p.scale;
+          if (p.has_mask != 0) sc += mask_ld((b * p.tokens + t) * S + key);
+        }
+      }
+      s_s[e] = sc;
+    }
+    barrier();
+    // Online softmax: new running max, rescale factor, probabilities.
+    if (tid < R) {
+      float mx = m_s[tid];
+      for (uint c = 0; c < BC; ++c) mx = max(mx, s_s[tid * BC + c]);
+      const bool empty = isinf(mx) && mx < 0.0;  // every key so far masked
+      const float alpha = empty ? 1.0 : exp(m_s[tid] - mx);
+      float sum = 0.0;
+      for (uint c = 0; c < BC; ++c) {
+        const float pr = empty ? 0.0 : exp(s_s[tid * BC + c] - mx);
+        s_s[tid * BC + c] = pr;
+        sum += pr;
+      }
+      m_s[tid] = mx;
+      l_s[tid] = l_s[tid] * alpha + sum;
+      alpha_s[tid] = alpha;
+    }
+    barrier();
+    // O = O·alpha + P·V for the elements this thread owns.
+    [[unroll]] for (uint i = 0; i < PER_THREAD; ++i) {
+      const uint e = tid + i * WG;
+      if (e < R * HEAD_DIM) {
+        const uint r = e / HEAD_DIM, d = e % HEAD_DIM;
+        float a = acc[i] * alpha_s[r];
+        for (uint c = 0; c < BC && kb + c < key_end; ++c)
+          a = fma(s_s[r * BC + c], v_ld(kv_base + (kb + c) * HEAD_DIM + d), a);
+        acc[i] = a;
+      }
+    }
+    barrier();
+  }
+
+  [[unroll]] for (uint i = 0; i < PER_THREAD; ++i) {
+    const uint e = tid + i * WG;
+    if (e >= R * HEAD_DIM) continue;
+    const uint r = e / HEAD_DIM, d = e % HEAD_DIM, row = row0 + r;
+    if (row >= rows_total) continue;
+    const uint h = kvh * G + row % G, t = row / G;
+    if (p.splits > 1) {
+      // Partial results [B, splits, H, T, Dh + 2]: unnormalised O, then max and sum.
+      const uint base = (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
+      partial_st(base + d, acc[i]);
+      if (d == 0) {
+        partial_st(base + HEAD_DIM, m_s[r]);
+        partial_st(base + HEAD_DIM + 1, l_s[r]);
+      }
+      continue;
+    }
+    float val = l_s[r] > 0.0 ? acc[i] / l_s[r] : 0.0;  // a fully masked row gives zeros
+    if (p.has_gate != 0) {
+      const float z = g_ld(view_offset(p.gate_view, p.tokens, b * p.tokens + t, h, p.gate_width == 1 ? 0 : d));
+      val /= 1.0 + exp(-z);
+    }
+    o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, val);
+  }
+}

@@ -1,0 +1,97 @@
+#include <algorithm>
+
+#include "gpu/context_impl.hpp"
+#include "gpu/pipeline.hpp"
+#include "ops/ops.hpp"
+
+namespace vkgate::ops {
+
+namespace {
+struct Push {
+  View gate_view;
+  uint32_t tokens, keys, heads, kv_heads, past;
+  uint32_t causal, has_mask, has_gate, gate_width;
+  uint32_t chunk, splits;
+  float scale;
+};
+struct CombinePush {
+  View gate_view;
+  uint32_t tokens, heads, head_dim, splits;
+  uint32_t has_gate, gate_width, count;
+};
+constexpr uint32_t kWorkgroup = 128;
+
+// Rows per workgroup and keys per block: the largest that fit the device's
+// shared memory (Q tile, K block, scores and per-row state).
+struct Tiles {
+  uint32_t rows, block;
+};
+Tiles tiles(const DeviceInfo& d, uint32_t head_dim) {
+  for (Tiles t : {Tiles{16, 16}, Tiles{8, 16}, Tiles{8, 8}, Tiles{4, 8}, Tiles{4, 4}}) {
+    const uint64_t bytes = uint64_t(t.rows + t.block) * head_dim * 4 + uint64_t(t.rows) * t.block * 4 + 3ull * t.rows * 4;
+    if (bytes <= d.shared_memory_bytes) return t;
+  }
+  throw Error(ErrorCode::unsupported, "flash attention: head_dim " + std::to_string(head_dim) +
+                                          " does not fit the device's shared memory (" +
+                                          std::to_string(d.shared_memory_bytes) + " bytes)");
+}
+}  // namespace
+
+FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split) {
+  const Tiles t = tiles(d, s.head_dim);
+  FlashPlan p;
+  p.rows = t.rows;
+  p.block = t.block;
+  const uint32_t G = s.heads / s.kv_heads;
+  const uint32_t row_tiles = (s.tokens * G + t.rows - 1) / t.rows;
+  const uint64_t groups = uint64_t(row_tiles) * s.kv_heads * s.batch;
+  // Split the keys (flash-decoding) when too few workgroups would fill the
+  // device: a decode step has one row tile per KV head.
+  const uint64_t want = d.type == "cpu" ? 8 : 512;
+  uint32_t splits = 1;
+  if (allow_split && groups < want) {
+    const uint32_t max_splits = std::max<uint32_t>(1, s.keys / (4 * t.block));
+    splits = uint32_t(std::min<uint64_t>((want + groups - 1) / groups, max_splits));
+  }
+  const uint32_t chunk = (s.keys + splits - 1) / splits;
+  p.chunk = (chunk + t.block - 1) / t.block * t.block;
+  p.splits = (s.keys + p.chunk - 1) / p.chunk;
+  if (p.splits == 0) p.splits = 1;
+  return p;
+}
+
+size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p) {
+  return p.splits > 1 ? size_t(s.batch) * p.splits * s.heads * s.tokens * (s.head_dim + 2) : 1;
+}
+
+void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
+                     const FlashPlan& plan, bool causal, float scale, Storage st) {
+  const gpu::Pipeline& p =
+      ctx.pipelines->get(variant("flash_attention", st), {kWorkgroup, plan.rows, plan.block, s.head_dim});
+  const uint32_t G = s.heads / s.kv_heads;
+  Push push{a.gate_view, s.tokens, s.keys, s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
+            a.mask ? 1u : 0u, a.gate ? 1u : 0u, a.gate_width, plan.chunk, plan.splits, scale};
+  if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
+    throw Error(ErrorCode::invalid_argument, "flash attention: batch × splits exceeds 65535");
+  const Buffer& partial = a.partial ? *a.partial : a.out;
+  rec.dispatch(p,
+               {{&a.q, gpu::Access::read},
+                {&a.k, gpu::Access::read},
+                {&a.v, gpu::Access::read},
+                {a.mask ? a.mask : &a.q, gpu::Access::read},
+                {a.gate ? a.gate : &a.q, gpu::Access::read},
+                {&a.out, plan.splits > 1 ? gpu::Access::read : gpu::Access::write},
+                {&partial, plan.splits > 1 ? gpu::Access::write : gpu::Access::read}},
+               &push, (s.tokens * G + plan.rows - 1) / plan.rows, s.kv_heads, s.batch * plan.splits,
+               "flash_attention");
+  if (plan.splits == 1) return;
+  const gpu::Pipeline& c = ctx.pipelines->get(variant("attention_combine", st), {64});
+  const uint64_t count = uint64_t(s.batch) * s.tokens * s.heads * s.head_dim;
+  CombinePush cp{a.gate_view, s.tokens, s.heads, s.head_dim, plan.splits, a.gate ? 1u : 0u, a.gate_width,
+                 uint32_t(count)};
+  const gpu::Grid grid = gpu::grid_for((count + 63) / 64);
+  rec.dispatch(c, {{&partial, gpu::Access::read}, {a.gate ? a.gate : &partial, gpu::Access::read}, {&a.out, gpu::Access::write}},
+               &cp, grid.x, grid.y, 1, "attention_combine");
+}
+
+}  // namespace vkgate::ops
