@@ -4,6 +4,7 @@
 #include "harness.hpp"
 #include "gpu/recorder.hpp"
 #include "ops/ops.hpp"
+#include "vkgate/dtype.hpp"
 
 using namespace vkgate;
 using test::check_close;
@@ -234,4 +235,58 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA
     }
     check_close(download(go, q.size()), want, c.gate_width ? 1e-9 : 1e-9);
   }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores where the device has them") {
+  if (!ctx.device().storage16) {
+    MESSAGE("skipped: the device has no 16-bit storage buffers");
+    return;
+  }
+  if (!ctx.device().coopmat_f16)
+    MESSAGE("cooperative-matrix path skipped: " << ctx.device().name
+                                                << " has no usable VK_NV_cooperative_matrix fp16 shape (scalar fp16 tested)");
+  struct Shape {
+    uint32_t M, N, K;
+    bool bias, residual, y_f32;
+  };
+  const Shape shapes[] = {{64, 128, 256, false, false, true}, {128, 64, 1024, true, true, true},
+                          {64, 192, 64, true, false, false}, {33, 70, 100, false, true, true}};
+  for (ops::Storage st : {ops::Storage::f16, ops::Storage::bf16})
+    for (const Shape& s : shapes) {
+      CAPTURE(s.M);
+      CAPTURE(s.N);
+      CAPTURE(s.K);
+      CAPTURE(seed);
+      auto round = [&](std::vector<float> v, std::vector<uint16_t>& bits) {
+        for (float& x : v) {
+          bits.push_back(st == ops::Storage::f16 ? float_to_half(x) : float_to_bf16(x));
+          x = st == ops::Storage::f16 ? half_to_float(bits.back()) : bf16_to_float(bits.back());
+        }
+        return v;
+      };
+      std::vector<uint16_t> xb, wb;
+      const auto x = round(random(size_t(s.M) * s.K), xb), w = round(random(size_t(s.N) * s.K, 0.05f), wb);
+      const auto b = random(s.N), r = random(size_t(s.M) * s.N);
+      auto gx = device(xb.size() / 2 + 1, "x"), gw = device(wb.size() / 2 + 1, "w");
+      gpu::upload(vk, gx, xb.data(), xb.size() * 2);
+      gpu::upload(vk, gw, wb.data(), wb.size() * 2);
+      auto gb = upload(b, "b"), gr = upload(r, "r");
+      auto gy = poisoned(size_t(s.M) * s.N, "y");
+      run_once(vk, [&](gpu::Recorder& rec) {
+        ops::matmul(vk, rec, gx, gw, s.bias ? &gb : nullptr, s.residual ? &gr : nullptr, gy, s.M, s.N, s.K, st,
+                    s.y_f32);
+      });
+      auto want = reference::linear(x, w, s.bias ? b : std::vector<float>{}, s.M, s.N, s.K);
+      if (s.residual)
+        for (size_t i = 0; i < want.size(); ++i) want[i] += r[i];
+      std::vector<float> got(want.size());
+      if (s.y_f32) {
+        got = download(gy, want.size());
+      } else {
+        std::vector<uint16_t> yb(want.size());
+        gpu::download(vk, gy, yb.data(), yb.size() * 2);
+        for (size_t i = 0; i < yb.size(); ++i) got[i] = st == ops::Storage::f16 ? half_to_float(yb[i]) : bf16_to_float(yb[i]);
+      }
+      check_close(got, want, st == ops::Storage::f16 ? 1e-5 : 1e-4);
+    }
 }

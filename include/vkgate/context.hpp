@@ -33,7 +33,11 @@ struct DeviceInfo {
   uint64_t min_storage_buffer_offset_alignment = 0;
   uint64_t max_memory_allocation_size = 0;
   uint64_t device_local_bytes = 0;
-  bool coopmat_nv = false, coopmat_khr = false;
+  bool coopmat_nv = false, coopmat_khr = false;  // extensions present
+  // The tensor-core path is usable: VK_NV_cooperative_matrix with a 16×16×16
+  // fp16×fp16→fp32 subgroup shape, subgroup size 32, the Vulkan memory model
+  // and fp16 arithmetic (VKGATE_DISABLE_COOPMAT=1 turns it off).
+  bool coopmat_f16 = false;
   bool timestamps = false;
   double timestamp_period_ns = 0;
 

@@ -101,7 +101,34 @@ int compute_queue_family(VkPhysicalDevice pd) {
   return best;
 }
 
-DeviceInfo describe(VkPhysicalDevice pd, int index) {
+// VK_NV_cooperative_matrix with the one shape vkgate's kernel uses.
+bool coopmat_f16_usable(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d,
+                        const std::vector<VkExtensionProperties>& exts, uint32_t api) {
+  if (!has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) || d.subgroup_size != 32 || !d.fp16_arithmetic ||
+      !d.storage16 || api < VK_API_VERSION_1_2 || gpu::env_flag("VKGATE_DISABLE_COOPMAT"))
+    return false;
+  VkPhysicalDeviceVulkanMemoryModelFeatures mm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, &mm};
+  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &cm};
+  vkGetPhysicalDeviceFeatures2(pd, &f);
+  if (!cm.cooperativeMatrix || !mm.vulkanMemoryModel) return false;
+  // The properties query is an instance-level entry point of the extension.
+  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (!query) return false;
+  uint32_t n = 0;
+  if (query(pd, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (query(pd, &n, props.data()) != VK_SUCCESS) return false;
+  for (const auto& p : props)
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  return false;
+}
+
+DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   DeviceInfo d;
   d.index = index;
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
@@ -158,6 +185,7 @@ DeviceInfo describe(VkPhysicalDevice pd, int index) {
   d.storage16 = s16.storageBuffer16BitAccess;
   d.coopmat_nv = has_extension(exts, "VK_NV_cooperative_matrix");
   d.coopmat_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
+  d.coopmat_f16 = coopmat_f16_usable(instance, pd, d, exts, base.apiVersion);
 
   const int fam = compute_queue_family(pd);
   if (fam >= 0) {
@@ -306,7 +334,8 @@ std::string DeviceInfo::summary() const {
      << " shared=" << human_bytes(shared_memory_bytes) << " max_wg=" << max_workgroup_invocations
      << " max_buffer_range=" << human_bytes(max_storage_buffer_range)
      << " device_memory=" << human_bytes(device_local_bytes)
-     << " coopmat=" << (coopmat_khr ? "khr" : coopmat_nv ? "nv" : "no")
+     << " coopmat=" << (coopmat_khr && coopmat_nv ? "khr+nv" : coopmat_khr ? "khr" : coopmat_nv ? "nv" : "no")
+     << (coopmat_f16 ? " (fp16 16x16x16 used)" : "")
      << " timestamps=" << (timestamps ? "yes" : "no");
   return os.str();
 }
@@ -316,7 +345,7 @@ std::vector<DeviceInfo> Context::list_devices() {
   std::vector<DeviceInfo> infos;
   try {
     const auto pds = usable_devices(inst.handle);
-    for (size_t i = 0; i < pds.size(); ++i) infos.push_back(describe(pds[i], int(i)));
+    for (size_t i = 0; i < pds.size(); ++i) infos.push_back(describe(inst.handle, pds[i], int(i)));
   } catch (...) {
     vkDestroyInstance(inst.handle, nullptr);
     throw;
@@ -349,7 +378,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   std::vector<DeviceInfo> infos;
   std::vector<VkPhysicalDeviceType> types;
   for (size_t i = 0; i < pds.size(); ++i) {
-    infos.push_back(describe(pds[i], int(i)));
+    infos.push_back(describe(s.instance, pds[i], int(i)));
     VkPhysicalDeviceProperties p{};
     vkGetPhysicalDeviceProperties(pds[i], &p);
     types.push_back(p.deviceType);
@@ -383,6 +412,17 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       enable.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
     else
       f16.shaderFloat16 = VK_FALSE;
+  }
+
+  // The tensor-core matmul needs the extension, its feature and the Vulkan memory model.
+  VkPhysicalDeviceVulkanMemoryModelFeatures memory_model{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+                                                      &memory_model};
+  if (s.info.coopmat_f16) {
+    enable.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    coopmat.cooperativeMatrix = VK_TRUE;
+    memory_model.vulkanMemoryModel = VK_TRUE;
+    f16.pNext = &coopmat;
   }
 
   const float priority = 1.0f;
