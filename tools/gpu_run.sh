@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Runs vkgate on the lent GPU machine (see ../shared/GPU.md): the device list,
-# the whole test suite under the validation layer, and the demo with timings.
-# Carry [".gl", "build"]; .gl holds the libvulkan1 and vulkan-validationlayers .debs.
+# Runs vkgate on the lent GPU machine (see ../shared/GPU.md) in one call:
+# device list, the GPU test suite under the validation layer (fused and
+# unfused paths), `vkgate bench` and the PyTorch peer on the same card.
+# Carry [".gl", "build"]; .gl holds libvulkan1, vulkan-validationlayers and
+# the glvnd libraries as .debs. Results go to $OUT (JSON and text).
+# Usage: tools/gpu_run.sh [tests|bench|all]   (default: all)
 set -uo pipefail
+what=${1:-all}
 out=${OUT:-/tmp/vkgate-gpu}
 mkdir -p "$out"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 ldconfig
+export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 if ! build/tools/vkgate devices 2>/dev/null | grep -qi nvidia; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
@@ -17,10 +21,45 @@ fi
   echo "== vkgate devices"
   build/tools/vkgate devices
 } 2>&1 | tee "$out/devices.txt"
-echo "== tests (validation + synchronization validation)"
-# Only the GPU tests: the CPU-only ones read ../shared/golden, which does not travel.
-VKGATE_TEST_DEVICE=nvidia build/tests/vkgate_tests -tc='matmul*,rmsnorm*,rope*,softmax*,attention*,gate*,block*,validation*' 2>&1 | tee "$out/tests.txt" | tail -15
-echo "== demo"
-for t in 64 512; do
-  build/tools/vkgate demo --device nvidia --tokens "$t" 2>&1 | tee "$out/demo_T$t.txt"
-done
+cli=build/tools/vkgate
+if [ "$what" != bench ]; then
+  # Only the GPU tests: the CPU-only ones read ../shared/golden, which does not travel.
+  gpu_tests='matmul*,rmsnorm*,rope*,softmax*,attention*,flash*,gate*,block*,validation*'
+  echo "== tests, fused path (validation + synchronization validation)"
+  VKGATE_TEST_DEVICE=nvidia build/tests/vkgate_tests -tc="$gpu_tests" 2>&1 | tee "$out/tests.txt" | tail -6
+  echo "== tests, unfused path and no tensor cores"
+  VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1 VKGATE_TEST_DEVICE=nvidia build/tests/vkgate_tests -tc="$gpu_tests" \
+    2>&1 | tee "$out/tests_unfused.txt" | tail -3
+fi
+if [ "$what" != tests ]; then
+  echo "== vkgate bench"
+  {
+    $cli bench --device nvidia --json --peak --op matmul --m 8192 --n 8192 --k 8192 --dtype f16
+    for p in fp16 bf16 fp32; do
+      $cli bench --device nvidia --json --block --T 4096 --precision $p
+      $cli bench --device nvidia --json --block --past 32768 --T 1 --precision $p
+    done
+    VKGATE_DISABLE_FUSED=1 $cli bench --device nvidia --json --block --T 4096 --precision fp16
+    $cli bench --device nvidia --json --block --sweep --sweep-max 32768 --precision fp16 --reps 3
+  } > "$out/vkgate_bench.jsonl" 2> "$out/vkgate_bench.err"
+  tail -3 "$out/vkgate_bench.err"
+  python3 - "$out/vkgate_bench.jsonl" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+dec = json.JSONDecoder(); i = 0
+while i < len(text):
+    while i < len(text) and text[i].isspace(): i += 1
+    if i >= len(text): break
+    doc, i = dec.raw_decode(text, i)
+    for c in doc["cases"]:
+        print(f'{c["name"]:48s} {c["median_us"]:12.1f} us {c["gflops"]:10.1f} GFLOP/s {c["gbps"]:8.1f} GB/s nmse {c["nmse"]:.1e} mem {c["device_bytes"]/2**20:.0f} MiB')
+    if "peak" in doc: print("peak", doc["peak"])
+PY
+  echo "== PyTorch"
+  PYTHONUNBUFFERED=1 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
+  tail -3 "$out/torch_bench.err"
+  python3 -c "
+import json,sys
+for c in json.load(open('$out/torch_bench.json'))['cases']:
+    print(f'{c[\"name\"]:48s} {c[\"median_us\"]:12.1f} us {c[\"gflops\"]:10.1f} GFLOP/s {c[\"gbps\"]:8.1f} GB/s')"
+fi
