@@ -38,14 +38,22 @@ layout(push_constant) uniform Push {
   float scale;
 } p;
 
-shared float q_s[R * HEAD_DIM];
-shared float k_s[BC * HEAD_DIM];
+// Rows padded by one float so that threads reading the same d of different
+// rows hit different shared-memory banks.
+const uint LD = HEAD_DIM + 1;
+shared float q_s[R * LD];
+shared float k_s[BC * LD];
 shared float s_s[R * BC];
 shared float alpha_s[R];
 shared float m_s[R];
 shared float l_s[R];
 
-const uint PER_THREAD = (R * HEAD_DIM + WG - 1) / WG;  // O elements each thread owns
+// Each thread owns O[r][d] for d ≡ dcol (mod CT) and r ≡ rgrp (mod RT), so a
+// value V[c][d] it loads serves all of its rows.
+const uint CT = WG < HEAD_DIM ? WG : HEAD_DIM;  // column threads
+const uint RT = WG / CT;                        // row groups
+const uint D_PER = (HEAD_DIM + CT - 1) / CT;
+const uint R_PER = (R + RT - 1) / RT;
 
 void main() {
   const uint G = p.heads / p.kv_heads;
@@ -64,14 +72,16 @@ void main() {
       const uint h = kvh * G + row % G, t = row / G;
       val = q_ld(((b * p.heads + h) * p.tokens + t) * HEAD_DIM + d);
     }
-    q_s[e] = val;
+    q_s[r * LD + d] = val;
   }
   if (tid < R) {
     m_s[tid] = -1.0 / 0.0;
     l_s[tid] = 0.0;
   }
-  float acc[PER_THREAD];
-  [[unroll]] for (uint i = 0; i < PER_THREAD; ++i) acc[i] = 0.0;
+  const uint dcol = tid % CT, rgrp = tid / CT;
+  float acc[R_PER][D_PER];
+  [[unroll]] for (uint i = 0; i < R_PER; ++i)
+    [[unroll]] for (uint j = 0; j < D_PER; ++j) acc[i][j] = 0.0;
 
   // Keys this workgroup needs: its split, and under the causal mask no key
   // beyond the last row's position (past + t).
@@ -86,7 +96,7 @@ void main() {
   for (uint kb = key_begin; kb < key_end; kb += BC) {
     for (uint e = tid; e < BC * HEAD_DIM; e += WG) {
       const uint c = e / HEAD_DIM, d = e % HEAD_DIM;
-      k_s[e] = kb + c < key_end ? k_ld(kv_base + (kb + c) * HEAD_DIM + d) : 0.0;
+      k_s[c * LD + d] = kb + c < key_end ? k_ld(kv_base + (kb + c) * HEAD_DIM + d) : 0.0;
     }
     barrier();
     // Scores of the block, masked entries −inf.
@@ -97,7 +107,7 @@ void main() {
         const uint t = row / G;
         if (p.causal == 0 || key <= p.past + t) {
           float dot = 0.0;
-          for (uint d = 0; d < HEAD_DIM; ++d) dot = fma(q_s[r * HEAD_DIM + d], k_s[c * HEAD_DIM + d], dot);
+          for (uint d = 0; d < HEAD_DIM; ++d) dot = fma(q_s[r * LD + d], k_s[c * LD + d], dot);
           sc = dot * p.scale;
           if (p.has_mask != 0) sc += mask_ld((b * p.tokens + t) * S + key);
         }
@@ -123,36 +133,43 @@ void main() {
     }
     barrier();
     // O = O·alpha + P·V for the elements this thread owns.
-    [[unroll]] for (uint i = 0; i < PER_THREAD; ++i) {
-      const uint e = tid + i * WG;
-      if (e < R * HEAD_DIM) {
-        const uint r = e / HEAD_DIM, d = e % HEAD_DIM;
-        float a = acc[i] * alpha_s[r];
-        for (uint c = 0; c < BC && kb + c < key_end; ++c)
-          a = fma(s_s[r * BC + c], v_ld(kv_base + (kb + c) * HEAD_DIM + d), a);
-        acc[i] = a;
+    if (rgrp < RT) {
+      [[unroll]] for (uint i = 0; i < R_PER; ++i) {
+        const uint r = min(rgrp + i * RT, R - 1);
+        [[unroll]] for (uint j = 0; j < D_PER; ++j) acc[i][j] *= alpha_s[r];
+      }
+      for (uint c = 0; c < BC && kb + c < key_end; ++c) {
+        float vv[D_PER];
+        [[unroll]] for (uint j = 0; j < D_PER; ++j) {
+          const uint d = min(dcol + j * CT, HEAD_DIM - 1);
+          vv[j] = v_ld(kv_base + (kb + c) * HEAD_DIM + d);
+        }
+        [[unroll]] for (uint i = 0; i < R_PER; ++i) {
+          const float pr = s_s[min(rgrp + i * RT, R - 1) * BC + c];
+          [[unroll]] for (uint j = 0; j < D_PER; ++j) acc[i][j] = fma(pr, vv[j], acc[i][j]);
+        }
       }
     }
     barrier();
   }
 
-  [[unroll]] for (uint i = 0; i < PER_THREAD; ++i) {
-    const uint e = tid + i * WG;
-    if (e >= R * HEAD_DIM) continue;
-    const uint r = e / HEAD_DIM, d = e % HEAD_DIM, row = row0 + r;
-    if (row >= rows_total) continue;
+  if (rgrp >= RT) return;
+  [[unroll]] for (uint i = 0; i < R_PER; ++i)
+  [[unroll]] for (uint j = 0; j < D_PER; ++j) {
+    const uint r = rgrp + i * RT, d = dcol + j * CT, row = row0 + r;
+    if (r >= R || d >= HEAD_DIM || row >= rows_total) continue;
     const uint h = kvh * G + row % G, t = row / G;
     if (p.splits > 1) {
       // Partial results [B, splits, H, T, Dh + 2]: unnormalised O, then max and sum.
       const uint base = (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
-      partial_st(base + d, acc[i]);
+      partial_st(base + d, acc[i][j]);
       if (d == 0) {
         partial_st(base + HEAD_DIM, m_s[r]);
         partial_st(base + HEAD_DIM + 1, l_s[r]);
       }
       continue;
     }
-    float val = l_s[r] > 0.0 ? acc[i] / l_s[r] : 0.0;  // a fully masked row gives zeros
+    float val = l_s[r] > 0.0 ? acc[i][j] / l_s[r] : 0.0;  // a fully masked row gives zeros
     if (p.has_gate != 0) {
       const float z = g_ld(view_offset(p.gate_view, p.tokens, b * p.tokens + t, h, p.gate_width == 1 ? 0 : d));
       val /= 1.0 + exp(-z);

@@ -28,7 +28,7 @@ struct Tiles {
 };
 Tiles tiles(const DeviceInfo& d, uint32_t head_dim) {
   for (Tiles t : {Tiles{16, 16}, Tiles{8, 16}, Tiles{8, 8}, Tiles{4, 8}, Tiles{4, 4}}) {
-    const uint64_t bytes = uint64_t(t.rows + t.block) * head_dim * 4 + uint64_t(t.rows) * t.block * 4 + 3ull * t.rows * 4;
+    const uint64_t bytes = uint64_t(t.rows + t.block) * (head_dim + 1) * 4 + uint64_t(t.rows) * t.block * 4 + 3ull * t.rows * 4;
     if (bytes <= d.shared_memory_bytes) return t;
   }
   throw Error(ErrorCode::unsupported, "flash attention: head_dim " + std::to_string(head_dim) +
