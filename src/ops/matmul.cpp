@@ -22,7 +22,7 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32) {
   // Tensor cores for fp16 when the tile grid covers the matrices exactly.
-  if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0) {
+  if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 128 == 0 && N % 128 == 0 && K % 16 == 0) {
     const gpu::Pipeline& p = ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128});
     Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
     rec.dispatch(p,
@@ -31,7 +31,7 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
                   {bias ? bias : &w, gpu::Access::read},
                   {residual ? residual : &x, gpu::Access::read},
                   {&y, gpu::Access::write}},
-                 &push, N / 64, M / 64, 1, "matmul.coopmat");
+                 &push, N / 128, M / 128, 1, "matmul.coopmat");
     return;
   }
   const auto spec = tiles(ctx.info);
