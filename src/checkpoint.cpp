@@ -1,5 +1,7 @@
 #include "vkgate/checkpoint.hpp"
 
+#include "json_error.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -33,11 +35,8 @@ std::map<std::string, std::string> read_index(const std::string& index_path) {
   json index;
   try {
     index = json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 3, ..."
-    if (const size_t end = what.find("] "); what.starts_with("[json.") && end != std::string::npos)
-      what = what.substr(end + 2);
-    fail(ErrorCode::io, "not valid JSON: " + what);
+  } catch (const json::exception& e) {
+    fail(ErrorCode::io, "not valid JSON: " + json_error_text(e));
   }
   if (!index.is_object()) fail(ErrorCode::io, "the top level is not a JSON object");
   const auto map_it = index.find("weight_map");

@@ -69,6 +69,11 @@ void BlockConfig::validate() const {
   if (!(rope_theta > 0)) bad("rope_theta", "must be positive");
   if (!(partial_rotary_factor >= 0 && partial_rotary_factor <= 1))
     bad("partial_rotary_factor", "must be in [0, 1]");
+  // Every tensor and shader index is 32-bit: keep the widest row under 2^24
+  // elements, far above any real model (Qwen3-Next's q_proj has 8192 rows).
+  constexpr int64_t kMaxRows = int64_t(1) << 24;
+  if (q_proj_rows() > kMaxRows || attn_dim() > kMaxRows || hidden_size > kMaxRows)
+    bad("num_attention_heads", "× head_dim (" + std::to_string(q_proj_rows()) + " q_proj rows) is too large");
   if (rotary_dim() % 2 != 0)
     bad("partial_rotary_factor", "gives an odd rotary dimension " + std::to_string(rotary_dim()) +
                                      " (head_dim " + std::to_string(head_dim) + ")");

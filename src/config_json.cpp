@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "vkgate/config.hpp"
+
+#include "json_error.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {
@@ -148,11 +150,8 @@ BlockConfig parse_config_json(std::string_view json_text, const std::string& sou
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 3, ..."
-    if (const size_t end = what.find("] "); what.starts_with("[json.") && end != std::string::npos)
-      what = what.substr(end + 2);
-    throw Error(ErrorCode::invalid_config, source + ": not valid JSON: " + what);
+  } catch (const json::exception& e) {
+    throw Error(ErrorCode::invalid_config, source + ": not valid JSON: " + json_error_text(e));
   }
   if (!root.is_object())
     throw Error(ErrorCode::invalid_config, source + ": the top level is not a JSON object");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <random>
 #include <string>
@@ -79,8 +80,9 @@ Runs one gated-attention block of a checkpoint on the device.
                      present_key / present_value [B, KV, P+T, Dh]
   --device SEL       device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P      device storage of weights and activations: fp32 (default), fp16, bf16
-  --stats            also write stats.gate_mean, stats.gate_frac_below_0.1 and
-                     stats.first_token_attn [H] (mean attention on key 0 per head)
+  --stats            also write stats.first_token_attn [H] (mean attention on key 0
+                     per head) and, when the block has a gate, stats.gate_mean and
+                     stats.gate_frac_below_0.1
 
 Exit codes: 0 success, 1 bad file, config, shape or device, 2 bad usage.
 )";
@@ -204,11 +206,6 @@ int cmd_demo(Args& args) {
   const bool ok = diff.first_bad < 0 && diff.nmse <= 1e-9;
   std::printf("NMSE vs CPU reference (double): %.3e   max abs error: %.3e   tolerance 1e-9: %s\n", diff.nmse,
               diff.max_abs, ok ? "PASS" : "FAIL");
-  if (ctx.validation_messages() > 0) {
-    std::fprintf(stderr, "vkgate: the validation layer reported %llu message(s)\n",
-                 static_cast<unsigned long long>(ctx.validation_messages()));
-    return 1;
-  }
   return ok ? 0 : 1;
 }
 
@@ -261,6 +258,12 @@ int cmd_run(Args& args) {
   if (weights.empty()) throw UsageError("run: --weights is required");
   if (input.empty()) throw UsageError("run: --input is required");
   if (output.empty()) throw UsageError("run: --output is required");
+  // The output replaces its path atomically: never let it be one of the inputs.
+  for (const std::string& in_path : {weights, input, config}) {
+    std::error_code ec;
+    if (!in_path.empty() && std::filesystem::equivalent(output, in_path, ec))
+      throw UsageError("run: --output " + output + " is the same file as " + in_path);
+  }
 
   const vkgate::Checkpoint ckpt(weights);
   if (config.empty()) {
@@ -341,6 +344,12 @@ int cmd_run(Args& args) {
       add("stats.gate_mean", {}, gate_mean);
       add("stats.gate_frac_below_0.1", {}, gate_frac);
     }
+  }
+  // A run the validation layer objected to writes nothing.
+  if (ctx.validation_messages() > 0) {
+    std::fprintf(stderr, "vkgate: the validation layer reported %llu message(s)\n",
+                 static_cast<unsigned long long>(ctx.validation_messages()));
+    return 1;
   }
   vkgate::write_safetensors(output, tensors_out,
                             {{"producer", "vkgate run"},

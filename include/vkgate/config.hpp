@@ -68,11 +68,13 @@ struct BlockConfig {
     return gate_kind == GateKind::none ? 0 : gate_kind == GateKind::headwise ? 1 : head_dim;
   }
   // Rows of q_proj.weight: queries, plus the gates unless they are separate.
-  int q_proj_rows() const {
-    return num_heads * (head_dim + (gate_layout == GateLayout::separate ? 0 : gate_width()));
+  // Products in 64 bits: validate() bounds them, but they are also used to
+  // describe a config that failed validation.
+  int64_t q_proj_rows() const {
+    return int64_t(num_heads) * (head_dim + (gate_layout == GateLayout::separate ? 0 : gate_width()));
   }
-  int kv_dim() const { return num_kv_heads * head_dim; }
-  int attn_dim() const { return num_heads * head_dim; }  // o_proj input width
+  int64_t kv_dim() const { return int64_t(num_kv_heads) * head_dim; }
+  int64_t attn_dim() const { return int64_t(num_heads) * head_dim; }  // o_proj input width
 };
 
 // Parses a Hugging Face config.json into a BlockConfig (README: "Config keys").

@@ -36,6 +36,7 @@ const std::map<std::string, Interface> kInterfaces = {
     {"gate", {2, kViewBytes + 5 * 4}},
     {"flash_attention", {7, kViewBytes + 12 * 4}},
     {"matmul_coopmat", {5, 9 * 4}},
+    {"matvec", {5, 9 * 4}},
     {"attention_combine", {3, kViewBytes + 7 * 4}},
 };
 

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
 #include "ops/ops.hpp"
@@ -21,6 +23,20 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
 
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32) {
+  // A few rows (decode): one subgroup per output column streams W once.
+  if (M <= 8 && ctx.info.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
+    const gpu::Pipeline& p = ctx.pipelines->get(variant("matvec", s, y_f32 ? "_y32" : ""), {256});
+    Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
+    const uint32_t per_group = 256 / std::max(1u, ctx.info.subgroup_size);
+    rec.dispatch(p,
+                 {{&x, gpu::Access::read},
+                  {&w, gpu::Access::read},
+                  {bias ? bias : &w, gpu::Access::read},
+                  {residual ? residual : &x, gpu::Access::read},
+                  {&y, gpu::Access::write}},
+                 &push, (N + per_group - 1) / per_group, 1, 1, "matvec");
+    return;
+  }
   // Tensor cores for fp16 when the tile grid covers the matrices exactly.
   if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 128 == 0 && N % 128 == 0 && K % 16 == 0) {
     const gpu::Pipeline& p = ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128});

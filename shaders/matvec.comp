@@ -1,0 +1,50 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+// Y = X·Wᵀ (+ b) (+ R) for a few rows of X (M ≤ MAX_M: decode steps), where
+// the tiled matmul would leave most of its tile idle. Memory bound on W: one
+// subgroup per output column n streams W[n, :] with consecutive lanes on
+// consecutive k, keeps one partial sum per row of X, and reduces across the
+// subgroup. Same bindings and push constants as matmul.comp.
+#include "common.glsl"
+#include "storage.glsl"
+#ifndef X_T
+#define X_T F32
+#endif
+#ifndef Y_T
+#define Y_T F32
+#endif
+const uint MAX_M = 8;
+
+RO(0, x, X_T)
+RO(1, w, X_T)
+RO(2, bias, F32)
+RO(3, res, F32)
+RW(4, y, Y_T)
+
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint ldx, ldw, ldy, ldr;
+  uint has_bias, has_residual;
+} p;
+
+void main() {
+  const uint n = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
+  if (n >= p.N) return;  // whole subgroups leave together
+  float acc[MAX_M];
+  [[unroll]] for (uint m = 0; m < MAX_M; ++m) acc[m] = 0.0;
+  for (uint k = gl_SubgroupInvocationID; k < p.K; k += gl_SubgroupSize) {
+    const float wv = w_ld(n * p.ldw + k);
+    [[unroll]] for (uint m = 0; m < MAX_M; ++m)
+      if (m < p.M) acc[m] = fma(x_ld(m * p.ldx + k), wv, acc[m]);
+  }
+  [[unroll]] for (uint m = 0; m < MAX_M; ++m) {
+    if (m >= p.M) break;
+    float v = subgroupAdd(acc[m]);
+    if (subgroupElect()) {
+      if (p.has_bias != 0) v += bias_ld(n);
+      if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
+      y_st(m * p.ldy + n, v);
+    }
+  }
+}

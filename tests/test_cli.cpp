@@ -1,0 +1,1361 @@
+// `vkgate run` end to end, as a child process: cases for every gate layout,
+// gate kind, norm, rotary, cache and mask (and a subset in fp16/bf16) written
+// with the library's safetensors writer and compared with the CPU reference; a
+// sharded Qwen3-Next checkpoint directory read by layer; and a table of
+// malformed inputs, each of which must exit 1 or 2 with a message naming the
+// problem and leave no output file behind. Every child runs with
+// VKGATE_VALIDATION=1 and must print no validation message.
+#ifdef VKGATE_CLI
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <list>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "block_weights.hpp"
+#include "vkgate/block.hpp"
+#include "vkgate/config.hpp"
+#include "vkgate/dtype.hpp"
+#include "vkgate/reference.hpp"
+#include "vkgate/safetensors.hpp"
+#include "vkgate/weights.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace vkgate;
+
+// ---- temporary directories and child processes ----
+
+// A fresh directory under the system temp dir, removed with everything in it.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    static std::atomic<unsigned> counter{0};
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    path = fs::temp_directory_path() /
+           ("vkgate_cli_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
+            std::to_string(now));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  REQUIRE(out.good());
+}
+
+struct CliResult {
+  std::string command;  // for messages
+  bool exited = false;  // false: killed by a signal (or never ran)
+  int code = -1;        // exit status when exited
+  int signal = 0;
+  std::string out, err;
+};
+
+struct Child {
+  pid_t pid = -1;
+  std::string command;
+  fs::path out, err;
+};
+
+// Starts `vkgate ARGS...` with VKGATE_VALIDATION=1; stdout and stderr go to
+// files in `dir` (no pipes, so no deadlock however much the child prints).
+Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir) {
+  static std::atomic<unsigned> counter{0};
+  const std::string tag = std::to_string(counter++);
+  Child c;
+  c.out = dir / ("child" + tag + ".stdout");
+  c.err = dir / ("child" + tag + ".stderr");
+  c.command = "vkgate";
+  for (const auto& a : args) c.command += " " + a;
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "VKGATE_VALIDATION=", 18) != 0) env.emplace_back(*e);
+  env.emplace_back("VKGATE_VALIDATION=1");
+  std::vector<char*> envp;
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::vector<std::string> argv_s{VKGATE_CLI};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, c.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, c.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int rc = posix_spawn(&c.pid, VKGATE_CLI, &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    FAIL_CHECK("cannot start " << std::string(VKGATE_CLI) << ": " << std::string(std::strerror(rc)));
+    c.pid = -1;
+  }
+  return c;
+}
+
+// Waits for the child (killing it after `timeout`) and collects its output.
+CliResult finish(const Child& c, std::chrono::seconds timeout = std::chrono::seconds(300)) {
+  CliResult r;
+  r.command = c.command;
+  if (c.pid < 0) return r;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  for (;;) {
+    const pid_t w = ::waitpid(c.pid, &status, WNOHANG);
+    if (w == c.pid) break;
+    if (w < 0 && errno != EINTR) {
+      FAIL_CHECK("waitpid failed: " << std::string(std::strerror(errno)));
+      return r;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(c.pid, SIGKILL);
+      ::waitpid(c.pid, &status, 0);
+      r.err = "(killed after the timeout)\n";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  r.exited = WIFEXITED(status);
+  r.code = r.exited ? WEXITSTATUS(status) : -1;
+  r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  r.out = read_text(c.out);
+  r.err += read_text(c.err);
+  return r;
+}
+
+// Runs the jobs with a few children at a time: each CLI run JIT-compiles its
+// pipelines on one core, so overlapping them roughly halves the wall time.
+std::vector<CliResult> run_all(const std::vector<std::vector<std::string>>& jobs, const fs::path& dir) {
+  const size_t width = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 4);
+  std::vector<CliResult> results(jobs.size());
+  std::deque<std::pair<size_t, Child>> running;
+  size_t next = 0;
+  while (next < jobs.size() || !running.empty()) {
+    while (next < jobs.size() && running.size() < width) {
+      running.emplace_back(next, spawn_cli(jobs[next], dir));
+      ++next;
+    }
+    auto [i, child] = running.front();
+    running.pop_front();
+    results[i] = finish(child);
+  }
+  return results;
+}
+
+CliResult run_cli(const std::vector<std::string>& args, const fs::path& dir) {
+  return finish(spawn_cli(args, dir));
+}
+
+bool contains_ci(std::string text, std::string what) {
+  auto lower = [](std::string& s) {
+    for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  };
+  lower(text);
+  lower(what);
+  return text.find(what) != std::string::npos;
+}
+
+// Every child: ended by exit (never a signal) and no validation-layer message.
+void check_clean_exit(const CliResult& r) {
+  INFO("command: " << r.command);
+  INFO("stdout: " << r.out);
+  INFO("stderr: " << r.err);
+  REQUIRE_MESSAGE(r.exited, "the child was killed by signal " << r.signal);
+  // The library prints "vkgate: validation error|warning [...] ..." for each layer message; the
+  // layer's own default output says "Validation Error"; a missing layer is refused by name.
+  const bool validation = r.err.find("vkgate: validation") != std::string::npos ||
+                          contains_ci(r.err, "validation error") || contains_ci(r.err, "validation warning") ||
+                          contains_ci(r.err, "validation was requested");
+  CHECK_MESSAGE(!validation, "the child printed a validation message");
+}
+
+// Device selection for the children: the test suite's device if one is named.
+std::vector<std::string> device_args() {
+  if (const char* d = std::getenv("VKGATE_TEST_DEVICE"); d && *d) return {"--device", d};
+  return {};
+}
+
+// ---- writing safetensors files through the library ----
+
+// Tensors for vkgate::write_safetensors, with storage that outlives the write.
+struct FileBuilder {
+  std::list<std::vector<std::byte>> store;
+  std::vector<TensorToWrite> tensors;
+
+  // Stores `v` as `dtype` and returns the values a reader gets back as float
+  // (what the reference must see). F64 values get a perturbation below float
+  // precision, so the reader's rounding is exercised.
+  std::vector<float> add(const std::string& name, std::vector<int64_t> shape, std::span<const float> v, DType dtype) {
+    std::vector<float> back(v.size());
+    auto& bytes = store.emplace_back(v.size() * dtype_size(dtype));
+    for (size_t i = 0; i < v.size(); ++i) {
+      switch (dtype) {
+        case DType::F32:
+          back[i] = v[i];
+          std::memcpy(bytes.data() + 4 * i, &v[i], 4);
+          break;
+        case DType::F64: {
+          const double d = double(v[i]) * (1.0 + std::ldexp(1.0, -30));
+          back[i] = static_cast<float>(d);
+          std::memcpy(bytes.data() + 8 * i, &d, 8);
+          break;
+        }
+        case DType::F16:
+        case DType::BF16: {
+          const uint16_t h = dtype == DType::F16 ? float_to_half(v[i]) : float_to_bf16(v[i]);
+          back[i] = dtype == DType::F16 ? half_to_float(h) : bf16_to_float(h);
+          std::memcpy(bytes.data() + 2 * i, &h, 2);
+          break;
+        }
+      }
+    }
+    tensors.push_back({name, dtype, std::move(shape), bytes});
+    return back;
+  }
+  void write(const std::string& path) const { write_safetensors(path, tensors, {{"format", "pt"}}); }
+  size_t total_bytes() const {
+    size_t n = 0;
+    for (const auto& t : tensors) n += t.bytes.size();
+    return n;
+  }
+};
+
+std::vector<float> random_vec(std::mt19937& rng, size_t n, float sd = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Additive mask: small random values and a scattering of −inf (never on key 0
+// of every row, so no row is systematically empty).
+std::vector<float> random_mask(std::mt19937& rng, size_t n) {
+  auto m = random_vec(rng, n, 0.5f);
+  for (size_t i = 3; i < n; i += 7) m[i] = -std::numeric_limits<float>::infinity();
+  return m;
+}
+
+// The weights of `cfg` stored as `dtype`: added to `file` (under `prefix` +
+// name, the norm under `norm_prefix`), with the values the reference sees.
+struct StoredWeights {
+  std::map<std::string, std::vector<float>> values;
+  WeightMap map;
+};
+StoredWeights add_weights(FileBuilder& file, const BlockConfig& cfg, std::mt19937& rng, DType dtype,
+                          const std::string& prefix = "", const std::string& norm_prefix = "") {
+  test::RandomWeights w(cfg, rng);
+  StoredWeights s;
+  for (const TensorSpec& spec : expected_weights(cfg)) {
+    const std::string full = (spec.name == "input_layernorm.weight" ? norm_prefix : prefix) + spec.name;
+    s.values[spec.name] = file.add(full, spec.shape, w.data.at(spec.name), dtype);
+  }
+  for (auto& [name, v] : s.values) s.map[name] = v;
+  return s;
+}
+
+// ---- checking an output file against the reference ----
+
+double nmse_bound(Precision p) { return p == Precision::fp32 ? 1e-9 : p == Precision::fp16 ? 1e-5 : 1e-4; }
+
+void check_tensor(const SafetensorsFile& f, const std::string& name, const std::vector<int64_t>& shape,
+                  const std::vector<double>& want, double bound) {
+  INFO("tensor " << name);
+  REQUIRE(f.contains(name));
+  const TensorView& t = f.at(name);
+  CHECK(t.dtype == DType::F32);
+  REQUIRE(t.shape == shape);
+  const auto got = t.to_f32();
+  REQUIRE(got.size() == want.size());
+  const reference::Diff d = reference::compare(got, want);
+  INFO("nmse = " << d.nmse << ", max abs = " << d.max_abs << ", first non-finite at " << d.first_bad);
+  CHECK(d.first_bad == -1);
+  CHECK(d.nmse <= bound);
+}
+
+struct Expect {
+  const BlockConfig* cfg;
+  int64_t B, T, P;  // P < 0: no cache
+  bool stats;
+  Precision precision;
+};
+
+// The output file: exactly the expected tensors, each matching the reference.
+void check_output(const std::string& path, const Expect& e, const reference::Result& want) {
+  REQUIRE_MESSAGE(fs::exists(path), "no output file " << path);
+  const SafetensorsFile f(path);
+  const BlockConfig& c = *e.cfg;
+  const double bound = nmse_bound(e.precision);
+  const bool gate = c.gate_kind != GateKind::none;
+
+  std::set<std::string> names{"output"};
+  if (e.P >= 0) names.insert({"present_key", "present_value"});
+  if (e.stats) {
+    names.insert("stats.first_token_attn");
+    if (gate) names.insert({"stats.gate_mean", "stats.gate_frac_below_0.1"});
+  }
+  const auto got_names = f.names();
+  CHECK(std::set<std::string>(got_names.begin(), got_names.end()) == names);
+  CHECK(f.metadata().count("producer") == 1);
+  if (f.metadata().count("precision")) CHECK(f.metadata().at("precision") == to_string(e.precision));
+
+  check_tensor(f, "output", {e.B, e.T, c.hidden_size}, want.output, bound);
+  if (e.P >= 0) {
+    const std::vector<int64_t> kv{e.B, c.num_kv_heads, e.P + e.T, c.head_dim};
+    check_tensor(f, "present_key", kv, want.k, bound);
+    check_tensor(f, "present_value", kv, want.v, bound);
+  }
+  if (!e.stats) return;
+  // Statistics are loose checks: they summarise, so exactness is not the point.
+  const double tol = e.precision == Precision::fp32 ? 1e-4 : 2e-2;
+  REQUIRE(f.contains("stats.first_token_attn"));
+  const auto fta = f.at("stats.first_token_attn").to_f64();
+  REQUIRE(fta.size() == want.first_token_attn.size());
+  CHECK(f.at("stats.first_token_attn").shape == std::vector<int64_t>{c.num_heads});
+  for (size_t h = 0; h < fta.size(); ++h) {
+    CAPTURE(h);
+    CHECK(std::abs(fta[h] - want.first_token_attn[h]) <= tol);
+  }
+  if (!gate) return;
+  double mean = 0, below = 0;
+  for (double g : want.gate) {
+    mean += g / double(want.gate.size());
+    below += (g < 0.1) / double(want.gate.size());
+  }
+  REQUIRE(f.contains("stats.gate_mean"));
+  REQUIRE(f.contains("stats.gate_frac_below_0.1"));
+  CHECK(f.at("stats.gate_mean").shape.empty());
+  const double gm = f.at("stats.gate_mean").to_f64().at(0);
+  const double gf = f.at("stats.gate_frac_below_0.1").to_f64().at(0);
+  CHECK(std::abs(gm - mean) <= tol);
+  CHECK(std::abs(gf - below) <= tol + 2.0 / double(want.gate.size()));
+}
+
+// ---- the generated cases ----
+
+enum class Where { input_file, weights_file, directory };
+
+struct Case {
+  std::string name;
+  json config;      // written as config.json
+  BlockConfig cfg;  // what the test expects it to mean: the reference runs this
+  int batch = 1, tokens = 1, past = -1;  // past < 0: no cache
+  bool mask = false, stats = false;
+  Precision precision = Precision::fp32;
+  DType weights = DType::F32, inputs = DType::F32;
+  Where where = Where::input_file;
+};
+
+BlockConfig shape(int D, int H, int KV, int Dh) {
+  BlockConfig c;
+  c.hidden_size = D;
+  c.num_heads = H;
+  c.num_kv_heads = KV;
+  c.head_dim = Dh;
+  return c;
+}
+
+// Presets as the parser documents them (src/config_json.cpp).
+BlockConfig qwen3_next(BlockConfig c) {
+  c.gate_kind = GateKind::elementwise;
+  c.gate_layout = GateLayout::qwen3_next;
+  c.norm_kind = NormKind::zero_centered;
+  c.use_qk_norm = true;
+  return c;
+}
+BlockConfig qwen3(BlockConfig c, GateKind gate) {
+  c.gate_kind = gate;
+  c.gate_layout = GateLayout::official_grouped;
+  c.norm_kind = NormKind::plain;
+  c.use_qk_norm = true;
+  return c;
+}
+
+std::vector<Case> block_cases() {
+  std::vector<Case> cases;
+  {  // Qwen3-Next preset: elementwise gate in q_proj per head, zero-centred norms, partial rotary.
+    Case k{"qwen3_next preset, GQA 4/2, rotary 0.25, stats"};
+    k.config = {{"model_type", "qwen3_next"}, {"architectures", {"Qwen3NextForCausalLM"}},
+                {"hidden_size", 64}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                {"head_dim", 32}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e7},
+                {"rms_norm_eps", 1e-6}, {"attention_bias", false}, {"torch_dtype", "bfloat16"},
+                {"vocab_size", 151936}, {"linear_num_value_heads", 32}};
+    k.cfg = qwen3_next(shape(64, 4, 2, 32));
+    k.cfg.partial_rotary_factor = 0.25;
+    k.cfg.rope_theta = 1e7;
+    k.batch = 2, k.tokens = 5, k.stats = true;
+    cases.push_back(k);
+  }
+  {  // Decode step after a cache, with mask, biases and residual; read from a directory.
+    Case k{"qwen3_next MQA 4/1, attention_bias, residual, decode T=1 after P=6, mask, directory"};
+    k.config = {{"model_type", "qwen3_next"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 1}, {"head_dim", 16}, {"partial_rotary_factor", 0.5},
+                {"rope_theta", 1e6}, {"rms_norm_eps", 1e-5}, {"attention_bias", true},
+                {"residual", true}};
+    k.cfg = qwen3_next(shape(64, 4, 1, 16));
+    k.cfg.partial_rotary_factor = 0.5;
+    k.cfg.rope_theta = 1e6;
+    k.cfg.rms_norm_eps = 1e-5;
+    k.cfg.qkv_bias = k.cfg.o_bias = true;
+    k.cfg.residual = true;
+    k.batch = 2, k.tokens = 1, k.past = 6, k.mask = true, k.stats = true;
+    k.where = Where::directory;
+    cases.push_back(k);
+  }
+  {  // The paper's code: headwise gate grouped per KV group, qkv_bias on q/k/v/o, head_dim derived.
+    Case k{"qwen3 + headwise_attn_output_gate: official_grouped headwise, qkv_bias, GQA 6/2, mask"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 96}, {"num_attention_heads", 6},
+                {"num_key_value_heads", 2}, {"headwise_attn_output_gate", true}, {"qkv_bias", true},
+                {"head_dim", nullptr}, {"rope_scaling", nullptr}, {"rms_norm_eps", 1e-6}};
+    k.cfg = qwen3(shape(96, 6, 2, 16), GateKind::headwise);
+    k.cfg.qkv_bias = k.cfg.o_bias = true;
+    k.batch = 1, k.tokens = 7, k.mask = true, k.stats = true;
+    cases.push_back(k);
+  }
+  {  // Elementwise grouped gate, bidirectional, cache; RoPE keys under rope_parameters.
+    Case k{"qwen3 + elementwise_attn_output_gate: official_grouped elementwise, bidirectional, cache P=3"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"head_dim", 32}, {"elementwise_attn_output_gate", true},
+                {"causal", false},
+                {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 5e5}, {"partial_rotary_factor", 0.5}}}};
+    k.cfg = qwen3(shape(64, 4, 2, 32), GateKind::elementwise);
+    k.cfg.causal = false;
+    k.cfg.rope_theta = 5e5;
+    k.cfg.partial_rotary_factor = 0.5;
+    k.batch = 2, k.tokens = 4, k.past = 3;
+    cases.push_back(k);
+  }
+  {  // Separate gate_proj, headwise; no q/k norm; no rotary; MQA; residual; inputs in the weights file.
+    Case k{"separate headwise, no qk norm, no rotary, MQA 4/1, residual, input = weights file"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 128}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 1}, {"head_dim", 32}, {"gate_kind", "headwise"},
+                {"gate_layout", "separate"}, {"use_qk_norm", false}, {"partial_rotary_factor", 0.0},
+                {"residual", true}};
+    k.cfg = qwen3(shape(128, 4, 1, 32), GateKind::headwise);
+    k.cfg.gate_layout = GateLayout::separate;
+    k.cfg.use_qk_norm = false;
+    k.cfg.partial_rotary_factor = 0.0;
+    k.cfg.residual = true;
+    k.batch = 1, k.tokens = 8;
+    k.where = Where::weights_file;
+    cases.push_back(k);
+  }
+  {  // Separate gate_proj, elementwise, with gate_proj.bias; zero-centred; MHA; head_dim 64.
+    Case k{"separate elementwise, zero-centred, attention_bias, MHA 2/2, head_dim 64, cache + mask"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 128}, {"num_attention_heads", 2},
+                {"num_key_value_heads", 2}, {"head_dim", 64}, {"gate_kind", "elementwise"},
+                {"gate_layout", "separate"}, {"norm_kind", "zero_centered"}, {"attention_bias", true},
+                {"rope_theta", 1e4}};
+    k.cfg = qwen3(shape(128, 2, 2, 64), GateKind::elementwise);
+    k.cfg.gate_layout = GateLayout::separate;
+    k.cfg.norm_kind = NormKind::zero_centered;
+    k.cfg.qkv_bias = k.cfg.o_bias = true;
+    k.batch = 1, k.tokens = 3, k.past = 4, k.mask = true, k.stats = true;
+    cases.push_back(k);
+  }
+  {  // Overrides on top of the qwen3_next preset: headwise, plain norm, no q/k norm, bidirectional.
+    Case k{"qwen3_next layout, headwise, plain norm, no qk norm, bidirectional (overrides)"};
+    k.config = {{"model_type", "qwen3_next"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 4}, {"head_dim", 16}, {"partial_rotary_factor", 1.0},
+                {"gate_kind", "headwise"}, {"norm_kind", "plain"}, {"use_qk_norm", false},
+                {"causal", false}};
+    k.cfg = qwen3_next(shape(64, 4, 4, 16));
+    k.cfg.gate_kind = GateKind::headwise;
+    k.cfg.norm_kind = NormKind::plain;
+    k.cfg.use_qk_norm = false;
+    k.cfg.causal = false;
+    k.batch = 2, k.tokens = 4;
+    cases.push_back(k);
+  }
+  {  // An empty cache (P = 0) still returns present_key/present_value: the new tokens' keys.
+    Case k{"official_grouped elementwise, zero-centred override, GQA 6/3, empty cache P=0"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 96}, {"num_attention_heads", 6},
+                {"num_key_value_heads", 3}, {"head_dim", 32}, {"elementwise_attn_output_gate", true},
+                {"norm_kind", "zero_centered"}, {"rope_theta", 1e6}, {"partial_rotary_factor", 0.25}};
+    k.cfg = qwen3(shape(96, 6, 3, 32), GateKind::elementwise);
+    k.cfg.norm_kind = NormKind::zero_centered;
+    k.cfg.rope_theta = 1e6;
+    k.cfg.partial_rotary_factor = 0.25;
+    k.batch = 1, k.tokens = 5, k.past = 0;
+    cases.push_back(k);
+  }
+  {  // No gate (qwen3 without the paper's flags); inputs in F64; stats without gate statistics.
+    Case k{"qwen3 without gate flags: no gate, bidirectional, cache + mask, F64 inputs, stats"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"head_dim", 16}, {"causal", false},
+                {"headwise_attn_output_gate", false}};
+    k.cfg = qwen3(shape(64, 4, 2, 16), GateKind::none);
+    k.cfg.causal = false;
+    k.batch = 2, k.tokens = 3, k.past = 2, k.mask = true, k.stats = true;
+    k.inputs = DType::F64;
+    cases.push_back(k);
+  }
+  {  // gate_kind none with the separate layout needs no gate_proj; odd head count; head_dim derived.
+    Case k{"gate_kind none + separate layout (no gate_proj), 5/1 heads, head_dim derived, rotary 0.25"};
+    k.config = {{"model_type", "qwen3_next"}, {"hidden_size", 80}, {"num_attention_heads", 5},
+                {"num_key_value_heads", 1}, {"partial_rotary_factor", 0.25}, {"gate_kind", "none"},
+                {"gate_layout", "separate"}};
+    k.cfg = qwen3_next(shape(80, 5, 1, 16));
+    k.cfg.partial_rotary_factor = 0.25;
+    k.cfg.gate_kind = GateKind::none;
+    k.cfg.gate_layout = GateLayout::separate;
+    k.batch = 1, k.tokens = 2;
+    cases.push_back(k);
+  }
+  {  // Headwise gate in the Qwen3-Next per-head layout, with a cache and a mask.
+    Case k{"qwen3_next layout, headwise, GQA 6/2, prefill T=2 after P=5, mask, stats"};
+    k.config = {{"model_type", "qwen3_next"}, {"hidden_size", 96}, {"num_attention_heads", 6},
+                {"num_key_value_heads", 2}, {"head_dim", 16}, {"partial_rotary_factor", 0.25},
+                {"gate_kind", "headwise"}, {"rope_theta", 1e4}};
+    k.cfg = qwen3_next(shape(96, 6, 2, 16));
+    k.cfg.gate_kind = GateKind::headwise;
+    k.cfg.partial_rotary_factor = 0.25;
+    k.cfg.rope_theta = 1e4;
+    k.batch = 2, k.tokens = 2, k.past = 5, k.mask = true, k.stats = true;
+    cases.push_back(k);
+  }
+  {  // fp16 storage: F16 weights and inputs.
+    Case k{"fp16: qwen3_next preset, F16 weights and inputs, cache + mask, stats"};
+    k.config = {{"model_type", "qwen3_next"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"head_dim", 32}, {"partial_rotary_factor", 0.25},
+                {"rope_theta", 1e7}};
+    k.cfg = qwen3_next(shape(64, 4, 2, 32));
+    k.cfg.partial_rotary_factor = 0.25;
+    k.cfg.rope_theta = 1e7;
+    k.batch = 2, k.tokens = 3, k.past = 2, k.mask = true, k.stats = true;
+    k.precision = Precision::fp16;
+    k.weights = k.inputs = DType::F16;
+    cases.push_back(k);
+  }
+  {  // bf16 storage: BF16 weights, F32 inputs, the paper's headwise grouped layout.
+    Case k{"bf16: official_grouped headwise, BF16 weights, qkv_bias, cache, stats"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 96}, {"num_attention_heads", 6},
+                {"num_key_value_heads", 2}, {"head_dim", 16}, {"headwise_attn_output_gate", true},
+                {"qkv_bias", true}};
+    k.cfg = qwen3(shape(96, 6, 2, 16), GateKind::headwise);
+    k.cfg.qkv_bias = k.cfg.o_bias = true;
+    k.batch = 1, k.tokens = 4, k.past = 3, k.stats = true;
+    k.precision = Precision::bf16;
+    k.weights = DType::BF16;
+    cases.push_back(k);
+  }
+  {  // fp16 storage of F32 weights (converted on upload), separate elementwise gate, residual.
+    Case k{"fp16: separate elementwise, F32 weights converted on upload, residual, mask"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"head_dim", 16}, {"gate_kind", "elementwise"},
+                {"gate_layout", "separate"}, {"residual", true}};
+    k.cfg = qwen3(shape(64, 4, 2, 16), GateKind::elementwise);
+    k.cfg.gate_layout = GateLayout::separate;
+    k.cfg.residual = true;
+    k.batch = 2, k.tokens = 4, k.mask = true;
+    k.precision = Precision::fp16;
+    cases.push_back(k);
+  }
+  {  // bf16 storage of everything: separate headwise gate, BF16 weights and inputs, cache + mask.
+    Case k{"bf16: separate headwise, BF16 weights and inputs, MQA 4/1, cache + mask, bidirectional"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 1}, {"head_dim", 32}, {"gate_kind", "headwise"},
+                {"gate_layout", "separate"}, {"causal", false}, {"partial_rotary_factor", 0.5}};
+    k.cfg = qwen3(shape(64, 4, 1, 32), GateKind::headwise);
+    k.cfg.gate_layout = GateLayout::separate;
+    k.cfg.causal = false;
+    k.cfg.partial_rotary_factor = 0.5;
+    k.batch = 2, k.tokens = 3, k.past = 2, k.mask = true, k.stats = true;
+    k.precision = Precision::bf16;
+    k.weights = k.inputs = DType::BF16;
+    cases.push_back(k);
+  }
+  {  // fp16 storage with the paper's elementwise grouped layout, decode after a cache, residual.
+    Case k{"fp16: official_grouped elementwise, F16 weights, residual, decode T=1 after P=7"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 128}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"head_dim", 32}, {"elementwise_attn_output_gate", true},
+                {"residual", true}, {"rope_theta", 1e6}};
+    k.cfg = qwen3(shape(128, 4, 2, 32), GateKind::elementwise);
+    k.cfg.residual = true;
+    k.cfg.rope_theta = 1e6;
+    k.batch = 1, k.tokens = 1, k.past = 7;
+    k.precision = Precision::fp16;
+    k.weights = DType::F16;
+    cases.push_back(k);
+  }
+  return cases;
+}
+
+// The config the parser builds from the case's config.json must be the one the
+// test meant (a mismatch here explains an accuracy failure below).
+void check_parsed(const Case& k, const std::string& config_path) {
+  const BlockConfig p = load_config(config_path);
+  const BlockConfig& c = k.cfg;
+  CHECK(p.hidden_size == c.hidden_size);
+  CHECK(p.num_heads == c.num_heads);
+  CHECK(p.num_kv_heads == c.num_kv_heads);
+  CHECK(p.head_dim == c.head_dim);
+  CHECK(p.rms_norm_eps == c.rms_norm_eps);
+  CHECK(p.rope_theta == c.rope_theta);
+  CHECK(p.partial_rotary_factor == c.partial_rotary_factor);
+  CHECK(p.gate_kind == c.gate_kind);
+  CHECK(p.gate_layout == c.gate_layout);
+  CHECK(p.norm_kind == c.norm_kind);
+  CHECK(p.use_qk_norm == c.use_qk_norm);
+  CHECK(p.qkv_bias == c.qkv_bias);
+  CHECK(p.o_bias == c.o_bias);
+  CHECK(p.causal == c.causal);
+  CHECK(p.residual == c.residual);
+}
+
+// Everything a case needs after its child has run: the files and the reference.
+struct Prepared {
+  std::vector<std::string> args;
+  std::string output;
+  reference::Result want;
+};
+
+Prepared prepare(const Case& k, const TempDir& dir, int index, std::mt19937& rng) {
+  const std::string base = "case" + std::to_string(index);
+  const fs::path root = dir.path / base;
+  fs::create_directories(root);
+  const BlockConfig& c = k.cfg;
+  const int64_t B = k.batch, T = k.tokens, P = std::max(k.past, 0), D = c.hidden_size, KV = c.num_kv_heads,
+                Dh = c.head_dim;
+
+  FileBuilder wfile, ifile;
+  const StoredWeights w = add_weights(wfile, c, rng, k.weights);
+  FileBuilder& inputs = k.where == Where::weights_file ? wfile : ifile;
+  const auto hidden = inputs.add("hidden_states", {B, T, D}, random_vec(rng, size_t(B * T * D)), k.inputs);
+  std::vector<float> pk, pv, mask;
+  if (k.past >= 0) {
+    pk = inputs.add("past_key", {B, KV, P, Dh}, random_vec(rng, size_t(B * KV * P * Dh)), k.inputs);
+    pv = inputs.add("past_value", {B, KV, P, Dh}, random_vec(rng, size_t(B * KV * P * Dh)), k.inputs);
+  }
+  if (k.mask) mask = inputs.add("attention_mask", {B, 1, T, P + T}, random_mask(rng, size_t(B * T * (P + T))), k.inputs);
+
+  Prepared p;
+  std::string weights_path, config_path = (root / "config.json").string();
+  write_text(config_path, k.config.dump(2));
+  if (k.where == Where::directory) {
+    wfile.write((root / "model.safetensors").string());
+    weights_path = root.string();
+  } else {
+    weights_path = (root / "weights.safetensors").string();
+    wfile.write(weights_path);
+  }
+  const std::string input_path = k.where == Where::weights_file ? weights_path : (root / "input.safetensors").string();
+  if (k.where != Where::weights_file) ifile.write(input_path);
+  p.output = (root / "out.safetensors").string();
+
+  p.args = {"run", "--weights", weights_path, "--input", input_path, "--output", p.output};
+  if (k.where != Where::directory) p.args.insert(p.args.end(), {"--config", config_path});
+  if (k.precision != Precision::fp32) p.args.insert(p.args.end(), {"--precision", to_string(k.precision)});
+  if (k.stats) p.args.push_back("--stats");
+  for (const auto& a : device_args()) p.args.push_back(a);
+
+  reference::Inputs in;
+  in.hidden = hidden;
+  in.batch = B;
+  in.tokens = T;
+  in.past = P;
+  in.past_key = pk;
+  in.past_value = pv;
+  in.attention_mask = mask;
+  p.want = reference::forward(c, w.map, in);
+  check_parsed(k, config_path);
+  return p;
+}
+
+void run_cases(const std::vector<Case>& cases) {
+  const uint32_t seed = std::random_device{}();
+  CAPTURE(seed);
+  std::mt19937 rng(seed);
+  TempDir dir("cases");
+  std::vector<Prepared> prepared;
+  std::vector<std::vector<std::string>> jobs;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(cases[i].name);
+    prepared.push_back(prepare(cases[i], dir, int(i), rng));
+    jobs.push_back(prepared.back().args);
+  }
+  const auto results = run_all(jobs, dir.path);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& k = cases[i];
+    const CliResult& r = results[i];
+    CAPTURE(k.name);
+    INFO("command: " << r.command);
+    INFO("stderr: " << r.err);
+    check_clean_exit(r);
+    CHECK(r.code == 0);
+    if (r.code != 0) continue;
+    CHECK(r.out.find(" -> " + prepared[i].output) != std::string::npos);
+    check_output(prepared[i].output, {&k.cfg, k.batch, k.tokens, k.past, k.stats, k.precision}, prepared[i].want);
+  }
+}
+
+// Raw safetensors bytes: u64 little-endian header length, header, data.
+void write_raw(const fs::path& p, const std::string& header, size_t data_bytes, uint64_t header_len = UINT64_MAX) {
+  std::string bytes(8, '\0');
+  const uint64_t n = header_len == UINT64_MAX ? header.size() : header_len;
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += header;
+  bytes.append(data_bytes, '\0');
+  write_text(p, bytes);
+}
+
+}  // namespace
+
+TEST_CASE("cli: every gate layout, gate kind, norm, rotary, bias, cache and mask against the reference") {
+  std::vector<Case> cases;
+  for (const Case& k : block_cases())
+    if (k.precision == Precision::fp32) cases.push_back(k);
+  run_cases(cases);
+}
+
+TEST_CASE("cli: fp16 and bf16 storage against the reference (DESIGN.md §4 bounds)") {
+  std::vector<Case> cases;
+  for (const Case& k : block_cases())
+    if (k.precision != Precision::fp32) cases.push_back(k);
+  run_cases(cases);
+}
+
+TEST_CASE("cli: a sharded Qwen3-Next checkpoint directory: layer 3 in bf16 and fp32, layer 2 refused") {
+  const uint32_t seed = std::random_device{}();
+  CAPTURE(seed);
+  std::mt19937 rng(seed);
+  TempDir dir("ckpt");
+  const fs::path model = dir.path / "Qwen3-Next-tiny";
+  fs::create_directories(model);
+
+  const json config = {{"architectures", {"Qwen3NextForCausalLM"}},
+                       {"model_type", "qwen3_next"},
+                       {"hidden_size", 64},
+                       {"intermediate_size", 128},
+                       {"num_hidden_layers", 8},
+                       {"full_attention_interval", 4},
+                       {"num_attention_heads", 4},
+                       {"num_key_value_heads", 2},
+                       {"head_dim", 32},
+                       {"partial_rotary_factor", 0.25},
+                       {"rope_theta", 10000000},
+                       {"rope_scaling", nullptr},
+                       {"rms_norm_eps", 1e-6},
+                       {"attention_bias", false},
+                       {"linear_num_key_heads", 2},
+                       {"linear_num_value_heads", 4},
+                       {"num_experts", 8},
+                       {"torch_dtype", "bfloat16"},
+                       {"vocab_size", 32}};
+  write_text(model / "config.json", config.dump(2));
+  BlockConfig c = qwen3_next(shape(64, 4, 2, 32));
+  c.partial_rotary_factor = 0.25;
+  c.rope_theta = 1e7;
+
+  // Shard 1: embeddings, layer 2's Gated DeltaNet tensors, layer 3's norm and q_proj.
+  // Shard 2: the rest of layer 3's attention and unrelated tensors.
+  FileBuilder shard1, shard2, all;
+  const StoredWeights w = add_weights(all, c, rng, DType::BF16, "model.layers.3.self_attn.", "model.layers.3.");
+  for (const TensorToWrite& t : all.tensors) {
+    const bool first = t.name == "model.layers.3.input_layernorm.weight" || t.name.ends_with("q_proj.weight");
+    (first ? shard1 : shard2).tensors.push_back(t);
+  }
+  std::vector<float> unrelated = random_vec(rng, 32 * 64);
+  shard1.add("model.embed_tokens.weight", {32, 64}, unrelated, DType::BF16);
+  shard1.add("model.layers.2.linear_attn.in_proj_qkvz.weight", {24, 64}, std::span(unrelated).first(24 * 64), DType::BF16);
+  shard1.add("model.layers.2.linear_attn.A_log", {4}, std::span(unrelated).first(4), DType::F32);
+  shard1.add("model.layers.2.input_layernorm.weight", {64}, std::span(unrelated).first(64), DType::BF16);
+  shard2.add("model.layers.3.post_attention_layernorm.weight", {64}, std::span(unrelated).first(64), DType::BF16);
+  shard2.add("model.norm.weight", {64}, std::span(unrelated).last(64), DType::BF16);
+  const std::string s1 = "model-00001-of-00002.safetensors", s2 = "model-00002-of-00002.safetensors";
+  shard1.write((model / s1).string());
+  shard2.write((model / s2).string());
+  json index = {{"metadata", {{"total_size", shard1.total_bytes() + shard2.total_bytes()}}}, {"weight_map", json::object()}};
+  for (const auto& t : shard1.tensors) index["weight_map"][t.name] = s1;
+  for (const auto& t : shard2.tensors) index["weight_map"][t.name] = s2;
+  write_text(model / "model.safetensors.index.json", index.dump(2));
+
+  const int64_t B = 1, T = 4, P = 3, D = 64, KV = 2, Dh = 32;
+  FileBuilder ifile;
+  const auto hidden = ifile.add("hidden_states", {B, T, D}, random_vec(rng, size_t(B * T * D)), DType::BF16);
+  const auto pk = ifile.add("past_key", {B, KV, P, Dh}, random_vec(rng, size_t(B * KV * P * Dh)), DType::F32);
+  const auto pv = ifile.add("past_value", {B, KV, P, Dh}, random_vec(rng, size_t(B * KV * P * Dh)), DType::F32);
+  const std::string input = dir / "input.safetensors";
+  ifile.write(input);
+  reference::Inputs in;
+  in.hidden = hidden;
+  in.batch = B;
+  in.tokens = T;
+  in.past = P;
+  in.past_key = pk;
+  in.past_value = pv;
+  const reference::Result want = reference::forward(c, w.map, in);
+
+  const std::string out_bf16 = dir / "out_bf16.safetensors", out_fp32 = dir / "out_fp32.safetensors",
+                    out_l2 = dir / "out_l2.safetensors", out_l9 = dir / "out_l9.safetensors";
+  auto args = [&](const std::string& layer, const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a{"run", "--weights", model.string(), "--layer", layer, "--input", input, "--output", out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    for (const auto& d : device_args()) a.push_back(d);
+    return a;
+  };
+  const auto results = run_all({args("3", out_bf16, {"--precision", "bf16"}), args("3", out_fp32, {"--stats"}),
+                                args("2", out_l2, {}), args("9", out_l9, {})},
+                               dir.path);
+  for (const auto& r : results) check_clean_exit(r);
+  {
+    INFO("stderr: " << results[0].err);
+    CHECK(results[0].code == 0);
+    CHECK(results[0].out.find("layer 3") != std::string::npos);
+    if (results[0].code == 0) check_output(out_bf16, {&c, B, T, P, false, Precision::bf16}, want);
+  }
+  {
+    // The reference saw the bf16 values exactly, so fp32 storage holds the fp32 bound.
+    INFO("stderr: " << results[1].err);
+    CHECK(results[1].code == 0);
+    if (results[1].code == 0) check_output(out_fp32, {&c, B, T, P, true, Precision::fp32}, want);
+  }
+  {
+    const CliResult& r = results[2];
+    INFO("stderr: " << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("layer 2") != std::string::npos);
+    CHECK(r.err.find("not full attention") != std::string::npos);
+    CHECK(r.err.find("Gated DeltaNet") != std::string::npos);
+    CHECK(r.err.find("3, 7") != std::string::npos);  // the full-attention layers
+    CHECK(!fs::exists(out_l2));
+  }
+  {
+    const CliResult& r = results[3];
+    INFO("stderr: " << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("layer 9 is out of range") != std::string::npos);
+    CHECK(!fs::exists(out_l9));
+  }
+}
+
+TEST_CASE("cli: --help, no arguments and unknown commands") {
+  TempDir dir("usage");
+  const auto help = run_cli({"run", "--help"}, dir.path);
+  check_clean_exit(help);
+  CHECK(help.code == 0);
+  CHECK(help.out.find("usage: vkgate run") != std::string::npos);
+  CHECK(help.out.find("Exit codes") != std::string::npos);
+  const auto none = run_cli({}, dir.path);
+  check_clean_exit(none);
+  CHECK(none.code == 2);
+  CHECK(none.err.find("usage: vkgate") != std::string::npos);
+  const auto unknown = run_cli({"frobnicate"}, dir.path);
+  check_clean_exit(unknown);
+  CHECK(unknown.code == 2);
+  CHECK(unknown.err.find("unknown command 'frobnicate'") != std::string::npos);
+}
+
+namespace {
+
+// A valid small problem that each malformed case breaks in one place.
+struct Fixture {
+  fs::path root;
+  std::string weights, config, input, output;
+  BlockConfig cfg;
+  json config_json;
+  std::mt19937& rng;
+
+  Fixture(const fs::path& dir, std::mt19937& r) : root(dir), rng(r) {
+    weights = (root / "w.safetensors").string();
+    config = (root / "config.json").string();
+    input = (root / "in.safetensors").string();
+    output = (root / "out.safetensors").string();
+    cfg = qwen3(shape(64, 4, 2, 32), GateKind::elementwise);
+    config_json = {{"model_type", "qwen3"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                   {"num_key_value_heads", 2}, {"head_dim", 32}, {"elementwise_attn_output_gate", true}};
+    write_text(config, config_json.dump());
+    write_weights();
+    write_input({1, 3, 64});
+  }
+  // The weights, minus `skip`, with `replace` swapped in (name → shape, F32 zeros) or written as `dtype`.
+  void write_weights(const std::string& skip = "", const std::map<std::string, std::vector<int64_t>>& replace = {},
+                     DType dtype = DType::F32) {
+    FileBuilder f;
+    test::RandomWeights w(cfg, rng);
+    for (const TensorSpec& spec : expected_weights(cfg)) {
+      if (spec.name == skip) continue;
+      if (const auto it = replace.find(spec.name); it != replace.end()) {
+        int64_t n = 1;
+        for (int64_t d : it->second) n *= d;
+        f.add(spec.name, it->second, std::vector<float>(size_t(n), 0.0f), DType::F32);
+      } else {
+        f.add(spec.name, spec.shape, w.data.at(spec.name), dtype);
+      }
+    }
+    f.write(weights);
+  }
+  // An input file with hidden_states of `shape` and any extra tensors (name → shape).
+  void write_input(const std::vector<int64_t>& hidden_shape,
+                   const std::vector<std::pair<std::string, std::vector<int64_t>>>& extra = {},
+                   bool with_hidden = true) {
+    FileBuilder f;
+    auto add = [&](const std::string& name, const std::vector<int64_t>& s) {
+      int64_t n = 1;
+      for (int64_t d : s) n *= d;
+      f.add(name, s, random_vec(rng, size_t(n)), DType::F32);
+    };
+    if (with_hidden) add("hidden_states", hidden_shape);
+    for (const auto& [name, s] : extra) add(name, s);
+    f.write(input);
+  }
+  void patch_config(const json& patch) {
+    json j = config_json;
+    j.merge_patch(patch);
+    write_text(config, j.dump());
+  }
+  std::vector<std::string> args() const {
+    return {"run", "--weights", weights, "--config", config, "--input", input, "--output", output};
+  }
+};
+
+struct Malformed {
+  const char* name;
+  // Breaks the fixture and returns the command line.
+  std::function<std::vector<std::string>(Fixture&)> setup;
+  int exit_code;
+  std::vector<std::string> mentions;  // substrings of stderr
+};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+const std::vector<Malformed>& malformed_table() {
+  static const std::vector<Malformed> table = {
+      {"truncated weights file (cut in the data section)",
+       [](Fixture& f) {
+         fs::resize_file(f.weights, fs::file_size(f.weights) / 2);
+         return f.args();
+       },
+       1, {"w.safetensors: tensor '", "run past the"}},
+      {"file shorter than the 8-byte header length",
+       [](Fixture& f) {
+         write_text(f.weights, "abc");
+         return f.args();
+       },
+       1, {"w.safetensors", "too short for the 8-byte header length"}},
+      {"header length beyond the file",
+       [](Fixture& f) {
+         write_raw(f.weights, "{}", 8, 4096);
+         return f.args();
+       },
+       1, {"w.safetensors", "header length 4096 exceeds"}},
+      {"header that is not JSON",
+       [](Fixture& f) {
+         write_raw(f.input, R"({"hidden_states": {"dtype": "F32", "shape": [1, 3,)", 16);
+         return f.args();
+       },
+       1, {"in.safetensors", "header is not valid JSON"}},
+      {"data_offsets out of range",
+       [](Fixture& f) {
+         write_raw(f.input, R"({"hidden_states":{"dtype":"F32","shape":[1,3,64],"data_offsets":[0,768]}})", 100);
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'hidden_states'", "data_offsets [0, 768) run past the 100-byte data section"}},
+      {"overlapping data_offsets",
+       [](Fixture& f) {
+         write_raw(f.input,
+                   R"({"hidden_states":{"dtype":"F32","shape":[1,3,64],"data_offsets":[0,768]},)"
+                   R"("past_key":{"dtype":"F32","shape":[4],"data_offsets":[760,776]}})",
+                   776);
+         return f.args();
+       },
+       1, {"in.safetensors", "tensors 'hidden_states' and 'past_key' overlap"}},
+      {"unknown dtype",
+       [](Fixture& f) {
+         write_raw(f.input, R"({"hidden_states":{"dtype":"I64","shape":[1,3,64],"data_offsets":[0,1536]}})", 1536);
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'hidden_states'", "unsupported dtype 'I64'"}},
+      {"shape and byte count disagree",
+       [](Fixture& f) {
+         write_raw(f.input, R"({"hidden_states":{"dtype":"F32","shape":[1,3,64],"data_offsets":[0,760]}})", 760);
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'hidden_states'", "needs 768 bytes but data_offsets [0, 760) hold 760"}},
+      {"weight tensor missing",
+       [](Fixture& f) {
+         f.write_weights("k_norm.weight");
+         return f.args();
+       },
+       1, {"w.safetensors", "tensor 'k_norm.weight' not found"}},
+      {"weight tensor with the wrong shape (transposed o_proj)",
+       [](Fixture& f) {
+         f.write_weights("", {{"o_proj.weight", {128, 64}}});
+         return f.args();
+       },
+       1, {"w.safetensors", "tensor 'o_proj.weight' has shape [128, 64], expected [64, 128]"}},
+      {"weight tensor in F64",
+       [](Fixture& f) {
+         f.write_weights("", {}, DType::F64);
+         return f.args();
+       },
+       1, {"w.safetensors", "has dtype F64, expected F32, F16 or BF16"}},
+      {"input tensor hidden_states missing",
+       [](Fixture& f) {
+         f.write_input({}, {{"other", {2}}}, false);
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'hidden_states' not found"}},
+      {"hidden_states with the wrong hidden size",
+       [](Fixture& f) {
+         f.write_input({1, 3, 48});
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'hidden_states' has shape [1, 3, 48], expected [B, T, 64]"}},
+      {"past_key with the wrong head_dim",
+       [](Fixture& f) {
+         f.write_input({1, 3, 64}, {{"past_key", {1, 2, 4, 16}}, {"past_value", {1, 2, 4, 16}}});
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'past_key' has shape [1, 2, 4, 16], expected [1, 2, 4, 32]"}},
+      {"attention_mask with the wrong key count",
+       [](Fixture& f) {
+         f.write_input({1, 3, 64}, {{"attention_mask", {1, 1, 3, 4}}});
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'attention_mask' has shape [1, 1, 3, 4], expected [1, 1, 3, 3]"}},
+      {"T = 0",
+       [](Fixture& f) {
+         f.write_input({1, 0, 64});
+         return f.args();
+       },
+       1, {"in.safetensors", "hidden_states", "batch and tokens must be at least 1"}},
+      {"past_key without past_value",
+       [](Fixture& f) {
+         f.write_input({1, 3, 64}, {{"past_key", {1, 2, 4, 32}}});
+         return f.args();
+       },
+       1, {"in.safetensors", "tensor 'past_value' is missing"}},
+      {"heads not divisible by KV heads",
+       [](Fixture& f) {
+         f.patch_config({{"num_attention_heads", 6}, {"num_key_value_heads", 4}});
+         return f.args();
+       },
+       1, {"config.json", "num_attention_heads (6) must be divisible by num_key_value_heads (4)"}},
+      {"odd rotary dimension",
+       [](Fixture& f) {
+         f.patch_config({{"partial_rotary_factor", 0.3}});
+         return f.args();
+       },
+       1, {"config.json", "partial_rotary_factor", "odd rotary dimension 9"}},
+      {"config key with the wrong type",
+       [](Fixture& f) {
+         f.patch_config({{"num_attention_heads", "4"}});
+         return f.args();
+       },
+       1, {"config.json", "key 'num_attention_heads' must be a positive integer, got \"4\""}},
+      {"config.json that is not JSON",
+       [](Fixture& f) {
+         write_text(f.config, "{\"hidden_size\": 64,");
+         return f.args();
+       },
+       1, {"config.json", "not valid JSON"}},
+      {"scaled RoPE (yarn) refused",
+       [](Fixture& f) {
+         f.patch_config({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}});
+         return f.args();
+       },
+       1, {"config.json", "rope_scaling.rope_type", "only the default RoPE"}},
+      {"both gate flags true",
+       [](Fixture& f) {
+         f.patch_config({{"headwise_attn_output_gate", true}});
+         return f.args();
+       },
+       1, {"config.json", "'headwise_attn_output_gate' and 'elementwise_attn_output_gate' are both true"}},
+      {"input file missing",
+       [](Fixture& f) {
+         fs::remove(f.input);
+         return f.args();
+       },
+       1, {"in.safetensors: cannot open: No such file or directory"}},
+      {"input that is a directory",
+       [](Fixture& f) {
+         fs::remove(f.input);
+         fs::create_directories(f.input);
+         return f.args();
+       },
+       1, {"in.safetensors: not a regular file"}},
+      {"weights path missing",
+       [](Fixture& f) {
+         fs::remove(f.weights);
+         return f.args();
+       },
+       1, {"w.safetensors: no such file or directory"}},
+      {"config file missing",
+       [](Fixture& f) {
+         fs::remove(f.config);
+         return f.args();
+       },
+       1, {"config.json: cannot open"}},
+      {"directory with a bad model.safetensors.index.json",
+       [](Fixture& f) {
+         const fs::path d = f.root / "model";
+         fs::create_directories(d);
+         write_text(d / "config.json", f.config_json.dump());
+         write_text(d / "model.safetensors.index.json", "{\"weight_map\": {\"q_proj.weight\": ");
+         return std::vector<std::string>{"run", "--weights", d.string(), "--input", f.input, "--output", f.output};
+       },
+       1, {"model.safetensors.index.json: not valid JSON"}},
+      {"index naming a shard outside the directory",
+       [](Fixture& f) {
+         const fs::path d = f.root / "model";
+         fs::create_directories(d);
+         write_text(d / "config.json", f.config_json.dump());
+         write_text(d / "model.safetensors.index.json",
+                    R"({"weight_map": {"q_proj.weight": "../w.safetensors"}})");
+         return std::vector<std::string>{"run", "--weights", d.string(), "--input", f.input, "--output", f.output};
+       },
+       1, {"model.safetensors.index.json", "'../w.safetensors'", "not a plain file name"}},
+      {"index listing a tensor its shard lacks",
+       [](Fixture& f) {
+         const fs::path d = f.root / "model";
+         fs::create_directories(d);
+         write_text(d / "config.json", f.config_json.dump());
+         fs::copy_file(f.weights, d / "model-00001-of-00001.safetensors");
+         write_text(d / "model.safetensors.index.json",
+                    R"({"weight_map": {"q_proj.weight": "model-00001-of-00001.safetensors",)"
+                    R"( "lm_head.weight": "model-00001-of-00001.safetensors"}})");
+         return std::vector<std::string>{"run", "--weights", d.string(), "--input", f.input, "--output", f.output};
+       },
+       1, {"model.safetensors.index.json", "tensor 'lm_head.weight'", "does not hold it"}},
+      {"directory with neither model.safetensors nor an index",
+       [](Fixture& f) {
+         const fs::path d = f.root / "model";
+         fs::create_directories(d);
+         write_text(d / "config.json", f.config_json.dump());
+         return std::vector<std::string>{"run", "--weights", d.string(), "--input", f.input, "--output", f.output};
+       },
+       1, {"model: directory holds neither model.safetensors nor model.safetensors.index.json"}},
+      {"index naming a shard that does not exist",
+       [](Fixture& f) {
+         const fs::path d = f.root / "model";
+         fs::create_directories(d);
+         write_text(d / "config.json", f.config_json.dump());
+         write_text(d / "model.safetensors.index.json",
+                    R"({"metadata": {"total_size": 0}, "weight_map": {"q_proj.weight": "model-00001-of-00002.safetensors"}})");
+         return std::vector<std::string>{"run", "--weights", d.string(), "--input", f.input, "--output", f.output};
+       },
+       1, {"model.safetensors.index.json: shard 'model-00001-of-00002.safetensors'", "cannot open"}},
+      {"directory without config.json",
+       [](Fixture& f) {
+         const fs::path d = f.root / "model";
+         fs::create_directories(d);
+         fs::copy_file(f.weights, d / "model.safetensors");
+         return std::vector<std::string>{"run", "--weights", d.string(), "--input", f.input, "--output", f.output};
+       },
+       1, {"config.json: cannot open"}},
+      {"--layer on a file with bare names",
+       [](Fixture& f) { return with(f.args(), {"--layer", "0"}); },
+       1, {"w.safetensors: tensor 'model.layers.0.", "not found (the checkpoint has bare names", "use layer -1"}},
+      {"a device index that does not exist",
+       [](Fixture& f) { return with(f.args(), {"--device", "99"}); },
+       1, {"device index 99 does not exist"}},
+      {"unknown option",
+       [](Fixture& f) { return with(f.args(), {"--bogus"}); },
+       2, {"unknown option '--bogus'"}},
+      {"--output is the input file",
+       [](Fixture& f) {
+         return std::vector<std::string>{"run", "--weights", f.weights, "--config", f.config, "--input", f.input,
+                                         "--output", f.input};
+       },
+       2, {"is the same file as", "in.safetensors"}},
+      {"missing --output",
+       [](Fixture& f) {
+         return std::vector<std::string>{"run", "--weights", f.weights, "--config", f.config, "--input", f.input};
+       },
+       2, {"--output is required"}},
+      {"missing --input",
+       [](Fixture& f) {
+         return std::vector<std::string>{"run", "--weights", f.weights, "--config", f.config, "--output", f.output};
+       },
+       2, {"--input is required"}},
+      {"--config missing for a .safetensors file",
+       [](Fixture& f) {
+         return std::vector<std::string>{"run", "--weights", f.weights, "--input", f.input, "--output", f.output};
+       },
+       2, {"--config is required", "w.safetensors"}},
+      {"--precision not one of fp32/fp16/bf16",
+       [](Fixture& f) { return with(f.args(), {"--precision", "fp8"}); },
+       2, {"--precision must be fp32, fp16 or bf16, got 'fp8'"}},
+      {"--layer not a number",
+       [](Fixture& f) { return with(f.args(), {"--layer", "three"}); },
+       2, {"--layer must be an integer", "'three'"}},
+      {"option without its value",
+       [](Fixture& f) { return with(f.args(), {"--device"}); },
+       2, {"--device needs a value"}},
+  };
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("cli: malformed inputs exit 1 or 2 with a message naming the problem, and write nothing") {
+  const uint32_t seed = std::random_device{}();
+  CAPTURE(seed);
+  std::mt19937 rng(seed);
+  TempDir dir("malformed");
+  const auto& table = malformed_table();
+  CHECK(table.size() >= 15);
+  std::vector<std::vector<std::string>> jobs;
+  std::vector<std::string> outputs;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const fs::path sub = dir.path / "m" += std::to_string(i);
+    fs::create_directories(sub);
+    Fixture f(sub, rng);
+    jobs.push_back(table[i].setup(f));
+    outputs.push_back(f.output);
+  }
+  const auto results = run_all(jobs, dir.path);
+  for (size_t i = 0; i < table.size(); ++i) {
+    const Malformed& m = table[i];
+    const CliResult& r = results[i];
+    const std::string name = m.name;
+    CAPTURE(name);
+    INFO("command: " << r.command);
+    INFO("stderr: " << r.err);
+    check_clean_exit(r);
+    CHECK((r.code == 1 || r.code == 2));
+    CHECK(r.code == m.exit_code);
+    for (const std::string& s : m.mentions) {
+      CAPTURE(s);
+      CHECK(r.err.find(s) != std::string::npos);
+    }
+    CHECK(r.err.starts_with("vkgate: "));
+    CHECK(r.out.empty());
+    // Nothing written: neither the output nor a leftover temporary next to it.
+    const fs::path out(outputs[i]);
+    CHECK_MESSAGE(!fs::exists(out), "the output file exists after a failed run");
+    for (const auto& e : fs::directory_iterator(out.parent_path()))
+      CHECK_MESSAGE(!e.path().filename().string().starts_with(out.filename().string()),
+                    "leftover " << e.path());
+  }
+}
+
+// Regressions: a JSON number beyond the range of double (1e400) is an
+// out_of_range error of the parser, not a parse_error, and huge head counts
+// once overflowed int in BlockConfig::q_proj_rows(). Both must name the file.
+TEST_CASE("cli: numbers beyond double range and int overflow in config.json name the file") {
+  const uint32_t seed = std::random_device{}();
+  CAPTURE(seed);
+  std::mt19937 rng(seed);
+  TempDir dir("known");
+  struct Row {
+    const char* name;
+    std::function<std::vector<std::string>(Fixture&)> setup;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Row> rows = {
+      {"rms_norm_eps 1e400 in config.json",
+       [](Fixture& f) {
+         write_text(f.config, R"({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "rms_norm_eps": 1e400})");
+         return f.args();
+       },
+       {"config.json"}},
+      {"total_size 1e400 in model.safetensors.index.json",
+       [](Fixture& f) {
+         const fs::path d = f.root / "model";
+         fs::create_directories(d);
+         write_text(d / "config.json", f.config_json.dump());
+         write_text(d / "model.safetensors.index.json", R"({"metadata": {"total_size": 1e400}, "weight_map": {}})");
+         return std::vector<std::string>{"run", "--weights", d.string(), "--input", f.input, "--output", f.output};
+       },
+       {"model.safetensors.index.json"}},
+      {"2147483647 heads of 1024 dims",
+       [](Fixture& f) {
+         f.patch_config({{"num_attention_heads", 2147483647}, {"num_key_value_heads", 1}, {"head_dim", 1024}});
+         return f.args();
+       },
+       {"config.json"}},
+  };
+  std::vector<std::vector<std::string>> jobs;
+  std::vector<std::string> outputs;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const fs::path sub = dir.path / "k" += std::to_string(i);
+    fs::create_directories(sub);
+    Fixture f(sub, rng);
+    jobs.push_back(rows[i].setup(f));
+    outputs.push_back(f.output);
+  }
+  const auto results = run_all(jobs, dir.path);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string name = rows[i].name;
+    CAPTURE(name);
+    const CliResult& r = results[i];
+    INFO("stderr: " << r.err);
+    check_clean_exit(r);
+    CHECK(r.code == 1);
+    for (const std::string& m : rows[i].mentions) {
+      CAPTURE(m);
+      CHECK(r.err.find(m) != std::string::npos);
+    }
+    CHECK(r.err.find("[json.exception") == std::string::npos);
+    CHECK(r.err.find("[-") == std::string::npos);  // a negative expected dimension
+    CHECK(!fs::exists(outputs[i]));
+  }
+}
+
+TEST_CASE("cli: a failed write leaves no output and no temporary file") {
+  // The run succeeds on the device, then the output directory is missing.
+  const uint32_t seed = std::random_device{}();
+  CAPTURE(seed);
+  std::mt19937 rng(seed);
+  TempDir dir("write");
+  Fixture f(dir.path, rng);
+  const std::string out = (dir.path / "missing_dir" / "out.safetensors").string();
+  auto args = f.args();
+  args.back() = out;
+  for (const auto& d : device_args()) args.push_back(d);
+  const auto r = run_cli(args, dir.path);
+  INFO("stderr: " << r.err);
+  check_clean_exit(r);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("missing_dir/out.safetensors") != std::string::npos);
+  CHECK(!fs::exists(dir.path / "missing_dir"));
+}
+
+#endif  // VKGATE_CLI
