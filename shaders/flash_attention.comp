@@ -32,7 +32,7 @@ RW(6, partial, F32)
 
 layout(push_constant) uniform Push {
   View gate_view;
-  uint tokens, keys, heads, kv_heads, past;
+  uint tokens, keys, kv_stride, heads, kv_heads, past;  // kv_stride: positions per (b, KV head) in k/v
   uint causal, has_mask, has_gate, gate_width;
   uint chunk, splits;  // keys per split and number of splits
   float scale;
@@ -90,7 +90,7 @@ void main() {
     const uint last_row = min(row0 + R, rows_total) - 1;
     key_end = min(key_end, p.past + last_row / G + 1);
   }
-  const uint kv_base = (b * p.kv_heads + kvh) * S * HEAD_DIM;
+  const uint kv_base = (b * p.kv_heads + kvh) * p.kv_stride * HEAD_DIM;
   barrier();
 
   for (uint kb = key_begin; kb < key_end; kb += BC) {

@@ -132,14 +132,18 @@ struct GatedAttention::Impl {
   Storage act;  // weights and activations on the device
   Buffer norm_w, w_qkv, b_qkv, qn_w, kn_w, w_o, b_o;
 
+  // A resident-cache plan is keyed with past = −1 and re-recorded when the
+  // cache length changes (the positions are in its push constants).
   struct Key {
     int batch, tokens, past;
     bool mask, cache, stats;
     auto operator<=>(const Key&) const = default;
   };
+  bool resident(const Key& k) const { return k.past < 0; }
   struct Plan {
     Key key;
-    Buffer x_up, x, xn, proj, q, k, v, scores, attn, y, y_down, rope;
+    Buffer x_up, x, xn, proj, q, k, v, scores, attn, y, y_down, rope_up, rope;
+    int past = 0;  // positions before the new tokens (for a resident plan: as last recorded)
     Buffer kv_up, mask_up, mask;          // inputs beyond hidden_states, when used
     Buffer k_down, v_down, scores_down, proj_down;  // outputs beyond y, when asked for
     // Fused flash attention (no score matrix) unless statistics need the
@@ -151,6 +155,8 @@ struct GatedAttention::Impl {
   };
   std::map<Key, std::unique_ptr<Plan>> plans;
   Plan* last = nullptr;
+  Buffer cache_k, cache_v;  // resident cache [B, KV, capacity, Dh] in the activation type
+  int cache_batch = 0, cache_capacity = 0, cache_len = 0;
 
   Impl(Context& c, const BlockConfig& config, const BlockOptions& opts)
       : ctx(c), vk(c.impl()), cfg(config), options(opts), layout(config), act(storage_of(opts.precision)) {
@@ -197,7 +203,10 @@ struct GatedAttention::Impl {
     if (auto it = plans.find(key); it != plans.end()) return *it->second;
     auto p = std::make_unique<Plan>();
     p->key = key;
-    const size_t B = size_t(key.batch), T = size_t(key.tokens), S = T + size_t(key.past), BT = B * T;
+    p->past = resident(key) ? cache_len : key.past;
+    // Keys allocated per (batch, KV head): the resident cache's capacity, or past + T.
+    const size_t B = size_t(key.batch), T = size_t(key.tokens), BT = B * T;
+    const size_t S = resident(key) ? size_t(cache_capacity) : T + size_t(key.past);
     const size_t D = size_t(cfg.hidden_size), H = size_t(cfg.num_heads), KV = size_t(cfg.num_kv_heads),
                  Dh = size_t(cfg.head_dim);
     const Storage f32 = Storage::f32;
@@ -206,8 +215,11 @@ struct GatedAttention::Impl {
     p->xn = device(BT * D, act, "normed hidden_states");
     p->proj = device(BT * layout.cols, act, "projections");
     p->q = device(B * H * T * Dh, act, "q");
-    p->k = device(B * KV * S * Dh, act, "key cache");
-    p->v = device(B * KV * S * Dh, act, "value cache");
+    if (!resident(key)) {
+      p->k = device(B * KV * S * Dh, act, "key cache");
+      p->v = device(B * KV * S * Dh, act, "value cache");
+    }
+    // Split-key planning sees the longest attention this plan can run.
     const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(S), uint32_t(Dh)};
     p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED");
     if (p->fused) {
@@ -219,11 +231,10 @@ struct GatedAttention::Impl {
     p->attn = device(BT * H * Dh, act, "attention output");
     p->y = device(BT * D, f32, "output");
     p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
-    const auto table = ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, uint32_t(key.past));
-    p->rope = upload(std::vector<std::byte>(reinterpret_cast<const std::byte*>(table.data()),
-                                            reinterpret_cast<const std::byte*>(table.data() + table.size())),
-                     "rope cos/sin table");
-    if (key.past)
+    const size_t table_floats = ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, 0).size();
+    p->rope_up = buffer(table_floats, f32, MemoryKind::upload, "rope cos/sin table (staging)");
+    p->rope = device(table_floats, f32, "rope cos/sin table");
+    if (key.past > 0)
       p->kv_up = buffer(2 * B * KV * size_t(key.past) * Dh, act, MemoryKind::upload, "past_key/past_value (staging)");
     if (key.mask) {
       p->mask_up = buffer(B * T * S, f32, MemoryKind::upload, "attention_mask (staging)");
@@ -244,21 +255,29 @@ struct GatedAttention::Impl {
     return ref;
   }
 
+  const Buffer& keys(const Plan& p) const { return resident(p.key) ? cache_k : p.k; }
+  const Buffer& values(const Plan& p) const { return resident(p.key) ? cache_v : p.v; }
+
   void record(Plan& p) {
     gpu::Recorder& rec = *p.rec;
-    const uint32_t B = uint32_t(p.key.batch), T = uint32_t(p.key.tokens), P = uint32_t(p.key.past), S = T + P,
-                   BT = B * T;
+    const uint32_t B = uint32_t(p.key.batch), T = uint32_t(p.key.tokens), P = uint32_t(p.past), S = T + P,
+                   BT = B * T, stride = resident(p.key) ? uint32_t(cache_capacity) : S;
+    const Buffer& kbuf = keys(p);
+    const Buffer& vbuf = values(p);
     const uint32_t D = uint32_t(cfg.hidden_size), H = uint32_t(cfg.num_heads), KV = uint32_t(cfg.num_kv_heads),
                    Dh = uint32_t(cfg.head_dim), rd = uint32_t(cfg.rotary_dim());
     const float eps = float(cfg.rms_norm_eps);
     rec.begin();
     if (poison) {
-      for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.k, &p.v, &p.attn}) rec.fill(*b, nan_word(act));
+      for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.attn}) rec.fill(*b, nan_word(act));
+      if (!resident(p.key))
+        for (const Buffer* b : {&p.k, &p.v}) rec.fill(*b, nan_word(act));
       rec.fill(p.y, nan_word(Storage::f32));
       if (!p.fused) rec.fill(p.scores, nan_word(Storage::f32));
     }
     rec.copy(p.x_up, p.x, p.x.size());
-    if (P) {
+    rec.copy(p.rope_up, p.rope, p.rope.size());
+    if (P && !resident(p.key)) {
       // past_key then past_value, each [B, KV, P, Dh], into positions 0..P−1 of [B, KV, S, Dh].
       const VkDeviceSize e = ops::element_bytes(act), row = VkDeviceSize(P) * Dh * e, half = VkDeviceSize(B) * KV * row;
       std::vector<VkBufferCopy> keys, values;
@@ -270,13 +289,15 @@ struct GatedAttention::Impl {
       rec.copy(p.kv_up, p.v, values);
     }
     if (p.key.mask) rec.copy(p.mask_up, p.mask, p.mask.size());
+    rec.mark("upload inputs");
     const ops::View rows = ops::btd_view(T, 1, D);
     ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, rows, BT, T, 1, D, cfg.norm_kind, eps, act, true);
     ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D, act);
 
-    // q and k: norm per head into [B, heads, S, Dh] at the new positions, then rotate in place.
-    auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq) {
-      const ops::View out = ops::bhsd_view(heads, seq, Dh, seq - T);
+    // q and k: norm per head into [B, heads, seq, Dh] at positions first.., then rotate in place.
+    auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
+                       uint32_t first) {
+      const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
       if (cfg.use_qk_norm) {
         ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act);
         if (rd) ops::rope(vk, rec, dst, out, p.rope, dst, out, BT, T, heads, Dh, rd, act);
@@ -284,21 +305,21 @@ struct GatedAttention::Impl {
         ops::rope(vk, rec, p.proj, src, p.rope, dst, out, BT, T, heads, Dh, rd, act);
       }
     };
-    prepare(layout.query(T), qn_w, p.q, H, T);
-    prepare(layout.key(T), kn_w, p.k, KV, S);
-    ops::rope(vk, rec, p.proj, layout.value(T), p.rope, p.v, ops::bhsd_view(KV, S, Dh, P), BT, T, KV, Dh, 0, act);
+    prepare(layout.query(T), qn_w, p.q, H, T, 0);
+    prepare(layout.key(T), kn_w, kbuf, KV, stride, P);
+    ops::rope(vk, rec, p.proj, layout.value(T), p.rope, vbuf, ops::bhsd_view(KV, stride, Dh, P), BT, T, KV, Dh, 0, act);
 
-    const ops::AttentionShape shape{B, H, KV, T, S, Dh};
+    const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride};
     const float scale = float(1.0 / std::sqrt(double(Dh)));
     const bool gated = cfg.gate_kind != GateKind::none;
     if (p.fused) {
-      const ops::FlashArgs args{p.q,        p.k,          p.v, p.key.mask ? &p.mask : nullptr, gated ? &p.proj : nullptr,
+      const ops::FlashArgs args{p.q,  kbuf, vbuf, p.key.mask ? &p.mask : nullptr, gated ? &p.proj : nullptr,
                                 layout.gate(T), layout.gate_width, p.attn, &p.partial};
       ops::flash_attention(vk, rec, args, shape, p.flash, cfg.causal, scale, act);
     } else {
-      ops::attention_scores(vk, rec, p.q, p.k, p.scores, shape, act);
+      ops::attention_scores(vk, rec, p.q, kbuf, p.scores, shape, act);
       ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, T, S, cfg.causal, scale);
-      ops::attention_values(vk, rec, p.scores, p.v, p.attn, shape, act);
+      ops::attention_values(vk, rec, p.scores, vbuf, p.attn, shape, act);
       if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act);
     }
     ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh,
@@ -312,6 +333,7 @@ struct GatedAttention::Impl {
       rec.copy(p.scores, p.scores_down, p.scores.size());
       rec.copy(p.proj, p.proj_down, p.proj.size());
     }
+    rec.mark("download outputs");
     rec.end();
   }
 
@@ -391,24 +413,47 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
     throw Error(ErrorCode::invalid_argument, "forward: batch and tokens must be positive and past ≥ 0, got batch " +
                                                  std::to_string(in.batch) + ", tokens " + std::to_string(in.tokens) +
                                                  ", past " + std::to_string(in.past));
-  const size_t B = size_t(in.batch), T = size_t(in.tokens), P = size_t(in.past), D = size_t(c.hidden_size),
-               KV = size_t(c.num_kv_heads), Dh = size_t(c.head_dim);
+  Impl& im = *impl_;
+  const bool resident = in.use_device_cache;
+  if (resident) {
+    if (im.cache_capacity == 0)
+      throw Error(ErrorCode::invalid_argument, "forward: use_device_cache needs reserve_cache or load_cache first");
+    if (in.batch != im.cache_batch || in.past != 0 || !in.past_key.empty() || !in.past_value.empty() || in.want_cache)
+      throw Error(ErrorCode::invalid_argument,
+                  "forward: with use_device_cache the batch must be the cache's (" + std::to_string(im.cache_batch) +
+                      ") and past, past_key, past_value and want_cache must be left unset");
+    if (im.cache_len + in.tokens > im.cache_capacity)
+      throw Error(ErrorCode::invalid_argument, "forward: the device cache holds " + std::to_string(im.cache_len) +
+                                                   " of " + std::to_string(im.cache_capacity) + " positions; " +
+                                                   std::to_string(in.tokens) + " more do not fit");
+  }
+  const size_t B = size_t(in.batch), T = size_t(in.tokens), P = size_t(resident ? im.cache_len : in.past),
+               D = size_t(c.hidden_size), KV = size_t(c.num_kv_heads), Dh = size_t(c.head_dim);
   check_size(in.hidden, B * T * D, "hidden_states", dims({B, T, D}));
-  check_size(in.past_key, B * KV * P * Dh, "past_key", dims({B, KV, P, Dh}));
-  check_size(in.past_value, B * KV * P * Dh, "past_value", dims({B, KV, P, Dh}));
+  if (!resident) {
+    check_size(in.past_key, B * KV * P * Dh, "past_key", dims({B, KV, P, Dh}));
+    check_size(in.past_value, B * KV * P * Dh, "past_value", dims({B, KV, P, Dh}));
+  }
   const bool mask = !in.attention_mask.empty();
   if (mask) check_size(in.attention_mask, B * T * (P + T), "attention_mask", dims({B, 1, T, P + T}));
 
-  Impl::Plan& p = impl_->plan({in.batch, in.tokens, in.past, mask, in.want_cache, in.want_stats});
+  Impl::Plan& p = im.plan({in.batch, in.tokens, resident ? -1 : in.past, mask, in.want_cache, in.want_stats});
+  if (p.past != int(P)) {  // a resident plan whose cache has grown since it was recorded
+    p.past = int(P);
+    im.record(p);
+  }
   std::memcpy(p.x_up.mapped(), in.hidden.data(), in.hidden.size_bytes());
-  const Storage act = impl_->act;
-  if (P) {
+  const auto table = ops::rope_table(uint32_t(T), uint32_t(c.rotary_dim()), c.rope_theta, uint32_t(P));
+  std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
+  const Storage act = im.act;
+  if (P && !resident) {
     encode(in.past_key, act, p.kv_up.mapped());
     encode(in.past_value, act, static_cast<char*>(p.kv_up.mapped()) + in.past_key.size() * ops::element_bytes(act));
   }
   if (mask) std::memcpy(p.mask_up.mapped(), in.attention_mask.data(), in.attention_mask.size_bytes());
   p.rec->submit("running the gated attention block");
-  impl_->last = &p;
+  im.last = &p;
+  if (resident) im.cache_len += in.tokens;
 
   ForwardOutputs out;
   out.output = decode(p.y_down.mapped(), p.y_down.size() / 4, Storage::f32);
@@ -426,6 +471,53 @@ std::vector<float> GatedAttention::forward(std::span<const float> hidden, int ba
   in.batch = batch;
   in.tokens = tokens;
   return run(in).output;
+}
+
+void GatedAttention::reserve_cache(int batch, int capacity) {
+  Impl& im = *impl_;
+  if (batch <= 0 || capacity <= 0)
+    throw Error(ErrorCode::invalid_argument, "reserve_cache: batch and capacity must be positive");
+  // Resident plans were recorded against the old buffers.
+  for (auto it = im.plans.begin(); it != im.plans.end();)
+    it = im.resident(it->first) ? im.plans.erase(it) : std::next(it);
+  if (im.last && im.resident(im.last->key)) im.last = nullptr;
+  const size_t n = size_t(batch) * size_t(im.cfg.num_kv_heads) * size_t(capacity) * size_t(im.cfg.head_dim);
+  im.cache_k = Buffer();
+  im.cache_v = Buffer();
+  im.cache_k = im.device(n, im.act, "resident key cache");
+  im.cache_v = im.device(n, im.act, "resident value cache");
+  im.cache_batch = batch;
+  im.cache_capacity = capacity;
+  im.cache_len = 0;
+}
+
+void GatedAttention::load_cache(std::span<const float> key, std::span<const float> value, int batch, int length,
+                                int capacity) {
+  Impl& im = *impl_;
+  if (length < 0 || length > capacity)
+    throw Error(ErrorCode::invalid_argument, "load_cache: length must be in 0..capacity");
+  const size_t KV = size_t(im.cfg.num_kv_heads), Dh = size_t(im.cfg.head_dim), L = size_t(length);
+  check_size(key, size_t(batch) * KV * L * Dh, "past_key", dims({size_t(batch), KV, L, Dh}));
+  check_size(value, size_t(batch) * KV * L * Dh, "past_value", dims({size_t(batch), KV, L, Dh}));
+  reserve_cache(batch, capacity);
+  const size_t e = ops::element_bytes(im.act), C = size_t(capacity);
+  for (auto [src, dst] : {std::pair{key, &im.cache_k}, std::pair{value, &im.cache_v}}) {
+    // [B, KV, length, Dh] rows into [B, KV, capacity, Dh], the rest zero.
+    std::vector<std::byte> host(size_t(batch) * KV * C * Dh * e);
+    for (size_t bk = 0; bk < size_t(batch) * KV; ++bk)
+      encode(src.subspan(bk * L * Dh, L * Dh), im.act, host.data() + bk * C * Dh * e);
+    gpu::upload(im.vk, *dst, host.data(), host.size());
+  }
+  im.cache_len = length;
+}
+
+int GatedAttention::cache_length() const { return impl_->cache_len; }
+
+void GatedAttention::truncate_cache(int length) {
+  if (length < 0 || length > impl_->cache_len)
+    throw Error(ErrorCode::invalid_argument, "truncate_cache: length " + std::to_string(length) +
+                                                 " is outside 0.." + std::to_string(impl_->cache_len));
+  impl_->cache_len = length;
 }
 
 std::vector<StageTime> GatedAttention::last_timings() const {

@@ -295,3 +295,59 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: fp16 and bf16 storage with fp32 accumul
     test::check_close(out.present_value, want.v, bound);
   }
 }
+
+TEST_CASE_FIXTURE(test::GpuTest, "block: device-resident cache — prefill, decode steps and a loaded cache") {
+  BlockConfig c = small({"GQA", 6, 2}, GateKind::elementwise, true);
+  c.norm_kind = NormKind::zero_centered;
+  test::RandomWeights w(c, rng);
+  GatedAttention block(ctx, c, w.map);
+  block.set_poison(true);
+  const size_t B = 2, N = 8, D = 96;
+  const auto x = random(B * N * D);
+  reference::Inputs rin;
+  rin.hidden = x;
+  rin.batch = B;
+  rin.tokens = N;
+  const auto full = reference::forward(c, w.map, rin);
+  auto tokens = [&](size_t from, size_t count) {
+    std::vector<float> xs;
+    std::vector<double> want;
+    for (size_t b = 0; b < B; ++b) {
+      xs.insert(xs.end(), x.begin() + long((b * N + from) * D), x.begin() + long((b * N + from + count) * D));
+      want.insert(want.end(), full.output.begin() + long((b * N + from) * D),
+                  full.output.begin() + long((b * N + from + count) * D));
+    }
+    return std::pair{xs, want};
+  };
+  auto step = [&](size_t from, size_t count) {
+    auto [xs, want] = tokens(from, count);
+    ForwardInputs in;
+    in.hidden = xs;
+    in.batch = int(B);
+    in.tokens = int(count);
+    in.use_device_cache = true;
+    test::check_close(block.run(in).output, want);
+  };
+  block.reserve_cache(int(B), int(N));
+  step(0, 5);  // prefill
+  for (size_t t = 5; t < N; ++t) step(t, 1);  // decode, one recording re-used per length
+  CHECK(block.cache_length() == int(N));
+  ForwardInputs over;
+  const auto one = tokens(0, 1).first;
+  over.hidden = one;
+  over.batch = int(B);
+  over.use_device_cache = true;
+  CHECK_THROWS_WITH_AS(block.run(over), doctest::Contains("do not fit"), Error);
+
+  // A cache loaded from the host (the reference's first 6 positions), then two decode steps.
+  const size_t KV = 2, Dh = 32, L = 6;
+  std::vector<float> key, value;
+  for (size_t bk = 0; bk < B * KV; ++bk)
+    for (size_t i = 0; i < L * Dh; ++i) {
+      key.push_back(float(full.k[bk * N * Dh + i]));
+      value.push_back(float(full.v[bk * N * Dh + i]));
+    }
+  block.load_cache(key, value, int(B), int(L), int(N));
+  step(6, 1);
+  step(7, 1);
+}

@@ -43,6 +43,10 @@ struct ForwardInputs {
   std::span<const float> attention_mask;  // optional additive [batch, 1, tokens, past + tokens]
   bool want_cache = false;  // return present_key / present_value
   bool want_stats = false;  // return BlockStats
+  // Use the block's device-resident cache instead of past_key/past_value:
+  // attend to its cache_length() positions, then append the new tokens to it.
+  // No cache crosses the bus; this is the decode loop's mode.
+  bool use_device_cache = false;
 };
 
 // What the paper measures: gate sparsity and the attention sink.
@@ -79,6 +83,16 @@ class GatedAttention {
   // The general form: KV cache in and out, additive mask, statistics. Each
   // (batch, tokens, past, mask, cache, stats) combination is recorded once.
   ForwardOutputs run(const ForwardInputs& in);
+
+  // The device-resident KV cache (see ForwardInputs::use_device_cache):
+  // room for `capacity` positions per batch row, emptied.
+  void reserve_cache(int batch, int capacity);
+  // Fills the resident cache from host tensors [batch, KV, length, head_dim]
+  // (keys after k_norm and RoPE, values raw), with room for `capacity`.
+  void load_cache(std::span<const float> key, std::span<const float> value, int batch, int length, int capacity);
+  int cache_length() const;
+  // Forgets the positions from `length` on (e.g. to redo or to roll back a step).
+  void truncate_cache(int length);
 
   // GPU time of each dispatch of the last forward (empty if the device has no timestamps).
   std::vector<StageTime> last_timings() const;

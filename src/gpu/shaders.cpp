@@ -34,7 +34,7 @@ const std::map<std::string, Interface> kInterfaces = {
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
     {"softmax", {2, 8 * 4}},
     {"gate", {2, kViewBytes + 5 * 4}},
-    {"flash_attention", {7, kViewBytes + 12 * 4}},
+    {"flash_attention", {7, kViewBytes + 13 * 4}},
     {"matmul_coopmat", {5, 9 * 4}},
     {"matvec", {5, 9 * 4}},
     {"attention_combine", {3, kViewBytes + 7 * 4}},

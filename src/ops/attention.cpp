@@ -29,7 +29,7 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
   const uint32_t T = s.tokens, S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
   Push push{T, S, Dh, H, H / KV,
             H * T * Dh, T * Dh, Dh,       // q [B, H, T, Dh]
-            KV * S * Dh, S * Dh, 1, Dh,   // k [B, KV, S, Dh]: k index = d, n index = s
+            KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]: k index = d, n index = s
             H * T * S, T * S, S};         // scores [B, H, T, S]
   product(ctx, rec, q, k, scores, push, s.batch * H, variant("attention", st, "_scores"), "attention.scores");
 }
@@ -39,7 +39,7 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
   const uint32_t T = s.tokens, S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
   Push push{T, Dh, S, H, H / KV,
             H * T * S, T * S, S,          // probs [B, H, T, S]
-            KV * S * Dh, S * Dh, Dh, 1,   // v [B, KV, S, Dh]: k index = s, n index = d
+            KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
             T * H * Dh, Dh, H * Dh};      // out [B, T, H, Dh]
   product(ctx, rec, probs, v, out, push, s.batch * H, variant("attention", st, "_values"), "attention.values");
 }

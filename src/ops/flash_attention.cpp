@@ -9,7 +9,7 @@ namespace vkgate::ops {
 namespace {
 struct Push {
   View gate_view;
-  uint32_t tokens, keys, heads, kv_heads, past;
+  uint32_t tokens, keys, kv_stride, heads, kv_heads, past;
   uint32_t causal, has_mask, has_gate, gate_width;
   uint32_t chunk, splits;
   float scale;
@@ -69,7 +69,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   const gpu::Pipeline& p =
       ctx.pipelines->get(variant("flash_attention", st), {kWorkgroup, plan.rows, plan.block, s.head_dim});
   const uint32_t G = s.heads / s.kv_heads;
-  Push push{a.gate_view, s.tokens, s.keys, s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
+  Push push{a.gate_view, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
             a.mask ? 1u : 0u, a.gate ? 1u : 0u, a.gate_width, plan.chunk, plan.splits, scale};
   if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
     throw Error(ErrorCode::invalid_argument, "flash attention: batch × splits exceeds 65535");

@@ -60,6 +60,8 @@ void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buff
 
 struct AttentionShape {
   uint32_t batch, heads, kv_heads, tokens, keys, head_dim;
+  uint32_t kv_stride = 0;  // positions allocated per (batch, KV head) in k/v; 0: = keys
+  uint32_t stride() const { return kv_stride ? kv_stride : keys; }
 };
 // scores [B, H, T, S] (fp32) = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ (unscaled); q, k stored as `st`.
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
