@@ -2,6 +2,7 @@
 // from an independent float64 implementation.
 #pragma once
 
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -22,6 +23,13 @@ namespace vkgate::test {
 
 using nlohmann::json;
 
+// The build's ../shared/golden, unless VKGATE_GOLDEN_DIR in the environment
+// points elsewhere (a copy carried to another machine).
+inline std::string golden_dir() {
+  const char* env = std::getenv("VKGATE_GOLDEN_DIR");
+  return env && *env ? env : VKGATE_GOLDEN_DIR;
+}
+
 // The whole text of a file (the golden cases are small).
 inline std::string read_file_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -37,9 +45,9 @@ struct Golden {
   WeightMap weights;
 
   explicit Golden(const std::string& name)
-      : meta(json::parse(read_file_text(std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".json"))),
-        cfg(load_config(std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".json")),
-        file(std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".safetensors") {
+      : meta(json::parse(read_file_text(golden_dir() + "/" + name + ".json"))),
+        cfg(load_config(golden_dir() + "/" + name + ".json")),
+        file(golden_dir() + "/" + name + ".safetensors") {
     for (const TensorSpec& spec : expected_weights(cfg)) weights[spec.name] = f32(spec.name);
   }
 

@@ -571,7 +571,7 @@ TEST_CASE("safetensors: malformed files are rejected with the path and the culpr
   }
   SUBCASE("a golden file cut short") {
     const std::string golden =
-        std::string(VKGATE_GOLDEN_DIR) + "/g2_gqa_official_headwise.safetensors";
+        test::golden_dir() + "/g2_gqa_official_headwise.safetensors";
     const std::string cut = dir.file("cut.safetensors");
     fs::copy_file(golden, cut);
     fs::resize_file(cut, fs::file_size(golden) - 100);

@@ -2,8 +2,9 @@
 # Runs vkgate on the lent GPU machine (see ../shared/GPU.md) in one call:
 # device list, the GPU test suite under the validation layer (fused and
 # unfused paths), `vkgate bench` and the PyTorch peer on the same card.
-# Carry [".gl", "build"]; .gl holds libvulkan1, vulkan-validationlayers and
-# the glvnd libraries as .debs. Results go to $OUT (JSON and text).
+# Carry [".gl", "build", ".golden"]: .gl holds libvulkan1, vulkan-validationlayers
+# and the glvnd libraries as .debs, .golden a copy of ../shared/golden.
+# Results go to $OUT (JSON and text).
 # Usage: tools/gpu_run.sh [tests|bench|all]   (default: all)
 set -uo pipefail
 what=${1:-all}
@@ -23,8 +24,8 @@ fi
 } 2>&1 | tee "$out/devices.txt"
 cli=build/tools/vkgate
 if [ "$what" != bench ]; then
-  # Only the GPU tests: the CPU-only ones read ../shared/golden, which does not travel.
-  gpu_tests='matmul*,rmsnorm*,rope*,softmax*,attention*,flash*,gate*,block*,validation*'
+  export VKGATE_GOLDEN_DIR=$PWD/.golden
+  gpu_tests='*'
   echo "== tests, fused path (validation + synchronization validation)"
   VKGATE_TEST_DEVICE=nvidia build/tests/vkgate_tests -tc="$gpu_tests" 2>&1 | tee "$out/tests.txt" | tail -6
   echo "== tests, unfused path and no tensor cores"
