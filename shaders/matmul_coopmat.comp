@@ -1,12 +1,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Y = X·Wᵀ (+ b) (+ R) on tensor cores: fp16 X [M, K] and W [N, K], fp32
-// accumulation. Four subgroups of 32 each own a 64×64 block (4×4 fragments of
-// 16×16×16) of the workgroup's 128×128 tile; fragments are loaded straight
-// from memory (W as the column-major K×N operand), and each finished fragment
-// goes through a small shared stage for the bias/residual epilogue and the
-// store in Y_T. The host uses this only when M and N are multiples of 128 and
-// K of 16.
+// accumulation. Four subgroups of 32 each own a 32×32 block (2×2 fragments of
+// 16×16×16) of the workgroup's 64×64 tile; fragments are loaded straight from
+// memory (W as the column-major K×N operand), and the tile goes through
+// shared memory for the bias/residual epilogue and the store in Y_T.
+// The host uses this only when M and N are multiples of 64 and K of 16.
 // -DCOOPMAT_KHR selects GL_KHR_cooperative_matrix, else GL_NV_cooperative_matrix.
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -49,41 +48,32 @@ layout(push_constant) uniform Push {
   uint has_bias, has_residual;
 } p;
 
-// Fragments per subgroup along M and N: each subgroup owns a 64×64 block,
-// the workgroup (2×2 subgroups) a 128×128 tile.
-const uint FM = 4, FN = 4;
-const uint TILE = 32 * FM;  // = 32 * FN
-
-// Per-subgroup staging of one 16×16 fragment for the epilogue.
-shared float stage[4 * 256];
+shared float tile[64 * 64];
 
 void main() {
-  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint sg = gl_SubgroupID;
   const uint sm = sg / 2, sn = sg % 2;
-  const uint m0 = gl_WorkGroupID.y * TILE + sm * 16 * FM, n0 = gl_WorkGroupID.x * TILE + sn * 16 * FN;
-  ACC_T acc[FM][FN];
-  for (uint i = 0; i < FM; ++i)
-    for (uint j = 0; j < FN; ++j) acc[i][j] = ACC_T(0.0);
+  const uint m0 = gl_WorkGroupID.y * 64 + sm * 32, n0 = gl_WorkGroupID.x * 64 + sn * 32;
+  ACC_T acc[2][2];
+  for (uint i = 0; i < 2; ++i)
+    for (uint j = 0; j < 2; ++j) acc[i][j] = ACC_T(0.0);
   for (uint k = 0; k < p.K; k += 16) {
-    A_T a[FM];
-    B_T b[FN];
-    for (uint i = 0; i < FM; ++i) LOAD_ROWS(a[i], x, (m0 + 16 * i) * p.ldx + k, p.ldx);
-    for (uint j = 0; j < FN; ++j) LOAD_COLS(b[j], w, (n0 + 16 * j) * p.ldw + k, p.ldw);
-    for (uint i = 0; i < FM; ++i)
-      for (uint j = 0; j < FN; ++j) acc[i][j] = MMA(a[i], b[j], acc[i][j]);
+    A_T a[2];
+    B_T b[2];
+    for (uint i = 0; i < 2; ++i) LOAD_ROWS(a[i], x, (m0 + 16 * i) * p.ldx + k, p.ldx);
+    for (uint j = 0; j < 2; ++j) LOAD_COLS(b[j], w, (n0 + 16 * j) * p.ldw + k, p.ldw);
+    for (uint i = 0; i < 2; ++i)
+      for (uint j = 0; j < 2; ++j) acc[i][j] = MMA(a[i], b[j], acc[i][j]);
   }
-  for (uint i = 0; i < FM; ++i)
-    for (uint j = 0; j < FN; ++j) {
-      STORE_ROWS(acc[i][j], stage, sg * 256, 16);
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      for (uint e = lane; e < 256; e += gl_SubgroupSize) {
-        const uint m = m0 + 16 * i + e / 16, n = n0 + 16 * j + e % 16;
-        float v = stage[sg * 256 + e];
-        if (p.has_bias != 0) v += bias_ld(n);
-        if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-        y_st(m * p.ldy + n, v);
-      }
-      subgroupBarrier();
-    }
+  for (uint i = 0; i < 2; ++i)
+    for (uint j = 0; j < 2; ++j) STORE_ROWS(acc[i][j], tile, (sm * 32 + 16 * i) * 64 + sn * 32 + 16 * j, 64);
+  barrier();
+  for (uint e = gl_LocalInvocationID.x; e < 64 * 64; e += 128) {
+    const uint m = gl_WorkGroupID.y * 64 + e / 64, n = gl_WorkGroupID.x * 64 + e % 64;
+    if (m >= p.M || n >= p.N) continue;
+    float v = tile[e];
+    if (p.has_bias != 0) v += bias_ld(n);
+    if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
+    y_st(m * p.ldy + n, v);
+  }
 }

@@ -1,17 +1,5 @@
-// config.json parsing, which layers are full attention, and checkpoints
-// (single file, directory, sharded with an index).
-#include <doctest/doctest.h>
-#include <unistd.h>
-
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
-
-#include "vkgate/checkpoint.hpp"
+onfig.hpp"/s//#include "vkgate/config.hpp"
+#include "golden.hpp"/
 #include "vkgate/config.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/safetensors.hpp"
@@ -134,7 +122,7 @@ TEST_CASE("config: the golden files parse to the conventions they were generated
   for (const char* name : {"g1_gqa_qwen3next_partial", "g2_gqa_official_headwise",
                            "g3_mqa_separate_bidir_residual", "g4_decode_qwen3next_cache"}) {
     CAPTURE(name);
-    const std::string path = std::string(VKGATE_GOLDEN_DIR) + "/" + name + ".json";
+    const std::string path = test::golden_dir() + "/" + name + ".json";
     const BlockConfig c = load_config(path);
     const json j = json::parse(read_text(path));
     CHECK(c.hidden_size == j.at("hidden_size").get<int>());
