@@ -1,5 +1,18 @@
-onfig.hpp"/s//#include "vkgate/config.hpp"
-#include "golden.hpp"/
+// config.json parsing, which layers are full attention, and checkpoints
+// (single file, directory, sharded with an index).
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "golden.hpp"
+#include "vkgate/checkpoint.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/safetensors.hpp"
