@@ -183,26 +183,36 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
 }
 
 Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t Dh, bool causal, Precision dtype,
-               const Options& opt) {
+               const Options& opt, bool fused) {
   Bench b(ctx);
   const Storage s = storage_of(dtype);
   Case c;
   c.name = "attention B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + "/" +
-           std::to_string(KV) + " Dh" + std::to_string(Dh) + (causal ? " causal " : " ") + dtype_name(dtype);
+           std::to_string(KV) + " Dh" + std::to_string(Dh) + (causal ? " causal " : " ") + dtype_name(dtype) +
+           (fused ? " fused" : " unfused");
   const HostData q = random_data(size_t(B * H * T * Dh), s, b.rng), k = random_data(size_t(B * KV * T * Dh), s, b.rng),
                  v = random_data(size_t(B * KV * T * Dh), s, b.rng);
   const Buffer& gq = b.upload(q, "q");
   const Buffer& gk = b.upload(k, "k");
   const Buffer& gv = b.upload(v, "v");
-  const Buffer& gs = b.device(size_t(B * H * T * T) * 4, "scores");
   const Buffer& go = b.device(size_t(B * T * H * Dh) * ops::element_bytes(s), "out");
   const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(T), uint32_t(Dh)};
   const double scale = 1.0 / std::sqrt(double(Dh));
-  b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s);
-    ops::softmax(b.vk, rec, gs, nullptr, uint32_t(B), uint32_t(H), uint32_t(T), uint32_t(T), causal, float(scale));
-    ops::attention_values(b.vk, rec, gs, gv, go, shape, s);
-  });
+  if (fused) {
+    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, true);
+    const Buffer& partial = b.device(ops::flash_partial_floats(shape, plan) * 4, "partial");
+    b.time(c, opt, [&](gpu::Recorder& rec) {
+      const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::View{}, 0, go, &partial};
+      ops::flash_attention(b.vk, rec, a, shape, plan, causal, float(scale), s);
+    });
+  } else {
+    const Buffer& gs = b.device(size_t(B * H * T * T) * 4, "scores");
+    b.time(c, opt, [&](gpu::Recorder& rec) {
+      ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s);
+      ops::softmax(b.vk, rec, gs, nullptr, uint32_t(B), uint32_t(H), uint32_t(T), uint32_t(T), causal, float(scale));
+      ops::attention_values(b.vk, rec, gs, gv, go, shape, s);
+    });
+  }
   // Check a few query positions: query t alone against keys 0..t (causal) or all keys.
   std::vector<uint16_t> raw(size_t(B * T * H * Dh));
   std::vector<float> out(raw.size());

@@ -99,6 +99,7 @@ softmax 16384×1024, the Qwen3-Next block at T 64).
 CASE:
   --op matmul --m M --n N --k K [--dtype f32|f16|bf16]
   --op attention --T T --heads H [--kv-heads KV] --head-dim Dh [--batch B] [--causal 0|1] [--dtype ...]
+             [--unfused]   (default: the fused flash kernel; --unfused: scores, softmax, P·V)
   --op rmsnorm --rows R --dim D
   --op rope --rows R --heads H --head-dim Dh [--rotary N]
   --op softmax --rows R --keys S
@@ -396,7 +397,7 @@ int cmd_bench(Args& args) {
   vkgate::ContextOptions copts;
   vkgate::bench::Options opt;
   std::map<std::string, std::string> v;  // case parameters by flag
-  bool json = false, want_peak = false, block = false, sweep = false;
+  bool json = false, want_peak = false, block = false, sweep = false, unfused = false;
   std::string op, config;
   while (!args.done()) {
     const std::string a = args.next();
@@ -408,6 +409,7 @@ int cmd_bench(Args& args) {
     else if (a == "--op") op = args.value(a);
     else if (a == "--block") block = true;
     else if (a == "--sweep") sweep = true;
+    else if (a == "--unfused") unfused = true;
     else if (a == "--config") config = args.value(a);
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
@@ -438,7 +440,7 @@ int cmd_bench(Args& args) {
   } else if (op == "attention") {
     const int64_t H = get("heads", -1);
     add(b::attention(ctx, get("batch", 1), get("T", -1), H, get("kv-heads", H), get("head-dim", -1),
-                     get("causal", 1) != 0, prec, opt));
+                     get("causal", 1) != 0, prec, opt, !unfused));
   } else if (op == "rmsnorm") {
     add(b::rmsnorm(ctx, get("rows", -1), get("dim", -1), opt));
   } else if (op == "rope") {
@@ -462,7 +464,8 @@ int cmd_bench(Args& args) {
   } else {
     add(b::matmul(ctx, 1024, 1024, 1024, vkgate::Precision::fp32, opt));
     if (ctx.device().storage16) add(b::matmul(ctx, 1024, 1024, 1024, vkgate::Precision::fp16, opt));
-    add(b::attention(ctx, 1, 512, 16, 16, 128, true, vkgate::Precision::fp32, opt));
+    add(b::attention(ctx, 1, 512, 16, 16, 128, true, vkgate::Precision::fp32, opt, true));
+    add(b::attention(ctx, 1, 512, 16, 16, 128, true, vkgate::Precision::fp32, opt, false));
     add(b::rmsnorm(ctx, 512, 2048, opt));
     add(b::softmax(ctx, 16 * 1024, 1024, opt));
     add(b::block(ctx, vkgate::BlockConfig::qwen3_next_attention(), 1, 64, 0, vkgate::Precision::fp32, opt));

@@ -42,9 +42,10 @@ struct Peak {
 };
 
 Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt);
-// scores → softmax → P·V for [batch, heads, T, head_dim] queries against T keys.
+// Attention of [batch, heads, T, head_dim] queries against T keys: the fused
+// flash kernel, or (fused = false) scores → softmax → P·V through a T×T buffer.
 Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads, int64_t head_dim,
-               bool causal, Precision dtype, const Options& opt);
+               bool causal, Precision dtype, const Options& opt, bool fused = true);
 Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt);
 Case rope(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary, const Options& opt);
 Case softmax(Context& ctx, int64_t rows, int64_t keys, const Options& opt);

@@ -23,44 +23,34 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
 
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32) {
+  const Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
+  // Every variant has the same interface; absent operands are bound to a
+  // buffer the shader never reads, to keep one pipeline per variant.
+  auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy, const char* label) {
+    rec.dispatch(p,
+                 {{&x, gpu::Access::read},
+                  {&w, gpu::Access::read},
+                  {bias ? bias : &w, gpu::Access::read},
+                  {residual ? residual : &x, gpu::Access::read},
+                  {&y, gpu::Access::write}},
+                 &push, gx, gy, 1, label);
+  };
   // A few rows (decode): one subgroup per output column streams W once.
   if (M <= 8 && ctx.info.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
-    const gpu::Pipeline& p = ctx.pipelines->get(variant("matvec", s, y_f32 ? "_y32" : ""), {256});
-    Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
     const uint32_t per_group = 256 / std::max(1u, ctx.info.subgroup_size);
-    rec.dispatch(p,
-                 {{&x, gpu::Access::read},
-                  {&w, gpu::Access::read},
-                  {bias ? bias : &w, gpu::Access::read},
-                  {residual ? residual : &x, gpu::Access::read},
-                  {&y, gpu::Access::write}},
-                 &push, (N + per_group - 1) / per_group, 1, 1, "matvec");
+    dispatch(ctx.pipelines->get(variant("matvec", s, y_f32 ? "_y32" : ""), {256}), (N + per_group - 1) / per_group, 1,
+             "matvec");
     return;
   }
-  // Tensor cores for fp16 when the tile grid covers the matrices exactly.
-  if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 128 == 0 && N % 128 == 0 && K % 16 == 0) {
-    const gpu::Pipeline& p = ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128});
-    Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
-    rec.dispatch(p,
-                 {{&x, gpu::Access::read},
-                  {&w, gpu::Access::read},
-                  {bias ? bias : &w, gpu::Access::read},
-                  {residual ? residual : &x, gpu::Access::read},
-                  {&y, gpu::Access::write}},
-                 &push, N / 128, M / 128, 1, "matmul.coopmat");
+  // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly.
+  if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0) {
+    dispatch(ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128}), N / 64, M / 64,
+             "matmul.coopmat");
     return;
   }
   const auto spec = tiles(ctx.info);
-  const gpu::Pipeline& p = ctx.pipelines->get(variant("matmul", s, y_f32 ? "_y32" : ""), spec);
-  Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
-  // Absent operands are bound to a buffer the shader never reads, to keep one pipeline.
-  rec.dispatch(p,
-               {{&x, gpu::Access::read},
-                {&w, gpu::Access::read},
-                {bias ? bias : &w, gpu::Access::read},
-                {residual ? residual : &x, gpu::Access::read},
-                {&y, gpu::Access::write}},
-               &push, (N + spec[2] - 1) / spec[2], (M + spec[1] - 1) / spec[1], 1, "matmul");
+  dispatch(ctx.pipelines->get(variant("matmul", s, y_f32 ? "_y32" : ""), spec), (N + spec[2] - 1) / spec[2],
+           (M + spec[1] - 1) / spec[1], "matmul");
 }
 
 }  // namespace vkgate::ops
