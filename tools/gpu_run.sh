@@ -5,31 +5,32 @@
 # Carry [".gl", "build", ".golden"]: .gl holds libvulkan1, vulkan-validationlayers
 # and the glvnd libraries as .debs, .golden a copy of ../shared/golden.
 # Results go to $OUT (JSON and text).
-# Usage: tools/gpu_run.sh [tests|bench|all]   (default: all)
+# Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all]   (default: all)
 set -uo pipefail
 what=${1:-all}
+build=${BUILD:-build}  # the carried Release tree
+cli=$build/tools/vkgate
 out=${OUT:-/tmp/vkgate-gpu}
 mkdir -p "$out"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-if ! build/tools/vkgate devices 2>/dev/null | grep -qi nvidia; then
+if ! $cli devices 2>/dev/null | grep -qi nvidia; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
 {
   echo "== date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   echo "== vkgate devices"
-  build/tools/vkgate devices
+  $cli devices
 } 2>&1 | tee "$out/devices.txt"
-cli=build/tools/vkgate
 if [ "$what" != bench ]; then
   export VKGATE_GOLDEN_DIR=$PWD/.golden
   gpu_tests='*'
   echo "== tests, fused path (validation + synchronization validation)"
-  VKGATE_TEST_DEVICE=nvidia build/tests/vkgate_tests -tc="$gpu_tests" 2>&1 | tee "$out/tests.txt" | tail -6
+  VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" 2>&1 | tee "$out/tests.txt" | tail -6
   echo "== tests, unfused path and no tensor cores"
-  VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1 VKGATE_TEST_DEVICE=nvidia build/tests/vkgate_tests -tc="$gpu_tests" \
+  VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" \
     2>&1 | tee "$out/tests_unfused.txt" | tail -3
 fi
 if [ "$what" != tests ]; then
