@@ -18,9 +18,9 @@
 #define T F32
 #endif
 
-layout(constant_id = 1) const uint R = 8;          // rows per workgroup
-layout(constant_id = 2) const uint BC = 16;        // keys per block
-layout(constant_id = 3) const uint HEAD_DIM = 128; // Dh (sizes the shared tiles)
+layout(constant_id = 1) const uint R = 32;         // rows per workgroup
+layout(constant_id = 2) const uint BC = 64;        // keys per block
+layout(constant_id = 3) const uint HEAD_DIM = 128; // Dh
 
 RO(0, q, T)
 RO(1, k, T)
@@ -38,11 +38,17 @@ layout(push_constant) uniform Push {
   float scale;
 } p;
 
-// Rows padded by one float so that threads reading the same d of different
-// rows hit different shared-memory banks.
-const uint LD = HEAD_DIM + 1;
-shared float q_s[R * LD];
-shared float k_s[BC * LD];
+// Scores are accumulated over chunks of DC dims of q and k staged in shared
+// memory (rows padded by one float: no bank conflicts), each thread holding a
+// TROW × TCOL register tile of the R × BC block, rows and keys interleaved.
+const uint DC = HEAD_DIM < 64 ? HEAD_DIM : 64;
+const uint LDC = DC + 1;
+const uint TCOL = 4;
+const uint TC_THREADS = BC / TCOL;
+const uint TR_THREADS = WG / TC_THREADS;
+const uint TROW = R / TR_THREADS;  // the host keeps R·BC ≥ 4·WG
+shared float q_c[R * LDC];
+shared float k_c[BC * LDC];
 shared float s_s[R * BC];
 shared float alpha_s[R];
 shared float m_s[R];
@@ -64,16 +70,6 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint S = p.keys;
 
-  // Q tile into shared memory (zeros past the last row).
-  for (uint e = tid; e < R * HEAD_DIM; e += WG) {
-    const uint r = e / HEAD_DIM, d = e % HEAD_DIM, row = row0 + r;
-    float val = 0.0;
-    if (row < rows_total) {
-      const uint h = kvh * G + row % G, t = row / G;
-      val = q_ld(((b * p.heads + h) * p.tokens + t) * HEAD_DIM + d);
-    }
-    q_s[r * LD + d] = val;
-  }
   if (tid < R) {
     m_s[tid] = -1.0 / 0.0;
     l_s[tid] = 0.0;
@@ -93,27 +89,49 @@ void main() {
   const uint kv_base = (b * p.kv_heads + kvh) * p.kv_stride * HEAD_DIM;
   barrier();
 
+  const uint tr = tid / TC_THREADS, tc = tid % TC_THREADS;
   for (uint kb = key_begin; kb < key_end; kb += BC) {
-    for (uint e = tid; e < BC * HEAD_DIM; e += WG) {
-      const uint c = e / HEAD_DIM, d = e % HEAD_DIM;
-      k_s[c * LD + d] = kb + c < key_end ? k_ld(kv_base + (kb + c) * HEAD_DIM + d) : 0.0;
-    }
-    barrier();
-    // Scores of the block, masked entries −inf.
-    for (uint e = tid; e < R * BC; e += WG) {
-      const uint r = e / BC, c = e % BC, row = row0 + r, key = kb + c;
-      float sc = -1.0 / 0.0;
-      if (row < rows_total && key < key_end) {
-        const uint t = row / G;
-        if (p.causal == 0 || key <= p.past + t) {
-          float dot = 0.0;
-          for (uint d = 0; d < HEAD_DIM; ++d) dot = fma(q_s[r * LD + d], k_s[c * LD + d], dot);
-          sc = dot * p.scale;
-          if (p.has_mask != 0) sc += mask_ld((b * p.tokens + t) * S + key);
+    float sacc[TROW][TCOL];
+    [[unroll]] for (uint i = 0; i < TROW; ++i)
+      [[unroll]] for (uint j = 0; j < TCOL; ++j) sacc[i][j] = 0.0;
+    for (uint d0 = 0; d0 < HEAD_DIM; d0 += DC) {
+      barrier();  // the previous chunk (or block) is consumed
+      for (uint e = tid; e < R * DC; e += WG) {
+        const uint r = e / DC, d = d0 + e % DC, row = row0 + r;
+        float val = 0.0;
+        if (row < rows_total && d < HEAD_DIM) {
+          const uint h = kvh * G + row % G, t = row / G;
+          val = q_ld(((b * p.heads + h) * p.tokens + t) * HEAD_DIM + d);
         }
+        q_c[r * LDC + e % DC] = val;
       }
-      s_s[e] = sc;
+      for (uint e = tid; e < BC * DC; e += WG) {
+        const uint c = e / DC, d = d0 + e % DC;
+        k_c[c * LDC + e % DC] = kb + c < key_end && d < HEAD_DIM ? k_ld(kv_base + (kb + c) * HEAD_DIM + d) : 0.0;
+      }
+      barrier();
+      for (uint dd = 0; dd < DC; ++dd) {
+        float qa[TROW], kc[TCOL];
+        [[unroll]] for (uint i = 0; i < TROW; ++i) qa[i] = q_c[(tr + i * TR_THREADS) * LDC + dd];
+        [[unroll]] for (uint j = 0; j < TCOL; ++j) kc[j] = k_c[(tc + j * TC_THREADS) * LDC + dd];
+        [[unroll]] for (uint i = 0; i < TROW; ++i)
+          [[unroll]] for (uint j = 0; j < TCOL; ++j) sacc[i][j] = fma(qa[i], kc[j], sacc[i][j]);
+      }
     }
+    // Scores of the block, masked entries −inf.
+    [[unroll]] for (uint i = 0; i < TROW; ++i)
+      [[unroll]] for (uint j = 0; j < TCOL; ++j) {
+        const uint r = tr + i * TR_THREADS, c = tc + j * TC_THREADS, row = row0 + r, key = kb + c;
+        float sc = -1.0 / 0.0;
+        if (row < rows_total && key < key_end) {
+          const uint t = row / G;
+          if (p.causal == 0 || key <= p.past + t) {
+            sc = sacc[i][j] * p.scale;
+            if (p.has_mask != 0) sc += mask_ld((b * p.tokens + t) * S + key);
+          }
+        }
+        s_s[r * BC + c] = sc;
+      }
     barrier();
     // Online softmax: new running max, rescale factor, probabilities.
     if (tid < R) {

@@ -195,8 +195,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA
       {3, 6, 2, 5, 5, 80, false, true, 80, false},    // GQA, mask, elementwise gate
       {1, 4, 1, 1, 1, 128, true, false, 1, false},    // MQA, T = 1, headwise gate
       {1, 2, 1, 17, 40, 256, true, true, 256, false}, // chunked prefill after a cache
-      {2, 8, 2, 1, 300, 64, true, false, 64, true},   // decode over a long cache: split keys
-      {1, 4, 2, 3, 200, 128, true, true, 1, true},    // split keys with a mask and T > 1
+      {2, 8, 2, 1, 1000, 64, true, false, 64, true},  // decode over a long cache: split keys
+      {1, 4, 2, 3, 700, 128, true, true, 1, true},    // split keys with a mask and T > 1
   };
   const float inf = std::numeric_limits<float>::infinity();
   for (const Case& c : cases) {

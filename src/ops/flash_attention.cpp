@@ -22,23 +22,25 @@ struct CombinePush {
 constexpr uint32_t kWorkgroup = 128;
 
 // Rows per workgroup and keys per block: the largest that fit the device's
-// shared memory (Q tile, K block, scores and per-row state).
+// shared memory (a q and a k chunk of up to 64 dims, the block's scores and
+// per-row state) while giving every thread a whole score tile (R·BC ≥ 4·WG).
 struct Tiles {
   uint32_t rows, block;
 };
 Tiles tiles(const DeviceInfo& d, uint32_t head_dim) {
-  for (Tiles t : {Tiles{16, 16}, Tiles{8, 16}, Tiles{8, 8}, Tiles{4, 8}, Tiles{4, 4}}) {
-    const uint64_t bytes = uint64_t(t.rows + t.block) * (head_dim + 1) * 4 + uint64_t(t.rows) * t.block * 4 + 3ull * t.rows * 4;
+  const uint64_t chunk = std::min<uint32_t>(head_dim, 64) + 1;
+  for (Tiles t : {Tiles{32, 64}, Tiles{16, 64}, Tiles{8, 64}}) {
+    const uint64_t bytes = (uint64_t(t.rows) + t.block) * chunk * 4 + uint64_t(t.rows) * t.block * 4 + 3ull * t.rows * 4;
     if (bytes <= d.shared_memory_bytes) return t;
   }
-  throw Error(ErrorCode::unsupported, "flash attention: head_dim " + std::to_string(head_dim) +
-                                          " does not fit the device's shared memory (" +
-                                          std::to_string(d.shared_memory_bytes) + " bytes)");
+  throw Error(ErrorCode::unsupported, "flash attention: the device's shared memory (" +
+                                          std::to_string(d.shared_memory_bytes) + " bytes) is too small");
 }
 }  // namespace
 
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split) {
   const Tiles t = tiles(d, s.head_dim);
+  static_assert(kWorkgroup * 4 <= 8 * 64, "the smallest tile must cover the workgroup");
   FlashPlan p;
   p.rows = t.rows;
   p.block = t.block;
