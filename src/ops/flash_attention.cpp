@@ -27,9 +27,12 @@ constexpr uint32_t kWorkgroup = 128;
 struct Tiles {
   uint32_t rows, block;
 };
-Tiles tiles(const DeviceInfo& d, uint32_t head_dim) {
+// Short queries (a decode step has G rows per KV head) take the smallest
+// row count that holds them, so fewer rows sit idle.
+Tiles tiles(const DeviceInfo& d, uint32_t head_dim, uint32_t rows_needed) {
   const uint64_t chunk = std::min<uint32_t>(head_dim, 64) + 1;
   for (Tiles t : {Tiles{32, 64}, Tiles{16, 64}, Tiles{8, 64}}) {
+    if (t.rows > 8 && t.rows / 2 >= rows_needed) continue;
     const uint64_t bytes = (uint64_t(t.rows) + t.block) * chunk * 4 + uint64_t(t.rows) * t.block * 4 + 3ull * t.rows * 4;
     if (bytes <= d.shared_memory_bytes) return t;
   }
@@ -39,7 +42,7 @@ Tiles tiles(const DeviceInfo& d, uint32_t head_dim) {
 }  // namespace
 
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split) {
-  const Tiles t = tiles(d, s.head_dim);
+  const Tiles t = tiles(d, s.head_dim, s.tokens * (s.heads / s.kv_heads));
   static_assert(kWorkgroup * 4 <= 8 * 64, "the smallest tile must cover the workgroup");
   FlashPlan p;
   p.rows = t.rows;
