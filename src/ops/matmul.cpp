@@ -7,6 +7,9 @@
 namespace vkgate::ops {
 
 namespace {
+// The register tile of matmul.comp's REGISTER_TILED variant (RM, RN).
+constexpr uint32_t kCpuRM = 16, kCpuRN = 16;
+
 struct Push {
   uint32_t M, N, K, ldx, ldw, ldy, ldr, has_bias, has_residual;
 };
@@ -46,6 +49,13 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0) {
     dispatch(ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128}), N / 64, M / 64,
              "matmul.coopmat");
+    return;
+  }
+  // CPU drivers: the register-tiled variant without shared memory or barriers.
+  if (ctx.info.type == "cpu" && !gpu::env_flag("VKGATE_DISABLE_CPU_MATMUL")) {
+    const uint64_t threads = uint64_t((M + kCpuRM - 1) / kCpuRM) * ((N + kCpuRN - 1) / kCpuRN);
+    const gpu::Grid g = gpu::grid_for((threads + 63) / 64);
+    dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y_f32 ? "_y32" : ""), {64}), g.x, g.y, "matmul");
     return;
   }
   const auto spec = tiles(ctx.info);
