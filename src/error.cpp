@@ -15,8 +15,18 @@ const char* to_string(ErrorCode code) noexcept {
     case ErrorCode::device_lost: return "device lost";
     case ErrorCode::vulkan: return "vulkan error";
     case ErrorCode::validation: return "validation error";
+    case ErrorCode::non_finite: return "non-finite value";
   }
   return "unknown error";
+}
+
+std::span<const ErrorCode> all_error_codes() noexcept {
+  static constexpr ErrorCode codes[] = {
+      ErrorCode::invalid_argument, ErrorCode::invalid_config, ErrorCode::missing_tensor, ErrorCode::shape_mismatch,
+      ErrorCode::io,               ErrorCode::no_device,      ErrorCode::unsupported,    ErrorCode::out_of_memory,
+      ErrorCode::device_lost,      ErrorCode::vulkan,         ErrorCode::validation,     ErrorCode::non_finite,
+  };
+  return codes;
 }
 
 }  // namespace vkgate
