@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 
+#include "finite.hpp"
 #include "gpu/context_impl.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/recorder.hpp"
@@ -385,6 +386,12 @@ GatedAttention::GatedAttention(Context& ctx, const BlockConfig& cfg, const Tenso
     : impl_(std::make_unique<Impl>(ctx, cfg, options)) {
   cfg.validate();
   check_weights(cfg, weights);
+  if (options.check_finite)
+    for (const TensorSpec& spec : expected_weights(cfg)) {
+      const HostTensor& t = weights.at(spec.name);
+      detail::require_finite(t, "weight '" + spec.name + "'", spec.shape);
+      if (options.precision == Precision::fp16) detail::require_fp16_range(t, "weight '" + spec.name + "'", spec.shape);
+    }
   impl_->upload_weights(weights);
 }
 
@@ -395,6 +402,22 @@ GatedAttention::GatedAttention(Context& ctx, const BlockConfig& cfg, const Weigh
 GatedAttention::~GatedAttention() = default;
 
 namespace {
+// a·b·..., or Error(unsupported) when the product does not fit 64 bits or
+// exceeds `limit` (a device buffer's element count).
+size_t checked_product(std::initializer_list<size_t> factors, uint64_t limit, const std::string& what) {
+  uint64_t n = 1;
+  bool overflow = false;
+  for (size_t f : factors) overflow = overflow || __builtin_mul_overflow(n, uint64_t(f), &n);
+  if (overflow || n > limit) {
+    std::string dims;
+    for (size_t f : factors) dims += (dims.empty() ? "" : " × ") + std::to_string(f);
+    throw Error(ErrorCode::unsupported, "forward: " + what + " needs " + dims +
+                                            " elements, more than one device buffer holds (maxStorageBufferRange " +
+                                            std::to_string(limit * 4) + " bytes); split the batch or the sequence");
+  }
+  return size_t(n);
+}
+
 void check_size(std::span<const float> t, size_t want, const char* name, const std::string& shape) {
   if (t.size() != want)
     throw Error(ErrorCode::shape_mismatch, std::string("forward: ") + name + " has " + std::to_string(t.size()) +
@@ -428,7 +451,17 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
                                                    std::to_string(in.tokens) + " more do not fit");
   }
   const size_t B = size_t(in.batch), T = size_t(in.tokens), P = size_t(resident ? im.cache_len : in.past),
-               D = size_t(c.hidden_size), KV = size_t(c.num_kv_heads), Dh = size_t(c.head_dim);
+               D = size_t(c.hidden_size), H = size_t(c.num_heads), KV = size_t(c.num_kv_heads),
+               Dh = size_t(c.head_dim);
+  // Every buffer the plan allocates, counted without overflow before anything is allocated.
+  const uint64_t most = im.vk.info.max_storage_buffer_range / 4;
+  const size_t S = resident ? size_t(im.cache_capacity) : T + P;
+  checked_product({B, T, D}, most, "hidden_states");
+  checked_product({B, T, size_t(im.layout.cols)}, most, "the projections");
+  checked_product({B, H, T, Dh}, most, "q");
+  checked_product({B, KV, S, Dh}, most, "the key and value cache");
+  checked_product({B, T, S}, most, "attention_mask");
+  if (in.want_stats || gpu::env_flag("VKGATE_DISABLE_FUSED")) checked_product({B, H, T, S}, most, "the attention scores");
   check_size(in.hidden, B * T * D, "hidden_states", dims({B, T, D}));
   if (!resident) {
     check_size(in.past_key, B * KV * P * Dh, "past_key", dims({B, KV, P, Dh}));
@@ -436,11 +469,34 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
   }
   const bool mask = !in.attention_mask.empty();
   if (mask) check_size(in.attention_mask, B * T * (P + T), "attention_mask", dims({B, 1, T, P + T}));
+  if (im.options.check_finite) {
+    const std::vector<int64_t> hs{int64_t(B), int64_t(T), int64_t(D)}, ks{int64_t(B), int64_t(KV), int64_t(P), int64_t(Dh)};
+    detail::require_finite(in.hidden, "forward: hidden_states", hs);
+    detail::require_norm_in_range(in.hidden, D, "forward: hidden_states", hs);
+    if (!resident) {
+      detail::require_finite(in.past_key, "forward: past_key", ks);
+      detail::require_finite(in.past_value, "forward: past_value", ks);
+      if (im.act == Storage::f16) {
+        detail::require_fp16_range(in.past_key, "forward: past_key", ks);
+        detail::require_fp16_range(in.past_value, "forward: past_value", ks);
+      }
+    }
+    if (mask)
+      detail::require_finite(in.attention_mask, "forward: attention_mask",
+                             {int64_t(B), 1, int64_t(T), int64_t(P + T)}, true);
+  }
 
-  Impl::Plan& p = im.plan({in.batch, in.tokens, resident ? -1 : in.past, mask, in.want_cache, in.want_stats});
+  const Impl::Key key{in.batch, in.tokens, resident ? -1 : in.past, mask, in.want_cache, in.want_stats};
+  Impl::Plan& p = im.plan(key);
   if (p.past != int(P)) {  // a resident plan whose cache has grown since it was recorded
     p.past = int(P);
-    im.record(p);
+    try {
+      im.record(p);
+    } catch (...) {  // a half-recorded plan must not be replayed: drop it
+      if (im.last == &p) im.last = nullptr;
+      im.plans.erase(key);
+      throw;
+    }
   }
   std::memcpy(p.x_up.mapped(), in.hidden.data(), in.hidden.size_bytes());
   const auto table = ops::rope_table(uint32_t(T), uint32_t(c.rotary_dim()), c.rope_theta, uint32_t(P));
@@ -462,6 +518,17 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
     out.present_value = decode(p.v_down.mapped(), p.v_down.size() / ops::element_bytes(act), act);
   }
   if (in.want_stats) out.stats = impl_->stats(p);
+  if (im.options.check_finite) {
+    const std::string why = " (the inputs and weights are finite: an intermediate overflowed the " +
+                            std::string(to_string(im.options.precision)) + " storage or fp32 arithmetic)";
+    try {
+      detail::require_finite(out.output, "forward: the output", {int64_t(B), int64_t(T), int64_t(D)});
+      detail::require_finite(out.present_key, "forward: present_key", {int64_t(B), int64_t(KV), int64_t(P + T), int64_t(Dh)});
+      detail::require_finite(out.present_value, "forward: present_value", {int64_t(B), int64_t(KV), int64_t(P + T), int64_t(Dh)});
+    } catch (const Error& e) {
+      throw Error(e.code(), e.what() + why);
+    }
+  }
   return out;
 }
 
@@ -481,11 +548,20 @@ void GatedAttention::reserve_cache(int batch, int capacity) {
   for (auto it = im.plans.begin(); it != im.plans.end();)
     it = im.resident(it->first) ? im.plans.erase(it) : std::next(it);
   if (im.last && im.resident(im.last->key)) im.last = nullptr;
-  const size_t n = size_t(batch) * size_t(im.cfg.num_kv_heads) * size_t(capacity) * size_t(im.cfg.head_dim);
+  const size_t n = checked_product({size_t(batch), size_t(im.cfg.num_kv_heads), size_t(capacity), size_t(im.cfg.head_dim)},
+                                   im.vk.info.max_storage_buffer_range / ops::element_bytes(im.act),
+                                   "reserve_cache: the resident key cache");
+  // No cache until both halves exist: a failed allocation leaves none (not a stale capacity).
   im.cache_k = Buffer();
   im.cache_v = Buffer();
+  im.cache_batch = im.cache_capacity = im.cache_len = 0;
   im.cache_k = im.device(n, im.act, "resident key cache");
-  im.cache_v = im.device(n, im.act, "resident value cache");
+  try {
+    im.cache_v = im.device(n, im.act, "resident value cache");
+  } catch (...) {
+    im.cache_k = Buffer();
+    throw;
+  }
   im.cache_batch = batch;
   im.cache_capacity = capacity;
   im.cache_len = 0;
@@ -496,9 +572,21 @@ void GatedAttention::load_cache(std::span<const float> key, std::span<const floa
   Impl& im = *impl_;
   if (length < 0 || length > capacity)
     throw Error(ErrorCode::invalid_argument, "load_cache: length must be in 0..capacity");
+  if (batch <= 0) throw Error(ErrorCode::invalid_argument, "load_cache: batch must be positive");
   const size_t KV = size_t(im.cfg.num_kv_heads), Dh = size_t(im.cfg.head_dim), L = size_t(length);
+  const uint64_t most = im.vk.info.max_storage_buffer_range / ops::element_bytes(im.act);
+  checked_product({size_t(batch), KV, size_t(capacity), Dh}, most, "load_cache: the resident key cache");
   check_size(key, size_t(batch) * KV * L * Dh, "past_key", dims({size_t(batch), KV, L, Dh}));
   check_size(value, size_t(batch) * KV * L * Dh, "past_value", dims({size_t(batch), KV, L, Dh}));
+  if (im.options.check_finite) {
+    const std::vector<int64_t> ks{batch, int64_t(KV), length, int64_t(Dh)};
+    detail::require_finite(key, "load_cache: past_key", ks);
+    detail::require_finite(value, "load_cache: past_value", ks);
+    if (im.act == Storage::f16) {
+      detail::require_fp16_range(key, "load_cache: past_key", ks);
+      detail::require_fp16_range(value, "load_cache: past_value", ks);
+    }
+  }
   reserve_cache(batch, capacity);
   const size_t e = ops::element_bytes(im.act), C = size_t(capacity);
   for (auto [src, dst] : {std::pair{key, &im.cache_k}, std::pair{value, &im.cache_v}}) {

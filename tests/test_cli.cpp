@@ -100,7 +100,8 @@ struct Child {
 
 // Starts `vkgate ARGS...` with VKGATE_VALIDATION=1; stdout and stderr go to
 // files in `dir` (no pipes, so no deadlock however much the child prints).
-Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir) {
+Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir,
+                const std::vector<std::string>& extra_env = {}) {
   static std::atomic<unsigned> counter{0};
   const std::string tag = std::to_string(counter++);
   Child c;
@@ -113,6 +114,7 @@ Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir) {
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "VKGATE_VALIDATION=", 18) != 0) env.emplace_back(*e);
   env.emplace_back("VKGATE_VALIDATION=1");
+  for (const auto& e : extra_env) env.push_back(e);
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -185,8 +187,9 @@ std::vector<CliResult> run_all(const std::vector<std::vector<std::string>>& jobs
   return results;
 }
 
-CliResult run_cli(const std::vector<std::string>& args, const fs::path& dir) {
-  return finish(spawn_cli(args, dir));
+CliResult run_cli(const std::vector<std::string>& args, const fs::path& dir,
+                  const std::vector<std::string>& extra_env = {}) {
+  return finish(spawn_cli(args, dir, extra_env));
 }
 
 bool contains_ci(std::string text, std::string what) {
@@ -1356,6 +1359,118 @@ TEST_CASE("cli: a failed write leaves no output and no temporary file") {
   CHECK(r.code == 1);
   CHECK(r.err.find("missing_dir/out.safetensors") != std::string::npos);
   CHECK(!fs::exists(dir.path / "missing_dir"));
+}
+
+
+namespace {
+
+// A small block's weights, config and input in `dir`; returns the `run` arguments without --output.
+std::vector<std::string> small_run(const TempDir& dir, std::mt19937& rng, const std::function<void(std::vector<float>&)>& edit_hidden = {},
+                                   const std::function<void(std::map<std::string, std::vector<float>>&)>& edit_weights = {}) {
+  const BlockConfig c = qwen3_next(shape(64, 4, 2, 16));
+  test::RandomWeights w(c, rng);
+  if (edit_weights) edit_weights(w.data);
+  FileBuilder wfile, ifile;
+  for (const TensorSpec& spec : expected_weights(c)) wfile.add(spec.name, spec.shape, w.data.at(spec.name), DType::F32);
+  auto hidden = random_vec(rng, 2 * 3 * 64);
+  if (edit_hidden) edit_hidden(hidden);
+  ifile.add("hidden_states", {2, 3, 64}, hidden, DType::F32);
+  wfile.write(dir / "weights.safetensors");
+  ifile.write(dir / "input.safetensors");
+  write_text(dir / "config.json",
+             json{{"model_type", "qwen3_next"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                  {"num_key_value_heads", 2}, {"head_dim", 16}}
+                 .dump());
+  std::vector<std::string> args{"run", "--weights", dir / "weights.safetensors", "--config", dir / "config.json",
+                                "--input", dir / "input.safetensors"};
+  for (const auto& a : device_args()) args.push_back(a);
+  return args;
+}
+
+std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
+  args.insert(args.end(), more);
+  return args;
+}
+
+size_t line_count(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("cli: no Vulkan driver at all (VK_LOADER_DRIVERS_DISABLE='*'): one line on stderr, exit 1") {
+  TempDir dir("nodriver");
+  std::mt19937 rng(11);
+  const auto run = small_run(dir, rng);
+  const std::vector<std::vector<std::string>> commands = {
+      {"devices"}, {"demo", "--tokens", "2"}, {"bench", "--op", "rmsnorm", "--rows", "2", "--dim", "8"},
+      with(run, {"--output", dir / "out.safetensors"})};
+  for (const auto& args : commands) {
+    const CliResult r = run_cli(args, dir.path, {"VK_LOADER_DRIVERS_DISABLE=*"});
+    INFO("command: " << r.command);
+    INFO("stderr: " << r.err);
+    REQUIRE(r.exited);
+    CHECK(r.code == 1);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.rfind("vkgate: creating the Vulkan instance: no Vulkan driver was found", 0) == 0);
+    CHECK(r.err.find("VK_LOADER_DRIVERS_DISABLE='*' disables drivers") != std::string::npos);
+    CHECK(r.out.find("device:") == std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(dir / "out.safetensors"));
+}
+
+TEST_CASE("cli: NaN and Inf in the input or the weights are refused by default; --no-check-finite lets them through") {
+  TempDir dir("finite");
+  std::mt19937 rng(12);
+  const std::string out = dir / "out.safetensors";
+  SUBCASE("NaN in hidden_states: the input file, the tensor and the element are named") {
+    const auto args = small_run(dir, rng, [](std::vector<float>& h) { h[(1 * 3 + 2) * 64 + 7] = NAN; });
+    CliResult r = run_cli(with(args, {"--output", out}), dir.path);
+    check_clean_exit(r);
+    CHECK(r.code == 1);
+    CHECK(r.err == "vkgate: " + (dir / "input.safetensors") +
+                       ": tensor 'hidden_states' holds NaN at [1, 2, 7] (--no-check-finite lets it through)\n");
+    CHECK_FALSE(fs::exists(out));
+    r = run_cli(with(args, {"--output", out, "--check-finite"}), dir.path);
+    CHECK(r.code == 1);
+    r = run_cli(with(args, {"--output", out, "--no-check-finite"}), dir.path);
+    check_clean_exit(r);
+    REQUIRE(r.code == 0);
+    const SafetensorsFile f(out);
+    const auto y = f.at("output").to_f32();
+    CHECK(std::isnan(y[(1 * 3 + 2) * 64 + 7]));
+  }
+  SUBCASE("+Inf in a weight: the weights file and the weight are named") {
+    const auto args = small_run(dir, rng, {}, [](auto& w) { w["o_proj.weight"][65] = INFINITY; });
+    const CliResult r = run_cli(with(args, {"--output", out}), dir.path);
+    check_clean_exit(r);
+    CHECK(r.code == 1);
+    CHECK(r.err == "vkgate: " + (dir / "weights.safetensors") +
+                       ": weight 'o_proj.weight' holds +Inf at [1, 1] (--no-check-finite lets it through)\n");
+    CHECK_FALSE(fs::exists(out));
+  }
+  SUBCASE("a hidden_states row of 1e30 (fp32 RMSNorm overflow) is refused, naming the row") {
+    const auto args = small_run(dir, rng, [](std::vector<float>& h) {
+      for (int d = 0; d < 64; ++d) h[size_t(64 + d)] = 1e30f;
+    });
+    const CliResult r = run_cli(with(args, {"--output", out}), dir.path);
+    check_clean_exit(r);
+    CHECK(r.code == 1);
+    CHECK(r.err.rfind("vkgate: " + (dir / "input.safetensors") + ": hidden_states row [0, 1] has a root mean square of 1e+30", 0) == 0);
+    CHECK_FALSE(fs::exists(out));
+  }
+}
+
+TEST_CASE("cli: the same run twice, in two processes, writes byte-identical output files") {
+  TempDir dir("determinism");
+  std::mt19937 rng(13);
+  const auto args = small_run(dir, rng);
+  const auto results = run_all({with(args, {"--output", dir / "a.safetensors"}), with(args, {"--output", dir / "b.safetensors"})}, dir.path);
+  for (const auto& r : results) {
+    check_clean_exit(r);
+    REQUIRE(r.code == 0);
+  }
+  const std::string a = read_text(dir / "a.safetensors"), b = read_text(dir / "b.safetensors");
+  CHECK(a.size() > 2 * 3 * 64 * 4);
+  CHECK(a == b);
 }
 
 #endif  // VKGATE_CLI

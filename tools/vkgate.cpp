@@ -1,7 +1,9 @@
 // vkgate — command-line front end: list devices, run the demo.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +38,11 @@ Run `vkgate <command> --help` for a command's options.
 
 environment:
   VKGATE_DEVICE       device index or name substring (when --device is not given)
-  VKGATE_VALIDATION   1 enables VK_LAYER_KHRONOS_validation with synchronization validation
+  VKGATE_VALIDATION   1 enables VK_LAYER_KHRONOS_validation with synchronization validation,
+                      gpu with GPU-assisted validation (out-of-bounds shader accesses)
+
+Every error is one line on stderr, "vkgate: MESSAGE". Exit codes: 0 success,
+1 error (bad file, tensor, shape, value or device; no Vulkan device), 2 bad usage.
 )";
 
 constexpr const char* kDevicesUsage = R"(usage: vkgate devices
@@ -63,7 +69,7 @@ options:
 )";
 
 constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config FILE] [--layer N] --input FILE --output FILE
-                  [--device SEL] [--precision fp32|fp16|bf16] [--stats]
+                  [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite]
 
 Runs one gated-attention block of a checkpoint on the device.
 
@@ -83,6 +89,10 @@ Runs one gated-attention block of a checkpoint on the device.
   --stats            also write stats.first_token_attn [H] (mean attention on key 0
                      per head) and, when the block has a gate, stats.gate_mean and
                      stats.gate_frac_below_0.1
+  --check-finite     (the default) refuse NaN or Inf in the input tensors (-Inf is allowed
+                     in attention_mask) and in the weights, and an output that overflows,
+                     naming the tensor and the element
+  --no-check-finite  let NaN and Inf through to the output
 
 Exit codes: 0 success, 1 bad file, config, shape or device, 2 bad usage.
 )";
@@ -222,6 +232,31 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return t + "]";
 }
 
+// "[1, 0, 17]": element `flat` of `shape` as a multi-index.
+std::string index_text(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t k = shape.size(); k-- > 0;) {
+    const int64_t d = std::max<int64_t>(shape[k], 1);
+    idx[k] = flat % d;
+    flat /= d;
+  }
+  return shape_text(idx);
+}
+
+// --check-finite: NaN or Inf in an input tensor is refused before the device is
+// touched (−Inf, a masked position, is allowed in the mask).
+void check_finite(const std::string& path, const std::string& name, const InputTensor& t, bool allow_negative_inf) {
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    const float v = t.data[i];
+    if (std::isfinite(v) || (allow_negative_inf && v < 0 && std::isinf(v))) continue;
+    const char* what = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+    throw vkgate::Error(vkgate::ErrorCode::non_finite,
+                        path + ": tensor '" + name + "' holds " + what + " at " + index_text(int64_t(i), t.shape) +
+                            (allow_negative_inf ? " (only -Inf, a masked position, is allowed)" : "") +
+                            " (--no-check-finite lets it through)");
+  }
+}
+
 InputTensor input_tensor(const vkgate::SafetensorsFile& file, const std::string& name,
                          const std::vector<int64_t>& expected) {
   const vkgate::TensorView& t = file.at(name);
@@ -246,6 +281,8 @@ int cmd_run(Args& args) {
     else if (a == "--output") output = args.value(a);
     else if (a == "--device") device = args.value(a);
     else if (a == "--stats") stats = true;
+    else if (a == "--check-finite") options.check_finite = true;
+    else if (a == "--no-check-finite") options.check_finite = false;
     else if (a == "--precision") {
       const std::string p = args.value(a);
       if (p == "fp32") options.precision = vkgate::Precision::fp32;
@@ -306,11 +343,30 @@ int cmd_run(Args& args) {
     past_value = input_tensor(in_file, "past_value", {B, KV, P, Dh});
   }
   if (in_file.contains("attention_mask")) mask = input_tensor(in_file, "attention_mask", {B, 1, T, P + T});
+  if (options.check_finite) {
+    check_finite(input, "hidden_states", hidden, false);
+    check_finite(input, "past_key", past_key, false);
+    check_finite(input, "past_value", past_value, false);
+    check_finite(input, "attention_mask", mask, true);
+  }
 
   vkgate::ContextOptions copts;
   copts.device = device;
   vkgate::Context ctx(copts);
-  vkgate::GatedAttention block(ctx, cfg, tensors, options);
+  // Errors about the weights' values name the weights path; about the input's, the input path.
+  auto with_path = [](const std::string& path, const vkgate::Error& e) {
+    const bool values = e.code() == vkgate::ErrorCode::non_finite || e.code() == vkgate::ErrorCode::unsupported;
+    return values && std::string(e.what()).rfind("weight '", 0) == 0
+               ? vkgate::Error(e.code(), path + ": " + e.what() + " (--no-check-finite lets it through)")
+               : e;
+  };
+  std::unique_ptr<vkgate::GatedAttention> block_ptr;
+  try {
+    block_ptr = std::make_unique<vkgate::GatedAttention>(ctx, cfg, tensors, options);
+  } catch (const vkgate::Error& e) {
+    throw with_path(weights, e);
+  }
+  vkgate::GatedAttention& block = *block_ptr;
   vkgate::ForwardInputs fin;
   fin.hidden = hidden.data;
   fin.batch = int(B);
@@ -321,7 +377,15 @@ int cmd_run(Args& args) {
   fin.attention_mask = mask.data;
   fin.want_cache = has_key;
   fin.want_stats = stats;
-  const vkgate::ForwardOutputs out = block.run(fin);
+  vkgate::ForwardOutputs out;
+  try {
+    out = block.run(fin);
+  } catch (const vkgate::Error& e) {
+    const std::string m = e.what();
+    if (m.rfind("forward: hidden_states row", 0) == 0)  // fp32 RMSNorm range
+      throw vkgate::Error(e.code(), input + ": " + m.substr(9));
+    throw;
+  }
 
   double gpu_us = 0;
   for (const auto& t : block.last_timings()) gpu_us += t.microseconds;

@@ -6,8 +6,20 @@
 // Each shape (batch, tokens, past, ...) is recorded once into one command buffer and
 // replayed by later calls with that shape.
 //
-// Thread safety: one GatedAttention is used by one thread at a time. Several
-// GatedAttention objects may share a Context across threads.
+// Thread safety: one GatedAttention is used by one thread at a time (every
+// member function, const ones included, since they read state that forward
+// changes). Several GatedAttention objects may share a Context and run on
+// different threads at once: each has its own command pools, fences and
+// buffers, and gives the same results as when the calls run one after another.
+// ForwardInputs, ForwardOutputs, BlockStats and BlockOptions are plain values.
+//
+// Determinism: the same inputs on the same device and driver give bitwise
+// identical outputs, run after run (no atomics or order-dependent reductions).
+//
+// Faults: every failure is a vkgate::Error. A failed construction holds no
+// device memory afterwards; a failed forward leaves the block usable (for the
+// device-resident cache: unchanged, except after a check_finite failure of the
+// output, when the step has happened). See also BlockOptions::check_finite.
 #pragma once
 
 #include <memory>
@@ -29,6 +41,15 @@ const char* to_string(Precision p) noexcept;
 
 struct BlockOptions {
   Precision precision = Precision::fp32;
+  // Refuse, with Error(non_finite), NaN or ±Inf in the weights (at
+  // construction), in hidden_states, past_key or past_value (−Inf is allowed in
+  // attention_mask, NaN and +Inf are not) and in the output a forward would
+  // return; with fp16 storage also finite values beyond fp16's range (they
+  // would become Inf). Also refuse, with Error(unsupported), a hidden_states
+  // row whose sum of squares overflows fp32 (RMSNorm would see Inf). Costs one
+  // host pass over the weights at construction and over inputs and outputs
+  // per forward.
+  bool check_finite = true;
 };
 
 struct ForwardInputs {

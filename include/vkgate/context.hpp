@@ -1,13 +1,25 @@
 // Context: the Vulkan instance, the chosen device and everything shared by the
 // blocks that run on it (memory, pipelines, the queue).
 //
-// Thread safety: a Context may be shared by objects used from several threads;
-// its queue submissions and pipeline cache are internally locked. Creating
-// and destroying a Context is not concurrent with its use.
+// Thread safety: a Context may be shared by objects (GatedAttention, ...) used
+// from several threads at once; its memory allocator, pipeline cache, queue
+// submissions and message log are internally locked, and every const member
+// function may be called from any thread. Creating and destroying a Context is
+// not concurrent with its use: destroy every object built on it first.
+// list_devices() may be called from any thread. DeviceInfo and ContextOptions
+// are plain values.
+//
+// Faults: every failure is a vkgate::Error (error.hpp). No Vulkan driver or
+// device: Error(no_device). Device memory exhausted, or a request beyond the
+// device's heap or the options' device_memory_limit: Error(out_of_memory), and
+// the Context stays usable. VK_ERROR_DEVICE_LOST: Error(device_lost); after it
+// device_lost() is true and every later submission fails the same way at once
+// (create a new Context).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,10 +41,11 @@ struct DeviceInfo {
   uint32_t shared_memory_bytes = 0;
   uint32_t max_workgroup_invocations = 0;
   std::array<uint32_t, 3> max_workgroup_size{};
+  std::array<uint32_t, 3> max_workgroup_count{};  // maxComputeWorkGroupCount
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 0;
   uint64_t max_memory_allocation_size = 0;
-  uint64_t device_local_bytes = 0;
+  uint64_t device_local_bytes = 0;          // sum of the device-local heaps
   bool coopmat_nv = false, coopmat_khr = false;  // extensions present
   // The tensor-core path is usable: VK_NV_cooperative_matrix with a 16×16×16
   // fp16×fp16→fp32 subgroup shape, subgroup size 32, the Vulkan memory model
@@ -54,6 +67,22 @@ struct ContextOptions {
   // switched on by VKGATE_VALIDATION=1. Messages are counted (see
   // validation_messages) and printed to stderr.
   bool validation = false;
+  // Enable the validation layer with GPU-assisted validation instead of
+  // synchronization validation: shaders are instrumented so that an
+  // out-of-bounds buffer access is reported as a validation message (naming the
+  // shader line when the shaders were built with VKGATE_SHADER_DEBUG_INFO=ON).
+  // Much slower; for tests. Also switched on by VKGATE_VALIDATION=gpu.
+  bool gpu_assisted_validation = false;
+  // Most device memory (bytes, all memory kinds together) this Context may
+  // allocate; 0: no limit beyond the device's memory heaps. A request beyond
+  // it is Error(out_of_memory) and leaves the Context usable.
+  uint64_t device_memory_limit = 0;
+  // Called with each validation-layer message (as counted by
+  // validation_messages), from the thread that made the Vulkan call — also
+  // during the Context's destruction, where the layer reports Vulkan objects
+  // that were never destroyed. Must not call back into the Context.
+  // Messages are printed to stderr either way.
+  std::function<void(const std::string&)> on_message;
 };
 
 class Context {
@@ -68,6 +97,13 @@ class Context {
 
   const DeviceInfo& device() const;
   bool validation_enabled() const;
+  bool gpu_assisted_validation_enabled() const;
+  // True once a Vulkan call returned VK_ERROR_DEVICE_LOST: nothing more can run.
+  bool device_lost() const;
+  // Device memory this Context holds (VkDeviceMemory blocks, bytes), and the
+  // part of it handed out to live tensors and staging buffers.
+  uint64_t device_memory_allocated() const;
+  uint64_t device_memory_in_use() const;
 
   // Warnings and errors reported by the validation layer (or any layer) so far.
   uint64_t validation_messages() const;

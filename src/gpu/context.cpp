@@ -60,10 +60,11 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
   if (loader_info) return VK_FALSE;
   std::string text = std::string(severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning") +
                      " [" + id + "] " + (data->pMessage ? data->pMessage : "");
-  std::fprintf(stderr, "vkgate: validation %s\n", text.c_str());
-  impl->message_count.fetch_add(1);
-  std::lock_guard<std::mutex> lock(impl->messages_mutex);
-  impl->messages.push_back(std::move(text));
+  if (impl->creating_instance) {  // single-threaded: inside our own vkCreateInstance
+    impl->held_messages.push_back(std::move(text));
+    return VK_FALSE;
+  }
+  impl->record_message(std::move(text));
   return VK_FALSE;
 }
 
@@ -164,6 +165,7 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   d.shared_memory_bytes = lim.maxComputeSharedMemorySize;
   d.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
   for (int i = 0; i < 3; ++i) d.max_workgroup_size[i] = lim.maxComputeWorkGroupSize[i];
+  for (int i = 0; i < 3; ++i) d.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
   d.max_storage_buffer_range = lim.maxStorageBufferRange;
   d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
 
@@ -242,14 +244,18 @@ struct Instance {
   bool debug_utils = false;
 };
 
-Instance create_instance(bool validation, const VkDebugUtilsMessengerCreateInfoEXT* messenger_info) {
+Instance create_instance(bool validation, bool gpu_assisted, const VkDebugUtilsMessengerCreateInfoEXT* messenger_info) {
   const auto exts = instance_extensions(nullptr);
   std::vector<const char*> enable;
   Instance inst;
   inst.debug_utils = has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
   std::vector<const char*> layers;
   VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
-  const VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  // Synchronization validation, or GPU-assisted validation (with a descriptor
+  // set slot of its own reserved, since vkgate binds set 0 only).
+  const VkValidationFeatureEnableEXT sync[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  const VkValidationFeatureEnableEXT gpu[] = {VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT,
+                                              VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_RESERVE_BINDING_SLOT_EXT};
   const void* next = nullptr;
   if (validation) {
     if (!layer_present(kValidationLayer))
@@ -262,9 +268,12 @@ Instance create_instance(bool validation, const VkDebugUtilsMessengerCreateInfoE
     if (has_extension(layer_exts, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME) ||
         has_extension(exts, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
       enable.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
-      features.enabledValidationFeatureCount = 1;
-      features.pEnabledValidationFeatures = &sync;
+      features.enabledValidationFeatureCount = gpu_assisted ? 2 : 1;
+      features.pEnabledValidationFeatures = gpu_assisted ? gpu : sync;
       next = &features;
+    } else if (gpu_assisted) {
+      throw Error(ErrorCode::unsupported,
+                  "GPU-assisted validation was requested but the validation layer lacks VK_EXT_validation_features");
     }
   }
   if (inst.debug_utils) {
@@ -291,10 +300,15 @@ Instance create_instance(bool validation, const VkDebugUtilsMessengerCreateInfoE
   ci.enabledExtensionCount = uint32_t(enable.size());
   ci.ppEnabledExtensionNames = enable.data();
   VkResult r = vkCreateInstance(&ci, nullptr, &inst.handle);
-  if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    throw Error(ErrorCode::no_device, "creating the Vulkan instance: no Vulkan 1.2 driver is installed "
-                                      "(vkCreateInstance returned VK_ERROR_INCOMPATIBLE_DRIVER)");
-  VK_CHECK(r, "creating the Vulkan instance");
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+    std::string why = "no Vulkan driver was found (vkCreateInstance failed with VK_ERROR_INCOMPATIBLE_DRIVER)";
+    if (const char* off = std::getenv("VK_LOADER_DRIVERS_DISABLE"); off && *off)
+      why += "; VK_LOADER_DRIVERS_DISABLE='" + std::string(off) + "' disables drivers";
+    else
+      why += "; install one, e.g. on Debian: apt-get install mesa-vulkan-drivers";
+    throw Error(ErrorCode::no_device, "creating the Vulkan instance: " + why, int32_t(r));
+  }
+  gpu::check(r, "vkCreateInstance", "creating the Vulkan instance");
   return inst;
 }
 
@@ -341,7 +355,7 @@ std::string DeviceInfo::summary() const {
 }
 
 std::vector<DeviceInfo> Context::list_devices() {
-  Instance inst = create_instance(false, nullptr);
+  Instance inst = create_instance(false, false, nullptr);
   std::vector<DeviceInfo> infos;
   try {
     const auto pds = usable_devices(inst.handle);
@@ -356,7 +370,11 @@ std::vector<DeviceInfo> Context::list_devices() {
 
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  s.validation = options.validation || gpu::env_flag("VKGATE_VALIDATION");
+  const char* env_validation = std::getenv("VKGATE_VALIDATION");
+  s.gpu_assisted = options.gpu_assisted_validation || (env_validation && std::strcmp(env_validation, "gpu") == 0);
+  s.validation = options.validation || s.gpu_assisted || gpu::env_flag("VKGATE_VALIDATION");
+  s.memory_limit = options.device_memory_limit;
+  s.on_message = options.on_message;
 
   VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
   mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
@@ -365,8 +383,19 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   mci.pfnUserCallback = on_message;
   mci.pUserData = &s;
 
-  Instance inst = create_instance(s.validation, &mci);
+  s.creating_instance = true;
+  Instance inst;
+  try {
+    inst = create_instance(s.validation, s.gpu_assisted, &mci);
+  } catch (...) {
+    s.creating_instance = false;
+    s.held_messages.clear();
+    throw;
+  }
+  s.creating_instance = false;
   s.instance = inst.handle;
+  for (std::string& m : s.held_messages) s.record_message(std::move(m));
+  s.held_messages.clear();
   if (inst.debug_utils) {
     mci.pNext = nullptr;
     auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
@@ -455,22 +484,60 @@ Context::Impl::~Impl() {
   if (instance) vkDestroyInstance(instance, nullptr);
 }
 
+void Context::Impl::record_message(std::string text) {
+  std::fprintf(stderr, "vkgate: validation %s\n", text.c_str());
+  message_count.fetch_add(1);
+  if (on_message) on_message(text);
+  std::lock_guard<std::mutex> lock(messages_mutex);
+  messages.push_back(std::move(text));
+}
+
+void Context::Impl::check_not_lost(const std::string& doing) const {
+  if (lost.load())
+    throw Error(ErrorCode::device_lost,
+                doing + ": the Vulkan device was lost earlier (VK_ERROR_DEVICE_LOST); this Context can run "
+                        "nothing more, create a new Context",
+                int32_t(VK_ERROR_DEVICE_LOST));
+}
+
 void Context::Impl::submit_and_wait(VkCommandBuffer cmd, VkFence fence, const char* doing) {
+  check_not_lost(doing);
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd;
+  auto fail = [&](VkResult r, const char* call) {
+    if (r == VK_ERROR_DEVICE_LOST) lost = true;
+    gpu::throw_vk(r, call, doing);
+  };
+  VkResult r;
   {
     std::lock_guard<std::mutex> lock(queue_mutex);
-    VK_CHECK(vkQueueSubmit(queue, 1, &si, fence), doing);
+    r = vkQueueSubmit(queue, 1, &si, fence);
   }
-  VK_CHECK(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), doing);
-  VK_CHECK(vkResetFences(device, 1, &fence), doing);
+  if (r != VK_SUCCESS) fail(r, "vkQueueSubmit");
+  r = vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
+  if (const int32_t injected = inject_wait.exchange(0); injected != 0 && r == VK_SUCCESS) r = VkResult(injected);
+  if (r != VK_SUCCESS) {
+    if (r != VK_ERROR_DEVICE_LOST) {
+      // Out of memory while waiting: let the work drain so the fence and the
+      // command buffer can be used again.
+      vkDeviceWaitIdle(device);
+      vkResetFences(device, 1, &fence);
+    }
+    fail(r, "vkWaitForFences");
+  }
+  r = vkResetFences(device, 1, &fence);
+  if (r != VK_SUCCESS) fail(r, "vkResetFences");
 }
 
 Context::~Context() = default;
 
 const DeviceInfo& Context::device() const { return impl_->info; }
 bool Context::validation_enabled() const { return impl_->validation; }
+bool Context::gpu_assisted_validation_enabled() const { return impl_->gpu_assisted; }
+bool Context::device_lost() const { return impl_->lost.load(); }
+uint64_t Context::device_memory_allocated() const { return impl_->allocator->bytes_allocated(); }
+uint64_t Context::device_memory_in_use() const { return impl_->allocator->bytes_in_use(); }
 uint64_t Context::validation_messages() const { return impl_->message_count.load(); }
 
 std::vector<std::string> Context::take_validation_messages() {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,20 @@ struct Context::Impl {
   DeviceInfo info;
   VkPhysicalDeviceMemoryProperties memory_props{};
   bool validation = false;
+  bool gpu_assisted = false;
+  uint64_t memory_limit = 0;  // ContextOptions::device_memory_limit
+  std::function<void(const std::string&)> on_message;
+  std::atomic<bool> lost{false};  // a call returned VK_ERROR_DEVICE_LOST
+  // Messages that arrive while vkCreateInstance runs are held back: when it
+  // fails (no driver) the Error says why in one line, without the loader's chatter.
+  bool creating_instance = false;
+  std::vector<std::string> held_messages;
+
+  // Fault injection for tests: a nonzero VkResult is returned once, instead of
+  // the real result, by the next vkAllocateMemory (inject_allocate) or the
+  // next fence wait after a submission (inject_wait; the real wait runs first,
+  // so the device stays consistent).
+  std::atomic<int32_t> inject_allocate{0}, inject_wait{0};
 
   std::unique_ptr<gpu::Allocator> allocator;
   std::unique_ptr<gpu::PipelineCache> pipelines;
@@ -37,7 +52,13 @@ struct Context::Impl {
   std::vector<std::string> messages;
   std::atomic<uint64_t> message_count{0};
 
+  // Submits and waits; a lost device sets `lost` and throws Error(device_lost),
+  // and once lost every call throws at once.
   void submit_and_wait(VkCommandBuffer cmd, VkFence fence, const char* doing);
+  // Throws Error(device_lost) if the device was lost earlier.
+  void check_not_lost(const std::string& doing) const;
+  // Counts, logs and forwards one message (the debug messenger's callback body).
+  void record_message(std::string text);
 
   ~Impl();
 };

@@ -11,7 +11,11 @@ constexpr VkDeviceSize kDefaultBlock = 64ull << 20;
 
 VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
 
-std::string mib(VkDeviceSize b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; }
+// Rounded up to MiB (KiB below 1 MiB), without overflowing near 2^64.
+std::string mib(VkDeviceSize b) {
+  if (b < (1u << 20)) return std::to_string((b >> 10) + ((b & 1023) != 0)) + " KiB";
+  return std::to_string((b >> 20) + ((b & ((1u << 20) - 1)) != 0)) + " MiB";
+}
 }  // namespace
 
 Buffer::~Buffer() {
@@ -39,10 +43,15 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 Allocator::Allocator(Context::Impl& ctx) : ctx_(ctx) {
   block_size_ = std::min<VkDeviceSize>(kDefaultBlock, ctx.info.max_memory_allocation_size);
+  // Under a memory limit, blocks of an eighth of it (at least 1 MiB), so that
+  // one memory kind cannot take the whole limit with a block of free space.
+  if (ctx.memory_limit)
+    block_size_ = std::min<VkDeviceSize>(block_size_, std::max<VkDeviceSize>(ctx.memory_limit / 8, 1u << 20));
+  heap_used_.assign(ctx.memory_props.memoryHeapCount, 0);
 }
 
 Allocator::~Allocator() {
-  for (Block& b : blocks_) {
+  for (Block& b : blocks_) {  // trimmed slots hold null handles
     if (b.buffer) vkDestroyBuffer(ctx_.device, b.buffer, nullptr);
     if (b.memory) vkFreeMemory(ctx_.device, b.memory, nullptr);
   }
@@ -72,13 +81,30 @@ uint32_t Allocator::memory_type(MemoryKind kind, uint32_t allowed, const std::st
 }
 
 size_t Allocator::new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name) {
-  const VkDeviceSize size = std::max(bytes, block_size_);
-  if (size > ctx_.info.max_memory_allocation_size)
-    throw Error(ErrorCode::out_of_memory, "allocating '" + name + "' (" + mib(bytes) +
-                                              "): larger than the device's maxMemoryAllocationSize (" +
-                                              mib(ctx_.info.max_memory_allocation_size) + ")");
+  ctx_.check_not_lost("allocating '" + name + "'");
+  if (std::max(bytes, block_size_) > ctx_.info.max_memory_allocation_size && bytes > ctx_.info.max_memory_allocation_size)
+    throw Error(ErrorCode::unsupported, "allocating '" + name + "' (" + mib(bytes) +
+                                            "): larger than the device's maxMemoryAllocationSize (" +
+                                            mib(ctx_.info.max_memory_allocation_size) + ")");
+  try {
+    return try_new_block(bytes, kind, name);
+  } catch (const Error& e) {
+    // Out of memory: give back the blocks no tensor uses (they may be of
+    // another kind than the one needed now) and try once more.
+    if (e.code() != ErrorCode::out_of_memory || !trim()) throw;
+  }
+  return try_new_block(bytes, kind, name);
+}
+
+size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name) {
+  VkDeviceSize size = std::min(std::max(bytes, block_size_), ctx_.info.max_memory_allocation_size);
+  if (ctx_.memory_limit && allocated_ + bytes > ctx_.memory_limit)
+    throw Error(ErrorCode::out_of_memory, "allocating '" + name + "' (" + mib(bytes) + "): the Context holds " +
+                                              mib(allocated_) + " of device memory and its device_memory_limit is " +
+                                              mib(ctx_.memory_limit));
+  // A whole default block only while it fits under the limit; else just what is asked for.
+  if (ctx_.memory_limit && allocated_ + size > ctx_.memory_limit) size = bytes;
   Block b;
-  b.size = size;
   b.kind = kind;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
@@ -94,21 +120,62 @@ size_t Allocator::new_block(VkDeviceSize bytes, MemoryKind kind, const std::stri
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = memory_type(kind, req.memoryTypeBits, name);
-    VK_CHECK(vkAllocateMemory(ctx_.device, &ai, nullptr, &b.memory), doing);
+    b.heap = ctx_.memory_props.memoryTypes[ai.memoryTypeIndex].heapIndex;
+    const VkDeviceSize heap_size = ctx_.memory_props.memoryHeaps[b.heap].size;
+    if (heap_used_[b.heap] + req.size > heap_size)
+      throw Error(ErrorCode::out_of_memory, doing + ": device memory is exhausted (" + mib(heap_used_[b.heap]) +
+                                                " of the " + mib(heap_size) + " heap held by this Context)");
+    VkResult r = VkResult(ctx_.inject_allocate.exchange(0));
+    if (r == VK_SUCCESS) r = vkAllocateMemory(ctx_.device, &ai, nullptr, &b.memory);
+    check(r, "vkAllocateMemory", doing);
     VK_CHECK(vkBindBufferMemory(ctx_.device, b.buffer, b.memory, 0), doing);
     if (kind != MemoryKind::device) VK_CHECK(vkMapMemory(ctx_.device, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped), doing);
+    b.size = size;
+    b.memory_size = req.size;
   } catch (...) {
     if (b.memory) vkFreeMemory(ctx_.device, b.memory, nullptr);
     vkDestroyBuffer(ctx_.device, b.buffer, nullptr);
     throw;
   }
+  heap_used_[b.heap] += b.memory_size;
+  allocated_ += b.memory_size;
   b.free.push_back({0, size});
+  // Reuse the slot of a trimmed block: Buffers hold block indices, so slots never move.
+  for (size_t i = 0; i < blocks_.size(); ++i)
+    if (!blocks_[i].memory) {
+      blocks_[i] = std::move(b);
+      return i;
+    }
   blocks_.push_back(std::move(b));
   return blocks_.size() - 1;
 }
 
+bool Allocator::trim() {
+  bool any = false;
+  for (Block& b : blocks_) {
+    if (!b.memory || b.free.size() != 1 || b.free[0].offset != 0 || b.free[0].size != b.size) continue;
+    vkDestroyBuffer(ctx_.device, b.buffer, nullptr);
+    vkFreeMemory(ctx_.device, b.memory, nullptr);
+    heap_used_[b.heap] -= b.memory_size;
+    allocated_ -= b.memory_size;
+    b = Block{};  // an empty slot: no memory, no free ranges
+    any = true;
+  }
+  return any;
+}
+
 Buffer Allocator::allocate(VkDeviceSize bytes, MemoryKind kind, const std::string& name) {
   if (bytes == 0) bytes = 4;  // empty tensors still need a bindable range
+  VkDeviceSize largest_heap = 0;
+  for (uint32_t i = 0; i < ctx_.memory_props.memoryHeapCount; ++i)
+    largest_heap = std::max(largest_heap, ctx_.memory_props.memoryHeaps[i].size);
+  if (bytes > largest_heap || (ctx_.memory_limit && bytes > ctx_.memory_limit))
+    throw Error(ErrorCode::out_of_memory,
+                "allocating '" + name + "' (" + mib(bytes) + "): more than the device has (" +
+                    (ctx_.memory_limit && ctx_.memory_limit < largest_heap
+                         ? "the Context's device_memory_limit is " + mib(ctx_.memory_limit)
+                         : "its largest memory heap is " + mib(largest_heap)) +
+                    ")");
   if (kind == MemoryKind::device && bytes > ctx_.info.max_storage_buffer_range)
     throw Error(ErrorCode::unsupported, "allocating '" + name + "' (" + mib(bytes) +
                                             "): larger than the device's maxStorageBufferRange (" +
@@ -171,9 +238,14 @@ VkDeviceSize Allocator::bytes_in_use() const {
   return in_use_;
 }
 
+VkDeviceSize Allocator::bytes_allocated() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return allocated_;
+}
+
 size_t Allocator::block_count() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return blocks_.size();
+  return size_t(std::count_if(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.memory != VK_NULL_HANDLE; }));
 }
 
 }  // namespace vkgate::gpu

@@ -58,9 +58,16 @@ class Allocator {
   ~Allocator();
 
   // `name` is used in error messages ("allocating 'q_proj.weight' ...").
+  // Refuses, with an Error and before any Vulkan call that could be invalid:
+  // a request larger than the device's memory heap or the Context's
+  // device_memory_limit (out_of_memory), a device buffer larger than
+  // maxStorageBufferRange or a block larger than maxMemoryAllocationSize
+  // (unsupported). VK_ERROR_OUT_OF_DEVICE_MEMORY from the driver is
+  // Error(out_of_memory). After any of these the allocator is unchanged.
   Buffer allocate(VkDeviceSize bytes, MemoryKind kind, const std::string& name);
 
   VkDeviceSize bytes_in_use() const;
+  VkDeviceSize bytes_allocated() const;  // all blocks
   size_t block_count() const;
 
  private:
@@ -71,19 +78,27 @@ class Allocator {
   struct Block {
     VkDeviceMemory memory = VK_NULL_HANDLE;
     VkBuffer buffer = VK_NULL_HANDLE;
-    VkDeviceSize size = 0;
+    VkDeviceSize size = 0;         // of the VkBuffer (0: a trimmed, empty slot)
+    VkDeviceSize memory_size = 0;  // of the VkDeviceMemory
+    uint32_t heap = 0;
     MemoryKind kind = MemoryKind::device;
     void* mapped = nullptr;
     std::vector<Range> free;  // sorted by offset, coalesced
   };
   void release(size_t block, VkDeviceSize offset, VkDeviceSize size);
+  // A new block for `bytes`; when memory runs out, trims and tries once more.
   size_t new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name);
+  size_t try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name);
+  // Frees every block no live range uses; true if any was freed. Called with mutex_ held.
+  bool trim();
   uint32_t memory_type(MemoryKind kind, uint32_t allowed, const std::string& name) const;
 
   Context::Impl& ctx_;
   VkDeviceSize block_size_;
   mutable std::mutex mutex_;
   std::vector<Block> blocks_;
+  std::vector<VkDeviceSize> heap_used_;  // bytes of blocks per memory heap
+  VkDeviceSize allocated_ = 0;
   VkDeviceSize in_use_ = 0;
   uint64_t next_id_ = 1;
 };

@@ -184,6 +184,13 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
     throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': expected " +
                                                  std::to_string(p.bindings) + " bindings, got " +
                                                  std::to_string(bindings.size()));
+  const auto& max = ctx_.info.max_workgroup_count;
+  if (gx > max[0] || gy > max[1] || gz > max[2])
+    throw Error(ErrorCode::unsupported, "dispatch of '" + p.shader + "': " + std::to_string(gx) + "×" +
+                                            std::to_string(gy) + "×" + std::to_string(gz) +
+                                            " workgroups exceed the device's maxComputeWorkGroupCount (" +
+                                            std::to_string(max[0]) + "×" + std::to_string(max[1]) + "×" +
+                                            std::to_string(max[2]) + ")");
   std::vector<Use> uses;
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
