@@ -140,7 +140,7 @@ constexpr std::array kNormKinds{NormKind::plain, NormKind::zero_centered};
 std::string layer_type(const BlockConfig& c, int layer) {
   if (size_t(layer) < c.layer_types.size()) return c.layer_types[size_t(layer)];
   if (c.full_attention_interval > 0)
-    return (layer + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention";
+    return (int64_t(layer) + 1) % c.full_attention_interval == 0 ? "full_attention" : "linear_attention";
   return "full_attention";
 }
 
@@ -276,18 +276,18 @@ void BlockConfig::check_layer(int layer) const {
 
   // The full-attention layers: the first 8, then "..." and the last one when the count is known.
   // Computed, not scanned, for the interval: num_hidden_layers is whatever the file says.
-  std::vector<int> full;  // the first 9
-  int last = -1;
+  std::vector<int64_t> full;  // the first 9 (64-bit: a huge interval must not overflow)
+  int64_t last = -1;
   if (!layer_types.empty()) {
     for (size_t i = 0; i < layer_types.size(); ++i) {
       if (layer_types[i] != "full_attention") continue;
-      if (full.size() < 9) full.push_back(int(i));
-      last = int(i);
+      if (full.size() < 9) full.push_back(int64_t(i));
+      last = int64_t(i);
     }
   } else {
     const int64_t k = full_attention_interval;
-    for (int64_t i = k - 1; full.size() < 9 && (n <= 0 || i < n); i += k) full.push_back(int(i));
-    if (n > 0) last = int(n / k * k - 1);
+    for (int64_t i = k - 1; full.size() < 9 && (n <= 0 || i < n); i += k) full.push_back(i);
+    if (n > 0) last = n / k * k - 1;
   }
   std::string list;
   for (size_t i = 0; i < full.size() && i < 8; ++i)

@@ -1,0 +1,135 @@
+// The fuzz targets' bodies, shared by the libFuzzer executables (fuzz_*.cpp)
+// and by the test suite, which replays every file of fuzz/corpus/ and
+// fuzz/regressions/ through them (tests/test_fuzz_corpus.cpp), so that every
+// crash the fuzzers ever found stays a regression test.
+//
+// Each body feeds its input to one parser and exercises what it returns. A
+// vkgate::Error is the expected way to reject an input; anything else — another
+// exception, a crash, a sanitizer report, a hang — is a bug.
+#pragma once
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vkgate/checkpoint.hpp"
+#include "vkgate/config.hpp"
+#include "vkgate/dtype.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/safetensors.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate::fuzz {
+
+namespace fs = std::filesystem;
+
+// A private scratch directory, on tmpfs when there is one.
+inline const fs::path& scratch() {
+  static const fs::path dir = [] {
+    const fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+    fs::path d = base / ("vkgate_fuzz_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+inline void write_file(const fs::path& p, const uint8_t* data, size_t size) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+}
+
+// Reads every value of a tensor both ways.
+inline void exercise_view(const TensorView& t) {
+  volatile double sink = double(t.numel());
+  for (double v : t.to_f64()) sink = sink + v;
+  for (float v : t.to_f32()) sink = sink + double(v);
+}
+
+// Every tensor, the names and the metadata of a file.
+inline void exercise(const SafetensorsFile& f) {
+  for (const std::string& name : f.names()) exercise_view(f.at(name));
+  volatile size_t sink = 0;
+  for (const auto& [k, v] : f.metadata()) sink = sink + k.size() + v.size();
+}
+
+// A safetensors file: header length, JSON header, data.
+inline int safetensors(const uint8_t* data, size_t size) {
+  const fs::path p = scratch() / "input.safetensors";
+  write_file(p, data, size);
+  try {
+    SafetensorsFile f(p.string());
+    exercise(f);
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// A config.json: parsed, then every derived quantity and layer check.
+inline int config(const uint8_t* data, size_t size) {
+  try {
+    const BlockConfig c = parse_config_json(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json");
+    try {
+      c.validate();
+      volatile int64_t sink = c.q_proj_rows() + c.kv_dim() + c.attn_dim() + c.rotary_dim() + c.gate_width();
+      for (const TensorSpec& spec : expected_weights(c)) sink = sink + spec.numel();
+    } catch (const Error&) {
+    }
+    for (int layer : {-1, 0, 1, 3, c.num_hidden_layers - 1, c.num_hidden_layers, 1 << 30, INT_MAX, INT_MIN}) {
+      try {
+        c.check_layer(layer);
+      } catch (const Error&) {
+      }
+    }
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// A checkpoint directory with two real shards and the fuzzed
+// model.safetensors.index.json: the index is parsed, shards opened, tensors
+// looked up and a block's tensors gathered for a small config.
+inline int checkpoint_index(const uint8_t* data, size_t size) {
+  static const fs::path dir = [] {
+    const fs::path d = scratch() / "checkpoint";
+    fs::create_directories(d);
+    // Shard 1 holds a whole tiny block (hidden 4, 1 head of 4, no gate) under layer 0; shard 2 one stray tensor.
+    auto floats = [](size_t n) { return std::vector<float>(n, 0.25f); };
+    static const std::vector<float> w16 = floats(16), w4 = floats(4);
+    static const std::vector<uint16_t> h16(16, float_to_half(0.5f));
+    const std::string p = "model.layers.0.self_attn.";
+    std::vector<TensorToWrite> one;
+    for (const char* n : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"})
+      one.push_back({p + n, DType::F32, {4, 4}, std::as_bytes(std::span(w16))});
+    one.push_back({"model.layers.0.input_layernorm.weight", DType::F32, {4}, std::as_bytes(std::span(w4))});
+    write_safetensors((d / "model-00001-of-00002.safetensors").string(), one);
+    write_safetensors((d / "model-00002-of-00002.safetensors").string(),
+                      {{"lm_head.weight", DType::F16, {4, 4}, std::as_bytes(std::span(h16))}});
+    return d;
+  }();
+  write_file(dir / "model.safetensors.index.json", data, size);
+  try {
+    const Checkpoint ckpt(dir.string());
+    for (const std::string& name : ckpt.names()) exercise_view(ckpt.at(name));
+    BlockConfig c;
+    c.hidden_size = 4;
+    c.num_heads = c.num_kv_heads = 1;
+    c.head_dim = 4;
+    c.gate_kind = GateKind::none;
+    c.use_qk_norm = false;
+    const TensorMap tensors = block_tensors(ckpt, c, 0);
+    volatile size_t sink = tensors.size();
+    (void)sink;
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+}  // namespace vkgate::fuzz
