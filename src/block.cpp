@@ -460,7 +460,7 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
   checked_product({B, T, size_t(im.layout.cols)}, most, "the projections");
   checked_product({B, H, T, Dh}, most, "q");
   checked_product({B, KV, S, Dh}, most, "the key and value cache");
-  checked_product({B, T, S}, most, "attention_mask");
+  if (!in.attention_mask.empty()) checked_product({B, T, S}, most, "attention_mask");
   if (in.want_stats || gpu::env_flag("VKGATE_DISABLE_FUSED")) checked_product({B, H, T, S}, most, "the attention scores");
   check_size(in.hidden, B * T * D, "hidden_states", dims({B, T, D}));
   if (!resident) {
