@@ -61,11 +61,9 @@ class Recorder {
   std::vector<DispatchTiming> timings() const;
 
   size_t barrier_count() const { return barriers_; }
-  size_t dispatch_count() const { return labels_.size(); }
 
   // Only for the test that proves the validation layer catches a missing barrier.
   void disable_hazard_tracking_for_test() { tracking_ = false; }
-  VkCommandBuffer command_buffer() const { return cmd_; }
 
  private:
   struct State {
