@@ -545,9 +545,10 @@ void GatedAttention::reserve_cache(int batch, int capacity) {
   if (batch <= 0 || capacity <= 0)
     throw Error(ErrorCode::invalid_argument, "reserve_cache: batch and capacity must be positive");
   // Resident plans were recorded against the old buffers.
+  // (`last` first: it may point into a plan erased below.)
+  if (im.last && im.resident(im.last->key)) im.last = nullptr;
   for (auto it = im.plans.begin(); it != im.plans.end();)
     it = im.resident(it->first) ? im.plans.erase(it) : std::next(it);
-  if (im.last && im.resident(im.last->key)) im.last = nullptr;
   const size_t n = checked_product({size_t(batch), size_t(im.cfg.num_kv_heads), size_t(capacity), size_t(im.cfg.head_dim)},
                                    im.vk.info.max_storage_buffer_range / ops::element_bytes(im.act),
                                    "reserve_cache: the resident key cache");

@@ -50,7 +50,7 @@ ContextOptions options(bool validation, std::vector<std::string>& messages) {
   return o;
 }
 
-bool mentions_leak(const std::vector<std::string>& messages) {
+[[maybe_unused]] bool mentions_leak(const std::vector<std::string>& messages) {
   for (const auto& m : messages)
     if (m.find("has not been destroyed") != std::string::npos || m.find("00378") != std::string::npos) return true;
   return false;

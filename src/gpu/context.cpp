@@ -8,6 +8,7 @@
 #include "gpu/context_impl.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/pipeline.hpp"
+#include "gpu/sanitizer.hpp"
 
 namespace vkgate {
 
@@ -356,6 +357,7 @@ std::string DeviceInfo::summary() const {
 
 std::vector<DeviceInfo> Context::list_devices() {
   Instance inst = create_instance(false, false, nullptr);
+  gpu::keep_vulkan_modules_loaded();
   std::vector<DeviceInfo> infos;
   try {
     const auto pds = usable_devices(inst.handle);
@@ -394,6 +396,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   }
   s.creating_instance = false;
   s.instance = inst.handle;
+  gpu::keep_vulkan_modules_loaded();  // sanitizer builds only: see gpu/sanitizer.hpp
   for (std::string& m : s.held_messages) s.record_message(std::move(m));
   s.held_messages.clear();
   if (inst.debug_utils) {
