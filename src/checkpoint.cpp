@@ -59,14 +59,6 @@ std::map<std::string, std::string> read_index(const std::string& index_path) {
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << "]";
-  return os.str();
-}
-
 }  // namespace
 
 Checkpoint::Checkpoint(const std::string& path) : path_(path) {

@@ -42,15 +42,11 @@ std::vector<TensorSpec> expected_weights(const BlockConfig& cfg) {
   return s;
 }
 
-namespace {
 std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << "]";
-  return os.str();
+  std::string t = "[";
+  for (size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + "]";
 }
-}  // namespace
 
 void check_weights(const BlockConfig& cfg, const TensorMap& weights) {
   for (const TensorSpec& spec : expected_weights(cfg)) {

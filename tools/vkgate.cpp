@@ -226,11 +226,7 @@ struct InputTensor {
   std::vector<int64_t> shape;
 };
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
+using vkgate::shape_text;
 
 // "[1, 0, 17]": element `flat` of `shape` as a multi-index.
 std::string index_text(int64_t flat, const std::vector<int64_t>& shape) {

@@ -31,6 +31,9 @@ using TensorMap = std::map<std::string, HostTensor>;
 // Views of fp32 spans as F32 HostTensors (no copy).
 TensorMap as_tensors(const WeightMap& weights);
 
+// "[8192, 2048]": a shape as error messages print it.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
