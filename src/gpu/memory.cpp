@@ -80,24 +80,24 @@ uint32_t Allocator::memory_type(MemoryKind kind, uint32_t allowed, const std::st
   return uint32_t(t);
 }
 
-size_t Allocator::new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name) {
+size_t Allocator::new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name, bool dedicated) {
   ctx_.check_not_lost("allocating '" + name + "'");
   if (std::max(bytes, block_size_) > ctx_.info.max_memory_allocation_size && bytes > ctx_.info.max_memory_allocation_size)
     throw Error(ErrorCode::unsupported, "allocating '" + name + "' (" + mib(bytes) +
                                             "): larger than the device's maxMemoryAllocationSize (" +
                                             mib(ctx_.info.max_memory_allocation_size) + ")");
   try {
-    return try_new_block(bytes, kind, name);
+    return try_new_block(bytes, kind, name, dedicated);
   } catch (const Error& e) {
     // Out of memory: give back the blocks no tensor uses (they may be of
     // another kind than the one needed now) and try once more.
     if (e.code() != ErrorCode::out_of_memory || !trim()) throw;
   }
-  return try_new_block(bytes, kind, name);
+  return try_new_block(bytes, kind, name, dedicated);
 }
 
-size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name) {
-  VkDeviceSize size = std::min(std::max(bytes, block_size_), ctx_.info.max_memory_allocation_size);
+size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name, bool dedicated) {
+  VkDeviceSize size = dedicated ? bytes : std::min(std::max(bytes, block_size_), ctx_.info.max_memory_allocation_size);
   if (ctx_.memory_limit && allocated_ + bytes > ctx_.memory_limit)
     throw Error(ErrorCode::out_of_memory, "allocating '" + name + "' (" + mib(bytes) + "): the Context holds " +
                                               mib(allocated_) + " of device memory and its device_memory_limit is " +
@@ -106,6 +106,7 @@ size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::
   if (ctx_.memory_limit && allocated_ + size > ctx_.memory_limit) size = bytes;
   Block b;
   b.kind = kind;
+  b.dedicated = dedicated;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
   bci.usage = kind == MemoryKind::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -150,15 +151,19 @@ size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::
   return blocks_.size() - 1;
 }
 
+void Allocator::free_block(Block& b) {
+  vkDestroyBuffer(ctx_.device, b.buffer, nullptr);
+  vkFreeMemory(ctx_.device, b.memory, nullptr);
+  heap_used_[b.heap] -= b.memory_size;
+  allocated_ -= b.memory_size;
+  b = Block{};  // an empty slot: no memory, no free ranges
+}
+
 bool Allocator::trim() {
   bool any = false;
   for (Block& b : blocks_) {
     if (!b.memory || b.free.size() != 1 || b.free[0].offset != 0 || b.free[0].size != b.size) continue;
-    vkDestroyBuffer(ctx_.device, b.buffer, nullptr);
-    vkFreeMemory(ctx_.device, b.memory, nullptr);
-    heap_used_[b.heap] -= b.memory_size;
-    allocated_ -= b.memory_size;
-    b = Block{};  // an empty slot: no memory, no free ranges
+    free_block(b);
     any = true;
   }
   return any;
@@ -180,13 +185,17 @@ Buffer Allocator::allocate(VkDeviceSize bytes, MemoryKind kind, const std::strin
     throw Error(ErrorCode::unsupported, "allocating '" + name + "' (" + mib(bytes) +
                                             "): larger than the device's maxStorageBufferRange (" +
                                             mib(ctx_.info.max_storage_buffer_range) + ")");
+  // Under GPU-assisted validation every range is a VkBuffer of its own, of
+  // exactly its size: the layer bounds-checks shader accesses against the
+  // VkBuffer's size, so inside a shared block an overrun would go unseen.
+  const bool dedicated = ctx_.gpu_assisted;
   const VkDeviceSize align = std::max<VkDeviceSize>(ctx_.info.min_storage_buffer_offset_alignment, 16);
-  const VkDeviceSize reserved = align_up(bytes, align);
+  const VkDeviceSize reserved = dedicated ? align_up(bytes, 4) : align_up(bytes, align);
   std::lock_guard<std::mutex> lock(mutex_);
   size_t bi = blocks_.size();
   size_t ri = 0;
-  for (size_t i = 0; i < blocks_.size() && bi == blocks_.size(); ++i) {
-    if (blocks_[i].kind != kind) continue;
+  for (size_t i = 0; i < blocks_.size() && bi == blocks_.size() && !dedicated; ++i) {
+    if (blocks_[i].kind != kind || blocks_[i].dedicated) continue;
     for (size_t r = 0; r < blocks_[i].free.size(); ++r)
       if (blocks_[i].free[r].size >= reserved) {
         bi = i;
@@ -195,7 +204,7 @@ Buffer Allocator::allocate(VkDeviceSize bytes, MemoryKind kind, const std::strin
       }
   }
   if (bi == blocks_.size()) {
-    bi = new_block(reserved, kind, name);
+    bi = new_block(reserved, kind, name, dedicated);
     ri = 0;
   }
   Block& b = blocks_[bi];
@@ -219,6 +228,11 @@ Buffer Allocator::allocate(VkDeviceSize bytes, MemoryKind kind, const std::strin
 
 void Allocator::release(size_t block, VkDeviceSize offset, VkDeviceSize size) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (blocks_[block].dedicated) {  // its only range: the block goes with it
+    free_block(blocks_[block]);
+    in_use_ -= size;
+    return;
+  }
   auto& fl = blocks_[block].free;
   auto it = std::lower_bound(fl.begin(), fl.end(), offset, [](const Range& r, VkDeviceSize o) { return r.offset < o; });
   it = fl.insert(it, Range{offset, size});

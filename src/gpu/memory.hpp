@@ -82,13 +82,15 @@ class Allocator {
     VkDeviceSize memory_size = 0;  // of the VkDeviceMemory
     uint32_t heap = 0;
     MemoryKind kind = MemoryKind::device;
+    bool dedicated = false;  // one range, exactly sized (GPU-assisted validation)
     void* mapped = nullptr;
     std::vector<Range> free;  // sorted by offset, coalesced
   };
   void release(size_t block, VkDeviceSize offset, VkDeviceSize size);
   // A new block for `bytes`; when memory runs out, trims and tries once more.
-  size_t new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name);
-  size_t try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name);
+  size_t new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name, bool dedicated);
+  size_t try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::string& name, bool dedicated);
+  void free_block(Block& b);  // with mutex_ held
   // Frees every block no live range uses; true if any was freed. Called with mutex_ held.
   bool trim();
   uint32_t memory_type(MemoryKind kind, uint32_t allowed, const std::string& name) const;
