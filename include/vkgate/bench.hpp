@@ -1,6 +1,11 @@
 // Benchmarks of single ops and of the whole block, timed with GPU timestamps.
 // Every case first checks its result against the CPU reference, then runs
 // warm-up and timed repetitions of one recorded command buffer.
+//
+// Thread safety: each function uses the Context like a GatedAttention does
+// (its own command buffers and buffers), so benchmarks on one Context may run
+// on several threads, though their timings then disturb each other. Results
+// are plain values.
 #pragma once
 
 #include <cstdint>

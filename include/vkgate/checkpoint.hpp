@@ -1,5 +1,9 @@
 // Hugging Face checkpoints: one .safetensors file, or a model directory with
 // model.safetensors or model.safetensors.index.json and its shards.
+//
+// Thread safety: a Checkpoint is immutable after construction — const members
+// and block_tensors may run on several threads at once. A malformed index is
+// rejected with an Error, never a crash (fuzzed: fuzz/fuzz_checkpoint_index.cpp).
 #pragma once
 
 #include <map>

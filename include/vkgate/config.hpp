@@ -1,4 +1,9 @@
 // BlockConfig: the shape and conventions of one gated-attention block.
+//
+// Thread safety: BlockConfig is a plain value; its const members and the
+// parsing functions have no shared state and may run on any thread. A malformed
+// config.json is rejected with an Error, never a crash (fuzzed:
+// fuzz/fuzz_config.cpp).
 #pragma once
 
 #include <cstdint>

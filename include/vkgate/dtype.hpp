@@ -1,4 +1,6 @@
 // Element types of host tensors and their fp16/bf16 <-> fp32 conversions.
+//
+// Thread safety: pure functions on values; call them from any thread.
 #pragma once
 
 #include <cstddef>

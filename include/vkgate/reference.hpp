@@ -1,6 +1,9 @@
 // vkgate::reference — the CPU oracle. Double accumulation, written
 // independently of the shaders (different loop orders, no shared code), so it
 // can catch their mistakes. Slow by design; meant for tests and the demo.
+//
+// Thread safety: the functions are pure (no shared state) and may run on any
+// number of threads at once; Inputs, Result and Diff are plain values.
 #pragma once
 
 #include <cstdint>

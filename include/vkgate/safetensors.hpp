@@ -5,6 +5,12 @@
 // length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]},
 // "__metadata__": {string: string}}, then the data section; offsets are
 // relative to the start of the data section. Only little-endian hosts.
+//
+// Thread safety: a SafetensorsFile is immutable after construction — its const
+// members may be called from several threads at once; moving or destroying it
+// is not concurrent with other use. write_safetensors calls on different paths
+// may run concurrently. Malformed files are rejected with an Error, never a
+// crash (fuzzed: fuzz/fuzz_safetensors.cpp).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,8 @@
 // Host-side weights and the shapes the block expects, by Hugging Face name.
+//
+// Thread safety: the functions only read their arguments and may run on any
+// thread; a WeightMap or TensorMap may be read by several threads at once (the
+// data it views must stay alive and unchanged meanwhile).
 #pragma once
 
 #include <cstddef>
