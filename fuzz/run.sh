@@ -43,7 +43,7 @@ for target in safetensors config checkpoint_index; do
     for a in "$scratch/$target/artifacts"/*; do
       [ -f "$a" ] || continue
       name=$(basename "$a")
-      cp "$a" "$here/regressions/$target/$name" 2>/dev/null || true
+      mkdir -p "$here/regressions/$target" && cp "$a" "$here/regressions/$target/$name"
       echo "    input saved as fuzz/regressions/$target/$name (commit it as a regression test); base64:"
       base64 -w 100 "$a" | sed 's/^/      /'
     done
