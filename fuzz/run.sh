@@ -26,8 +26,12 @@ for target in safetensors config checkpoint_index; do
   mkdir -p "$scratch/$target/corpus" "$scratch/$target/artifacts"
   log=$scratch/$target/log
   start=$(date +%s)
+  # libFuzzer exits on a corpus directory that does not exist, and git keeps no
+  # empty directory: a target with no regression yet has none in a clone.
+  seeds=("$here/corpus/$target")
+  [ -d "$here/regressions/$target" ] && seeds+=("$here/regressions/$target")
   # -fork would survive crashes; one process keeps the first finding.
-  "$exe" "$scratch/$target/corpus" "$here/corpus/$target" "$here/regressions/$target" \
+  "$exe" "$scratch/$target/corpus" "${seeds[@]}" \
     -dict="$here/$target.dict" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="$scratch/$target/artifacts/" >"$log" 2>&1
   rc=$?
