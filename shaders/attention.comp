@@ -7,6 +7,7 @@
 // Query head h reads KV head h / G (G = H/KV: MHA G=1, MQA G=H). Every
 // stride comes from push constants, so one pipeline serves both products.
 // Storage types: A_T, B_T, C_T (q/k/v in the activation type, scores fp32).
+// With TEXEL (the CPU-driver variants) A and B are texel buffers.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef A_T
@@ -19,14 +20,8 @@
 #define C_T F32
 #endif
 
-layout(constant_id = 1) const uint BM = 32;
-layout(constant_id = 2) const uint BN = 32;
-layout(constant_id = 3) const uint BK = 16;
-layout(constant_id = 4) const uint TM = 2;
-layout(constant_id = 5) const uint TN = 4;
-
-RO(0, a, A_T)
-RO(1, b, B_T)
+IN(0, a, A_T)
+IN(1, b, B_T)
 RW(2, c, C_T)
 
 layout(push_constant) uniform Push {
@@ -39,12 +34,29 @@ layout(push_constant) uniform Push {
 
 uint a_base, b_base;
 
+#ifdef REGISTER_TILED
+// CPU drivers: one 8-lane subgroup per RM×(8·RN) tile (see gemm_cpu.glsl).
+layout(constant_id = 1) const uint RM = 64;
+layout(constant_id = 2) const uint RN = 8;
+uint a_row(uint m) { return a_base + m * p.a_sm; }
+float a_at(uint i) { return a_ld(i); }
+uint b_col(uint n) { return b_base + n * p.b_sn; }
+float b_at(uint i) { return b_ld(i); }
+#include "gemm_cpu.glsl"
+#else
+layout(constant_id = 1) const uint BM = 32;
+layout(constant_id = 2) const uint BN = 32;
+layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const uint TM = 2;
+layout(constant_id = 5) const uint TN = 4;
+
 float load_a(uint m, uint k) { return (m < p.M && k < p.K) ? a_ld(a_base + m * p.a_sm + k) : 0.0; }
 float load_b(uint n, uint k) {
   return (n < p.N && k < p.K) ? b_ld(b_base + k * p.b_sk + n * p.b_sn) : 0.0;
 }
 
 #include "gemm_tile.glsl"
+#endif
 
 void main() {
   const uint bh = gl_WorkGroupID.z;
@@ -52,6 +64,21 @@ void main() {
   a_base = batch * p.a_sb + h * p.a_sh;
   b_base = batch * p.b_sb + (h / p.group) * p.b_sh;
   const uint c_base = batch * p.c_sb + h * p.c_sh;
+#ifdef REGISTER_TILED
+  const uint n0 = (gl_WorkGroupID.x * WG + gl_LocalInvocationID.x) * RN;
+  for (uint m0 = gl_WorkGroupID.y * RM; m0 < p.M; m0 += gl_NumWorkGroups.y * RM) {
+    gemm_cpu(m0, n0, p.M, p.N, p.K, p.b_sk);
+    [[unroll]] for (uint i = 0; i < RM; ++i) {
+      const uint m = m0 + i;
+      if (m >= p.M) break;
+      [[unroll]] for (uint j = 0; j < RN; ++j) {
+        const uint n = n0 + j;
+        if (n >= p.N) break;
+        c_st(c_base + m * p.c_sm + n, acc[i][j]);
+      }
+    }
+  }
+#else
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   gemm_tile(m0, n0, p.K);
   [[unroll]] for (uint i = 0; i < TM; ++i) {
@@ -63,4 +90,5 @@ void main() {
       c_st(c_base + m * p.c_sm + n, acc[i][j]);
     }
   }
+#endif
 }

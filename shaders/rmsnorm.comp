@@ -5,10 +5,12 @@
 //   y = x / sqrt(mean(x²) + eps) · (1 + w)    (zero-centred, Qwen3-Next)
 // Per-row norm: heads = 1, dim = D. Per-head norm (q_norm/k_norm): the views
 // pick each head's slice out of q_proj's output and write [B, H, T, Dh].
-// One workgroup per row. In-place use (x and y the same range) is safe: every
-// read happens before the reduction's barrier, every write after it.
-// Storage types: X_T, Y_T; the weight is fp32.
+// One workgroup per row. In-place use (x and y the same range) is safe: each
+// invocation writes only elements it read itself, after the reduction.
+// Storage types: X_T, Y_T; the weight is fp32. The TEXEL variants (CPU
+// drivers) read x and w through texel views.
 #include "common.glsl"
+#include "reduce.glsl"
 #include "storage.glsl"
 #ifndef X_T
 #define X_T F32
@@ -17,8 +19,8 @@
 #define Y_T F32
 #endif
 
-RO(0, x, X_T)
-RO(1, w, F32)
+IN(0, x, X_T)
+IN(1, w, F32)
 RW(2, y, Y_T)
 
 layout(push_constant) uniform Push {
@@ -28,8 +30,6 @@ layout(push_constant) uniform Push {
   uint zero_centered;
   float eps;
 } p;
-
-shared float partial[WG];
 
 void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -44,13 +44,7 @@ void main() {
     float v = x_ld(src + d);
     ss = fma(v, v, ss);
   }
-  partial[tid] = ss;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (tid < s) partial[tid] += partial[tid + s];
-    barrier();
-  }
-  const float scale = 1.0 / sqrt(partial[0] / float(p.dim) + p.eps);
+  const float scale = 1.0 / sqrt(wg_sum(ss) / float(p.dim) + p.eps);
   for (uint d = tid; d < p.dim; d += WG) {
     float g = p.zero_centered != 0 ? 1.0 + w_ld(d) : w_ld(d);
     y_st(dst + d, x_ld(src + d) * scale * g);

@@ -6,10 +6,21 @@
 // s ≤ past + t. An optional additive mask [B, 1, T, S] is broadcast over heads.
 // A row whose every entry is −inf (fully masked) is written as zeros: the
 // max would be −inf and exp(−inf − (−inf)) is NaN.
+// Three passes over the row (max, sum, write), each recomputing exp from the
+// scores, so that the only writes are the final ones: the TEXEL variant (CPU
+// drivers) reads the scores through a texel view of the same buffer (binding
+// 2), which then never sees a value this shader wrote.
 #include "common.glsl"
+#include "reduce.glsl"
+#include "storage.glsl"
 
-layout(std430, binding = 0) buffer SBuf { float s[]; };
-layout(std430, binding = 1) readonly buffer MBuf { float mask[]; };
+RW(0, s, F32)
+IN(1, mask, F32)
+#ifdef TEXEL
+TEXEL_RO(2, score, F32)
+#else
+float score_ld(uint i) { return s_ld(i); }
+#endif
 
 layout(push_constant) uniform Push {
   uint rows, keys, tokens, heads, past;
@@ -17,12 +28,10 @@ layout(push_constant) uniform Push {
   float scale;
 } p;
 
-shared float red[WG];
-
 float masked_score(uint base, uint mrow, uint t, uint k) {
   if (p.causal != 0 && k > p.past + t) return -1.0 / 0.0;
-  float v = s[base + k] * p.scale;
-  if (p.has_mask != 0) v += mask[mrow + k];
+  float v = score_ld(base + k) * p.scale;
+  if (p.has_mask != 0) v += mask_ld(mrow + k);
   return v;
 }
 
@@ -37,31 +46,14 @@ void main() {
 
   float mx = -1.0 / 0.0;
   for (uint k = tid; k < p.keys; k += WG) mx = max(mx, masked_score(base, mrow, t, k));
-  red[tid] = mx;
-  barrier();
-  for (uint st = WG / 2; st > 0; st >>= 1) {
-    if (tid < st) red[tid] = max(red[tid], red[tid + st]);
-    barrier();
-  }
-  mx = red[0];
-  barrier();
+  mx = wg_max(mx);
 
   if (isinf(mx) && mx < 0.0) {
-    for (uint k = tid; k < p.keys; k += WG) s[base + k] = 0.0;
+    for (uint k = tid; k < p.keys; k += WG) s_st(base + k, 0.0);
     return;
   }
   float sum = 0.0;
-  for (uint k = tid; k < p.keys; k += WG) {
-    float e = exp(masked_score(base, mrow, t, k) - mx);
-    s[base + k] = e;
-    sum += e;
-  }
-  red[tid] = sum;
-  barrier();
-  for (uint st = WG / 2; st > 0; st >>= 1) {
-    if (tid < st) red[tid] += red[tid + st];
-    barrier();
-  }
-  const float inv = 1.0 / red[0];
-  for (uint k = tid; k < p.keys; k += WG) s[base + k] *= inv;
+  for (uint k = tid; k < p.keys; k += WG) sum += exp(masked_score(base, mrow, t, k) - mx);
+  const float inv = 1.0 / wg_sum(sum);
+  for (uint k = tid; k < p.keys; k += WG) s_st(base + k, exp(masked_score(base, mrow, t, k) - mx) * inv);
 }

@@ -31,3 +31,23 @@ uint bf16_bits(float v) {
 #define RW_EXPAND(b_, name, T) BUFFER_DECL(b_, , name, T) LOAD_##T(name) STORE_##T(name)
 #define RO(b_, name, T) RO_EXPAND(b_, name, T)
 #define RW(b_, name, T) RW_EXPAND(b_, name, T)
+
+// TEXEL_RO(binding, name, T): the same name_ld(i), read through a uniform
+// texel buffer (the host binds an R32_SFLOAT or R16_SFLOAT view). On llvmpipe
+// a texel fetch is a branch-free AVX2 gather, where a storage-buffer load is a
+// branchy loop over the SIMD lanes. bfloat16 stays a storage buffer: read as
+// R16_UINT texels, llvmpipe takes ~40× longer to compile the matmul (23 s).
+#define TEXEL_FLOAT(b_, name) \
+  layout(binding = b_) uniform samplerBuffer name##_tex; \
+  float name##_ld(uint i) { return texelFetch(name##_tex, int(i)).x; }
+#define TEXEL_F32(b_, name) TEXEL_FLOAT(b_, name)
+#define TEXEL_F16(b_, name) TEXEL_FLOAT(b_, name)
+#define TEXEL_BF16(b_, name) RO_EXPAND(b_, name, BF16)
+#define TEXEL_EXPAND(b_, name, T) TEXEL_##T(b_, name)
+#define TEXEL_RO(b_, name, T) TEXEL_EXPAND(b_, name, T)
+// RO, or TEXEL_RO where the variant defines TEXEL.
+#ifdef TEXEL
+#define IN(b_, name, T) TEXEL_RO(b_, name, T)
+#else
+#define IN(b_, name, T) RO(b_, name, T)
+#endif

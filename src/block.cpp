@@ -148,7 +148,8 @@ struct GatedAttention::Impl {
     Buffer kv_up, mask_up, mask;          // inputs beyond hidden_states, when used
     Buffer k_down, v_down, scores_down, proj_down;  // outputs beyond y, when asked for
     // Fused flash attention (no score matrix) unless statistics need the
-    // probabilities or VKGATE_DISABLE_FUSED is set.
+    // probabilities, VKGATE_DISABLE_FUSED is set or the device runs the
+    // unfused path faster (ops::flash_preferred).
     bool fused = false;
     ops::FlashPlan flash;
     Buffer partial;  // split-key partial results
@@ -222,7 +223,7 @@ struct GatedAttention::Impl {
     }
     // Split-key planning sees the longest attention this plan can run.
     const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(S), uint32_t(Dh)};
-    p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED");
+    p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED") && ops::flash_preferred(vk.info, shape);
     if (p->fused) {
       p->flash = ops::flash_plan(vk.info, shape, !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV"));
       p->partial = device(ops::flash_partial_floats(shape, p->flash), f32, "attention partial results");

@@ -109,7 +109,8 @@ softmax 16384×1024, the Qwen3-Next block at T 64).
 CASE:
   --op matmul --m M --n N --k K [--dtype f32|f16|bf16]
   --op attention --T T --heads H [--kv-heads KV] --head-dim Dh [--batch B] [--causal 0|1] [--dtype ...]
-             [--unfused]   (default: the fused flash kernel; --unfused: scores, softmax, P·V)
+             [--unfused]   (default: the fused flash kernel; --unfused: scores, softmax, P·V,
+                            which the block takes on CPU drivers while the scores fit 64 MiB)
   --op rmsnorm --rows R --dim D
   --op rope --rows R --heads H --head-dim Dh [--rotary N]
   --op softmax --rows R --keys S

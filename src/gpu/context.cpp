@@ -169,6 +169,8 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   for (int i = 0; i < 3; ++i) d.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
   d.max_storage_buffer_range = lim.maxStorageBufferRange;
   d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
+  d.max_texel_buffer_elements = lim.maxTexelBufferElements;
+  d.min_texel_buffer_offset_alignment = lim.minTexelBufferOffsetAlignment;
 
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &m3};

@@ -109,7 +109,8 @@ size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::
   b.dedicated = dedicated;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
-  bci.usage = kind == MemoryKind::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+  bci.usage = kind == MemoryKind::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+                                               VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                                VK_BUFFER_USAGE_TRANSFER_DST_BIT
                                          : VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
@@ -189,7 +190,10 @@ Buffer Allocator::allocate(VkDeviceSize bytes, MemoryKind kind, const std::strin
   // exactly its size: the layer bounds-checks shader accesses against the
   // VkBuffer's size, so inside a shared block an overrun would go unseen.
   const bool dedicated = ctx_.gpu_assisted;
-  const VkDeviceSize align = std::max<VkDeviceSize>(ctx_.info.min_storage_buffer_offset_alignment, 16);
+  // Texel-buffer views (the CPU-driver kernels) need their own alignment too;
+  // both are powers of two.
+  const VkDeviceSize align = std::max<VkDeviceSize>(
+      {ctx_.info.min_storage_buffer_offset_alignment, ctx_.info.min_texel_buffer_offset_alignment, 16});
   const VkDeviceSize reserved = dedicated ? align_up(bytes, 4) : align_up(bytes, align);
   std::lock_guard<std::mutex> lock(mutex_);
   size_t bi = blocks_.size();

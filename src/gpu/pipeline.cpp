@@ -40,12 +40,14 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
   p->shader = shader;
   p->spec = spec;
   p->bindings = info.bindings;
+  p->texel_bindings = info.texel_bindings;
   p->push_bytes = info.push_bytes;
   VkDevice dev = ctx_.device;
 
   std::vector<VkDescriptorSetLayoutBinding> binds(info.bindings);
   for (uint32_t i = 0; i < info.bindings; ++i)
-    binds[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    binds[i] = {i, (info.texel_bindings >> i & 1) ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = info.bindings;
   dl.pBindings = binds.data();

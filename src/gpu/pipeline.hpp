@@ -23,6 +23,7 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   uint32_t bindings = 0;
+  uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
   uint32_t push_bytes = 0;
   uint32_t workgroup_size() const { return spec[0]; }
 };

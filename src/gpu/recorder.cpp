@@ -52,6 +52,8 @@ Recorder::~Recorder() {
   VkDevice dev = ctx_.device;
   for (VkDescriptorPool p : descriptor_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
   descriptor_pools_.clear();
+  for (VkBufferView v : views_) vkDestroyBufferView(dev, v, nullptr);
+  views_.clear();
   if (queries_) vkDestroyQueryPool(dev, queries_, nullptr);
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
   if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);
@@ -63,6 +65,8 @@ Recorder::~Recorder() {
 void Recorder::begin() {
   VK_CHECK(vkResetCommandBuffer(cmd_, 0), "resetting a command buffer");
   for (VkDescriptorPool p : descriptor_pools_) vkResetDescriptorPool(ctx_.device, p, 0);
+  for (VkBufferView v : views_) vkDestroyBufferView(ctx_.device, v, nullptr);
+  views_.clear();
   pool_index_ = 0;
   sets_in_pool_ = 0;
   states_.clear();
@@ -159,11 +163,12 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
     sets_in_pool_ = 0;
   }
   if (pool_index_ == descriptor_pools_.size()) {
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
+    const VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings},
+                                          {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kSetsPerPool * kMaxBindings}};
     VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     ci.maxSets = kSetsPerPool;
-    ci.poolSizeCount = 1;
-    ci.pPoolSizes = &size;
+    ci.poolSizeCount = 2;
+    ci.pPoolSizes = sizes;
     VkDescriptorPool pool;
     VK_CHECK(vkCreateDescriptorPool(ctx_.device, &ci, nullptr, &pool), "creating a descriptor pool");
     descriptor_pools_.push_back(pool);
@@ -194,6 +199,7 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
   std::vector<Use> uses;
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
+  VkBufferView texel_views[kMaxBindings];
   const VkDescriptorSet set = allocate_set(p.set_layout);
   uint32_t i = 0;
   for (const Binding& b : bindings) {
@@ -208,13 +214,30 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
     } else {
       uses.push_back({b.buffer, kCompute, access, reads, wr});
     }
-    infos[i] = {b.buffer->handle(), b.buffer->offset(), b.buffer->size()};
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
     writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
+    if (p.texel_bindings >> i & 1) {
+      if (b.texel_format == VK_FORMAT_UNDEFINED)
+        throw Error(ErrorCode::invalid_argument,
+                    "dispatch of '" + p.shader + "': binding " + std::to_string(i) + " is a texel buffer without a format");
+      VkBufferViewCreateInfo vi{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+      vi.buffer = b.buffer->handle();
+      vi.format = b.texel_format;
+      vi.offset = b.buffer->offset();
+      vi.range = b.buffer->size();
+      VkBufferView view;
+      VK_CHECK(vkCreateBufferView(ctx_.device, &vi, nullptr, &view), "creating a texel buffer view for '" + p.shader + "'");
+      views_.push_back(view);
+      texel_views[i] = view;
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+      writes[i].pTexelBufferView = &texel_views[i];
+    } else {
+      infos[i] = {b.buffer->handle(), b.buffer->offset(), b.buffer->size()};
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    }
     ++i;
   }
   vkUpdateDescriptorSets(ctx_.device, i, writes, 0, nullptr);

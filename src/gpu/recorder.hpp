@@ -25,6 +25,9 @@ enum class Access { read, write, read_write };
 struct Binding {
   const Buffer* buffer;
   Access access;
+  // For a pipeline's uniform texel buffer binding: the format of its texels
+  // (the recorder makes a VkBufferView over the whole Buffer).
+  VkFormat texel_format = VK_FORMAT_UNDEFINED;
 };
 
 struct DispatchTiming {
@@ -92,6 +95,7 @@ class Recorder {
   uint32_t query_capacity_ = 0;
   uint32_t queries_used_ = 0;
   std::vector<VkDescriptorPool> descriptor_pools_;
+  std::vector<VkBufferView> views_;  // texel buffer views of this recording
   size_t pool_index_ = 0;     // descriptor pool sets come from now
   uint32_t sets_in_pool_ = 0;
   std::unordered_map<uint64_t, State> states_;

@@ -13,8 +13,9 @@ namespace vkgate::gpu {
 struct ShaderModuleInfo {
   std::string name;
   std::span<const uint32_t> spirv;
-  uint32_t bindings;    // storage buffers at bindings 0..n−1
-  uint32_t push_bytes;  // size of the push-constant block
+  uint32_t bindings;        // descriptors at bindings 0..n−1: storage buffers, except
+  uint32_t texel_bindings;  // the bits set here: uniform texel buffers (samplerBuffer)
+  uint32_t push_bytes;      // size of the push-constant block
 };
 
 // Error(invalid_argument) if no module has that name.

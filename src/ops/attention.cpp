@@ -15,12 +15,25 @@ struct Push {
 // 32×32 tiles, 2×4 per thread: 128 threads, within every device's limits.
 const std::vector<uint32_t> kTiles = {128, 32, 32, 16, 2, 4};
 
+// `a_st`, `b_st`: the storage of A and B, for the texel views of the CPU kernels.
 void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b, const Buffer& c, const Push& push,
-             uint32_t batch_heads, const std::string& shader, const char* label) {
-  const gpu::Pipeline& p = ctx.pipelines->get(shader, kTiles);
+             uint32_t batch_heads, Storage st, Storage a_st, Storage b_st, const char* tail, const char* label) {
   if (batch_heads > 65535) throw Error(ErrorCode::invalid_argument, "attention: batch × heads exceeds 65535");
-  rec.dispatch(p, {{&a, gpu::Access::read}, {&b, gpu::Access::read}, {&c, gpu::Access::write}}, &push,
-               (push.N + kTiles[2] - 1) / kTiles[2], (push.M + kTiles[1] - 1) / kTiles[1], batch_heads, label);
+  auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy) {
+    const bool texel = p.texel_bindings != 0;
+    rec.dispatch(p,
+                 {{&a, gpu::Access::read, texel ? texel_format(a_st) : VK_FORMAT_UNDEFINED},
+                  {&b, gpu::Access::read, texel ? texel_format(b_st) : VK_FORMAT_UNDEFINED},
+                  {&c, gpu::Access::write}},
+                 &push, gx, gy, batch_heads, label);
+  };
+  if (cpu_gemm(ctx.info)) {
+    const gpu::Grid g = cpu_gemm_grid(push.M, push.N);
+    dispatch(ctx.pipelines->get(variant("attention_cpu", st, tail), cpu_gemm_spec(push.M)), g.x, g.y);
+    return;
+  }
+  dispatch(ctx.pipelines->get(variant("attention", st, tail), kTiles), (push.N + kTiles[2] - 1) / kTiles[2],
+           (push.M + kTiles[1] - 1) / kTiles[1]);
 }
 }  // namespace
 
@@ -31,7 +44,7 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
             H * T * Dh, T * Dh, Dh,       // q [B, H, T, Dh]
             KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]: k index = d, n index = s
             H * T * S, T * S, S};         // scores [B, H, T, S]
-  product(ctx, rec, q, k, scores, push, s.batch * H, variant("attention", st, "_scores"), "attention.scores");
+  product(ctx, rec, q, k, scores, push, s.batch * H, st, st, st, "_scores", "attention.scores");
 }
 
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
@@ -41,7 +54,7 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
             H * T * S, T * S, S,          // probs [B, H, T, S]
             KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
             T * H * Dh, Dh, H * Dh};      // out [B, T, H, Dh]
-  product(ctx, rec, probs, v, out, push, s.batch * H, variant("attention", st, "_values"), "attention.values");
+  product(ctx, rec, probs, v, out, push, s.batch * H, st, Storage::f32, st, "_values", "attention.values");
 }
 
 }  // namespace vkgate::ops

@@ -7,8 +7,8 @@
 namespace vkgate::ops {
 
 namespace {
-// The register tile of matmul.comp's REGISTER_TILED variant (RM, RN).
-constexpr uint32_t kCpuRM = 16, kCpuRN = 16;
+// The register tile of matmul.comp's REGISTER_TILED variant (CPU_RM, CPU_RN).
+constexpr uint32_t kCpuRN = 8;
 
 struct Push {
   uint32_t M, N, K, ldx, ldw, ldy, ldr, has_bias, has_residual;
@@ -24,6 +24,21 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
 }
 }  // namespace
 
+bool cpu_gemm(const DeviceInfo& d) {
+  return cpu_kernels(d) && d.subgroup_shuffle && !gpu::env_flag("VKGATE_DISABLE_CPU_MATMUL");
+}
+
+// One 8-lane subgroup per RM×(8·RN) tile; the taller tile (fewer loads per
+// FMA) where M fills it, but not taller than 64: llvmpipe (Mesa 22.3)
+// computes wrong results from 80 rows up.
+std::vector<uint32_t> cpu_gemm_spec(uint32_t M) { return {8, M > 32 ? 64u : 32u, kCpuRN}; }
+
+gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N) {
+  const uint32_t rm = cpu_gemm_spec(M)[1];
+  // The shaders step through row blocks past the grid's 65535.
+  return {(N + 8 * kCpuRN - 1) / (8 * kCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535)};
+}
+
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32) {
   const Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
@@ -31,8 +46,8 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   // buffer the shader never reads, to keep one pipeline per variant.
   auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy, const char* label) {
     rec.dispatch(p,
-                 {{&x, gpu::Access::read},
-                  {&w, gpu::Access::read},
+                 {{&x, gpu::Access::read, p.texel_bindings ? texel_format(s) : VK_FORMAT_UNDEFINED},
+                  {&w, gpu::Access::read, p.texel_bindings ? texel_format(s) : VK_FORMAT_UNDEFINED},
                   {bias ? bias : &w, gpu::Access::read},
                   {residual ? residual : &x, gpu::Access::read},
                   {&y, gpu::Access::write}},
@@ -51,11 +66,9 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
              "matmul.coopmat");
     return;
   }
-  // CPU drivers: the register-tiled variant without shared memory or barriers.
-  if (ctx.info.type == "cpu" && !gpu::env_flag("VKGATE_DISABLE_CPU_MATMUL")) {
-    const uint64_t threads = uint64_t((M + kCpuRM - 1) / kCpuRM) * ((N + kCpuRN - 1) / kCpuRN);
-    const gpu::Grid g = gpu::grid_for((threads + 63) / 64);
-    dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y_f32 ? "_y32" : ""), {64}), g.x, g.y, "matmul");
+  if (cpu_gemm(ctx.info)) {
+    const gpu::Grid g = cpu_gemm_grid(M, N);
+    dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y_f32 ? "_y32" : ""), cpu_gemm_spec(M)), g.x, g.y, "matmul");
     return;
   }
   const auto spec = tiles(ctx.info);

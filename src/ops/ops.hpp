@@ -20,8 +20,29 @@ using gpu::Recorder;
 // is fp32 whatever the storage.
 enum class Storage { f32, f16, bf16 };
 uint32_t element_bytes(Storage s);
+// The texel format of a uniform texel buffer view of `s`: R32_SFLOAT or
+// R16_SFLOAT; bfloat16 is never read as texels (shaders/storage.glsl).
+VkFormat texel_format(Storage s);
 // Shader module of `source` for storage `s`: "matmul", "matmul_f16", ... plus `tail`.
 std::string variant(const char* source, Storage s, const char* tail = "");
+
+// The CPU-driver kernels (suffix "_cpu"/"_sg", define TEXEL) are for llvmpipe-
+// like devices: a CPU device with a fixed 8-lane subgroup whose texel buffers
+// are as large as its storage buffers (they read operands through uniform
+// texel views, Binding::texel_format: a gather there, where a storage-buffer
+// load is a branchy loop over the lanes).
+bool cpu_kernels(const DeviceInfo& d);
+
+// Workgroup size and shader-name suffix for a shader that reduces each row in
+// one workgroup (shaders/reduce.glsl): with cpu_kernels and subgroup
+// arithmetic, one subgroup ("_sg": no shared memory or barrier; texel reads)
+// unless VKGATE_DISABLE_SUBGROUP_REDUCE is set; otherwise a power of two from
+// 32 up to 256, no wider than `len` needs.
+struct RowReduce {
+  uint32_t wg;
+  const char* suffix;
+};
+RowReduce row_reduce(const Context::Impl& ctx, uint32_t len);
 
 // Mirrors `View` in shaders/common.glsl: element (bt, h, d), bt = b·T + t, at
 // base + b·sb + t·st + (h / groups)·sg + (h % groups)·sh + d.
@@ -38,6 +59,15 @@ View bhsd_view(uint32_t heads, uint32_t seq, uint32_t dim, uint32_t first = 0);
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
             bool y_f32 = false);
+
+// Whether GEMMs (matmul, the attention products) take the CPU-driver kernels
+// of shaders/gemm_cpu.glsl: cpu_kernels with subgroup shuffles, unless
+// VKGATE_DISABLE_CPU_MATMUL is set.
+bool cpu_gemm(const DeviceInfo& d);
+// Spec constants {workgroup, RM, RN} of those kernels for M rows, and the grid
+// (x over columns, y over row blocks) for an M×N product.
+std::vector<uint32_t> cpu_gemm_spec(uint32_t M);
+gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N);
 
 // RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the
 // same buffer. y is stored as `s`; x as `s`, or fp32 when x_f32. w is fp32.
@@ -79,6 +109,12 @@ struct FlashPlan {
   uint32_t chunk = 0, splits = 1;  // keys per split and number of splits
 };
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split);
+// Whether attention should take the fused kernel rather than scores → softmax
+// → P·V. On CPU drivers the unfused path with the CPU GEMM kernels is ~20×
+// faster (llvmpipe runs the flash kernel's shared memory and barriers slowly),
+// so it is taken there while the score matrix stays small (≤ 64 MiB), unless
+// VKGATE_DISABLE_CPU_ATTENTION is set. VKGATE_DISABLE_FUSED is the caller's.
+bool flash_preferred(const DeviceInfo& d, const AttentionShape& s);
 // Floats of the partial-results buffer the plan needs (1 when unsplit).
 size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p);
 struct FlashArgs {

@@ -17,14 +17,16 @@ struct Push {
 void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
              View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
              Storage s, bool x_f32) {
-  // A power of two (the reduction halves it) no wider than the row needs.
-  uint32_t wg = 32;
-  while (wg < dim && wg < 256 && wg * 2 <= ctx.info.max_workgroup_invocations) wg *= 2;
-  const gpu::Pipeline& p = ctx.pipelines->get(variant("rmsnorm", s, x_f32 ? "_x32" : ""), {wg});
+  const RowReduce r = row_reduce(ctx, dim);
+  const gpu::Pipeline& p = ctx.pipelines->get(variant("rmsnorm", s, x_f32 ? "_x32" : "") + r.suffix, {r.wg});
   Push push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps};
   const gpu::Grid g = gpu::grid_for(uint64_t(rows) * heads);
   const bool in_place = &x == &y;
-  rec.dispatch(p, {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},
+  const bool texel = p.texel_bindings != 0;
+  rec.dispatch(p,
+               {{&x, gpu::Access::read, texel ? texel_format(x_f32 ? Storage::f32 : s) : VK_FORMAT_UNDEFINED},
+                {&w, gpu::Access::read, texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED},
+                {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},
                &push, g.x, g.y, 1, heads == 1 ? "rmsnorm" : "rmsnorm.heads");
 }
 

@@ -13,14 +13,18 @@ struct Push {
 
 void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
              uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale) {
-  uint32_t wg = 32;
-  while (wg < keys && wg < 256 && wg * 2 <= ctx.info.max_workgroup_invocations) wg *= 2;
-  const gpu::Pipeline& p = ctx.pipelines->get("softmax", {wg});
+  const RowReduce r = row_reduce(ctx, keys);
+  const gpu::Pipeline& p = ctx.pipelines->get(std::string("softmax") + r.suffix, {r.wg});
   const uint32_t rows = batch * heads * tokens;
   Push push{rows, keys, tokens, heads, keys - tokens, causal ? 1u : 0u, mask ? 1u : 0u, scale};
   const gpu::Grid g = gpu::grid_for(rows);
-  rec.dispatch(p, {{&scores, gpu::Access::read_write}, {mask ? mask : &scores, gpu::Access::read}}, &push, g.x, g.y,
-               1, "softmax");
+  // The TEXEL variant reads the scores through binding 2 (a texel view of the
+  // same buffer); the others ignore that binding.
+  const VkFormat f = p.texel_bindings ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED;
+  rec.dispatch(p,
+               {{&scores, gpu::Access::read_write}, {mask ? mask : &scores, gpu::Access::read, f},
+                {&scores, gpu::Access::read, f}},
+               &push, g.x, g.y, 1, "softmax");
 }
 
 }  // namespace vkgate::ops

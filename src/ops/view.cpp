@@ -1,12 +1,32 @@
+#include "gpu/context_impl.hpp"
+#include "gpu/vk.hpp"
 #include "ops/ops.hpp"
 
 namespace vkgate::ops {
 
 uint32_t element_bytes(Storage s) { return s == Storage::f32 ? 4 : 2; }
 
+VkFormat texel_format(Storage s) {
+  return s == Storage::f32 ? VK_FORMAT_R32_SFLOAT : s == Storage::f16 ? VK_FORMAT_R16_SFLOAT : VK_FORMAT_UNDEFINED;
+}
+
 std::string variant(const char* source, Storage s, const char* tail) {
   const char* type = s == Storage::f16 ? "_f16" : s == Storage::bf16 ? "_bf16" : "";
   return std::string(source) + type + (s == Storage::f32 ? "" : tail);
+}
+
+bool cpu_kernels(const DeviceInfo& d) {
+  return d.type == "cpu" && d.min_subgroup_size == 8 && d.max_subgroup_size == 8 &&
+         d.max_texel_buffer_elements >= d.max_storage_buffer_range / 2;
+}
+
+RowReduce row_reduce(const Context::Impl& ctx, uint32_t len) {
+  const DeviceInfo& d = ctx.info;
+  if (cpu_kernels(d) && d.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_SUBGROUP_REDUCE"))
+    return {8, "_sg"};
+  uint32_t wg = 32;
+  while (wg < len && wg < 256 && wg * 2 <= d.max_workgroup_invocations) wg *= 2;
+  return {wg, ""};
 }
 
 View btd_view(uint32_t tokens, uint32_t heads, uint32_t dim) {
