@@ -296,13 +296,12 @@ struct GatedAttention::Impl {
     ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, rows, BT, T, 1, D, cfg.norm_kind, eps, act, true);
     ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D, act);
 
-    // q and k: norm per head into [B, heads, seq, Dh] at positions first.., then rotate in place.
+    // q and k: norm per head and rotate (one pass) into [B, heads, seq, Dh] at positions first...
     auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
                        uint32_t first) {
       const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
       if (cfg.use_qk_norm) {
-        ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act);
-        if (rd) ops::rope(vk, rec, dst, out, p.rope, dst, out, BT, T, heads, Dh, rd, act);
+        ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act, false, &p.rope, rd);
       } else {
         ops::rope(vk, rec, p.proj, src, p.rope, dst, out, BT, T, heads, Dh, rd, act);
       }

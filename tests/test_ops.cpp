@@ -112,6 +112,31 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope: rotate-half, full and partial rotary, po
   }
 }
 
+TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm + rope in one pass: per-head norm then full or partial rotary, in place") {
+  struct Case {
+    uint32_t B, T, H, Dh, rotary, pos0;
+    NormKind kind;
+  };
+  const Case cases[] = {{2, 5, 3, 64, 64, 0, NormKind::zero_centered}, {1, 3, 2, 256, 64, 17, NormKind::plain},
+                        {2, 4, 2, 80, 20, 3, NormKind::zero_centered}, {1, 6, 1, 128, 128, 1000, NormKind::plain}};
+  for (const Case& c : cases) {
+    CAPTURE(c.Dh);
+    CAPTURE(c.rotary);
+    CAPTURE(seed);
+    const auto x = random(size_t(c.B) * c.T * c.H * c.Dh, 2.0f), w = random(c.Dh, 0.3f);
+    auto gx = upload(x, "x"), gw = upload(w, "w");
+    auto table = upload(ops::rope_table(c.T, c.rotary, 1e6, c.pos0), "table");
+    const ops::View v = ops::btd_view(c.T, c.H, c.Dh);
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::rmsnorm(vk, rec, gx, v, gw, gx, v, c.B * c.T, c.T, c.H, c.Dh, c.kind, 1e-6f, ops::Storage::f32, false,
+                   &table, c.rotary);
+    });
+    const auto normed = reference::rms_norm(x, w, size_t(c.B) * c.T * c.H, c.Dh, 1e-6, c.kind);
+    const std::vector<float> normed_f(normed.begin(), normed.end());
+    check_close(download(gx, x.size()), reference::rope(normed_f, c.B, c.T, c.H, c.Dh, c.rotary, 1e6, c.pos0));
+  }
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "softmax: scaled, causal, additive mask, fully masked rows give zeros") {
   struct Case {
     uint32_t B, H, T, S;

@@ -30,7 +30,7 @@ constexpr uint32_t kViewBytes = 6 * 4;
 const std::map<std::string, Interface> kInterfaces = {
     {"matmul", {5, 9 * 4}},
     {"attention", {3, 15 * 4}},
-    {"rmsnorm", {3, 2 * kViewBytes + 6 * 4}},
+    {"rmsnorm", {4, 2 * kViewBytes + 7 * 4}},
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
     {"softmax", {3, 8 * 4}},
     {"gate", {2, kViewBytes + 5 * 4}},

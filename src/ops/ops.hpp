@@ -71,9 +71,11 @@ gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N);
 
 // RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the
 // same buffer. y is stored as `s`; x as `s`, or fp32 when x_f32. w is fp32.
+// With a rope_table (see rope_table) and rotary > 0, the normalised rows are
+// also rotated as rope() would: qk-norm and RoPE in one pass.
 void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
              View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
-             Storage s = Storage::f32, bool x_f32 = false);
+             Storage s = Storage::f32, bool x_f32 = false, const Buffer* rope_table = nullptr, uint32_t rotary = 0);
 
 // Rotate-half RoPE on the first `rotary` dims, the rest copied. `table` holds
 // cos then sin, each [tokens, rotary/2] (see rope_table). x and y may be the same buffer.
