@@ -30,6 +30,10 @@ layout(push_constant) uniform Push {
   uint a_sb, a_sh, a_sm;      // A: batch, head, row strides (k contiguous)
   uint b_sb, b_sh, b_sk, b_sn;  // B: batch, KV-head, k and n strides
   uint c_sb, c_sh, c_sm;      // C: batch, head, row strides (n contiguous)
+  // Causal attention: row m sees keys ≤ past + m; the keys are the columns
+  // (1: scores) or k (2: P·V), 0: not causal. The CPU kernels skip what
+  // lies beyond (the softmax writes zeros there); the others compute all.
+  uint causal, past;
 } p;
 
 uint a_base, b_base;
@@ -67,7 +71,9 @@ void main() {
 #ifdef REGISTER_TILED
   const uint n0 = (gl_WorkGroupID.x * WG + gl_LocalInvocationID.x) * RN;
   for (uint m0 = gl_WorkGroupID.y * RM; m0 < p.M; m0 += gl_NumWorkGroups.y * RM) {
-    gemm_cpu(m0, n0, p.M, p.N, p.K, p.b_sk);
+    const uint last_key = p.past + min(m0 + RM, p.M) - 1;  // of the tile's last row
+    if (p.causal == 1 && gl_WorkGroupID.x * WG * RN > last_key) continue;  // the whole tile is masked
+    gemm_cpu(m0, n0, p.M, p.N, p.causal == 2 ? min(p.K, last_key + 1) : p.K, p.b_sk);
     [[unroll]] for (uint i = 0; i < RM; ++i) {
       const uint m = m0 + i;
       if (m >= p.M) break;

@@ -53,18 +53,15 @@ void main() {
     ss = fma(v, v, ss);
   }
   const float scale = 1.0 / sqrt(wg_sum(ss) / float(p.dim) + p.eps);
-  // One step per rotated pair (i, i + r/2) or passed-through dim: with
-  // rotary = 0 that is every dim, normalised only.
+  // The rotated pairs (i, i + r/2), then the dims past `rotary` (all of them
+  // when rotary = 0). Two loops, not one with a branch: llvmpipe runs both
+  // sides of every branch under a lane mask.
   const uint half_r = p.rotary / 2, t = bt % p.tokens;
-  for (uint i = tid; i < p.dim - half_r; i += WG) {
-    if (i < half_r) {
-      const float x0 = x_ld(src + i) * scale * weight(i), x1 = x_ld(src + i + half_r) * scale * weight(i + half_r);
-      const float c = table_ld(t * half_r + i), s = table_ld(p.tokens * half_r + t * half_r + i);
-      y_st(dst + i, x0 * c - x1 * s);
-      y_st(dst + i + half_r, x1 * c + x0 * s);
-    } else {
-      const uint d = i + half_r;
-      y_st(dst + d, x_ld(src + d) * scale * weight(d));
-    }
+  for (uint i = tid; i < half_r; i += WG) {
+    const float x0 = x_ld(src + i) * scale * weight(i), x1 = x_ld(src + i + half_r) * scale * weight(i + half_r);
+    const float c = table_ld(t * half_r + i), s = table_ld(p.tokens * half_r + t * half_r + i);
+    y_st(dst + i, x0 * c - x1 * s);
+    y_st(dst + i + half_r, x1 * c + x0 * s);
   }
+  for (uint d = 2 * half_r + tid; d < p.dim; d += WG) y_st(dst + d, x_ld(src + d) * scale * weight(d));
 }

@@ -28,8 +28,7 @@ layout(push_constant) uniform Push {
   float scale;
 } p;
 
-float masked_score(uint base, uint mrow, uint t, uint k) {
-  if (p.causal != 0 && k > p.past + t) return -1.0 / 0.0;
+float masked_score(uint base, uint mrow, uint k) {
   float v = score_ld(base + k) * p.scale;
   if (p.has_mask != 0) v += mask_ld(mrow + k);
   return v;
@@ -44,8 +43,10 @@ void main() {
   const uint mrow = (b * p.tokens + t) * p.keys;
   const uint tid = gl_LocalInvocationID.x;
 
+  // Causal: keys past `visible` are −inf, so they are skipped, not computed.
+  const uint visible = p.causal != 0 ? min(p.keys, p.past + t + 1) : p.keys;
   float mx = -1.0 / 0.0;
-  for (uint k = tid; k < p.keys; k += WG) mx = max(mx, masked_score(base, mrow, t, k));
+  for (uint k = tid; k < visible; k += WG) mx = max(mx, masked_score(base, mrow, k));
   mx = wg_max(mx);
 
   if (isinf(mx) && mx < 0.0) {
@@ -53,7 +54,8 @@ void main() {
     return;
   }
   float sum = 0.0;
-  for (uint k = tid; k < p.keys; k += WG) sum += exp(masked_score(base, mrow, t, k) - mx);
+  for (uint k = tid; k < visible; k += WG) sum += exp(masked_score(base, mrow, k) - mx);
   const float inv = 1.0 / wg_sum(sum);
-  for (uint k = tid; k < p.keys; k += WG) s_st(base + k, exp(masked_score(base, mrow, t, k) - mx) * inv);
+  for (uint k = tid; k < visible; k += WG) s_st(base + k, exp(masked_score(base, mrow, k) - mx) * inv);
+  for (uint k = visible + tid; k < p.keys; k += WG) s_st(base + k, 0.0);
 }

@@ -1,6 +1,7 @@
 #include "vkgate/bench.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <deque>
 #include <map>
@@ -208,9 +209,9 @@ Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_
   } else {
     const Buffer& gs = b.device(size_t(B * H * T * T) * 4, "scores");
     b.time(c, opt, [&](gpu::Recorder& rec) {
-      ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s);
+      ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s, causal);
       ops::softmax(b.vk, rec, gs, nullptr, uint32_t(B), uint32_t(H), uint32_t(T), uint32_t(T), causal, float(scale));
-      ops::attention_values(b.vk, rec, gs, gv, go, shape, s);
+      ops::attention_values(b.vk, rec, gs, gv, go, shape, s, causal);
     });
   }
   // Check a few query positions: query t alone against keys 0..t (causal) or all keys.
@@ -450,12 +451,11 @@ Peak peak(Context& ctx, const Options& opt) {
   rec.fill(src, 0x3f800000u);
   rec.end();
   rec.submit("filling the copy source");
-  // Copies are timed by a timestamp pair around one copy command.
-  {
+  // A copy command (timed by a timestamp pair around it) and a copy shader.
+  auto rate = [&](const std::function<void(gpu::Recorder&)>& record) {
     gpu::Recorder r(b.vk);
     r.begin();
-    r.copy(src, dst, bytes);
-    r.mark("copy");
+    record(r);
     r.end();
     Timer t;
     for (int i = 0; i < opt.warmup + std::max(1, opt.reps); ++i) {
@@ -467,8 +467,14 @@ Peak peak(Context& ctx, const Options& opt) {
     }
     Case c;
     t.fill(c);
-    p.copy_gbps = 2.0 * double(bytes) / c.time.median_us / 1e3;
-  }
+    return 2.0 * double(bytes) / c.time.median_us / 1e3;
+  };
+  p.copy_command_gbps = rate([&](gpu::Recorder& r) {
+    r.copy(src, dst, bytes);
+    r.mark("copy");
+  });
+  p.copy_shader_gbps = rate([&](gpu::Recorder& r) { ops::copy_shader(b.vk, r, src, dst, bytes); });
+  p.copy_gbps = std::max(p.copy_command_gbps, p.copy_shader_gbps);
   const bool big = ctx.device().type == "discrete" || ctx.device().type == "integrated";
   const int64_t n = big ? 4096 : 1024;
   p.matmul_gflops = matmul(ctx, n, n, n, Precision::fp32, opt).gflops();
@@ -479,7 +485,11 @@ std::string to_json(const DeviceInfo& device, const std::vector<Case>& cases, co
   nlohmann::json j;
   j["device"] = {{"name", device.name}, {"type", device.type}, {"driver", device.driver},
                  {"api_version", device.api_version}};
-  if (peak) j["peak"] = {{"copy_gbps", peak->copy_gbps}, {"matmul_gflops", peak->matmul_gflops}};
+  if (peak)
+    j["peak"] = {{"copy_gbps", peak->copy_gbps},
+                 {"copy_command_gbps", peak->copy_command_gbps},
+                 {"copy_shader_gbps", peak->copy_shader_gbps},
+                 {"matmul_gflops", peak->matmul_gflops}};
   j["cases"] = nlohmann::json::array();
   for (const Case& c : cases) {
     nlohmann::json jc = {{"name", c.name},         {"median_us", c.time.median_us}, {"min_us", c.time.min_us},

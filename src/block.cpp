@@ -318,9 +318,9 @@ struct GatedAttention::Impl {
                                 layout.gate(T), layout.gate_width, p.attn, &p.partial};
       ops::flash_attention(vk, rec, args, shape, p.flash, cfg.causal, scale, act);
     } else {
-      ops::attention_scores(vk, rec, p.q, kbuf, p.scores, shape, act);
+      ops::attention_scores(vk, rec, p.q, kbuf, p.scores, shape, act, cfg.causal);
       ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, T, S, cfg.causal, scale);
-      ops::attention_values(vk, rec, p.scores, vbuf, p.attn, shape, act);
+      ops::attention_values(vk, rec, p.scores, vbuf, p.attn, shape, act, cfg.causal);
       if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act);
     }
     ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh,

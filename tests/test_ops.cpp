@@ -170,8 +170,11 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
     uint32_t B, H, KV, T, S, Dh;
     bool causal;
   };
-  const Case cases[] = {{2, 4, 4, 9, 9, 64, true},   {3, 6, 2, 5, 5, 80, false},  {1, 4, 1, 1, 1, 128, true},
-                        {1, 2, 1, 17, 22, 256, true}, {2, 8, 2, 33, 33, 64, false}};
+  // The last two are tall enough for the CPU kernels to skip causally masked
+  // tiles (64 rows × 64 keys), with and without a cache before the new tokens.
+  const Case cases[] = {{2, 4, 4, 9, 9, 64, true},     {3, 6, 2, 5, 5, 80, false},  {1, 4, 1, 1, 1, 128, true},
+                        {1, 2, 1, 17, 22, 256, true},   {2, 8, 2, 33, 33, 64, false}, {1, 2, 1, 200, 200, 64, true},
+                        {1, 2, 2, 130, 300, 64, true}};
   for (const Case& c : cases) {
     CAPTURE(c.H);
     CAPTURE(c.KV);
@@ -185,9 +188,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
     const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
     const double scale = 1.0 / std::sqrt(double(c.Dh));
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::attention_scores(vk, rec, gq, gk, gs, shape);
+      ops::attention_scores(vk, rec, gq, gk, gs, shape, ops::Storage::f32, c.causal);
       ops::softmax(vk, rec, gs, nullptr, c.B, c.H, c.T, c.S, c.causal, float(scale));
-      ops::attention_values(vk, rec, gs, gv, go, shape);
+      ops::attention_values(vk, rec, gs, gv, go, shape, ops::Storage::f32, c.causal);
     });
     check_close(download(go, q.size()),
                 reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, {}));

@@ -535,8 +535,8 @@ int cmd_bench(Args& args) {
   if (want_peak) {
     peak = b::peak(ctx, opt);
     if (!json) {
-      std::printf("peak: copy %.2f GB/s, fp32 matmul %.2f GFLOP/s; shares of peak:\n", peak.copy_gbps,
-                  peak.matmul_gflops);
+      std::printf("peak: copy %.2f GB/s (copy command %.2f, copy shader %.2f), fp32 matmul %.2f GFLOP/s; shares of peak:\n",
+                  peak.copy_gbps, peak.copy_command_gbps, peak.copy_shader_gbps, peak.matmul_gflops);
       for (const auto& c : cases)
         std::printf("  %-46s %5.1f%% compute %5.1f%% bandwidth\n", c.name.c_str(), 100 * c.gflops() / peak.matmul_gflops,
                     100 * c.gbps() / peak.copy_gbps);

@@ -42,7 +42,8 @@ struct Case {
 
 // The device's measured ceilings: a large buffer copy and a large fp32 matmul.
 struct Peak {
-  double copy_gbps = 0;       // (read + write) bytes / time
+  double copy_gbps = 0;       // (read + write) bytes / time: the faster of the two below
+  double copy_command_gbps = 0, copy_shader_gbps = 0;  // vkCmdCopyBuffer; a vec4 copy shader
   double matmul_gflops = 0;
 };
 

@@ -29,7 +29,7 @@ struct Interface {
 constexpr uint32_t kViewBytes = 6 * 4;
 const std::map<std::string, Interface> kInterfaces = {
     {"matmul", {5, 9 * 4}},
-    {"attention", {3, 15 * 4}},
+    {"attention", {3, 17 * 4}},
     {"rmsnorm", {4, 2 * kViewBytes + 7 * 4}},
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
     {"softmax", {3, 8 * 4}},
@@ -38,6 +38,7 @@ const std::map<std::string, Interface> kInterfaces = {
     {"matmul_coopmat", {5, 9 * 4}},
     {"matvec", {5, 9 * 4}},
     {"attention_combine", {3, kViewBytes + 7 * 4}},
+    {"copy", {2, 4}},
 };
 
 // Bindings whose variable is a sampled buffer image (GLSL samplerBuffer), read

@@ -10,6 +10,7 @@ struct Push {
   uint32_t a_sb, a_sh, a_sm;
   uint32_t b_sb, b_sh, b_sk, b_sn;
   uint32_t c_sb, c_sh, c_sm;
+  uint32_t causal, past;
 };
 
 // 32×32 tiles, 2×4 per thread: 128 threads, within every device's limits.
@@ -38,22 +39,24 @@ void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b
 }  // namespace
 
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
-                      const AttentionShape& s, Storage st) {
+                      const AttentionShape& s, Storage st, bool causal) {
   const uint32_t T = s.tokens, S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
   Push push{T, S, Dh, H, H / KV,
             H * T * Dh, T * Dh, Dh,       // q [B, H, T, Dh]
             KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]: k index = d, n index = s
-            H * T * S, T * S, S};         // scores [B, H, T, S]
+            H * T * S, T * S, S,          // scores [B, H, T, S]
+            causal ? 1u : 0u, S - T};
   product(ctx, rec, q, k, scores, push, s.batch * H, st, st, st, "_scores", "attention.scores");
 }
 
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
-                      const AttentionShape& s, Storage st) {
+                      const AttentionShape& s, Storage st, bool causal) {
   const uint32_t T = s.tokens, S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
   Push push{T, Dh, S, H, H / KV,
             H * T * S, T * S, S,          // probs [B, H, T, S]
             KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
-            T * H * Dh, Dh, H * Dh};      // out [B, T, H, Dh]
+            T * H * Dh, Dh, H * Dh,       // out [B, T, H, Dh]
+            causal ? 2u : 0u, S - T};
   product(ctx, rec, probs, v, out, push, s.batch * H, st, Storage::f32, st, "_values", "attention.values");
 }
 

@@ -96,11 +96,14 @@ struct AttentionShape {
   uint32_t stride() const { return kv_stride ? kv_stride : keys; }
 };
 // scores [B, H, T, S] (fp32) = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ (unscaled); q, k stored as `st`.
+// With `causal` (query t sees keys ≤ S − T + t), entries beyond may be left
+// unwritten: softmax(causal) writes them as zeros.
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
-                      const AttentionShape& s, Storage st = Storage::f32);
+                      const AttentionShape& s, Storage st = Storage::f32, bool causal = false);
 // out [B, T, H, Dh] = probs [B, H, T, S] (fp32) · v [B, KV, S, Dh]; v and out stored as `st`.
+// With `causal`, probabilities beyond each query's last key (zeros) may be skipped.
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
-                      const AttentionShape& s, Storage st = Storage::f32);
+                      const AttentionShape& s, Storage st = Storage::f32, bool causal = false);
 
 // Fused attention (one dispatch; two with split keys): out [B, T, H, Dh] =
 // softmax(scale·q·kᵀ + mask)·v, then ⊙ sigmoid(gate) when a gate is given.
@@ -132,6 +135,9 @@ struct FlashArgs {
 };
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
                      const FlashPlan& plan, bool causal, float scale, Storage st = Storage::f32);
+
+// dst = src for the first `bytes` (a multiple of 16) by a shader, not a copy command.
+void copy_shader(Context::Impl& ctx, Recorder& rec, const Buffer& src, const Buffer& dst, uint64_t bytes);
 
 // y [rows, heads, dim] *= sigmoid(gate) read through `gate_view`; gate_width 1 or dim.
 void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
