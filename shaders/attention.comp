@@ -34,6 +34,7 @@ layout(push_constant) uniform Push {
   // (1: scores) or k (2: P·V), 0: not causal. The CPU kernels skip what
   // lies beyond (the softmax writes zeros there); the others compute all.
   uint causal, past;
+  uint a_off, c_off;  // added to A's and C's (batch, head) base: a chunk of the queries
 } p;
 
 uint a_base, b_base;
@@ -65,9 +66,9 @@ float load_b(uint n, uint k) {
 void main() {
   const uint bh = gl_WorkGroupID.z;
   const uint batch = bh / p.heads, h = bh - batch * p.heads;
-  a_base = batch * p.a_sb + h * p.a_sh;
+  a_base = batch * p.a_sb + h * p.a_sh + p.a_off;
   b_base = batch * p.b_sb + (h / p.group) * p.b_sh;
-  const uint c_base = batch * p.c_sb + h * p.c_sh;
+  const uint c_base = batch * p.c_sb + h * p.c_sh + p.c_off;
 #ifdef REGISTER_TILED
   const uint n0 = (gl_WorkGroupID.x * WG + gl_LocalInvocationID.x) * RN;
   for (uint m0 = gl_WorkGroupID.y * RM; m0 < p.M; m0 += gl_NumWorkGroups.y * RM) {

@@ -2,8 +2,10 @@
 #extension GL_GOOGLE_include_directive : require
 // Row softmax of scale·s over `keys` entries, in place, one workgroup per row.
 // Rows are (batch, head, query t) of a [B, H, T, S] score tensor. Query t sits
-// at absolute position past + t (past = S − T); with `causal` it sees keys
-// s ≤ past + t. An optional additive mask [B, 1, T, S] is broadcast over heads.
+// at absolute position past + t (past = S − T, plus the chunk's first query
+// when the rows are a chunk of the queries); with `causal` it sees keys
+// s ≤ past + t. An optional additive mask [B, 1, mask_tokens, S] is
+// broadcast over heads; row t reads its mask row mask_first + t.
 // A row whose every entry is −inf (fully masked) is written as zeros: the
 // max would be −inf and exp(−inf − (−inf)) is NaN.
 // Three passes over the row (max, sum, write), each recomputing exp from the
@@ -26,6 +28,7 @@ layout(push_constant) uniform Push {
   uint rows, keys, tokens, heads, past;
   uint causal, has_mask;
   float scale;
+  uint mask_tokens, mask_first;
 } p;
 
 float masked_score(uint base, uint mrow, uint k) {
@@ -40,7 +43,7 @@ void main() {
   const uint t = row % p.tokens;
   const uint b = row / (p.tokens * p.heads);
   const uint base = row * p.keys;
-  const uint mrow = (b * p.tokens + t) * p.keys;
+  const uint mrow = (b * p.mask_tokens + p.mask_first + t) * p.keys;
   const uint tid = gl_LocalInvocationID.x;
 
   // Causal: keys past `visible` are −inf, so they are skipped, not computed.

@@ -151,6 +151,7 @@ struct GatedAttention::Impl {
     // probabilities, VKGATE_DISABLE_FUSED is set or the device runs the
     // unfused path faster (ops::flash_preferred).
     bool fused = false;
+    uint32_t chunk = 0;  // queries per chunk of the unfused attention
     ops::FlashPlan flash;
     Buffer partial;  // split-key partial results
     std::unique_ptr<gpu::Recorder> rec;
@@ -228,7 +229,10 @@ struct GatedAttention::Impl {
       p->flash = ops::flash_plan(vk.info, shape, !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV"));
       p->partial = device(ops::flash_partial_floats(shape, p->flash), f32, "attention partial results");
     } else {
-      p->scores = device(B * H * T * S, f32, "attention scores");
+      // Statistics need every probability; otherwise the queries go in chunks
+      // whose score matrix stays within ops::query_chunk's budget.
+      p->chunk = key.stats ? uint32_t(T) : ops::query_chunk(shape);
+      p->scores = device(B * H * size_t(p->chunk) * S, f32, "attention scores");
     }
     p->attn = device(BT * H * Dh, act, "attention output");
     p->y = device(BT * D, f32, "output");
@@ -318,9 +322,14 @@ struct GatedAttention::Impl {
                                 layout.gate(T), layout.gate_width, p.attn, &p.partial};
       ops::flash_attention(vk, rec, args, shape, p.flash, cfg.causal, scale, act);
     } else {
-      ops::attention_scores(vk, rec, p.q, kbuf, p.scores, shape, act, cfg.causal);
-      ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, T, S, cfg.causal, scale);
-      ops::attention_values(vk, rec, p.scores, vbuf, p.attn, shape, act, cfg.causal);
+      for (uint32_t first = 0; first < T; first += p.chunk) {
+        ops::AttentionShape part = shape;
+        part.first = first;
+        part.count = std::min(p.chunk, T - first);
+        ops::attention_scores(vk, rec, p.q, kbuf, p.scores, part, act, cfg.causal);
+        ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, part.count, S, cfg.causal, scale, first, T);
+        ops::attention_values(vk, rec, p.scores, vbuf, p.attn, part, act, cfg.causal);
+      }
       if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act);
     }
     ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh,
@@ -461,7 +470,7 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
   checked_product({B, H, T, Dh}, most, "q");
   checked_product({B, KV, S, Dh}, most, "the key and value cache");
   if (!in.attention_mask.empty()) checked_product({B, T, S}, most, "attention_mask");
-  if (in.want_stats || gpu::env_flag("VKGATE_DISABLE_FUSED")) checked_product({B, H, T, S}, most, "the attention scores");
+  if (in.want_stats) checked_product({B, H, T, S}, most, "the attention scores");
   check_size(in.hidden, B * T * D, "hidden_states", dims({B, T, D}));
   if (!resident) {
     check_size(in.past_key, B * KV * P * Dh, "past_key", dims({B, KV, P, Dh}));

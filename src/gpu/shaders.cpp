@@ -29,10 +29,10 @@ struct Interface {
 constexpr uint32_t kViewBytes = 6 * 4;
 const std::map<std::string, Interface> kInterfaces = {
     {"matmul", {5, 9 * 4}},
-    {"attention", {3, 17 * 4}},
+    {"attention", {3, 19 * 4}},
     {"rmsnorm", {4, 2 * kViewBytes + 7 * 4}},
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
-    {"softmax", {3, 8 * 4}},
+    {"softmax", {3, 10 * 4}},
     {"gate", {2, kViewBytes + 5 * 4}},
     {"flash_attention", {7, kViewBytes + 13 * 4}},
     {"matmul_coopmat", {5, 9 * 4}},

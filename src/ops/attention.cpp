@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cstdlib>
+
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
 #include "ops/ops.hpp"
@@ -11,6 +14,7 @@ struct Push {
   uint32_t b_sb, b_sh, b_sk, b_sn;
   uint32_t c_sb, c_sh, c_sm;
   uint32_t causal, past;
+  uint32_t a_off, c_off;  // added to A's and C's (batch, head) base
 };
 
 // 32×32 tiles, 2×4 per thread: 128 threads, within every device's limits.
@@ -38,25 +42,34 @@ void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b
 }
 }  // namespace
 
+uint32_t query_chunk(const AttentionShape& s) {
+  uint64_t budget = 64ull << 20;
+  if (const char* v = std::getenv("VKGATE_SCORE_BYTES"); v && *v) budget = std::strtoull(v, nullptr, 10);
+  const uint64_t per_row = uint64_t(s.batch) * s.heads * s.keys * 4;
+  return uint32_t(std::clamp<uint64_t>(budget / per_row, 1, s.tokens));
+}
+
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
                       const AttentionShape& s, Storage st, bool causal) {
-  const uint32_t T = s.tokens, S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
-  Push push{T, S, Dh, H, H / KV,
-            H * T * Dh, T * Dh, Dh,       // q [B, H, T, Dh]
+  const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
+  Push push{R, S, Dh, H, H / KV,
+            H * T * Dh, T * Dh, Dh,       // q [B, H, T, Dh], rows first..
             KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]: k index = d, n index = s
-            H * T * S, T * S, S,          // scores [B, H, T, S]
-            causal ? 1u : 0u, S - T};
+            H * R * S, R * S, S,          // scores [B, H, R, S]
+            causal ? 1u : 0u, S - T + s.first,
+            s.first * Dh, 0};
   product(ctx, rec, q, k, scores, push, s.batch * H, st, st, st, "_scores", "attention.scores");
 }
 
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
                       const AttentionShape& s, Storage st, bool causal) {
-  const uint32_t T = s.tokens, S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
-  Push push{T, Dh, S, H, H / KV,
-            H * T * S, T * S, S,          // probs [B, H, T, S]
+  const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
+  Push push{R, Dh, S, H, H / KV,
+            H * R * S, R * S, S,          // probs [B, H, R, S]
             KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
-            T * H * Dh, Dh, H * Dh,       // out [B, T, H, Dh]
-            causal ? 2u : 0u, S - T};
+            T * H * Dh, Dh, H * Dh,       // out [B, T, H, Dh], rows first..
+            causal ? 2u : 0u, S - T + s.first,
+            0, s.first * H * Dh};
   product(ctx, rec, probs, v, out, push, s.batch * H, st, Storage::f32, st, "_values", "attention.values");
 }
 

@@ -41,10 +41,8 @@ Tiles tiles(const DeviceInfo& d, uint32_t head_dim, uint32_t rows_needed) {
 }
 }  // namespace
 
-bool flash_preferred(const DeviceInfo& d, const AttentionShape& s) {
-  if (!cpu_gemm(d) || gpu::env_flag("VKGATE_DISABLE_CPU_ATTENTION")) return true;
-  const uint64_t score_bytes = uint64_t(s.batch) * s.heads * s.tokens * s.keys * 4;
-  return score_bytes > std::min<uint64_t>(64ull << 20, d.max_storage_buffer_range);
+bool flash_preferred(const DeviceInfo& d, const AttentionShape&) {
+  return !cpu_gemm(d) || gpu::env_flag("VKGATE_DISABLE_CPU_ATTENTION");
 }
 
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split) {

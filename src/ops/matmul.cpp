@@ -31,7 +31,7 @@ bool cpu_gemm(const DeviceInfo& d) {
 // One 8-lane subgroup per RM×(8·RN) tile; the taller tile (fewer loads per
 // FMA) where M fills it, but not taller than 64: llvmpipe (Mesa 22.3)
 // computes wrong results from 80 rows up.
-std::vector<uint32_t> cpu_gemm_spec(uint32_t M) { return {8, M > 32 ? 64u : 32u, kCpuRN}; }
+std::vector<uint32_t> cpu_gemm_spec(uint32_t M) { return {8, M > 32 ? 64u : M > 8 ? 32u : 8u, kCpuRN}; }
 
 gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N) {
   const uint32_t rm = cpu_gemm_spec(M)[1];
@@ -53,6 +53,12 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
                   {&y, gpu::Access::write}},
                  &push, gx, gy, 1, label);
   };
+  // CPU drivers, whatever M (even a decode step: ~25× the matrix-vector kernel on lavapipe).
+  if (cpu_gemm(ctx.info)) {
+    const gpu::Grid g = cpu_gemm_grid(M, N);
+    dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y_f32 ? "_y32" : ""), cpu_gemm_spec(M)), g.x, g.y, "matmul");
+    return;
+  }
   // A few rows (decode): one subgroup per output column streams W once.
   if (M <= 8 && ctx.info.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
     const uint32_t per_group = 256 / std::max(1u, ctx.info.subgroup_size);
@@ -64,11 +70,6 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0) {
     dispatch(ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128}), N / 64, M / 64,
              "matmul.coopmat");
-    return;
-  }
-  if (cpu_gemm(ctx.info)) {
-    const gpu::Grid g = cpu_gemm_grid(M, N);
-    dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y_f32 ? "_y32" : ""), cpu_gemm_spec(M)), g.x, g.y, "matmul");
     return;
   }
   const auto spec = tiles(ctx.info);

@@ -87,15 +87,27 @@ void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buf
 std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, uint32_t first);
 
 // In place softmax of scale·scores (+mask) over `keys`, scores [B, H, T, keys].
+// The rows may be a chunk of the queries: tokens `first`.. of `total` (0: = tokens),
+// which places them for the causal mask and in mask [B, 1, total, keys].
 void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
-             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale);
+             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale, uint32_t first = 0,
+             uint32_t total = 0);
 
 struct AttentionShape {
   uint32_t batch, heads, kv_heads, tokens, keys, head_dim;
   uint32_t kv_stride = 0;  // positions allocated per (batch, KV head) in k/v; 0: = keys
+  // The unfused products and softmax may run on a chunk of the queries:
+  // tokens first..first+count−1 (count 0: all), with a score matrix of
+  // [B, H, count, S]; q, out and the mask keep all `tokens`.
+  uint32_t first = 0, count = 0;
   uint32_t stride() const { return kv_stride ? kv_stride : keys; }
+  uint32_t rows() const { return count ? count : tokens; }
 };
+// Queries per chunk of the unfused attention so that its score matrix stays
+// within VKGATE_SCORE_BYTES (default 64 MiB): at least 1.
+uint32_t query_chunk(const AttentionShape& s);
 // scores [B, H, T, S] (fp32) = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ (unscaled); q, k stored as `st`.
+// (T: the shape's rows(), from its first query.)
 // With `causal` (query t sees keys ≤ S − T + t), entries beyond may be left
 // unwritten: softmax(causal) writes them as zeros.
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
@@ -115,10 +127,10 @@ struct FlashPlan {
 };
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split);
 // Whether attention should take the fused kernel rather than scores → softmax
-// → P·V. On CPU drivers the unfused path with the CPU GEMM kernels is ~20×
-// faster (llvmpipe runs the flash kernel's shared memory and barriers slowly),
-// so it is taken there while the score matrix stays small (≤ 64 MiB), unless
-// VKGATE_DISABLE_CPU_ATTENTION is set. VKGATE_DISABLE_FUSED is the caller's.
+// → P·V (in query chunks, see query_chunk). On CPU drivers the unfused path
+// with the CPU GEMM kernels is much faster (llvmpipe runs the flash kernel's
+// shared memory and barriers slowly), unless VKGATE_DISABLE_CPU_ATTENTION is
+// set. VKGATE_DISABLE_FUSED is the caller's.
 bool flash_preferred(const DeviceInfo& d, const AttentionShape& s);
 // Floats of the partial-results buffer the plan needs (1 when unsplit).
 size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p);

@@ -8,15 +8,18 @@ namespace {
 struct Push {
   uint32_t rows, keys, tokens, heads, past, causal, has_mask;
   float scale;
+  uint32_t mask_tokens, mask_first;
 };
 }  // namespace
 
 void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
-             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale) {
+             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale, uint32_t first,
+             uint32_t total) {
+  if (total == 0) total = tokens;
   const RowReduce r = row_reduce(ctx, keys);
   const gpu::Pipeline& p = ctx.pipelines->get(std::string("softmax") + r.suffix, {r.wg});
   const uint32_t rows = batch * heads * tokens;
-  Push push{rows, keys, tokens, heads, keys - tokens, causal ? 1u : 0u, mask ? 1u : 0u, scale};
+  Push push{rows, keys, tokens, heads, keys - total + first, causal ? 1u : 0u, mask ? 1u : 0u, scale, total, first};
   const gpu::Grid g = gpu::grid_for(rows);
   // The TEXEL variant reads the scores through binding 2 (a texel view of the
   // same buffer); the others ignore that binding.
