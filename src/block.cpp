@@ -224,7 +224,7 @@ struct GatedAttention::Impl {
     }
     // Split-key planning sees the longest attention this plan can run.
     const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(S), uint32_t(Dh)};
-    p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED") && ops::flash_preferred(vk.info, shape);
+    p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED") && ops::flash_preferred(vk.info);
     if (p->fused) {
       p->flash = ops::flash_plan(vk.info, shape, !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV"));
       p->partial = device(ops::flash_partial_floats(shape, p->flash), f32, "attention partial results");

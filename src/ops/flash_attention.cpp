@@ -41,7 +41,7 @@ Tiles tiles(const DeviceInfo& d, uint32_t head_dim, uint32_t rows_needed) {
 }
 }  // namespace
 
-bool flash_preferred(const DeviceInfo& d, const AttentionShape&) {
+bool flash_preferred(const DeviceInfo& d) {
   return !cpu_gemm(d) || gpu::env_flag("VKGATE_DISABLE_CPU_ATTENTION");
 }
 

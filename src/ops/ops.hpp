@@ -131,7 +131,7 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_sp
 // with the CPU GEMM kernels is much faster (llvmpipe runs the flash kernel's
 // shared memory and barriers slowly), unless VKGATE_DISABLE_CPU_ATTENTION is
 // set. VKGATE_DISABLE_FUSED is the caller's.
-bool flash_preferred(const DeviceInfo& d, const AttentionShape& s);
+bool flash_preferred(const DeviceInfo& d);
 // Floats of the partial-results buffer the plan needs (1 when unsplit).
 size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p);
 struct FlashArgs {
