@@ -10,6 +10,19 @@
 
 namespace vkgate::test {
 
+// A small GQA block (64 wide, 4 heads over 2 KV heads of 16, half rotary,
+// zero-centred norms) for tests that need a block, not a particular one.
+inline BlockConfig small_config() {
+  BlockConfig c;
+  c.hidden_size = 64;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.partial_rotary_factor = 0.5;
+  c.norm_kind = NormKind::zero_centered;
+  return c;
+}
+
 struct RandomWeights {
   std::map<std::string, std::vector<float>> data;
   WeightMap map;

@@ -71,13 +71,7 @@ SoakResult soak(int n, bool validation, std::vector<std::string>& messages) {
   SoakResult r;
   const auto start = std::chrono::steady_clock::now();
   Context ctx(options(validation, messages));
-  BlockConfig c;
-  c.hidden_size = 64;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.partial_rotary_factor = 0.5;
-  c.norm_kind = NormKind::zero_centered;
+  const BlockConfig c = test::small_config();
   test::RandomWeights w(c, rng);
   GatedAttention block(ctx, c, w.map);
   std::normal_distribution<float> dist;

@@ -21,17 +21,6 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-BlockConfig small_config() {
-  BlockConfig c;
-  c.hidden_size = 64;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 16;
-  c.partial_rotary_factor = 0.5;
-  c.norm_kind = NormKind::zero_centered;
-  return c;
-}
-
 std::vector<double> reference_output(const BlockConfig& c, const WeightMap& w, const ForwardInputs& in) {
   reference::Inputs r;
   r.hidden = in.hidden;
@@ -47,7 +36,7 @@ std::vector<double> reference_output(const BlockConfig& c, const WeightMap& w, c
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "values: NaN and Inf in hidden_states, the cache and the mask are refused by name and index") {
-  const BlockConfig c = small_config();
+  const BlockConfig c = test::small_config();
   test::RandomWeights w(c, rng);
   GatedAttention block(ctx, c, w.map);
   const int B = 2, T = 3, P = 2, D = 64, KV = 2, Dh = 16;
@@ -109,7 +98,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: NaN and Inf in hidden_states, the cach
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "values: NaN or Inf in a weight is refused at construction, naming the weight") {
-  const BlockConfig c = small_config();
+  const BlockConfig c = test::small_config();
   test::RandomWeights w(c, rng);
   w.data["k_proj.weight"][17] = kNaN;
   w.map["k_proj.weight"] = w.data["k_proj.weight"];
@@ -130,7 +119,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: NaN or Inf in a weight is refused at c
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "values: with check_finite off, NaN propagates (why the check is on by default)") {
-  const BlockConfig c = small_config();
+  const BlockConfig c = test::small_config();
   test::RandomWeights w(c, rng);
   BlockOptions opts;
   opts.check_finite = false;
@@ -146,7 +135,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: fp16 storage refuses finite values bey
     MESSAGE("skipped: the device has no 16-bit storage buffers");
     return;
   }
-  const BlockConfig c = small_config();
+  const BlockConfig c = test::small_config();
   test::RandomWeights w(c, rng);
   w.data["o_proj.weight"][5] = 1e5f;
   w.map["o_proj.weight"] = w.data["o_proj.weight"];
@@ -157,7 +146,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: fp16 storage refuses finite values bey
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "values: rows of 1e-30, rows of 1e15 and fully masked rows give finite, correct outputs") {
-  BlockConfig c = small_config();
+  BlockConfig c = test::small_config();
   for (bool residual : {false, true}) {
     CAPTURE(residual);
     c.residual = residual;
@@ -189,7 +178,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: rows of 1e-30, rows of 1e15 and fully 
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "values: a row whose squares overflow fp32 (1e30) is refused, not answered with zeros") {
-  const BlockConfig c = small_config();
+  const BlockConfig c = test::small_config();
   test::RandomWeights w(c, rng);
   GatedAttention block(ctx, c, w.map);
   auto x = random(3 * 64);
@@ -219,7 +208,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: a row whose squares overflow fp32 (1e3
 TEST_CASE_FIXTURE(test::GpuTest, "values: an output that overflows is refused although every input is finite") {
   // Constant inputs make every attention output 1, so o_proj's sums are
   // exactly 64 · 1e37 > FLT_MAX.
-  BlockConfig c = small_config();
+  BlockConfig c = test::small_config();
   c.gate_kind = GateKind::none;
   c.use_qk_norm = false;
   test::RandomWeights w(c, rng);
