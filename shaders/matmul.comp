@@ -24,6 +24,12 @@ layout(push_constant) uniform Push {
   uint has_bias, has_residual;
 } p;
 
+void store_y(uint m, uint n, float v) {
+  if (p.has_bias != 0) v += bias_ld(n);
+  if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
+  y_st(m * p.ldy + n, v);
+}
+
 #ifdef REGISTER_TILED
 // CPU drivers: one 8-lane subgroup per RM×(8·RN) tile (see gemm_cpu.glsl).
 layout(constant_id = 1) const uint RM = 64;
@@ -45,10 +51,7 @@ void main() {
       [[unroll]] for (uint j = 0; j < RN; ++j) {
         const uint n = n0 + j;
         if (n >= p.N) break;
-        float v = acc[i][j];
-        if (p.has_bias != 0) v += bias_ld(n);
-        if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-        y_st(m * p.ldy + n, v);
+        store_y(m, n, acc[i][j]);
       }
     }
   }
@@ -74,10 +77,7 @@ void main() {
     [[unroll]] for (uint j = 0; j < TN; ++j) {
       uint n = tile_col(n0, j);
       if (n >= p.N) break;
-      float v = acc[i][j];
-      if (p.has_bias != 0) v += bias_ld(n);
-      if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-      y_st(m * p.ldy + n, v);
+      store_y(m, n, acc[i][j]);
     }
   }
 }
