@@ -891,6 +891,22 @@ TEST_CASE("cli: --help, no arguments and unknown commands") {
   CHECK(unknown.err.find("unknown command 'frobnicate'") != std::string::npos);
 }
 
+// The README's way to validate from the environment: the loader warns that
+// VK_INSTANCE_LAYERS added a layer, and that notice must not read as a
+// validation message; anything the layer itself says still fails the test.
+TEST_CASE("cli: the demo with validation enabled from the environment passes and prints no validation message") {
+  TempDir dir("demo_env");
+  std::vector<std::string> args{"demo", "--tokens", "3", "--batch", "2"};
+  for (const auto& a : device_args()) args.push_back(a);
+  const auto r = run_cli(args, dir.path,
+                         {"VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation",
+                          "VK_LAYER_ENABLES=VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT"});
+  check_clean_exit(r);
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("tolerance 1e-9: PASS") != std::string::npos);
+}
+
 namespace {
 
 // A valid small problem that each malformed case breaks in one place.

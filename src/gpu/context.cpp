@@ -49,8 +49,15 @@ bool layer_present(const char* name) {
   return false;
 }
 
-// The loader's informational chatter is not a problem in our code; every
-// other message (any layer, any type, warning or error) is counted.
+// The loader's informational chatter is not a problem in our code, nor is its
+// warning that VK_INSTANCE_LAYERS added a layer (the user asked for it: that
+// is how the README enables validation from the environment). Every other
+// message (any layer, any type, warning or error) is counted.
+bool loader_layer_notice(const char* id, const char* text) {
+  return std::strcmp(id, "Loader Message") == 0 && text && std::strstr(text, "VK_INSTANCE_LAYERS") &&
+         std::strstr(text, "adding layers");
+}
+
 VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                           VkDebugUtilsMessageTypeFlagsEXT,
                                           const VkDebugUtilsMessengerCallbackDataEXT* data,
@@ -58,7 +65,7 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
   auto* impl = static_cast<Context::Impl*>(user);
   const char* id = data->pMessageIdName ? data->pMessageIdName : "";
   const bool loader_info = severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
-  if (loader_info) return VK_FALSE;
+  if (loader_info || loader_layer_notice(id, data->pMessage)) return VK_FALSE;
   std::string text = std::string(severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning") +
                      " [" + id + "] " + (data->pMessage ? data->pMessage : "");
   if (impl->creating_instance) {  // single-threaded: inside our own vkCreateInstance
