@@ -1,4 +1,5 @@
 // Every op against the CPU reference on deliberately awkward shapes.
+#include <algorithm>
 #include <cmath>
 
 #include "harness.hpp"
@@ -209,6 +210,20 @@ TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates")
     });
     check_close(download(gy, y.size()), reference::gate(y, g, rows, H, Dh, gw));
   }
+}
+
+// The bandwidth yardstick of `vkgate bench --peak` must really copy: a
+// ratio to a peak that wrote nothing would be meaningless.
+TEST_CASE_FIXTURE(test::GpuTest, "copy shader: the bench's bandwidth yardstick copies every element") {
+  CAPTURE(seed);
+  const size_t n = 4 * 1037;
+  const auto src = random(n);
+  auto gs = upload(src, "src");
+  auto gd = poisoned(n + 4, "dst");
+  run_once(vk, [&](gpu::Recorder& rec) { ops::copy_shader(vk, rec, gs, gd, n * 4); });
+  const auto got = download(gd, n + 4);
+  CHECK(std::equal(src.begin(), src.end(), got.begin()));
+  CHECK(std::all_of(got.begin() + n, got.end(), [](float x) { return std::isnan(x); }));
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA, causal, mask, gate, split keys") {

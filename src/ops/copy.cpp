@@ -14,7 +14,10 @@ void copy_shader(Context::Impl& ctx, Recorder& rec, const Buffer& src, const Buf
   const uint32_t count = uint32_t(bytes / 16);
   // Enough groups to fill any device; each thread then strides through the rest.
   const uint32_t groups = std::clamp<uint32_t>((count + kWorkgroup - 1) / kWorkgroup, 1, 8192);
-  rec.dispatch(ctx.pipelines->get("copy", {kWorkgroup}), {{&src, gpu::Access::read}, {&dst, gpu::Access::write}},
+  const bool texel = cpu_kernels(ctx.info);
+  rec.dispatch(ctx.pipelines->get(texel ? "copy_texel" : "copy", {kWorkgroup}),
+               {{&src, gpu::Access::read, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED},
+                {&dst, gpu::Access::write}},
                &count, groups, 1, 1, "copy.shader");
 }
 
