@@ -144,7 +144,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "softmax: scaled, causal, additive mask, fully 
     bool causal, mask;
   };
   const Case cases[] = {{3, 2, 5, 5, true, false},  {1, 4, 1, 1, true, false},    {2, 3, 7, 12, true, true},
-                        {1, 2, 37, 37, false, true}, {2, 1, 3, 300, false, false}, {1, 1, 4, 1030, true, false}};
+                        {1, 2, 37, 37, false, true}, {2, 1, 3, 300, false, false}, {1, 1, 4, 1030, true, false},
+                        {2, 2, 9, 64, true, true}};
   const float inf = std::numeric_limits<float>::infinity();
   for (const Case& c : cases) {
     CAPTURE(c.T);
@@ -156,6 +157,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "softmax: scaled, causal, additive mask, fully 
       mask = random(size_t(c.B) * c.T * c.S);
       for (size_t i = 0; i < mask.size(); i += 3) mask[i] = -inf;
       for (uint32_t k = 0; k < c.S; ++k) mask[k] = -inf;  // batch 0, query 0: every key masked
+      // Query 1: the first 8 keys masked, so some lanes see only −inf before a finite score.
+      if (c.T > 1)
+        for (uint32_t k = 0; k < std::min(c.S - 1, 8u); ++k) mask[c.S + k] = -inf;
     }
     auto gs = upload(s, "scores");
     auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");

@@ -17,13 +17,18 @@ void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buff
              uint32_t total) {
   if (total == 0) total = tokens;
   const RowReduce r = row_reduce(ctx, keys);
-  const gpu::Pipeline& p = ctx.pipelines->get(std::string("softmax") + r.suffix, {r.wg});
+  // Whole vec4s per row (the CPU variant only): every row and mask row starts at a multiple of 4.
+  const bool vec4 = r.suffix == std::string("_sg") && keys % 4 == 0;
+  const gpu::Pipeline& p = vec4 ? ctx.pipelines->get("softmax_sg4", {r.wg, mask ? 1u : 0u})
+                                 : ctx.pipelines->get(std::string("softmax") + r.suffix, {r.wg});
   const uint32_t rows = batch * heads * tokens;
   Push push{rows, keys, tokens, heads, keys - total + first, causal ? 1u : 0u, mask ? 1u : 0u, scale, total, first};
   const gpu::Grid g = gpu::grid_for(rows);
   // The TEXEL variant reads the scores through binding 2 (a texel view of the
   // same buffer); the others ignore that binding.
-  const VkFormat f = p.texel_bindings ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED;
+  const VkFormat f = !p.texel_bindings ? VK_FORMAT_UNDEFINED
+                     : vec4               ? VK_FORMAT_R32G32B32A32_SFLOAT
+                                          : VK_FORMAT_R32_SFLOAT;
   rec.dispatch(p,
                {{&scores, gpu::Access::read_write}, {mask ? mask : &scores, gpu::Access::read, f},
                 {&scores, gpu::Access::read, f}},
