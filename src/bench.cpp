@@ -165,12 +165,16 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   const Storage s = storage_of(dtype);
   Case c;
   c.name = "matmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " + dtype_name(dtype);
-  const HostData x = random_data(size_t(M * K), s, b.rng), w = random_data(size_t(N * K), s, b.rng, 0.05f);
+  HostData x = random_data(size_t(M * K), s, b.rng), w = random_data(size_t(N * K), s, b.rng, 0.05f);
+  // Rows as the block lays them out on this device (ops::operand_stride).
+  const uint32_t ld = ops::operand_stride(b.vk.info, uint32_t(K), s), e = ops::element_bytes(s);
+  x.stored = ops::strided_rows(x.stored, size_t(M), size_t(K) * e, size_t(ld) * e);
+  w.stored = ops::strided_rows(w.stored, size_t(N), size_t(K) * e, size_t(ld) * e);
   const Buffer& gx = b.upload(x, "x");
   const Buffer& gw = b.upload(w, "w");
   const Buffer& gy = b.device(size_t(M * N) * 4, "y");
   b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::matmul(b.vk, rec, gx, gw, nullptr, nullptr, gy, uint32_t(M), uint32_t(N), uint32_t(K), s, true);
+    ops::matmul(b.vk, rec, gx, gw, nullptr, nullptr, gy, uint32_t(M), uint32_t(N), uint32_t(K), s, true, ld, ld);
   });
   // Check up to 64 rows spread over M against the double reference.
   const auto rows = sample_rows(size_t(M), 64);

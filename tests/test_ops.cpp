@@ -49,6 +49,33 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
   }
 }
 
+// The block pads operand rows on CPU drivers (ops::operand_stride); any
+// kernel that read a gap would pick up its NaN.
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: rows of X and W a stride apart (ldx, ldw > K), the gaps NaN") {
+  struct Shape {
+    uint32_t M, N, K, ldx, ldw;
+  };
+  const Shape shapes[] = {{37, 70, 256, 261, 272}, {1, 9, 64, 80, 64}, {70, 64, 32, 32, 48}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Shape& s : shapes) {
+    CAPTURE(s.M);
+    CAPTURE(s.K);
+    CAPTURE(seed);
+    const auto x = random(size_t(s.M) * s.K), w = random(size_t(s.N) * s.K, 0.05f);
+    auto spread = [&](const std::vector<float>& dense, uint32_t rows, uint32_t ld) {
+      std::vector<float> out(size_t(rows) * ld, nan);
+      for (uint32_t r = 0; r < rows; ++r) std::copy_n(dense.begin() + long(r) * s.K, s.K, out.begin() + long(r) * ld);
+      return out;
+    };
+    auto gx = upload(spread(x, s.M, s.ldx), "x"), gw = upload(spread(w, s.N, s.ldw), "w");
+    auto gy = poisoned(size_t(s.M) * s.N, "y");
+    run_once(vk, [&](gpu::Recorder& rec) {
+      ops::matmul(vk, rec, gx, gw, nullptr, nullptr, gy, s.M, s.N, s.K, ops::Storage::f32, false, s.ldx, s.ldw);
+    });
+    check_close(download(gy, size_t(s.M) * s.N), reference::linear(x, w, {}, s.M, s.N, s.K));
+  }
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm: per row, plain and zero-centred") {
   struct Shape {
     uint32_t rows, dim;

@@ -39,9 +39,24 @@ gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N) {
   return {(N + 8 * kCpuRN - 1) / (8 * kCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535)};
 }
 
+uint32_t operand_stride(const DeviceInfo& d, uint32_t K, Storage s) {
+  const uint32_t e = element_bytes(s);
+  return cpu_gemm(d) && (K * e) % 128 == 0 ? K + 64 / e : K;
+}
+
+std::vector<std::byte> strided_rows(const std::vector<std::byte>& dense, size_t rows, size_t row_bytes,
+                                    size_t stride_bytes) {
+  if (stride_bytes == row_bytes) return dense;
+  std::vector<std::byte> out(rows * stride_bytes);
+  for (size_t r = 0; r < rows; ++r)
+    std::copy_n(dense.begin() + long(r * row_bytes), row_bytes, out.begin() + long(r * stride_bytes));
+  return out;
+}
+
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
-            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32) {
-  const Push push{M, N, K, K, K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
+            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32,
+            uint32_t ldx, uint32_t ldw) {
+  const Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
   // Every variant has the same interface; absent operands are bound to a
   // buffer the shader never reads, to keep one pipeline per variant.
   auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy, const char* label) {
@@ -67,7 +82,8 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
     return;
   }
   // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly.
-  if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0) {
+  if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 && push.ldx % 8 == 0 &&
+      push.ldw % 8 == 0) {
     dispatch(ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128}), N / 64, M / 64,
              "matmul.coopmat");
     return;

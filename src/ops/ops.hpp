@@ -55,10 +55,22 @@ View btd_view(uint32_t tokens, uint32_t heads, uint32_t dim);
 View bhsd_view(uint32_t heads, uint32_t seq, uint32_t dim, uint32_t first = 0);
 
 // y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (+ residual[M,N]); bias/residual may be null
-// and are fp32. x and w are stored as `s`; y as `s`, or fp32 when y_f32.
+// and are fp32. x and w are stored as `s`; y as `s`, or fp32 when y_f32. Rows
+// of x and w are ldx and ldw elements apart (0: K).
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
-            bool y_f32 = false);
+            bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0);
+
+// The row stride (elements) for a GEMM operand of K elements per row in
+// storage `s`: K, except under the CPU kernels when the row is a multiple of
+// 128 bytes. There the 64 rows of X and of W that a tile reads at each k
+// would fall into a few sets of the L1 cache (a 4 KiB row maps all of them to
+// one) and evict each other; one 64-byte line of padding spreads them over
+// every set. lavapipe, matmul 1024³ f32: 19.7 GFLOP/s dense, 28 padded.
+uint32_t operand_stride(const DeviceInfo& d, uint32_t K, Storage s);
+// `rows` rows of `row_bytes` each, copied `stride_bytes` apart (the gaps zero).
+std::vector<std::byte> strided_rows(const std::vector<std::byte>& dense, size_t rows, size_t row_bytes,
+                                    size_t stride_bytes);
 
 // Whether GEMMs (matmul, the attention products) take the CPU-driver kernels
 // of shaders/gemm_cpu.glsl: cpu_kernels with subgroup shuffles, unless
