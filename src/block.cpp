@@ -132,6 +132,9 @@ struct GatedAttention::Impl {
 
   Storage act;  // weights and activations on the device
   Buffer norm_w, w_qkv, b_qkv, qn_w, kn_w, w_o, b_o;
+  // Row strides (elements) of w_qkv and w_o, and of the activations that meet
+  // them: padded under the CPU kernels (ops::operand_stride).
+  uint32_t ld_hidden = 0, ld_heads = 0;
 
   // A resident-cache plan is keyed with past = −1 and re-recorded when the
   // cache length changes (the positions are in its push constants).
@@ -152,6 +155,7 @@ struct GatedAttention::Impl {
     // unfused path faster (ops::flash_preferred).
     bool fused = false;
     uint32_t chunk = 0;  // queries per chunk of the unfused attention
+    uint32_t attn_ld = 0;  // row stride of attn
     ops::FlashPlan flash;
     Buffer partial;  // split-key partial results
     std::unique_ptr<gpu::Recorder> rec;
@@ -187,8 +191,13 @@ struct GatedAttention::Impl {
     const bool separate_gate = cfg.gate_layout == GateLayout::separate && cfg.gate_kind != GateKind::none;
     const std::vector<std::byte> none;
     norm_w = upload(f32("input_layernorm.weight"), "input_layernorm.weight");
-    w_qkv = upload(concat({weight("q_proj.weight"), separate_gate ? weight("gate_proj.weight") : none,
-                           weight("k_proj.weight"), weight("v_proj.weight")}),
+    const size_t D = size_t(cfg.hidden_size), HDh = size_t(cfg.num_heads) * size_t(cfg.head_dim),
+                 e = ops::element_bytes(act);
+    ld_hidden = ops::operand_stride(vk.info, uint32_t(D), act);
+    ld_heads = ops::operand_stride(vk.info, uint32_t(HDh), act);
+    w_qkv = upload(ops::strided_rows(concat({weight("q_proj.weight"), separate_gate ? weight("gate_proj.weight") : none,
+                                             weight("k_proj.weight"), weight("v_proj.weight")}),
+                                     layout.cols, D * e, ld_hidden * e),
                    "q_proj+k_proj+v_proj.weight");
     if (cfg.qkv_bias)
       b_qkv = upload(concat({f32("q_proj.bias"), separate_gate ? f32("gate_proj.bias") : none, f32("k_proj.bias"),
@@ -198,7 +207,7 @@ struct GatedAttention::Impl {
       qn_w = upload(f32("q_norm.weight"), "q_norm.weight");
       kn_w = upload(f32("k_norm.weight"), "k_norm.weight");
     }
-    w_o = upload(weight("o_proj.weight"), "o_proj.weight");
+    w_o = upload(ops::strided_rows(weight("o_proj.weight"), D, HDh * e, ld_heads * e), "o_proj.weight");
     if (cfg.o_bias) b_o = upload(f32("o_proj.bias"), "o_proj.bias");
   }
 
@@ -215,7 +224,7 @@ struct GatedAttention::Impl {
     const Storage f32 = Storage::f32;
     p->x_up = buffer(BT * D, f32, MemoryKind::upload, "hidden_states (staging)");
     p->x = device(BT * D, f32, "hidden_states");
-    p->xn = device(BT * D, act, "normed hidden_states");
+    p->xn = device(BT * ld_hidden, act, "normed hidden_states");
     p->proj = device(BT * layout.cols, act, "projections");
     p->q = device(B * H * T * Dh, act, "q");
     if (!resident(key)) {
@@ -234,7 +243,9 @@ struct GatedAttention::Impl {
       p->chunk = key.stats ? uint32_t(T) : ops::query_chunk(shape);
       p->scores = device(B * H * size_t(p->chunk) * S, f32, "attention scores");
     }
-    p->attn = device(BT * H * Dh, act, "attention output");
+    // The fused kernel writes dense rows.
+    p->attn_ld = p->fused ? uint32_t(H * Dh) : ld_heads;
+    p->attn = device(BT * p->attn_ld, act, "attention output");
     p->y = device(BT * D, f32, "output");
     p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
     const size_t table_floats = ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, 0).size();
@@ -297,8 +308,10 @@ struct GatedAttention::Impl {
     if (p.key.mask) rec.copy(p.mask_up, p.mask, p.mask.size());
     rec.mark("upload inputs");
     const ops::View rows = ops::btd_view(T, 1, D);
-    ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, rows, BT, T, 1, D, cfg.norm_kind, eps, act, true);
-    ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D, act);
+    const ops::View normed{0, T * ld_hidden, ld_hidden, 1, ld_hidden, 0};
+    ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, normed, BT, T, 1, D, cfg.norm_kind, eps, act, true);
+    ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D, act,
+                false, ld_hidden, ld_hidden);
 
     // q and k: norm per head and rotate (one pass) into [B, heads, seq, Dh] at positions first...
     auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
@@ -314,7 +327,7 @@ struct GatedAttention::Impl {
     prepare(layout.key(T), kn_w, kbuf, KV, stride, P);
     ops::rope(vk, rec, p.proj, layout.value(T), p.rope, vbuf, ops::bhsd_view(KV, stride, Dh, P), BT, T, KV, Dh, 0, act);
 
-    const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride};
+    const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld};
     const float scale = float(1.0 / std::sqrt(double(Dh)));
     const bool gated = cfg.gate_kind != GateKind::none;
     if (p.fused) {
@@ -330,10 +343,10 @@ struct GatedAttention::Impl {
         ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, part.count, S, cfg.causal, scale, first, T);
         ops::attention_values(vk, rec, p.scores, vbuf, p.attn, part, act, cfg.causal);
       }
-      if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act);
+      if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act, p.attn_ld);
     }
     ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh,
-                act, true);
+                act, true, p.attn_ld, ld_heads);
     rec.copy(p.y, p.y_down, p.y.size());
     if (p.key.cache) {
       rec.copy(p.k, p.k_down, p.k.size());

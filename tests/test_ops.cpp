@@ -229,18 +229,31 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
   }
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates") {
-  const uint32_t rows = 7, H = 3, Dh = 80;
-  for (uint32_t gw : {1u, Dh}) {
-    CAPTURE(gw);
-    CAPTURE(seed);
-    const auto y = random(size_t(rows) * H * Dh), g = random(size_t(rows) * H * gw, 3.0f);
-    auto gy = upload(y, "y"), gg = upload(g, "g");
-    run_once(vk, [&](gpu::Recorder& rec) {
-      ops::gate(vk, rec, gg, ops::btd_view(rows, H, gw), gy, rows, rows, H, Dh, gw);
-    });
-    check_close(download(gy, y.size()), reference::gate(y, g, rows, H, Dh, gw));
-  }
+TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates, rows of y dense or a stride apart") {
+  const uint32_t rows = 7, H = 3, Dh = 80, ld = H * Dh + 16;
+  for (uint32_t gw : {1u, Dh})
+    for (uint32_t y_stride : {0u, ld}) {
+      CAPTURE(gw);
+      CAPTURE(y_stride);
+      CAPTURE(seed);
+      const auto y = random(size_t(rows) * H * Dh), g = random(size_t(rows) * H * gw, 3.0f);
+      const uint32_t row = y_stride ? y_stride : H * Dh;
+      // Strided rows: the gaps hold NaN and must stay untouched.
+      std::vector<float> spread(size_t(rows) * row, std::numeric_limits<float>::quiet_NaN());
+      for (uint32_t r = 0; r < rows; ++r) std::copy_n(y.begin() + long(r) * H * Dh, H * Dh, spread.begin() + long(r) * row);
+      auto gy = upload(spread, "y"), gg = upload(g, "g");
+      run_once(vk, [&](gpu::Recorder& rec) {
+        ops::gate(vk, rec, gg, ops::btd_view(rows, H, gw), gy, rows, rows, H, Dh, gw, ops::Storage::f32, y_stride);
+      });
+      const auto got = download(gy, spread.size());
+      std::vector<float> dense;
+      for (uint32_t r = 0; r < rows; ++r) {
+        dense.insert(dense.end(), got.begin() + long(r) * row, got.begin() + long(r) * row + H * Dh);
+        CHECK(std::all_of(got.begin() + long(r) * row + H * Dh, got.begin() + long(r + 1) * row,
+                          [](float x) { return std::isnan(x); }));
+      }
+      check_close(dense, reference::gate(y, g, rows, H, Dh, gw));
+    }
 }
 
 // The bandwidth yardstick of `vkgate bench --peak` must really copy: a

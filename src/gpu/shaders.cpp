@@ -33,7 +33,7 @@ const std::map<std::string, Interface> kInterfaces = {
     {"rmsnorm", {4, 2 * kViewBytes + 7 * 4}},
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
     {"softmax", {3, 10 * 4}},
-    {"gate", {2, kViewBytes + 5 * 4}},
+    {"gate", {2, kViewBytes + 6 * 4}},
     {"flash_attention", {7, kViewBytes + 13 * 4}},
     {"matmul_coopmat", {5, 9 * 4}},
     {"matvec", {5, 9 * 4}},

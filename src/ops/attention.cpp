@@ -67,9 +67,9 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
   Push push{R, Dh, S, H, H / KV,
             H * R * S, R * S, S,          // probs [B, H, R, S]
             KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
-            T * H * Dh, Dh, H * Dh,       // out [B, T, H, Dh], rows first..
+            T * s.out_row(), Dh, s.out_row(),  // out [B, T, H, Dh], rows first..
             causal ? 2u : 0u, S - T + s.first,
-            0, s.first * H * Dh};
+            0, s.first * s.out_row()};
   product(ctx, rec, probs, v, out, push, s.batch * H, st, Storage::f32, st, "_values", "attention.values");
 }
 

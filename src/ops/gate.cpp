@@ -7,17 +7,19 @@ namespace vkgate::ops {
 namespace {
 struct Push {
   View gate_view;
-  uint32_t tokens, heads, dim, gate_width, count;
+  uint32_t tokens, heads, dim, gate_width, count, y_stride;
 };
-constexpr uint32_t kWorkgroup = 64;
 }  // namespace
 
 void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
-          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s) {
-  const gpu::Pipeline& p = ctx.pipelines->get(variant("gate", s), {kWorkgroup});
-  const uint64_t count = uint64_t(rows) * heads * dim;
-  Push push{gate_view, tokens, heads, dim, gate_width, uint32_t(count)};
-  const gpu::Grid grid = gpu::grid_for((count + kWorkgroup - 1) / kWorkgroup);
+          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s, uint32_t y_stride) {
+  // One subgroup per head row on CPU drivers (its invocations run one after
+  // another on one thread), 64 invocations elsewhere.
+  const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64;
+  const gpu::Pipeline& p = ctx.pipelines->get(variant("gate", s), {wg});
+  const uint64_t count = uint64_t(rows) * heads;
+  Push push{gate_view, tokens, heads, dim, gate_width, uint32_t(count), y_stride ? y_stride : heads * dim};
+  const gpu::Grid grid = gpu::grid_for(count);
   rec.dispatch(p, {{&g, gpu::Access::read}, {&y, gpu::Access::read_write}}, &push, grid.x, grid.y, 1, "gate");
 }
 

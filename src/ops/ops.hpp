@@ -112,7 +112,10 @@ struct AttentionShape {
   // tokens first..first+count−1 (count 0: all), with a score matrix of
   // [B, H, count, S]; q, out and the mask keep all `tokens`.
   uint32_t first = 0, count = 0;
+  // Elements between rows (b, t) of attention_values' out: 0 is H·Dh (dense).
+  uint32_t out_stride = 0;
   uint32_t stride() const { return kv_stride ? kv_stride : keys; }
+  uint32_t out_row() const { return out_stride ? out_stride : heads * head_dim; }
   uint32_t rows() const { return count ? count : tokens; }
 };
 // Queries per chunk of the unfused attention so that its score matrix stays
@@ -124,7 +127,8 @@ uint32_t query_chunk(const AttentionShape& s);
 // unwritten: softmax(causal) writes them as zeros.
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
                       const AttentionShape& s, Storage st = Storage::f32, bool causal = false);
-// out [B, T, H, Dh] = probs [B, H, T, S] (fp32) · v [B, KV, S, Dh]; v and out stored as `st`.
+// out [B, T, H, Dh] = probs [B, H, T, S] (fp32) · v [B, KV, S, Dh]; v and out stored as `st`;
+// rows (b, t) of out s.out_row() elements apart.
 // With `causal`, probabilities beyond each query's last key (zeros) may be skipped.
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
                       const AttentionShape& s, Storage st = Storage::f32, bool causal = false);
@@ -164,7 +168,9 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
 void copy_shader(Context::Impl& ctx, Recorder& rec, const Buffer& src, const Buffer& dst, uint64_t bytes);
 
 // y [rows, heads, dim] *= sigmoid(gate) read through `gate_view`; gate_width 1 or dim.
+// Rows of y are y_stride elements apart (0: heads·dim).
 void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
-          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s = Storage::f32);
+          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s = Storage::f32,
+          uint32_t y_stride = 0);
 
 }  // namespace vkgate::ops
