@@ -202,11 +202,13 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
     uint32_t B, H, KV, T, S, Dh;
     bool causal;
   };
-  // The last two are tall enough for the CPU kernels to skip causally masked
-  // tiles (64 rows × 64 keys), with and without a cache before the new tokens.
+  // The two before the last are tall enough for the CPU kernels to skip
+  // causally masked tiles (64 rows × 64 keys), with and without a cache before
+  // the new tokens; the last is a decode step over a cache, where the query
+  // heads of each KV group run as the rows of one product.
   const Case cases[] = {{2, 4, 4, 9, 9, 64, true},     {3, 6, 2, 5, 5, 80, false},  {1, 4, 1, 1, 1, 128, true},
                         {1, 2, 1, 17, 22, 256, true},   {2, 8, 2, 33, 33, 64, false}, {1, 2, 1, 200, 200, 64, true},
-                        {1, 2, 2, 130, 300, 64, true}};
+                        {1, 2, 2, 130, 300, 64, true},  {2, 12, 3, 1, 70, 80, true}};
   for (const Case& c : cases) {
     CAPTURE(c.H);
     CAPTURE(c.KV);

@@ -40,6 +40,13 @@ void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b
   dispatch(ctx.pipelines->get(variant("attention", st, tail), kTiles), (push.N + kTiles[2] - 1) / kTiles[2],
            (push.M + kTiles[1] - 1) / kTiles[1]);
 }
+
+// One query (a decode step) with G > 1 query heads per KV head: the G heads
+// of a group become the G rows of one product against their shared keys or
+// values, instead of G products of one row each (whose tiles would compute
+// RM − 1 clamped copies of it). Every key is visible to the one query.
+bool group_rows(const AttentionShape& s) { return s.tokens == 1 && s.heads > s.kv_heads; }
+
 }  // namespace
 
 uint32_t query_chunk(const AttentionShape& s) {
@@ -52,6 +59,16 @@ uint32_t query_chunk(const AttentionShape& s) {
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
                       const AttentionShape& s, Storage st, bool causal) {
   const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
+  if (group_rows(s)) {
+    const uint32_t G = H / KV;
+    const Push push{G, S, Dh, KV, 1,
+                    H * Dh, G * Dh, Dh,                            // q [B, H, 1, Dh]: a group's heads as rows
+                    KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]
+                    H * S, G * S, S,                               // scores [B, H, 1, S]
+                    0, 0, 0, 0};
+    product(ctx, rec, q, k, scores, push, s.batch * KV, st, st, st, "_scores", "attention.scores");
+    return;
+  }
   Push push{R, S, Dh, H, H / KV,
             H * T * Dh, T * Dh, Dh,       // q [B, H, T, Dh], rows first..
             KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]: k index = d, n index = s
@@ -64,6 +81,16 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
                       const AttentionShape& s, Storage st, bool causal) {
   const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
+  if (group_rows(s)) {
+    const uint32_t G = H / KV;
+    const Push push{G, Dh, S, KV, 1,
+                    H * S, G * S, S,                               // probs [B, H, 1, S]: a group's heads as rows
+                    KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]
+                    s.out_row(), G * Dh, Dh,                       // out [B, 1, H, Dh]
+                    0, 0, 0, 0};
+    product(ctx, rec, probs, v, out, push, s.batch * KV, st, Storage::f32, st, "_values", "attention.values");
+    return;
+  }
   Push push{R, Dh, S, H, H / KV,
             H * R * S, R * S, S,          // probs [B, H, R, S]
             KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
