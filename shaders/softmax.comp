@@ -12,9 +12,9 @@
 // scores, so that the only writes are the final ones: the TEXEL variant (CPU
 // drivers) reads the scores through a texel view of the same buffer (binding
 // 2), which then never sees a value this shader wrote. VEC4 (with TEXEL, for
-// rows of a multiple of 4 keys) reads RGBA32F texels and stores vec4s: on
+// rows of a multiple of 4 keys) reads RGBA32F texels and stores vec4s (on
 // llvmpipe every store is a loop over the lanes, so 4 floats per store cut
-// that loop 4×.
+// that loop 4×), and finds max and sum in one online pass: two passes.
 #include "common.glsl"
 #include "reduce.glsl"
 #include "storage.glsl"
@@ -71,7 +71,7 @@ void main() {
   const uint visible4 = (visible + 3) / 4;
   // One pass for max and sum (online: the sum is rescaled when the max grows).
   float m = -1.0 / 0.0, sm = 0.0;
-  // Two vec4s a step, so the rescaling exp is paid once per 8 scores.
+  // Four vec4s a step, so the rescaling exp is paid once per 16 scores.
   for (uint j = 4 * tid; j < visible4; j += 4 * WG) {
     const vec4 v0 = masked_score4(base4, mrow4, j, visible);
     const vec4 v1 = masked_score4(base4, mrow4, j + 1, visible);
