@@ -30,7 +30,45 @@ void store_y(uint m, uint n, float v) {
   y_st(m * p.ldy + n, v);
 }
 
-#ifdef REGISTER_TILED
+#if defined(ROWS_CPU)
+// CPU drivers, a few rows (decode): one 8-lane subgroup per NB columns. The
+// lanes split K: lane l takes the vec4s l, l + 8, ... of each row (X and W
+// are RGBA texel views; K, ldx and ldw multiples of 4), so together they read
+// 128 contiguous bytes of a W row per fetch, and subgroupAdd sums them. The
+// 8-row tiles of gemm_cpu.glsl would compute 7 clamped copies of one row.
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(constant_id = 1) const uint MR = 1;  // rows (M ≤ MR ≤ 8)
+layout(constant_id = 2) const uint NB = 8;  // columns per workgroup
+
+void main() {
+  const uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * NB;
+  if (n0 >= p.N) return;  // the grid is split in 2-D past 65535 groups
+  uint wrow[NB], xrow[MR];
+  [[unroll]] for (uint j = 0; j < NB; ++j) wrow[j] = min(n0 + j, p.N - 1) * p.ldw / 4;
+  [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = min(i, p.M - 1) * p.ldx / 4;
+  float acc[MR][NB];
+  [[unroll]] for (uint i = 0; i < MR; ++i)
+    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = 0.0;
+  for (uint k4 = gl_SubgroupInvocationID; k4 < p.K / 4; k4 += 8) {
+    vec4 xv[MR];
+    [[unroll]] for (uint i = 0; i < MR; ++i) xv[i] = texelFetch(x_tex, int(xrow[i] + k4));
+    [[unroll]] for (uint j = 0; j < NB; ++j) {
+      const vec4 wv = texelFetch(w_tex, int(wrow[j] + k4));
+      [[unroll]] for (uint i = 0; i < MR; ++i) acc[i][j] += dot(xv[i], wv);
+    }
+  }
+  [[unroll]] for (uint i = 0; i < MR; ++i)
+    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = subgroupAdd(acc[i][j]);
+  if (gl_SubgroupInvocationID != 0) return;
+  [[unroll]] for (uint i = 0; i < MR; ++i) {
+    if (i >= p.M) break;
+    [[unroll]] for (uint j = 0; j < NB; ++j) {
+      if (n0 + j >= p.N) break;
+      store_y(i, n0 + j, acc[i][j]);
+    }
+  }
+}
+#elif defined(REGISTER_TILED)
 // CPU drivers: one 8-lane subgroup per RM×(8·RN) tile (see gemm_cpu.glsl).
 layout(constant_id = 1) const uint RM = 64;
 layout(constant_id = 2) const uint RN = 8;

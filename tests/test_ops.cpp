@@ -29,7 +29,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
   };
   const Shape shapes[] = {{1, 1, 1, false, false},    {1, 67, 4096, true, false}, {3, 130, 257, false, true},
                           {65, 63, 129, true, true},  {200, 96, 1000, false, false}, {17, 300, 2048, true, false},
-                          {64, 64, 64, false, false}};
+                          {64, 64, 64, false, false}, {4, 37, 128, true, true}, {2, 8, 36, false, false},
+                          {8, 20, 64, false, true}};
   for (const Shape& s : shapes) {
     CAPTURE(s.M);
     CAPTURE(s.N);
@@ -338,9 +339,11 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores wh
     uint32_t M, N, K;
     bool bias, residual, y_f32;
   };
-  // The first three fit the tensor-core tiles (multiples of 128), the last does not.
+  // The first three fit the tensor-core tiles (multiples of 128), the fourth
+  // does not; the last two are decode-sized (1 and 3 rows).
   const Shape shapes[] = {{128, 256, 256, false, false, true}, {256, 128, 1024, true, true, true},
-                          {128, 384, 64, true, false, false}, {33, 70, 100, false, true, true}};
+                          {128, 384, 64, true, false, false},  {33, 70, 100, false, true, true},
+                          {1, 45, 64, true, false, true},      {3, 20, 96, false, true, false}};
   for (ops::Storage st : {ops::Storage::f16, ops::Storage::bf16})
     for (const Shape& s : shapes) {
       CAPTURE(s.M);

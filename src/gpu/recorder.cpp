@@ -12,6 +12,18 @@ constexpr uint32_t kMaxBindings = 8;
 constexpr uint32_t kMaxTimestamps = 1024;
 constexpr VkPipelineStageFlags kCompute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
 constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
+
+// Bytes per texel of the view formats the kernels use.
+uint32_t texel_bytes(VkFormat f) {
+  switch (f) {
+    case VK_FORMAT_R16_SFLOAT: return 2;
+    case VK_FORMAT_R32_SFLOAT: return 4;
+    case VK_FORMAT_R16G16B16A16_SFLOAT: return 8;
+    case VK_FORMAT_R32G32B32A32_SFLOAT: return 16;
+    default:
+      throw Error(ErrorCode::invalid_argument, "texel view format " + std::to_string(int(f)) + " is not one vkgate uses");
+  }
+}
 }  // namespace
 
 Grid grid_for(uint64_t groups) {
@@ -222,11 +234,17 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
       if (b.texel_format == VK_FORMAT_UNDEFINED)
         throw Error(ErrorCode::invalid_argument,
                     "dispatch of '" + p.shader + "': binding " + std::to_string(i) + " is a texel buffer without a format");
+      // Whole texels only (the range must be a multiple of the texel size):
+      // a vec4 view of a buffer with a partial last texel leaves it out.
+      const uint32_t texel = texel_bytes(b.texel_format);
+      if (b.buffer->size() < texel)
+        throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': binding " + std::to_string(i) +
+                                                     " is smaller than one texel of its view");
       VkBufferViewCreateInfo vi{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
       vi.buffer = b.buffer->handle();
       vi.format = b.texel_format;
       vi.offset = b.buffer->offset();
-      vi.range = b.buffer->size();
+      vi.range = b.buffer->size() / texel * texel;
       VkBufferView view;
       VK_CHECK(vkCreateBufferView(ctx_.device, &vi, nullptr, &view), "creating a texel buffer view for '" + p.shader + "'");
       views_.push_back(view);

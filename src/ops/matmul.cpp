@@ -59,15 +59,27 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   const Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
   // Every variant has the same interface; absent operands are bound to a
   // buffer the shader never reads, to keep one pipeline per variant.
-  auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy, const char* label) {
+  // `texel`: the format of X's and W's texel views, for variants that read them so.
+  auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy, const char* label,
+                      VkFormat texel = VK_FORMAT_UNDEFINED) {
+    if (p.texel_bindings && texel == VK_FORMAT_UNDEFINED) texel = texel_format(s);
     rec.dispatch(p,
-                 {{&x, gpu::Access::read, p.texel_bindings ? texel_format(s) : VK_FORMAT_UNDEFINED},
-                  {&w, gpu::Access::read, p.texel_bindings ? texel_format(s) : VK_FORMAT_UNDEFINED},
+                 {{&x, gpu::Access::read, texel},
+                  {&w, gpu::Access::read, texel},
                   {bias ? bias : &w, gpu::Access::read},
                   {residual ? residual : &x, gpu::Access::read},
                   {&y, gpu::Access::write}},
                  &push, gx, gy, 1, label);
   };
+  // CPU drivers, up to 8 rows (decode): the lanes split K (ROWS_CPU in matmul.comp).
+  // lavapipe, 9216×2048 f32: 4× the 8-row tiles below at 1 row, 1.4× at 8.
+  const bool vec4_rows = K % 4 == 0 && push.ldx % 4 == 0 && push.ldw % 4 == 0;
+  if (cpu_gemm(ctx.info) && M <= 8 && s != Storage::bf16 && vec4_rows && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
+    const VkFormat f = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+    const gpu::Grid g = gpu::grid_for((N + 7) / 8);
+    dispatch(ctx.pipelines->get(variant("matmul_rows_cpu", s, y_f32 ? "_y32" : ""), {8, M, 8}), g.x, g.y, "matmul", f);
+    return;
+  }
   // CPU drivers, whatever M (even a decode step: ~25× the matrix-vector kernel on lavapipe).
   if (cpu_gemm(ctx.info)) {
     const gpu::Grid g = cpu_gemm_grid(M, N);
