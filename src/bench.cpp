@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <utility>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/memory.hpp"
@@ -168,8 +169,8 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   HostData x = random_data(size_t(M * K), s, b.rng), w = random_data(size_t(N * K), s, b.rng, 0.05f);
   // Rows as the block lays them out on this device (ops::operand_stride).
   const uint32_t ld = ops::operand_stride(b.vk.info, uint32_t(K), s), e = ops::element_bytes(s);
-  x.stored = ops::strided_rows(x.stored, size_t(M), size_t(K) * e, size_t(ld) * e);
-  w.stored = ops::strided_rows(w.stored, size_t(N), size_t(K) * e, size_t(ld) * e);
+  x.stored = ops::strided_rows(std::move(x.stored), size_t(M), size_t(K) * e, size_t(ld) * e);
+  w.stored = ops::strided_rows(std::move(w.stored), size_t(N), size_t(K) * e, size_t(ld) * e);
   const Buffer& gx = b.upload(x, "x");
   const Buffer& gw = b.upload(w, "w");
   const Buffer& gy = b.device(size_t(M * N) * 4, "y");

@@ -44,7 +44,7 @@ uint32_t operand_stride(const DeviceInfo& d, uint32_t K, Storage s) {
   return cpu_gemm(d) && (K * e) % 128 == 0 ? K + 64 / e : K;
 }
 
-std::vector<std::byte> strided_rows(const std::vector<std::byte>& dense, size_t rows, size_t row_bytes,
+std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, size_t row_bytes,
                                     size_t stride_bytes) {
   if (stride_bytes == row_bytes) return dense;
   std::vector<std::byte> out(rows * stride_bytes);

@@ -68,8 +68,9 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
 // one) and evict each other; one 64-byte line of padding spreads them over
 // every set. lavapipe, matmul 1024³ f32: 19.7 GFLOP/s dense, 28 padded.
 uint32_t operand_stride(const DeviceInfo& d, uint32_t K, Storage s);
-// `rows` rows of `row_bytes` each, copied `stride_bytes` apart (the gaps zero).
-std::vector<std::byte> strided_rows(const std::vector<std::byte>& dense, size_t rows, size_t row_bytes,
+// `rows` rows of `row_bytes` each, copied `stride_bytes` apart (the gaps zero);
+// `dense` itself, not a copy, when there are no gaps (weights can be large).
+std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, size_t row_bytes,
                                     size_t stride_bytes);
 
 // Whether GEMMs (matmul, the attention products) take the CPU-driver kernels
