@@ -51,3 +51,24 @@ uint bf16_bits(float v) {
 #else
 #define IN(b_, name, T) RO(b_, name, T)
 #endif
+
+// VEC8_RO(binding, name, T): name_ld8(i, lo, hi) reads elements 8i..8i+7 as two
+// vec4 with 16-byte loads (one for fp16 and bf16, two for fp32): a GPU moves
+// memory in wide transactions, and 2-byte loads leave most of each unused.
+// The caller keeps rows 8-element aligned (and the binding 16-byte aligned).
+#define VEC8_F32(b_, name) \
+  layout(std430, binding = b_) readonly buffer name##_buf8 { vec4 name##8[]; }; \
+  void name##_ld8(uint i, out vec4 lo, out vec4 hi) { lo = name##8[2 * i]; hi = name##8[2 * i + 1]; }
+// fp16 and bf16: one uvec4 holds the 8 values, PAIR unpacks two of them.
+#define VEC8_PACKED(b_, name, PAIR) \
+  layout(std430, binding = b_) readonly buffer name##_buf8 { uvec4 name##8[]; }; \
+  void name##_ld8(uint i, out vec4 lo, out vec4 hi) { \
+    const uvec4 u = name##8[i]; \
+    lo = vec4(PAIR(u.x), PAIR(u.y)); \
+    hi = vec4(PAIR(u.z), PAIR(u.w)); \
+  }
+#define BF16_PAIR(u) vec2(uintBitsToFloat((u) << 16), uintBitsToFloat((u) & 0xffff0000u))
+#define VEC8_F16(b_, name) VEC8_PACKED(b_, name, unpackHalf2x16)
+#define VEC8_BF16(b_, name) VEC8_PACKED(b_, name, BF16_PAIR)
+#define VEC8_EXPAND(b_, name, T) VEC8_##T(b_, name)
+#define VEC8_RO(b_, name, T) VEC8_EXPAND(b_, name, T)

@@ -205,7 +205,7 @@ Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_
   const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(T), uint32_t(Dh)};
   const double scale = 1.0 / std::sqrt(double(Dh));
   if (fused) {
-    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, true);
+    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, s, ops::flash_options_from_env());
     const Buffer& partial = b.device(ops::flash_partial_floats(shape, plan) * 4, "partial");
     b.time(c, opt, [&](gpu::Recorder& rec) {
       const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::View{}, 0, go, &partial};

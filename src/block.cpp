@@ -235,7 +235,7 @@ struct GatedAttention::Impl {
     const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(S), uint32_t(Dh)};
     p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED") && ops::flash_preferred(vk.info);
     if (p->fused) {
-      p->flash = ops::flash_plan(vk.info, shape, !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV"));
+      p->flash = ops::flash_plan(vk.info, shape, act, ops::flash_options_from_env());
       p->partial = device(ops::flash_partial_floats(shape, p->flash), f32, "attention partial results");
     } else {
       // Statistics need every probability; otherwise the queries go in chunks

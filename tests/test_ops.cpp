@@ -273,6 +273,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "copy shader: the bench's bandwidth yardstick c
   CHECK(std::all_of(got.begin() + n, got.end(), [](float x) { return std::isnan(x); }));
 }
 
+// Each case on every kernel that can take it: flash_attention.comp always,
+// flash_decode.comp for ≤ 16 rows per KV group, and in fp16 flash_coopmat.comp
+// (on tensor cores, or with its products emulated on CPU drivers).
 TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA, causal, mask, gate, split keys") {
   struct Case {
     uint32_t B, H, KV, T, S, Dh;
@@ -287,44 +290,104 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA
       {1, 2, 1, 17, 40, 256, true, true, 256, false}, // chunked prefill after a cache
       {2, 8, 2, 1, 1000, 64, true, false, 64, true},  // decode over a long cache: split keys
       {1, 4, 2, 3, 700, 128, true, true, 1, true},    // split keys with a mask and T > 1
+      {1, 16, 2, 1, 600, 256, true, false, 256, true}, // Qwen3-Next decode: 8 query heads per KV head
+      {2, 12, 1, 1, 77, 72, false, true, 1, false},    // 12 rows in 2 workgroups, Dh not a power of two
+      {1, 8, 2, 21, 60, 64, true, true, 64, false},   // 84 rows: several row tiles of every kernel
+      {1, 4, 1, 10, 600, 128, true, false, 1, true},  // prefill after a cache, split keys
   };
-  const float inf = std::numeric_limits<float>::infinity();
-  for (const Case& c : cases) {
-    CAPTURE(c.H);
-    CAPTURE(c.KV);
-    CAPTURE(c.T);
-    CAPTURE(c.S);
-    CAPTURE(c.Dh);
-    CAPTURE(seed);
-    const auto q = random(size_t(c.B) * c.H * c.T * c.Dh), k = random(size_t(c.B) * c.KV * c.S * c.Dh),
-               v = random(size_t(c.B) * c.KV * c.S * c.Dh);
-    std::vector<float> mask;
-    if (c.mask) {
-      mask = random(size_t(c.B) * c.T * c.S);
-      for (size_t i = 0; i < mask.size(); i += 4) mask[i] = -inf;
-      for (uint32_t s = 0; s < c.S; ++s) mask[s] = -inf;  // batch 0, query 0: every key masked
-    }
-    const auto g = random(size_t(c.B) * c.T * c.H * std::max(c.gate_width, 1u), 2.0f);
-    auto gq = upload(q, "q"), gk = upload(k, "k"), gv = upload(v, "v"), gg = upload(g, "gate");
-    auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
-    auto go = poisoned(q.size(), "out");
-    const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
-    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, c.split);
-    auto partial = device(ops::flash_partial_floats(shape, plan), "partial");
-    if (c.split) CHECK(plan.splits > 1);
-    const double scale = 1.0 / std::sqrt(double(c.Dh));
-    run_once(vk, [&](gpu::Recorder& rec) {
-      ops::FlashArgs a{gq, gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr,
-                       ops::btd_view(c.T, c.H, std::max(c.gate_width, 1u)), c.gate_width, go, &partial};
-      ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale));
-    });
-    auto want = reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, mask);
-    if (c.gate_width) {
-      const std::vector<float> wf(want.begin(), want.end());
-      want = reference::gate(wf, g, size_t(c.B) * c.T, c.H, c.Dh, c.gate_width);
-    }
-    check_close(download(go, q.size()), want, c.gate_width ? 1e-9 : 1e-9);
+  const DeviceInfo& dev = ctx.device();
+  using Coopmat = ops::FlashOptions::Coopmat;
+  const Coopmat tensor = dev.coopmat_f16 ? Coopmat::tensor : ops::cpu_kernels(dev) && dev.fp16_arithmetic ? Coopmat::emulated : Coopmat::off;
+  if (tensor != Coopmat::tensor) {
+    const std::string why = dev.name + " has no usable cooperative matrix" +
+                            (tensor == Coopmat::emulated ? "; its algorithm runs with emulated products" : "");
+    MESSAGE("tensor-core flash attention skipped: " << why);
   }
+  const float inf = std::numeric_limits<float>::infinity();
+  int coopmat_runs = 0;
+  for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16})
+    for (const Case& c : cases) {
+      if (st == ops::Storage::f16 && !dev.storage16) break;
+      CAPTURE(st);
+      CAPTURE(c.H);
+      CAPTURE(c.KV);
+      CAPTURE(c.T);
+      CAPTURE(c.S);
+      CAPTURE(c.Dh);
+      CAPTURE(seed);
+      // fp16 runs get inputs that fp16 holds exactly, so only the kernel's own rounding counts.
+      const bool half = st == ops::Storage::f16;
+      auto input = [&](size_t n, float scale) {
+        auto x = random(n, scale);
+        if (half)
+          for (float& e : x) e = half_to_float(float_to_half(e));
+        return x;
+      };
+      auto put = [&](const std::vector<float>& x, const char* name) {
+        if (!half) return upload(x, name);
+        std::vector<uint16_t> bits(x.size());
+        std::transform(x.begin(), x.end(), bits.begin(), float_to_half);
+        auto b = device(x.size() / 2 + 1, name);
+        gpu::upload(vk, b, bits.data(), bits.size() * 2);
+        return b;
+      };
+      const auto q = input(size_t(c.B) * c.H * c.T * c.Dh, 1.0f), k = input(size_t(c.B) * c.KV * c.S * c.Dh, 1.0f),
+                 v = input(size_t(c.B) * c.KV * c.S * c.Dh, 1.0f);
+      std::vector<float> mask;
+      if (c.mask) {
+        mask = random(size_t(c.B) * c.T * c.S);
+        for (size_t i = 0; i < mask.size(); i += 4) mask[i] = -inf;
+        for (uint32_t s = 0; s < c.S; ++s) mask[s] = -inf;  // batch 0, query 0: every key masked
+      }
+      const auto g = input(size_t(c.B) * c.T * c.H * std::max(c.gate_width, 1u), 2.0f);
+      auto gq = put(q, "q"), gk = put(k, "k"), gv = put(v, "v"), gg = put(g, "gate");
+      auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
+      const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+      const double scale = 1.0 / std::sqrt(double(c.Dh));
+      auto want = reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, mask);
+      if (c.gate_width) {
+        const std::vector<float> wf(want.begin(), want.end());
+        want = reference::gate(wf, g, size_t(c.B) * c.T, c.H, c.Dh, c.gate_width);
+      }
+      const bool decode_shape = c.T * (c.H / c.KV) <= 16 && dev.subgroup_arithmetic;
+      for (ops::FlashKernel kernel : {ops::FlashKernel::general, ops::FlashKernel::decode, ops::FlashKernel::coopmat}) {
+        ops::FlashOptions o;
+        o.split = c.split;
+        o.decode = kernel == ops::FlashKernel::decode;
+        o.coopmat = kernel == ops::FlashKernel::coopmat ? tensor : Coopmat::off;
+        const ops::FlashPlan plan = ops::flash_plan(dev, shape, st, o);
+        CAPTURE(int(plan.kernel));
+        if (kernel == ops::FlashKernel::decode) {
+          CHECK((plan.kernel == kernel) == decode_shape);
+          if (!decode_shape) continue;
+        }
+        if (kernel == ops::FlashKernel::coopmat) {
+          // fp16 only, head_dim a multiple of 16, the tiles within shared memory.
+          if (plan.kernel == ops::FlashKernel::general) continue;
+          CHECK((plan.kernel == ops::FlashKernel::coopmat || plan.kernel == ops::FlashKernel::coopmat_emulated));
+          ++coopmat_runs;
+        }
+        if (c.split) CHECK(plan.splits > 1);
+        auto partial = device(ops::flash_partial_floats(shape, plan), "partial");
+        auto go = half ? put(std::vector<float>(q.size(), std::numeric_limits<float>::quiet_NaN()), "out")
+                       : poisoned(q.size(), "out");
+        run_once(vk, [&](gpu::Recorder& rec) {
+          ops::FlashArgs a{gq, gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr,
+                           ops::btd_view(c.T, c.H, std::max(c.gate_width, 1u)), c.gate_width, go, &partial};
+          ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale), st);
+        });
+        std::vector<float> got(q.size());
+        if (half) {
+          std::vector<uint16_t> bits(q.size());
+          gpu::download(vk, go, bits.data(), bits.size() * 2);
+          std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
+        } else {
+          got = download(go, q.size());
+        }
+        check_close(got, want, half ? 1e-5 : 1e-9);
+      }
+    }
+  if (tensor != Coopmat::off) CHECK(coopmat_runs > 0);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores where the device has them") {

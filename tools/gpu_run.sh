@@ -32,6 +32,12 @@ if [ "$what" != bench ]; then
   echo "== tests, unfused path and no tensor cores"
   VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" \
     2>&1 | tee "$out/tests_unfused.txt" | tail -3
+  echo "== flash, block and CLI tests with the tensor-core flash attention (VKGATE_COOPMAT_FLASH=1)"
+  VKGATE_COOPMAT_FLASH=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='flash*,block*,cli*' \
+    2>&1 | tee "$out/tests_coopmat_flash.txt" | tail -3
+  echo "== block tests, decode steps on the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)"
+  VKGATE_DISABLE_FLASH_DECODE=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
+    2>&1 | tee "$out/tests_no_flash_decode.txt" | tail -3
 fi
 if [ "$what" != tests ]; then
   echo "== vkgate bench"
@@ -57,6 +63,16 @@ while i < len(text):
         print(f'{c["name"]:48s} {c["median_us"]:12.1f} us {c["gflops"]:10.1f} GFLOP/s {c["gbps"]:8.1f} GB/s nmse {c["nmse"]:.1e} mem {c["device_bytes"]/2**20:.0f} MiB')
     if "peak" in doc: print("peak", doc["peak"])
 PY
+  echo "== decode over 32k, fp16: flash_decode.comp, then the general flash kernel (200 reps each)"
+  for off in 0 1; do
+    VKGATE_DISABLE_FLASH_DECODE=$off $cli bench --device nvidia --block --past 32768 --T 1 --precision fp16 \
+      --reps 200 --warmup 20 2>&1 | grep -E "^block|flash|combine|matvec"
+  done
+  echo "== prefill T 4096 fp16 and attention T 4096: the tensor-core flash kernel (VKGATE_COOPMAT_FLASH=1)"
+  VKGATE_COOPMAT_FLASH=1 $cli bench --device nvidia --block --T 4096 --precision fp16 --reps 20 --warmup 5 2>&1 |
+    grep -E "^block|flash|combine"
+  VKGATE_COOPMAT_FLASH=1 $cli bench --device nvidia --op attention --T 4096 --heads 16 --kv-heads 2 --head-dim 256 \
+    --dtype f16 --reps 20 --warmup 5 2>&1 | grep -E "^attention"
   echo "== PyTorch"
   PYTHONUNBUFFERED=1 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
   tail -3 "$out/torch_bench.err"

@@ -35,6 +35,8 @@ const std::map<std::string, Interface> kInterfaces = {
     {"softmax", {3, 10 * 4}},
     {"gate", {2, kViewBytes + 6 * 4}},
     {"flash_attention", {7, kViewBytes + 13 * 4}},
+    {"flash_decode", {7, kViewBytes + 13 * 4}},
+    {"flash_coopmat", {7, kViewBytes + 13 * 4}},
     {"matmul_coopmat", {5, 9 * 4}},
     {"matvec", {5, 9 * 4}},
     {"attention_combine", {3, kViewBytes + 7 * 4}},

@@ -39,31 +39,81 @@ Tiles tiles(const DeviceInfo& d, uint32_t head_dim, uint32_t rows_needed) {
   throw Error(ErrorCode::unsupported, "flash attention: the device's shared memory (" +
                                           std::to_string(d.shared_memory_bytes) + " bytes) is too small");
 }
+// flash_decode.comp: up to kDecodeRows rows (query heads × tokens of one KV
+// group) per workgroup, each subgroup streaming its own keys kDecodeKeys at a
+// time (their loads in flight together; more would cost registers). CPU
+// drivers take one key per step: llvmpipe compiles the unrolled four ~2.5×
+// slower, and a CPU has no loads in flight to gain.
+constexpr uint32_t kDecodeRows = 8, kDecodeKeys = 4;
+bool decode_kernel(const DeviceInfo& d, const AttentionShape& s) {
+  return s.tokens * (s.heads / s.kv_heads) <= 2 * kDecodeRows && s.head_dim % 8 == 0 && d.subgroup_arithmetic;
+}
+
+// flash_coopmat.comp: strips of 16 rows, one per subgroup (32 lanes on tensor
+// cores; the emulation runs on 8-lane CPU-driver subgroups), blocks of 32
+// keys. Its shared memory: q rows and one k/v block in fp16 (rows padded by 8),
+// per strip a 16 × 36 fp32 scratch and 16 × 40 fp16 probabilities, and 3
+// floats per row. Returns the strips per workgroup (4 or 2), 0 if none fit.
+uint32_t coopmat_strips(const DeviceInfo& d, uint32_t head_dim) {
+  for (uint32_t strips : {4u, 2u}) {
+    const uint64_t rows = 16 * strips, ldq = head_dim + 8;
+    const uint64_t bytes = (rows + 32) * ldq * 2 + strips * 16 * (36 * 4 + 40 * 2) + 3 * rows * 4;
+    if (bytes <= d.shared_memory_bytes) return strips;
+  }
+  return 0;
+}
 }  // namespace
+
+FlashOptions flash_options_from_env() {
+  FlashOptions o;
+  o.split = !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV");
+  o.decode = !gpu::env_flag("VKGATE_DISABLE_FLASH_DECODE");
+  const char* c = std::getenv("VKGATE_COOPMAT_FLASH");
+  const std::string mode = c ? c : "";
+  o.coopmat = mode == "emulate" ? FlashOptions::Coopmat::emulated
+              : gpu::env_flag("VKGATE_COOPMAT_FLASH") ? FlashOptions::Coopmat::tensor
+                                                      : FlashOptions::Coopmat::off;
+  return o;
+}
 
 bool flash_preferred(const DeviceInfo& d) {
   return !cpu_gemm(d) || gpu::env_flag("VKGATE_DISABLE_CPU_ATTENTION");
 }
 
-FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split) {
-  const Tiles t = tiles(d, s.head_dim, s.tokens * (s.heads / s.kv_heads));
-  static_assert(kWorkgroup * 4 <= 8 * 64, "the smallest tile must cover the workgroup");
+FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o) {
+  const uint32_t rows_needed = s.tokens * (s.heads / s.kv_heads);
   FlashPlan p;
-  p.rows = t.rows;
-  p.block = t.block;
-  const uint32_t G = s.heads / s.kv_heads;
-  const uint32_t row_tiles = (s.tokens * G + t.rows - 1) / t.rows;
+  const bool tensor = o.coopmat == FlashOptions::Coopmat::tensor && d.coopmat_f16;
+  const bool emulated = o.coopmat == FlashOptions::Coopmat::emulated && cpu_kernels(d) && d.fp16_arithmetic;
+  const uint32_t strips = coopmat_strips(d, s.head_dim);
+  if (o.decode && decode_kernel(d, s)) {
+    p.kernel = FlashKernel::decode;
+    p.rows = std::min(rows_needed, kDecodeRows);
+    p.block = 64;  // no blocks in that kernel: only sizes the splits below
+  } else if ((tensor || emulated) && st == Storage::f16 && s.head_dim % 16 == 0 && strips) {
+    p.kernel = tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
+    p.rows = 16 * strips;
+    p.block = 32;
+  } else {
+    const Tiles t = tiles(d, s.head_dim, rows_needed);
+    static_assert(kWorkgroup * 4 <= 8 * 64, "the smallest tile must cover the workgroup");
+    p.rows = t.rows;
+    p.block = t.block;
+  }
+  const uint32_t row_tiles = (rows_needed + p.rows - 1) / p.rows;
   const uint64_t groups = uint64_t(row_tiles) * s.kv_heads * s.batch;
   // Split the keys (flash-decoding) when too few workgroups would fill the
-  // device: a decode step has one row tile per KV head.
-  const uint64_t want = d.type == "cpu" ? 8 : 512;
+  // device: a decode step has one row tile per KV head. Each split keeps at
+  // least 4 blocks (256 keys for the decode kernel), so its partial results
+  // stay small beside the keys it reads.
+  const uint64_t want = d.type == "cpu" ? 8 : p.kernel == FlashKernel::decode ? 256 : 512;
   uint32_t splits = 1;
-  if (allow_split && groups < want) {
-    const uint32_t max_splits = std::max<uint32_t>(1, s.keys / (4 * t.block));
+  if (o.split && groups < want) {
+    const uint32_t max_splits = std::max<uint32_t>(1, s.keys / (4 * p.block));
     splits = uint32_t(std::min<uint64_t>((want + groups - 1) / groups, max_splits));
   }
   const uint32_t chunk = (s.keys + splits - 1) / splits;
-  p.chunk = (chunk + t.block - 1) / t.block * t.block;
+  p.chunk = (chunk + p.block - 1) / p.block * p.block;
   p.splits = (s.keys + p.chunk - 1) / p.chunk;
   if (p.splits == 0) p.splits = 1;
   return p;
@@ -75,8 +125,20 @@ size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p) {
 
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
                      const FlashPlan& plan, bool causal, float scale, Storage st) {
-  const gpu::Pipeline& p =
-      ctx.pipelines->get(variant("flash_attention", st), {kWorkgroup, plan.rows, plan.block, s.head_dim});
+  const gpu::Pipeline& p = [&]() -> const gpu::Pipeline& {
+    switch (plan.kernel) {
+      case FlashKernel::decode:
+        return ctx.pipelines->get(variant("flash_decode", st), {kWorkgroup, plan.rows,
+                                                                ctx.info.type == "cpu" ? 1u : kDecodeKeys, s.head_dim,
+                                                                ctx.info.min_subgroup_size});
+      case FlashKernel::coopmat:
+        return ctx.pipelines->get("flash_coopmat", {plan.rows / 16 * 32, s.head_dim});
+      case FlashKernel::coopmat_emulated:
+        return ctx.pipelines->get("flash_coopmat_emulated", {plan.rows / 16 * 8, s.head_dim});
+      default:
+        return ctx.pipelines->get(variant("flash_attention", st), {kWorkgroup, plan.rows, plan.block, s.head_dim});
+    }
+  }();
   const uint32_t G = s.heads / s.kv_heads;
   Push push{a.gate_view, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
             a.mask ? 1u : 0u, a.gate ? 1u : 0u, a.gate_width, plan.chunk, plan.splits, scale};

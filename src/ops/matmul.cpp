@@ -86,11 +86,13 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
     dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y_f32 ? "_y32" : ""), cpu_gemm_spec(M)), g.x, g.y, "matmul");
     return;
   }
-  // A few rows (decode): one subgroup per output column streams W once.
+  // A few rows (decode): one subgroup per output column streams W once, in
+  // 8-element loads where the rows allow them.
   if (M <= 8 && ctx.info.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
     const uint32_t per_group = 256 / std::max(1u, ctx.info.subgroup_size);
-    dispatch(ctx.pipelines->get(variant("matvec", s, y_f32 ? "_y32" : ""), {256}), (N + per_group - 1) / per_group, 1,
-             "matvec");
+    const bool vec8 = K % 8 == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0;
+    dispatch(ctx.pipelines->get(variant(vec8 ? "matvec_v8" : "matvec", s, y_f32 ? "_y32" : ""), {256}),
+             (N + per_group - 1) / per_group, 1, "matvec");
     return;
   }
   // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly.

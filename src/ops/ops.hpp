@@ -138,11 +138,29 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
 // softmax(scale·q·kᵀ + mask)·v, then ⊙ sigmoid(gate) when a gate is given.
 // Memory O(T): no score matrix. q [B, H, T, Dh], k/v [B, KV, S, Dh], mask
 // [B, 1, T, S] fp32; the new tokens are the last T keys.
+enum class FlashKernel {
+  general,           // flash_attention.comp
+  decode,            // flash_decode.comp: few rows per KV group
+  coopmat,           // flash_coopmat.comp on tensor cores (fp16)
+  coopmat_emulated,  // the same with its matrix products in scalar code (CPU drivers; tests)
+};
 struct FlashPlan {
+  FlashKernel kernel = FlashKernel::general;
   uint32_t rows = 0, block = 0;  // rows per workgroup, keys per block
   uint32_t chunk = 0, splits = 1;  // keys per split and number of splits
 };
-FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, bool allow_split);
+struct FlashOptions {
+  bool split = true;   // keys may be split across workgroups
+  bool decode = true;  // ≤ 16 rows per KV group (T·H/KV) may take flash_decode.comp
+  // fp16 storage may take flash_coopmat.comp: on tensor cores (`tensor`, where
+  // the device has them) or emulated (`emulated`, on CPU drivers).
+  enum class Coopmat { off, tensor, emulated } coopmat = Coopmat::off;
+};
+// From VKGATE_DISABLE_SPLIT_KV, VKGATE_DISABLE_FLASH_DECODE and
+// VKGATE_COOPMAT_FLASH (1: tensor, "emulate": emulated; off by default until
+// the tensor-core kernel has been measured on a GPU).
+FlashOptions flash_options_from_env();
+FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Whether attention should take the fused kernel rather than scores → softmax
 // → P·V (in query chunks, see query_chunk). On CPU drivers the unfused path
 // with the CPU GEMM kernels is much faster (llvmpipe runs the flash kernel's

@@ -1,0 +1,290 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+// Fused attention on tensor cores (fp16 storage): the result, bindings and
+// push constants of flash_attention.comp, with q·kᵀ and P·V as 16×16×16
+// cooperative-matrix products (fp16 inputs, fp32 accumulation).
+//
+// A workgroup takes BR = 16·NS rows (query head, token pairs of one KV group,
+// token-major as in flash_attention.comp); subgroup s owns rows 16s..16s+15
+// as a strip: its scores, its online softmax and its O fragments (HEAD_DIM/16
+// accumulators), so the softmax needs no workgroup barrier. Per block of BC
+// keys: K into shared memory, S = q·kᵀ per strip (stored to a per-strip
+// scratch), the strip's softmax by its lanes (P as fp16), O rescaled
+// element-wise, V into the same shared buffer, O += P·V.
+//
+// O is rescaled in its fragments: a fragment's element→row mapping is not
+// exposed, but it is the same for every fragment of a type, so a fragment
+// loaded from a matrix of row indices tells each lane the row of each of its
+// elements.
+//
+// EMULATE (tests on CPU drivers, -DEMU_SG=subgroup size) replaces the
+// fragment operations by scalar code with a fixed element layout, so every
+// other part of the algorithm runs where no tensor cores exist.
+#include "common.glsl"
+#include "storage.glsl"
+
+#ifdef EMULATE
+// The loops over a fragment's elements stay loops (ELEM_LOOP): unrolled,
+// llvmpipe compiles tens of thousands of scalar multiply-adds (minutes per
+// pipeline). Only those: with the 16-step inner loops kept as loops as well,
+// llvmpipe (Mesa 22.3.6) returned wrong elements (one query over 256 keys)
+// that unrolling them fixes; we did not trace the cause further.
+#define ELEM_LOOP [[dont_unroll]]
+const uint SG = EMU_SG;
+const uint ELEMS = 256 / SG;  // lane l holds elements l, l + SG, ... (row e / 16, column e % 16)
+struct Acc {
+  float e[ELEMS];
+};
+#define EL(a, i) a.e[i]
+#define ACC_LEN(a) ELEMS
+#else
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_NV_cooperative_matrix : require
+#define ELEM_LOOP [[unroll]]
+const uint SG = 32;
+#define Acc fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define FragH fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define EL(a, i) a[i]
+#define ACC_LEN(a) a.length()
+#endif
+
+layout(constant_id = 1) const uint HEAD_DIM = 128;  // a multiple of 16
+const uint NS = WG / SG;        // subgroups, one strip of 16 rows each
+const uint BR = 16 * NS;        // rows per workgroup
+const uint BC = 32;             // keys per block
+const uint KF = BC / 16;        // score fragments per strip
+const uint DF = HEAD_DIM / 16;  // O fragments per strip
+const uint CH = HEAD_DIM / 8;   // 16-byte chunks per row
+// Row strides in shared memory, padded by 16 bytes so that the 16 rows a
+// fragment load reads start in different banks.
+const uint LDQ = HEAD_DIM + 8;  // fp16 q and k/v rows
+const uint LDS = BC + 4;        // fp32 scratch
+const uint LDP = BC + 8;        // fp16 probabilities
+
+layout(std430, binding = 0) readonly buffer QBuf { uvec4 q8[]; };
+layout(std430, binding = 1) readonly buffer KBuf { uvec4 k8[]; };
+layout(std430, binding = 2) readonly buffer VBuf { uvec4 v8[]; };
+RO(3, mask, F32)
+RO(4, g, F16)
+RW(5, o, F16)
+RW(6, partial, F32)
+
+layout(push_constant) uniform Push {
+  View gate_view;
+  uint tokens, keys, kv_stride, heads, kv_heads, past;
+  uint causal, has_mask, has_gate, gate_width;
+  uint chunk, splits;
+  float scale;
+} p;
+
+shared float16_t q_s[BR * LDQ];
+shared float16_t kv_s[BC * LDQ];
+shared float s_s[NS * 16 * LDS];
+shared float16_t p_s[NS * 16 * LDP];
+shared float m_s[BR], l_s[BR], alpha_s[BR];
+
+// 8 fp16 values (16 bytes) into arr[off..off+7].
+#define PUT8(arr, off, u)                                                            \
+  {                                                                                  \
+    const f16vec2 h0 = unpackFloat2x16(u.x), h1 = unpackFloat2x16(u.y);              \
+    const f16vec2 h2 = unpackFloat2x16(u.z), h3 = unpackFloat2x16(u.w);              \
+    arr[off] = h0.x; arr[off + 1] = h0.y; arr[off + 2] = h1.x; arr[off + 3] = h1.y;  \
+    arr[off + 4] = h2.x; arr[off + 5] = h2.y; arr[off + 6] = h3.x; arr[off + 7] = h3.y; \
+  }
+
+void acc_zero(out Acc c) {
+#ifdef EMULATE
+  for (uint i = 0; i < ELEMS; ++i) c.e[i] = 0.0;
+#else
+  c = Acc(0.0);
+#endif
+}
+
+// c += q_s[a..] (16×16, rows LDQ apart) · kv_s[b..]ᵀ (16 keys × 16 dims).
+void mma_qk(inout Acc c, uint a, uint b) {
+#ifdef EMULATE
+  ELEM_LOOP for (uint i = 0; i < ELEMS; ++i) {
+    const uint e = gl_SubgroupInvocationID + i * SG, r = e / 16, col = e % 16;
+    float sum = 0.0;
+    [[unroll]] for (uint k = 0; k < 16; ++k) sum += float(q_s[a + r * LDQ + k]) * float(kv_s[b + col * LDQ + k]);
+    c.e[i] += sum;
+  }
+#else
+  FragH fa, fb;
+  coopMatLoadNV(fa, q_s, a, LDQ, false);
+  coopMatLoadNV(fb, kv_s, b, LDQ, true);
+  c = coopMatMulAddNV(fa, fb, c);
+#endif
+}
+
+// c += p_s[a..] (16 rows × 16 keys, rows LDP apart) · kv_s[b..] (16 keys × 16 dims).
+void mma_pv(inout Acc c, uint a, uint b) {
+#ifdef EMULATE
+  ELEM_LOOP for (uint i = 0; i < ELEMS; ++i) {
+    const uint e = gl_SubgroupInvocationID + i * SG, r = e / 16, col = e % 16;
+    float sum = 0.0;
+    [[unroll]] for (uint k = 0; k < 16; ++k) sum += float(p_s[a + r * LDP + k]) * float(kv_s[b + k * LDQ + col]);
+    c.e[i] += sum;
+  }
+#else
+  FragH fa, fb;
+  coopMatLoadNV(fa, p_s, a, LDP, false);
+  coopMatLoadNV(fb, kv_s, b, LDQ, false);
+  c = coopMatMulAddNV(fa, fb, c);
+#endif
+}
+
+// s_s[off..] (16×16, rows LDS apart) ↔ c.
+void acc_store(Acc c, uint off) {
+#ifdef EMULATE
+  for (uint i = 0; i < ELEMS; ++i) {
+    const uint e = gl_SubgroupInvocationID + i * SG;
+    s_s[off + (e / 16) * LDS + e % 16] = c.e[i];
+  }
+#else
+  coopMatStoreNV(c, s_s, off, LDS, false);
+#endif
+}
+void acc_load(out Acc c, uint off) {
+#ifdef EMULATE
+  for (uint i = 0; i < ELEMS; ++i) {
+    const uint e = gl_SubgroupInvocationID + i * SG;
+    c.e[i] = s_s[off + (e / 16) * LDS + e % 16];
+  }
+#else
+  coopMatLoadNV(c, s_s, off, LDS, false);
+#endif
+}
+
+// The subgroup's shared-memory writes visible to all its lanes.
+void subgroup_sync() {
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+}
+
+// K or V rows kb..kb+BC−1 into kv_s, zeros from key_end on.
+void load_block(bool values, uint kv_base, uint kb, uint key_end) {
+  for (uint e = gl_LocalInvocationID.x; e < BC * CH; e += WG) {
+    const uint c = e / CH, ch = e % CH;
+    uvec4 u = uvec4(0);
+    if (kb + c < key_end) u = values ? v8[kv_base + (kb + c) * CH + ch] : k8[kv_base + (kb + c) * CH + ch];
+    PUT8(kv_s, c * LDQ + ch * 8, u);
+  }
+}
+
+void main() {
+  const uint G = p.heads / p.kv_heads;
+  const uint kvh = gl_WorkGroupID.y;
+  const uint b = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;
+  const uint row0 = gl_WorkGroupID.x * BR;
+  const uint rows_total = p.tokens * G;
+  const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint strip = 16 * sg;
+  const float NEG_INF = -1.0 / 0.0;
+
+  for (uint e = tid; e < BR * CH; e += WG) {
+    const uint r = e / CH, ch = e % CH, row = row0 + r;
+    uvec4 u = uvec4(0);
+    if (row < rows_total) {
+      const uint h = kvh * G + row % G, t = row / G;
+      u = q8[((b * p.heads + h) * p.tokens + t) * CH + ch];
+    }
+    PUT8(q_s, r * LDQ + ch * 8, u);
+  }
+  for (uint r = tid; r < BR; r += WG) {  // the emulation has fewer lanes than rows
+    m_s[r] = NEG_INF;
+    l_s[r] = 0.0;
+  }
+  const uint scratch = strip * LDS;
+  for (uint e = lane; e < 256; e += SG) s_s[scratch + (e / 16) * LDS + e % 16] = float(e / 16);
+  subgroup_sync();
+  Acc rowmap;  // element i of any fragment lies in row EL(rowmap, i) of it
+  acc_load(rowmap, scratch);
+  Acc acc[DF];
+  [[unroll]] for (uint f = 0; f < DF; ++f) acc_zero(acc[f]);
+
+  uint key_begin = split * p.chunk, key_end = min(p.keys, key_begin + p.chunk);
+  if (p.causal != 0) key_end = min(key_end, p.past + (min(row0 + BR, rows_total) - 1) / G + 1);
+  const uint kv_base = (b * p.kv_heads + kvh) * p.kv_stride * CH;
+
+  for (uint kb = key_begin; kb < key_end; kb += BC) {
+    barrier();  // every strip is done with the previous V block (and q_s is written)
+    load_block(false, kv_base, kb, key_end);
+    barrier();
+    Acc sc[KF];
+    [[unroll]] for (uint j = 0; j < KF; ++j) acc_zero(sc[j]);
+    [[unroll]] for (uint d = 0; d < DF; ++d)
+      [[unroll]] for (uint j = 0; j < KF; ++j) mma_qk(sc[j], strip * LDQ + d * 16, j * 16 * LDQ + d * 16);
+    subgroup_sync();  // the lanes are done with the scratch (rowmap, last block's epilogue)
+    [[unroll]] for (uint j = 0; j < KF; ++j) acc_store(sc[j], scratch + j * 16);
+    subgroup_sync();
+    // Online softmax of the strip's rows over this block; masked scores −inf.
+    for (uint r = lane; r < 16; r += SG) {
+      const uint row = row0 + strip + r, t = min(row, rows_total - 1) / G;
+      float sv[BC];
+      float mx = m_s[strip + r];
+      for (uint c = 0; c < BC; ++c) {
+        const uint key = kb + c;
+        float x = NEG_INF;
+        if (row < rows_total && key < key_end && (p.causal == 0 || key <= p.past + t)) {
+          x = s_s[scratch + r * LDS + c] * p.scale;
+          if (p.has_mask != 0) x += mask_ld((b * p.tokens + t) * p.keys + key);
+        }
+        sv[c] = x;
+        mx = max(mx, x);
+      }
+      const bool empty = isinf(mx) && mx < 0.0;  // every key so far masked
+      const float alpha = empty ? 1.0 : exp(m_s[strip + r] - mx);
+      float sum = 0.0;
+      for (uint c = 0; c < BC; ++c) {
+        const float pr = empty ? 0.0 : exp(sv[c] - mx);
+        const float16_t ph = float16_t(pr);
+        p_s[(strip + r) * LDP + c] = ph;
+        sum += float(ph);  // l sums the probabilities P·V uses
+      }
+      m_s[strip + r] = mx;
+      l_s[strip + r] = l_s[strip + r] * alpha + sum;
+      alpha_s[strip + r] = alpha;
+    }
+    subgroup_sync();
+    [[unroll]] for (uint f = 0; f < DF; ++f)
+      [[unroll]] for (uint i = 0; i < ACC_LEN(acc[f]); ++i) EL(acc[f], i) *= alpha_s[strip + uint(EL(rowmap, i))];
+    barrier();  // every strip is done with K
+    load_block(true, kv_base, kb, key_end);
+    barrier();
+    [[unroll]] for (uint f = 0; f < DF; ++f)
+      [[unroll]] for (uint j = 0; j < KF; ++j) mma_pv(acc[f], strip * LDP + j * 16, j * 16 * LDQ + f * 16);
+  }
+
+  // Each O fragment through the scratch, then normalised, gated and written
+  // once (or, with split keys, written unnormalised with the row's max and sum).
+  [[unroll]] for (uint f = 0; f < DF; ++f) {
+    subgroup_sync();
+    acc_store(acc[f], scratch);
+    subgroup_sync();
+    for (uint e = lane; e < 256; e += SG) {
+      const uint r = e / 16, d = f * 16 + e % 16, row = row0 + strip + r;
+      if (row >= rows_total) continue;
+      const uint h = kvh * G + row % G, t = row / G;
+      const float val = s_s[scratch + r * LDS + e % 16];
+      if (p.splits > 1) {
+        // Partial results [B, splits, H, T, Dh + 2]: unnormalised O, then max and sum.
+        const uint base = (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
+        partial_st(base + d, val);
+        if (d == 0) {
+          partial_st(base + HEAD_DIM, m_s[strip + r]);
+          partial_st(base + HEAD_DIM + 1, l_s[strip + r]);
+        }
+        continue;
+      }
+      float out_v = l_s[strip + r] > 0.0 ? val / l_s[strip + r] : 0.0;  // a fully masked row gives zeros
+      if (p.has_gate != 0) {
+        const float z = g_ld(view_offset(p.gate_view, p.tokens, b * p.tokens + t, h, p.gate_width == 1 ? 0 : d));
+        out_v /= 1.0 + exp(-z);
+      }
+      o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, out_v);
+    }
+  }
+}
