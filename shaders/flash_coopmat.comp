@@ -1,7 +1,5 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-#extension GL_KHR_shader_subgroup_basic : require
 // Fused attention on tensor cores (fp16 storage): the result, bindings and
 // push constants of flash_attention.comp, with q·kᵀ and P·V as 16×16×16
 // cooperative-matrix products (fp16 inputs, fp32 accumulation).
@@ -19,36 +17,10 @@
 // loaded from a matrix of row indices tells each lane the row of each of its
 // elements.
 //
-// EMULATE (tests on CPU drivers, -DEMU_SG=subgroup size) replaces the
-// fragment operations by scalar code with a fixed element layout, so every
-// other part of the algorithm runs where no tensor cores exist.
+// EMULATE (coopmat.glsl) runs the products as scalar code on CPU drivers.
 #include "common.glsl"
 #include "storage.glsl"
-
-#ifdef EMULATE
-// The loops over a fragment's elements stay loops (ELEM_LOOP): unrolled,
-// llvmpipe compiles tens of thousands of scalar multiply-adds (minutes per
-// pipeline). Only those: with the 16-step inner loops kept as loops as well,
-// llvmpipe (Mesa 22.3.6) returned wrong elements (one query over 256 keys)
-// that unrolling them fixes; we did not trace the cause further.
-#define ELEM_LOOP [[dont_unroll]]
-const uint SG = EMU_SG;
-const uint ELEMS = 256 / SG;  // lane l holds elements l, l + SG, ... (row e / 16, column e % 16)
-struct Acc {
-  float e[ELEMS];
-};
-#define EL(a, i) a.e[i]
-#define ACC_LEN(a) ELEMS
-#else
-#extension GL_KHR_memory_scope_semantics : require
-#extension GL_NV_cooperative_matrix : require
-#define ELEM_LOOP [[unroll]]
-const uint SG = 32;
-#define Acc fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-#define FragH fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
-#define EL(a, i) a[i]
-#define ACC_LEN(a) a.length()
-#endif
+#include "coopmat.glsl"
 
 layout(constant_id = 1) const uint HEAD_DIM = 128;  // a multiple of 16
 const uint NS = WG / SG;        // subgroups, one strip of 16 rows each
@@ -85,28 +57,11 @@ shared float s_s[NS * 16 * LDS];
 shared float16_t p_s[NS * 16 * LDP];
 shared float m_s[BR], l_s[BR], alpha_s[BR];
 
-// 8 fp16 values (16 bytes) into arr[off..off+7].
-#define PUT8(arr, off, u)                                                            \
-  {                                                                                  \
-    const f16vec2 h0 = unpackFloat2x16(u.x), h1 = unpackFloat2x16(u.y);              \
-    const f16vec2 h2 = unpackFloat2x16(u.z), h3 = unpackFloat2x16(u.w);              \
-    arr[off] = h0.x; arr[off + 1] = h0.y; arr[off + 2] = h1.x; arr[off + 3] = h1.y;  \
-    arr[off + 4] = h2.x; arr[off + 5] = h2.y; arr[off + 6] = h3.x; arr[off + 7] = h3.y; \
-  }
-
-void acc_zero(out Acc c) {
-#ifdef EMULATE
-  for (uint i = 0; i < ELEMS; ++i) c.e[i] = 0.0;
-#else
-  c = Acc(0.0);
-#endif
-}
-
 // c += q_s[a..] (16×16, rows LDQ apart) · kv_s[b..]ᵀ (16 keys × 16 dims).
 void mma_qk(inout Acc c, uint a, uint b) {
 #ifdef EMULATE
   ELEM_LOOP for (uint i = 0; i < ELEMS; ++i) {
-    const uint e = gl_SubgroupInvocationID + i * SG, r = e / 16, col = e % 16;
+    const uint r = emu_row(i), col = emu_col(i);
     float sum = 0.0;
     [[unroll]] for (uint k = 0; k < 16; ++k) sum += float(q_s[a + r * LDQ + k]) * float(kv_s[b + col * LDQ + k]);
     c.e[i] += sum;
@@ -123,7 +78,7 @@ void mma_qk(inout Acc c, uint a, uint b) {
 void mma_pv(inout Acc c, uint a, uint b) {
 #ifdef EMULATE
   ELEM_LOOP for (uint i = 0; i < ELEMS; ++i) {
-    const uint e = gl_SubgroupInvocationID + i * SG, r = e / 16, col = e % 16;
+    const uint r = emu_row(i), col = emu_col(i);
     float sum = 0.0;
     [[unroll]] for (uint k = 0; k < 16; ++k) sum += float(p_s[a + r * LDP + k]) * float(kv_s[b + k * LDQ + col]);
     c.e[i] += sum;
@@ -139,29 +94,17 @@ void mma_pv(inout Acc c, uint a, uint b) {
 // s_s[off..] (16×16, rows LDS apart) ↔ c.
 void acc_store(Acc c, uint off) {
 #ifdef EMULATE
-  for (uint i = 0; i < ELEMS; ++i) {
-    const uint e = gl_SubgroupInvocationID + i * SG;
-    s_s[off + (e / 16) * LDS + e % 16] = c.e[i];
-  }
+  for (uint i = 0; i < ELEMS; ++i) s_s[off + emu_row(i) * LDS + emu_col(i)] = c.e[i];
 #else
   coopMatStoreNV(c, s_s, off, LDS, false);
 #endif
 }
 void acc_load(out Acc c, uint off) {
 #ifdef EMULATE
-  for (uint i = 0; i < ELEMS; ++i) {
-    const uint e = gl_SubgroupInvocationID + i * SG;
-    c.e[i] = s_s[off + (e / 16) * LDS + e % 16];
-  }
+  for (uint i = 0; i < ELEMS; ++i) c.e[i] = s_s[off + emu_row(i) * LDS + emu_col(i)];
 #else
   coopMatLoadNV(c, s_s, off, LDS, false);
 #endif
-}
-
-// The subgroup's shared-memory writes visible to all its lanes.
-void subgroup_sync() {
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
 }
 
 // K or V rows kb..kb+BC−1 into kv_s, zeros from key_end on.

@@ -38,6 +38,7 @@ const std::map<std::string, Interface> kInterfaces = {
     {"flash_decode", {7, kViewBytes + 13 * 4}},
     {"flash_coopmat", {7, kViewBytes + 13 * 4}},
     {"matmul_coopmat", {5, 9 * 4}},
+    {"matmul_staged", {5, 9 * 4}},
     {"matvec", {5, 9 * 4}},
     {"attention_combine", {3, kViewBytes + 7 * 4}},
     {"copy", {2, 4}},

@@ -22,6 +22,18 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
     return {256, 64, 64, BK, 4, 4};
   return {128, 32, 64, BK, 2, 8};
 }
+
+// shaders/matmul_staged.comp, selected by VKGATE_COOPMAT_STAGED: "1" on
+// tensor cores (off by default until measured on a GPU), "emulate" with its
+// products in scalar code on CPU drivers (tests). Empty: not taken.
+std::string staged_variant(const DeviceInfo& d, bool y_f32) {
+  const char* mode = std::getenv("VKGATE_COOPMAT_STAGED");
+  const std::string m = mode ? mode : "";
+  const char* tail = y_f32 ? "" : "_f16";
+  if (m == "emulate" && cpu_kernels(d) && d.fp16_arithmetic) return std::string("matmul_staged_emulated") + tail;
+  if (m == "1" && d.coopmat_f16) return std::string("matmul_staged") + tail;
+  return "";
+}
 }  // namespace
 
 bool cpu_gemm(const DeviceInfo& d) {
@@ -94,6 +106,14 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
     dispatch(ctx.pipelines->get(variant(vec8 ? "matvec_v8" : "matvec", s, y_f32 ? "_y32" : ""), {256}),
              (N + per_group - 1) / per_group, 1, "matvec");
     return;
+  }
+  // Tensor cores through shared memory (opt-in) when its 128×128 tiles cover the matrices.
+  if (s == Storage::f16 && M % 128 == 0 && N % 128 == 0 && K % 32 == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0) {
+    if (const std::string v = staged_variant(ctx.info, y_f32); !v.empty()) {
+      dispatch(ctx.pipelines->get(v, {v.find("emulated") != std::string::npos ? 64u : 256u}), N / 128, M / 128,
+               "matmul.coopmat_staged");
+      return;
+    }
   }
   // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly.
   if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 && push.ldx % 8 == 0 &&
