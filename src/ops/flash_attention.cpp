@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -88,7 +89,8 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   const uint32_t strips = coopmat_strips(d, s.head_dim);
   if (o.decode && decode_kernel(d, s)) {
     p.kernel = FlashKernel::decode;
-    p.rows = std::min(rows_needed, kDecodeRows);
+    // A power of two: fewer pipelines to compile, at the cost of idle rows.
+    p.rows = std::min(std::bit_ceil(rows_needed), kDecodeRows);
     p.block = 64;  // no blocks in that kernel: only sizes the splits below
   } else if ((tensor || emulated) && st == Storage::f16 && s.head_dim % 16 == 0 && strips) {
     p.kernel = tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
@@ -154,7 +156,10 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
                 {&a.out, plan.splits > 1 ? gpu::Access::read : gpu::Access::write},
                 {&partial, plan.splits > 1 ? gpu::Access::write : gpu::Access::read}},
                &push, (s.tokens * G + plan.rows - 1) / plan.rows, s.kv_heads, s.batch * plan.splits,
-               "flash_attention");
+               plan.kernel == FlashKernel::decode             ? "flash_attention.decode"
+               : plan.kernel == FlashKernel::coopmat          ? "flash_attention.coopmat"
+               : plan.kernel == FlashKernel::coopmat_emulated ? "flash_attention.emulated"
+                                                              : "flash_attention");
   if (plan.splits == 1) return;
   const gpu::Pipeline& c = ctx.pipelines->get(variant("attention_combine", st), {64});
   const uint64_t count = uint64_t(s.batch) * s.tokens * s.heads * s.head_dim;
