@@ -23,16 +23,16 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
   return {128, 32, 64, BK, 2, 8};
 }
 
-// shaders/matmul_staged.comp, selected by VKGATE_COOPMAT_STAGED: "1" on
-// tensor cores (off by default until measured on a GPU), "emulate" with its
-// products in scalar code on CPU drivers (tests). Empty: not taken.
+// shaders/matmul_staged.comp, selected by VKGATE_COOPMAT_STAGED (read as
+// VKGATE_COOPMAT_FLASH is, ops::flash_options_from_env): on tensor cores (off
+// by default until measured on a GPU), or "emulate": its products in scalar
+// code on CPU drivers (tests). Empty: not taken.
 std::string staged_variant(const DeviceInfo& d, bool y_f32) {
   const char* mode = std::getenv("VKGATE_COOPMAT_STAGED");
-  const std::string m = mode ? mode : "";
   const char* tail = y_f32 ? "" : "_f16";
-  if (m == "emulate" && cpu_kernels(d) && d.fp16_arithmetic) return std::string("matmul_staged_emulated") + tail;
-  if (m == "1" && d.coopmat_f16) return std::string("matmul_staged") + tail;
-  return "";
+  if (mode && std::string(mode) == "emulate")
+    return cpu_kernels(d) && d.fp16_arithmetic ? std::string("matmul_staged_emulated") + tail : "";
+  return gpu::env_flag("VKGATE_COOPMAT_STAGED") && d.coopmat_f16 ? std::string("matmul_staged") + tail : "";
 }
 }  // namespace
 
