@@ -25,18 +25,7 @@ layout(constant_id = 3) const uint HEAD_DIM = 128; // Dh
 RO(0, q, T)
 RO(1, k, T)
 RO(2, v, T)
-RO(3, mask, F32)
-RO(4, g, T)
-RW(5, o, T)
-RW(6, partial, F32)
-
-layout(push_constant) uniform Push {
-  View gate_view;
-  uint tokens, keys, kv_stride, heads, kv_heads, past;  // kv_stride: positions per (b, KV head) in k/v
-  uint causal, has_mask, has_gate, gate_width;
-  uint chunk, splits;  // keys per split and number of splits
-  float scale;
-} p;
+#include "flash_common.glsl"
 
 // Scores are accumulated over chunks of DC dims of q and k staged in shared
 // memory (rows padded by one float: no bank conflicts), each thread holding a
@@ -177,21 +166,6 @@ void main() {
     const uint r = rgrp + i * RT, d = dcol + j * CT, row = row0 + r;
     if (r >= R || d >= HEAD_DIM || row >= rows_total) continue;
     const uint h = kvh * G + row % G, t = row / G;
-    if (p.splits > 1) {
-      // Partial results [B, splits, H, T, Dh + 2]: unnormalised O, then max and sum.
-      const uint base = (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
-      partial_st(base + d, acc[i][j]);
-      if (d == 0) {
-        partial_st(base + HEAD_DIM, m_s[r]);
-        partial_st(base + HEAD_DIM + 1, l_s[r]);
-      }
-      continue;
-    }
-    float val = l_s[r] > 0.0 ? acc[i][j] / l_s[r] : 0.0;  // a fully masked row gives zeros
-    if (p.has_gate != 0) {
-      const float z = g_ld(view_offset(p.gate_view, p.tokens, b * p.tokens + t, h, p.gate_width == 1 ? 0 : d));
-      val /= 1.0 + exp(-z);
-    }
-    o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, val);
+    flash_store(b, t, h, d, split, acc[i][j], m_s[r], l_s[r]);
   }
 }

@@ -21,6 +21,7 @@
 #include "common.glsl"
 #include "storage.glsl"
 #include "coopmat.glsl"
+#define T F16  // gate and output (flash_common.glsl)
 
 layout(constant_id = 1) const uint HEAD_DIM = 128;  // a multiple of 16
 const uint NS = WG / SG;        // subgroups, one strip of 16 rows each
@@ -38,18 +39,7 @@ const uint LDP = BC + 8;        // fp16 probabilities
 layout(std430, binding = 0) readonly buffer QBuf { uvec4 q8[]; };
 layout(std430, binding = 1) readonly buffer KBuf { uvec4 k8[]; };
 layout(std430, binding = 2) readonly buffer VBuf { uvec4 v8[]; };
-RO(3, mask, F32)
-RO(4, g, F16)
-RW(5, o, F16)
-RW(6, partial, F32)
-
-layout(push_constant) uniform Push {
-  View gate_view;
-  uint tokens, keys, kv_stride, heads, kv_heads, past;
-  uint causal, has_mask, has_gate, gate_width;
-  uint chunk, splits;
-  float scale;
-} p;
+#include "flash_common.glsl"
 
 shared float16_t q_s[BR * LDQ];
 shared float16_t kv_s[BC * LDQ];
@@ -212,22 +202,7 @@ void main() {
       if (row >= rows_total) continue;
       const uint h = kvh * G + row % G, t = row / G;
       const float val = s_s[scratch + r * LDS + e % 16];
-      if (p.splits > 1) {
-        // Partial results [B, splits, H, T, Dh + 2]: unnormalised O, then max and sum.
-        const uint base = (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
-        partial_st(base + d, val);
-        if (d == 0) {
-          partial_st(base + HEAD_DIM, m_s[strip + r]);
-          partial_st(base + HEAD_DIM + 1, l_s[strip + r]);
-        }
-        continue;
-      }
-      float out_v = l_s[strip + r] > 0.0 ? val / l_s[strip + r] : 0.0;  // a fully masked row gives zeros
-      if (p.has_gate != 0) {
-        const float z = g_ld(view_offset(p.gate_view, p.tokens, b * p.tokens + t, h, p.gate_width == 1 ? 0 : d));
-        out_v /= 1.0 + exp(-z);
-      }
-      o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, out_v);
+      flash_store(b, t, h, d, split, val, m_s[strip + r], l_s[strip + r]);
     }
   }
 }

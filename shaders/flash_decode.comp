@@ -30,18 +30,7 @@ layout(constant_id = 4) const uint MIN_SG = 32;    // the smallest subgroup the 
 VEC8_RO(0, q, T)
 VEC8_RO(1, k, T)
 VEC8_RO(2, v, T)
-RO(3, mask, F32)
-RO(4, g, T)
-RW(5, o, T)
-RW(6, partial, F32)
-
-layout(push_constant) uniform Push {
-  View gate_view;
-  uint tokens, keys, kv_stride, heads, kv_heads, past;
-  uint causal, has_mask, has_gate, gate_width;
-  uint chunk, splits;
-  float scale;
-} p;
+#include "flash_common.glsl"
 
 const uint CHUNKS = HEAD_DIM / 8;                 // 8-element chunks per row
 const uint CPL = (CHUNKS + MIN_SG - 1) / MIN_SG;  // chunks per lane
@@ -172,21 +161,6 @@ void main() {
     if (row >= rows_total) continue;
     const uint h = kvh * G + row % G, t = row / G;
     const float val = rows_s[e / 4][e % 4];
-    if (p.splits > 1) {
-      // Partial results [B, splits, H, T, Dh + 2]: unnormalised O, then max and sum.
-      const uint base = (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
-      partial_st(base + d, val);
-      if (d == 0) {
-        partial_st(base + HEAD_DIM, mfin_s[r]);
-        partial_st(base + HEAD_DIM + 1, lfin_s[r]);
-      }
-      continue;
-    }
-    float out_v = lfin_s[r] > 0.0 ? val / lfin_s[r] : 0.0;  // a fully masked row gives zeros
-    if (p.has_gate != 0) {
-      const float z = g_ld(view_offset(p.gate_view, p.tokens, b * p.tokens + t, h, p.gate_width == 1 ? 0 : d));
-      out_v /= 1.0 + exp(-z);
-    }
-    o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, out_v);
+    flash_store(b, t, h, d, split, val, mfin_s[r], lfin_s[r]);
   }
 }

@@ -296,8 +296,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA
       {1, 4, 1, 10, 600, 128, true, false, 1, true},  // prefill after a cache, split keys
   };
   const DeviceInfo& dev = ctx.device();
-  using Coopmat = ops::FlashOptions::Coopmat;
-  const Coopmat tensor = dev.coopmat_f16 ? Coopmat::tensor : ops::cpu_kernels(dev) && dev.fp16_arithmetic ? Coopmat::emulated : Coopmat::off;
+  using ops::Coopmat;
+  Coopmat tensor = ops::coopmat_usable(dev, Coopmat::tensor);
+  if (tensor == Coopmat::off) tensor = ops::coopmat_usable(dev, Coopmat::emulated);
   if (tensor != Coopmat::tensor) {
     const std::string why = dev.name + " has no usable cooperative matrix" +
                             (tensor == Coopmat::emulated ? "; its algorithm runs with emulated products" : "");

@@ -46,8 +46,8 @@ Tiles tiles(const DeviceInfo& d, uint32_t head_dim, uint32_t rows_needed) {
 // drivers take one key per step: llvmpipe compiles the unrolled four ~2.5×
 // slower, and a CPU has no loads in flight to gain.
 constexpr uint32_t kDecodeRows = 8, kDecodeKeys = 4;
-bool decode_kernel(const DeviceInfo& d, const AttentionShape& s) {
-  return s.tokens * (s.heads / s.kv_heads) <= 2 * kDecodeRows && s.head_dim % 8 == 0 && d.subgroup_arithmetic;
+bool decode_kernel(const DeviceInfo& d, const AttentionShape& s, uint32_t rows) {
+  return rows <= 2 * kDecodeRows && s.head_dim % 8 == 0 && d.subgroup_arithmetic;
 }
 
 // flash_coopmat.comp: strips of 16 rows, one per subgroup (32 lanes on tensor
@@ -69,11 +69,7 @@ FlashOptions flash_options_from_env() {
   FlashOptions o;
   o.split = !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV");
   o.decode = !gpu::env_flag("VKGATE_DISABLE_FLASH_DECODE");
-  const char* c = std::getenv("VKGATE_COOPMAT_FLASH");
-  const std::string mode = c ? c : "";
-  o.coopmat = mode == "emulate" ? FlashOptions::Coopmat::emulated
-              : gpu::env_flag("VKGATE_COOPMAT_FLASH") ? FlashOptions::Coopmat::tensor
-                                                      : FlashOptions::Coopmat::off;
+  o.coopmat = coopmat_from_env("VKGATE_COOPMAT_FLASH");
   return o;
 }
 
@@ -84,16 +80,15 @@ bool flash_preferred(const DeviceInfo& d) {
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o) {
   const uint32_t rows_needed = s.tokens * (s.heads / s.kv_heads);
   FlashPlan p;
-  const bool tensor = o.coopmat == FlashOptions::Coopmat::tensor && d.coopmat_f16;
-  const bool emulated = o.coopmat == FlashOptions::Coopmat::emulated && cpu_kernels(d) && d.fp16_arithmetic;
+  const Coopmat coopmat = st == Storage::f16 ? coopmat_usable(d, o.coopmat) : Coopmat::off;
   const uint32_t strips = coopmat_strips(d, s.head_dim);
-  if (o.decode && decode_kernel(d, s)) {
+  if (o.decode && decode_kernel(d, s, rows_needed)) {
     p.kernel = FlashKernel::decode;
     // A power of two: fewer pipelines to compile, at the cost of idle rows.
     p.rows = std::min(std::bit_ceil(rows_needed), kDecodeRows);
     p.block = 64;  // no blocks in that kernel: only sizes the splits below
-  } else if ((tensor || emulated) && st == Storage::f16 && s.head_dim % 16 == 0 && strips) {
-    p.kernel = tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
+  } else if (coopmat != Coopmat::off && s.head_dim % 16 == 0 && strips) {
+    p.kernel = coopmat == Coopmat::tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
     p.rows = 16 * strips;
     p.block = 32;
   } else {
@@ -127,27 +122,34 @@ size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p) {
 
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
                      const FlashPlan& plan, bool causal, float scale, Storage st) {
-  const gpu::Pipeline& p = [&]() -> const gpu::Pipeline& {
-    switch (plan.kernel) {
-      case FlashKernel::decode:
-        return ctx.pipelines->get(variant("flash_decode", st), {kWorkgroup, plan.rows,
-                                                                ctx.info.type == "cpu" ? 1u : kDecodeKeys, s.head_dim,
-                                                                ctx.info.min_subgroup_size});
-      case FlashKernel::coopmat:
-        return ctx.pipelines->get("flash_coopmat", {plan.rows / 16 * 32, s.head_dim});
-      case FlashKernel::coopmat_emulated:
-        return ctx.pipelines->get("flash_coopmat_emulated", {plan.rows / 16 * 8, s.head_dim});
-      default:
-        return ctx.pipelines->get(variant("flash_attention", st), {kWorkgroup, plan.rows, plan.block, s.head_dim});
+  const gpu::Pipeline* p = nullptr;
+  const char* label = "flash_attention";
+  switch (plan.kernel) {
+    case FlashKernel::decode:
+      p = &ctx.pipelines->get(variant("flash_decode", st), {kWorkgroup, plan.rows,
+                                                            ctx.info.type == "cpu" ? 1u : kDecodeKeys, s.head_dim,
+                                                            ctx.info.min_subgroup_size});
+      label = "flash_attention.decode";
+      break;
+    case FlashKernel::coopmat:
+    case FlashKernel::coopmat_emulated: {
+      const bool emulated = plan.kernel == FlashKernel::coopmat_emulated;
+      const uint32_t lanes = coopmat_lanes(emulated ? Coopmat::emulated : Coopmat::tensor);
+      p = &ctx.pipelines->get(emulated ? "flash_coopmat_emulated" : "flash_coopmat", {plan.rows / 16 * lanes, s.head_dim});
+      label = emulated ? "flash_attention.emulated" : "flash_attention.coopmat";
+      break;
     }
-  }();
+    case FlashKernel::general:
+      p = &ctx.pipelines->get(variant("flash_attention", st), {kWorkgroup, plan.rows, plan.block, s.head_dim});
+      break;
+  }
   const uint32_t G = s.heads / s.kv_heads;
   Push push{a.gate_view, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
             a.mask ? 1u : 0u, a.gate ? 1u : 0u, a.gate_width, plan.chunk, plan.splits, scale};
   if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
     throw Error(ErrorCode::invalid_argument, "flash attention: batch × splits exceeds 65535");
   const Buffer& partial = a.partial ? *a.partial : a.out;
-  rec.dispatch(p,
+  rec.dispatch(*p,
                {{&a.q, gpu::Access::read},
                 {&a.k, gpu::Access::read},
                 {&a.v, gpu::Access::read},
@@ -156,10 +158,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
                 {&a.out, plan.splits > 1 ? gpu::Access::read : gpu::Access::write},
                 {&partial, plan.splits > 1 ? gpu::Access::write : gpu::Access::read}},
                &push, (s.tokens * G + plan.rows - 1) / plan.rows, s.kv_heads, s.batch * plan.splits,
-               plan.kernel == FlashKernel::decode             ? "flash_attention.decode"
-               : plan.kernel == FlashKernel::coopmat          ? "flash_attention.coopmat"
-               : plan.kernel == FlashKernel::coopmat_emulated ? "flash_attention.emulated"
-                                                              : "flash_attention");
+               label);
   if (plan.splits == 1) return;
   const gpu::Pipeline& c = ctx.pipelines->get(variant("attention_combine", st), {64});
   const uint64_t count = uint64_t(s.batch) * s.tokens * s.heads * s.head_dim;

@@ -22,18 +22,6 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
     return {256, 64, 64, BK, 4, 4};
   return {128, 32, 64, BK, 2, 8};
 }
-
-// shaders/matmul_staged.comp, selected by VKGATE_COOPMAT_STAGED (read as
-// VKGATE_COOPMAT_FLASH is, ops::flash_options_from_env): on tensor cores (off
-// by default until measured on a GPU), or "emulate": its products in scalar
-// code on CPU drivers (tests). Empty: not taken.
-std::string staged_variant(const DeviceInfo& d, bool y_f32) {
-  const char* mode = std::getenv("VKGATE_COOPMAT_STAGED");
-  const char* tail = y_f32 ? "" : "_f16";
-  if (mode && std::string(mode) == "emulate")
-    return cpu_kernels(d) && d.fp16_arithmetic ? std::string("matmul_staged_emulated") + tail : "";
-  return gpu::env_flag("VKGATE_COOPMAT_STAGED") && d.coopmat_f16 ? std::string("matmul_staged") + tail : "";
-}
 }  // namespace
 
 bool cpu_gemm(const DeviceInfo& d) {
@@ -107,11 +95,13 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
              (N + per_group - 1) / per_group, 1, "matvec");
     return;
   }
-  // Tensor cores through shared memory (opt-in) when its 128×128 tiles cover the matrices.
+  // Tensor cores through shared memory (opt-in, VKGATE_COOPMAT_STAGED) when its
+  // 128×128 tiles (8 subgroups) cover the matrices.
   if (s == Storage::f16 && M % 128 == 0 && N % 128 == 0 && K % 32 == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0) {
-    if (const std::string v = staged_variant(ctx.info, y_f32); !v.empty()) {
-      dispatch(ctx.pipelines->get(v, {v.find("emulated") != std::string::npos ? 64u : 256u}), N / 128, M / 128,
-               "matmul.coopmat_staged");
+    if (const Coopmat c = coopmat_usable(ctx.info, coopmat_from_env("VKGATE_COOPMAT_STAGED")); c != Coopmat::off) {
+      const std::string name = std::string(c == Coopmat::emulated ? "matmul_staged_emulated" : "matmul_staged") +
+                               (y_f32 ? "" : "_f16");
+      dispatch(ctx.pipelines->get(name, {8 * coopmat_lanes(c)}), N / 128, M / 128, "matmul.coopmat_staged");
       return;
     }
   }

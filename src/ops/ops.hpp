@@ -33,6 +33,19 @@ std::string variant(const char* source, Storage s, const char* tail = "");
 // load is a branchy loop over the lanes).
 bool cpu_kernels(const DeviceInfo& d);
 
+// The opt-in tensor-core kernels (flash_coopmat.comp, matmul_staged.comp),
+// each selected by an environment variable: set (not "0") runs the kernel on
+// tensor cores, "emulate" runs it with its products in scalar code on CPU
+// drivers (tests; shaders/coopmat.glsl). Off by default until they have run
+// on a GPU.
+enum class Coopmat { off, tensor, emulated };
+Coopmat coopmat_from_env(const char* var);
+// `c` where the device can run it (tensor cores, or a CPU driver with fp16
+// arithmetic for the emulation), else off.
+Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c);
+// Subgroup lanes the kernel is compiled for: 32 on tensor cores, 8 emulated.
+uint32_t coopmat_lanes(Coopmat c);
+
 // Workgroup size and shader-name suffix for a shader that reduces each row in
 // one workgroup (shaders/reduce.glsl): with cpu_kernels and subgroup
 // arithmetic, one subgroup ("_sg": no shared memory or barrier; texel reads)
@@ -152,13 +165,9 @@ struct FlashPlan {
 struct FlashOptions {
   bool split = true;   // keys may be split across workgroups
   bool decode = true;  // ≤ 16 rows per KV group (T·H/KV) may take flash_decode.comp
-  // fp16 storage may take flash_coopmat.comp: on tensor cores (`tensor`, where
-  // the device has them) or emulated (`emulated`, on CPU drivers).
-  enum class Coopmat { off, tensor, emulated } coopmat = Coopmat::off;
+  Coopmat coopmat = Coopmat::off;  // fp16 storage may take flash_coopmat.comp (where usable)
 };
-// From VKGATE_DISABLE_SPLIT_KV, VKGATE_DISABLE_FLASH_DECODE and
-// VKGATE_COOPMAT_FLASH (1: tensor, "emulate": emulated; off by default until
-// the tensor-core kernel has been measured on a GPU).
+// From VKGATE_DISABLE_SPLIT_KV, VKGATE_DISABLE_FLASH_DECODE and VKGATE_COOPMAT_FLASH.
 FlashOptions flash_options_from_env();
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Whether attention should take the fused kernel rather than scores → softmax

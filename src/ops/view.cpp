@@ -1,3 +1,6 @@
+#include <cstdlib>
+#include <cstring>
+
 #include "gpu/context_impl.hpp"
 #include "gpu/vk.hpp"
 #include "ops/ops.hpp"
@@ -19,6 +22,20 @@ bool cpu_kernels(const DeviceInfo& d) {
   return d.type == "cpu" && d.min_subgroup_size == 8 && d.max_subgroup_size == 8 &&
          d.max_texel_buffer_elements >= d.max_storage_buffer_range / 2;
 }
+
+Coopmat coopmat_from_env(const char* var) {
+  const char* v = std::getenv(var);
+  if (v && std::strcmp(v, "emulate") == 0) return Coopmat::emulated;
+  return gpu::env_flag(var) ? Coopmat::tensor : Coopmat::off;
+}
+
+Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c) {
+  if (c == Coopmat::tensor) return d.coopmat_f16 ? c : Coopmat::off;
+  if (c == Coopmat::emulated) return cpu_kernels(d) && d.fp16_arithmetic ? c : Coopmat::off;
+  return Coopmat::off;
+}
+
+uint32_t coopmat_lanes(Coopmat c) { return c == Coopmat::emulated ? 8 : 32; }  // EMU_SG in CMakeLists.txt
 
 RowReduce row_reduce(const Context::Impl& ctx, uint32_t len) {
   const DeviceInfo& d = ctx.info;
