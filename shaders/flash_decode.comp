@@ -73,13 +73,16 @@ void main() {
   }
 
   for (uint kb = key_begin + sg * KB; kb < key_end; kb += nsg * KB) {
-    // Scores of KB keys: the loads first, so they are in flight together.
-    vec4 kv[KB][CPL * 2];
+    // KB keys and their values: every load first, so they are in flight together.
+    vec4 kv[KB][CPL * 2], vv[KB][CPL * 2];
     [[unroll]] for (uint j = 0; j < KB; ++j)
       [[unroll]] for (uint c = 0; c < CPL; ++c) {
         const uint ch = lane + c * SG;
-        kv[j][2 * c] = kv[j][2 * c + 1] = vec4(0.0);
-        if (ch < CHUNKS && kb + j < key_end) k_ld8(kv_base + (kb + j) * CHUNKS + ch, kv[j][2 * c], kv[j][2 * c + 1]);
+        kv[j][2 * c] = kv[j][2 * c + 1] = vv[j][2 * c] = vv[j][2 * c + 1] = vec4(0.0);
+        if (ch < CHUNKS && kb + j < key_end) {
+          k_ld8(kv_base + (kb + j) * CHUNKS + ch, kv[j][2 * c], kv[j][2 * c + 1]);
+          v_ld8(kv_base + (kb + j) * CHUNKS + ch, vv[j][2 * c], vv[j][2 * c + 1]);
+        }
       }
     float s[KB][R];
     [[unroll]] for (uint j = 0; j < KB; ++j)
@@ -114,14 +117,8 @@ void main() {
     }
     // O += P·V over the same keys.
     [[unroll]] for (uint j = 0; j < KB; ++j)
-      [[unroll]] for (uint c = 0; c < CPL; ++c) {
-        const uint ch = lane + c * SG;
-        kv[j][2 * c] = kv[j][2 * c + 1] = vec4(0.0);
-        if (ch < CHUNKS && kb + j < key_end) v_ld8(kv_base + (kb + j) * CHUNKS + ch, kv[j][2 * c], kv[j][2 * c + 1]);
-      }
-    [[unroll]] for (uint j = 0; j < KB; ++j)
       [[unroll]] for (uint r = 0; r < R; ++r)
-        [[unroll]] for (uint c = 0; c < CPL * 2; ++c) acc[r][c] += s[j][r] * kv[j][c];
+        [[unroll]] for (uint c = 0; c < CPL * 2; ++c) acc[r][c] += s[j][r] * vv[j][c];
   }
 
   // Merge the subgroups: O = Σ O_sg·exp(m_sg − M), l = Σ l_sg·exp(m_sg − M).

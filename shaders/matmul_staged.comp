@@ -1,15 +1,19 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Y = X·Wᵀ (+ b) (+ R) on tensor cores through shared memory: fp16 X [M, K]
-// and W [N, K], fp32 accumulation, for M and N multiples of 128 and K of 32.
+// and W [N, K], fp32 accumulation, for M and N multiples of the workgroup
+// tile (TM × TN) and K of TK.
 //
 // matmul_coopmat.comp loads each fragment straight from memory, so every
 // subgroup re-reads its operands and the loads are 16×16 scattered rows. Here
-// the workgroup (8 subgroups, 2 × 4) copies a 128 × 32 slice of X and of W
-// into shared memory with 16-byte loads, the next slice already in registers
-// while the current one is multiplied, and each subgroup multiplies a 64 × 32
-// block of Y (4 × 2 fragments) from shared memory. The epilogue goes through
-// a 16 × 16 scratch per subgroup (bias, residual, storage type).
+// the workgroup (8 subgroups, 2 × 4) copies a TM × TK slice of X and a TN × TK
+// slice of W into shared memory as 16-byte pieces, and each subgroup
+// multiplies an FM × FN block of 16 × 16 fragments of Y from there. Shared
+// memory holds two slices: the next one is loaded into registers and stored
+// into the other half while this one is multiplied, one barrier per slice.
+// Rows are TK + 8 halves apart, so the 8 rows of a fragment load fall in
+// different banks. The epilogue reuses the X slices as a 16 × 16 scratch per
+// subgroup (bias, residual, storage type).
 //
 // EMULATE (coopmat.glsl) runs the products as scalar code on CPU drivers.
 #include "storage.glsl"
@@ -18,13 +22,20 @@
 #define Y_T F32
 #endif
 
+#ifndef FM
+#define FM 4  // fragments per subgroup along M
+#endif
+#ifndef FN
+#define FN 2  // ... and along N
+#endif
+#ifndef TK
+#define TK 32  // k per slice
+#endif
 const uint WG = 8 * SG;
 layout(local_size_x = WG) in;
-const uint TM = 128, TN = 128, TK = 32;  // workgroup tile
-const uint FM = 4, FN = 2;               // fragments per subgroup: 64 × 32 of Y
-const uint LD = TK + 8;                  // fp16 row stride in shared memory (16 bytes of padding)
-const uint CHUNKS = TM * TK / 8;         // 16-byte pieces of one operand slice
-const uint PER_LANE = CHUNKS / WG;
+const uint TM = 2 * FM * 16, TN = 4 * FN * 16;  // workgroup tile
+const uint LD8 = TK / 8 + 1;                    // row stride in 16-byte pieces (one of padding)
+const uint X_PER_LANE = TM * TK / 8 / WG, W_PER_LANE = TN * TK / 8 / WG;
 
 layout(std430, binding = 0) readonly buffer XBuf { uvec4 x8[]; };
 layout(std430, binding = 1) readonly buffer WBuf { uvec4 w8[]; };
@@ -38,32 +49,48 @@ layout(push_constant) uniform Push {
   uint has_bias, has_residual;
 } p;
 
-shared float16_t x_s[TM * LD];
-shared float16_t w_s[TN * LD];
-shared float out_s[8 * 16 * 16];
+const uint SCRATCH = 8 * 64;  // 256 floats per subgroup, in 16-byte pieces
+shared uvec4 x_s[max(2 * TM * LD8, SCRATCH)];  // two slices; after the loop, the epilogue's scratch
+shared uvec4 w_s[2 * TN * LD8];
 
-// c += x_s[a..] (16 × 16, rows LD apart) · w_s[b..]ᵀ (16 columns of Y × 16 k).
-void mma(inout Acc c, uint a, uint b) {
 #ifdef EMULATE
-  ELEM_LOOP for (uint i = 0; i < ELEMS; ++i) {
-    const uint r = emu_row(i), col = emu_col(i);
-    float sum = 0.0;
-    [[unroll]] for (uint k = 0; k < 16; ++k) sum += float(x_s[a + r * LD + k]) * float(w_s[b + col * LD + k]);
-    c.e[i] += sum;
-  }
+// Half i (counted in halves) of a uvec4 shared array.
+#define HALF_AT(arr, i) unpackFloat2x16(arr[(i) / 8][((i) % 8) / 2])[(i) % 2]
+#endif
+
+// acc[i][j] += X rows · W rowsᵀ over k [kk, kk + 16) of the slice in buffer `buf`.
+void multiply(inout Acc acc[FM][FN], uint buf, uint sm, uint sn, uint kk) {
+#ifdef EMULATE
+  const uint LDH = LD8 * 8;
+  [[unroll]] for (uint i = 0; i < FM; ++i)
+    [[unroll]] for (uint j = 0; j < FN; ++j) {
+      const uint a = (buf * TM + sm + 16 * i) * LDH + kk, b = (buf * TN + sn + 16 * j) * LDH + kk;
+      ELEM_LOOP for (uint e = 0; e < ELEMS; ++e) {
+        const uint r = emu_row(e), col = emu_col(e);
+        float sum = 0.0;
+        [[unroll]] for (uint k = 0; k < 16; ++k)
+          sum += float(HALF_AT(x_s, a + r * LDH + k)) * float(HALF_AT(w_s, b + col * LDH + k));
+        acc[i][j].e[e] += sum;
+      }
+    }
 #else
-  FragH fa, fb;
-  coopMatLoadNV(fa, x_s, a, LD, false);
-  coopMatLoadNV(fb, w_s, b, LD, true);
-  c = coopMatMulAddNV(fa, fb, c);
+  FragH fa[FM], fb[FN];
+  [[unroll]] for (uint i = 0; i < FM; ++i) coopMatLoadNV(fa[i], x_s, (buf * TM + sm + 16 * i) * LD8 + kk / 8, LD8, false);
+  [[unroll]] for (uint j = 0; j < FN; ++j) coopMatLoadNV(fb[j], w_s, (buf * TN + sn + 16 * j) * LD8 + kk / 8, LD8, true);
+  [[unroll]] for (uint i = 0; i < FM; ++i)
+    [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
 #endif
 }
 
-void acc_store(Acc c, uint off) {
+// A fragment as 16 × 16 floats, rows 16 apart, at x_s[off4] onwards.
+void acc_store(Acc c, uint off4) {
 #ifdef EMULATE
-  for (uint i = 0; i < ELEMS; ++i) out_s[off + emu_row(i) * 16 + emu_col(i)] = c.e[i];
+  for (uint i = 0; i < ELEMS; ++i) {
+    const uint e = emu_row(i) * 16 + emu_col(i);
+    x_s[off4 + e / 4][e % 4] = floatBitsToUint(c.e[i]);
+  }
 #else
-  coopMatStoreNV(c, out_s, off, 16, false);
+  coopMatStoreNV(c, x_s, off4, 4, false);
 #endif
 }
 
@@ -72,37 +99,46 @@ void main() {
   const uint m0 = gl_WorkGroupID.y * TM, n0 = gl_WorkGroupID.x * TN;
   const uint sm = (sg / 4) * FM * 16, sn = (sg % 4) * FN * 16;  // the subgroup's block within the tile
 
-  // Piece e of a slice: row e / (TK / 8), k-chunk e % (TK / 8).
-  uvec4 xr[PER_LANE], wr[PER_LANE];
-  [[unroll]] for (uint i = 0; i < PER_LANE; ++i) {
-    const uint e = tid + i * WG, r = e / (TK / 8), c = e % (TK / 8);
-    xr[i] = x8[((m0 + r) * p.ldx) / 8 + c];
-    wr[i] = w8[((n0 + r) * p.ldw) / 8 + c];
+  // Piece e of a slice: row e / (TK / 8), 16-byte column e % (TK / 8).
+  uvec4 xr[X_PER_LANE], wr[W_PER_LANE];
+  // The slice at k0 from memory into registers, and from there into shared buffer `buf`.
+#define LOAD_SLICE(k0)                                                         \
+  [[unroll]] for (uint i = 0; i < X_PER_LANE; ++i) {                           \
+    const uint e = tid + i * WG, r = e / (TK / 8), c = e % (TK / 8);           \
+    xr[i] = x8[((m0 + r) * p.ldx + (k0)) / 8 + c];                             \
+  }                                                                            \
+  [[unroll]] for (uint i = 0; i < W_PER_LANE; ++i) {                           \
+    const uint e = tid + i * WG, r = e / (TK / 8), c = e % (TK / 8);           \
+    wr[i] = w8[((n0 + r) * p.ldw + (k0)) / 8 + c];                             \
   }
+#define STORE_SLICE(buf)                                                       \
+  [[unroll]] for (uint i = 0; i < X_PER_LANE; ++i) {                           \
+    const uint e = tid + i * WG;                                               \
+    x_s[((buf) * TM + e / (TK / 8)) * LD8 + e % (TK / 8)] = xr[i];             \
+  }                                                                            \
+  [[unroll]] for (uint i = 0; i < W_PER_LANE; ++i) {                           \
+    const uint e = tid + i * WG;                                               \
+    w_s[((buf) * TN + e / (TK / 8)) * LD8 + e % (TK / 8)] = wr[i];             \
+  }
+
   Acc acc[FM][FN];
   [[unroll]] for (uint i = 0; i < FM; ++i)
     [[unroll]] for (uint j = 0; j < FN; ++j) acc_zero(acc[i][j]);
 
-  for (uint k0 = 0; k0 < p.K; k0 += TK) {
-    barrier();  // every subgroup is done with the previous slice
-    [[unroll]] for (uint i = 0; i < PER_LANE; ++i) {
-      const uint e = tid + i * WG, r = e / (TK / 8), c = e % (TK / 8);
-      PUT8(x_s, r * LD + c * 8, xr[i]);
-      PUT8(w_s, r * LD + c * 8, wr[i]);
-    }
+  LOAD_SLICE(0)
+  STORE_SLICE(0)
+  barrier();
+  uint buf = 0;
+  for (uint k0 = 0; k0 < p.K; k0 += TK, buf ^= 1) {
+    const bool more = k0 + TK < p.K;
+    if (more) { LOAD_SLICE(k0 + TK) }
+    [[unroll]] for (uint kk = 0; kk < TK; kk += 16) multiply(acc, buf, sm, sn, kk);
+    // The other buffer was last read before the previous barrier.
+    if (more) { STORE_SLICE(buf ^ 1) }
     barrier();
-    if (k0 + TK < p.K)  // the next slice travels while this one is multiplied
-      [[unroll]] for (uint i = 0; i < PER_LANE; ++i) {
-        const uint e = tid + i * WG, r = e / (TK / 8), c = e % (TK / 8);
-        xr[i] = x8[((m0 + r) * p.ldx + k0 + TK) / 8 + c];
-        wr[i] = w8[((n0 + r) * p.ldw + k0 + TK) / 8 + c];
-      }
-    [[unroll]] for (uint kk = 0; kk < TK; kk += 16)
-      [[unroll]] for (uint i = 0; i < FM; ++i)
-        [[unroll]] for (uint j = 0; j < FN; ++j) mma(acc[i][j], (sm + 16 * i) * LD + kk, (sn + 16 * j) * LD + kk);
   }
 
-  const uint scratch = sg * 256;
+  const uint scratch = sg * SCRATCH / 8;
   [[unroll]] for (uint i = 0; i < FM; ++i)
     [[unroll]] for (uint j = 0; j < FN; ++j) {
       subgroup_sync();
@@ -110,7 +146,7 @@ void main() {
       subgroup_sync();
       for (uint e = lane; e < 256; e += SG) {
         const uint m = m0 + sm + 16 * i + e / 16, n = n0 + sn + 16 * j + e % 16;
-        float v = out_s[scratch + e];
+        float v = uintBitsToFloat(x_s[scratch + e / 4][e % 4]);
         if (p.has_bias != 0) v += bias_ld(n);
         if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
         y_st(m * p.ldy + n, v);

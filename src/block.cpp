@@ -638,6 +638,11 @@ std::vector<StageTime> GatedAttention::last_timings() const {
   return out;
 }
 
+void GatedAttention::replay(int times) {
+  if (!impl_->last) throw Error(ErrorCode::invalid_argument, "replay: no forward has run yet");
+  for (int i = 0; i < times; ++i) impl_->last->rec->submit("replaying the gated attention block");
+}
+
 void GatedAttention::set_poison(bool on) {
   if (impl_->poison == on) return;
   impl_->poison = on;

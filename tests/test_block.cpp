@@ -102,6 +102,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: replaying a recorded shape gives identi
   in.tokens = 3;
   test::check_close(b, reference::forward(c, w.map, in).output);
   CHECK(!block.last_timings().empty());
+  // replay (what vkgate bench times) resubmits the last forward and leaves
+  // the next one's results as they were.
+  block.replay(2);
+  CHECK(!block.last_timings().empty());
+  const auto a3 = block.forward(x1, 2, 5);
+  CHECK(std::memcmp(a.data(), a3.data(), a.size() * 4) == 0);
+  GatedAttention fresh(ctx, c, w.map);
+  CHECK_THROWS_WITH_AS(fresh.replay(1), doctest::Contains("no forward"), Error);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "block: bad weights and shapes are clear errors") {

@@ -32,10 +32,12 @@ if [ "$what" != bench ]; then
   echo "== tests, unfused path and no tensor cores"
   VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" \
     2>&1 | tee "$out/tests_unfused.txt" | tail -3
-  echo "== flash, matmul, block and CLI tests with the opt-in tensor-core kernels (VKGATE_COOPMAT_FLASH/STAGED=1)"
-  VKGATE_COOPMAT_FLASH=1 VKGATE_COOPMAT_STAGED=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests \
-    -tc='flash*,matmul*,block*,cli*' \
-    2>&1 | tee "$out/tests_coopmat_optin.txt" | tail -3
+  echo "== flash, matmul, block and CLI tests with the opt-in staged matmul (VKGATE_COOPMAT_STAGED=1)"
+  VKGATE_COOPMAT_STAGED=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='flash*,matmul*,block*,cli*' \
+    2>&1 | tee "$out/tests_staged.txt" | tail -3
+  echo "== block tests, fp16 attention on the scalar flash kernel (VKGATE_COOPMAT_FLASH=0)"
+  VKGATE_COOPMAT_FLASH=0 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
+    2>&1 | tee "$out/tests_scalar_flash.txt" | tail -3
   echo "== block tests, decode steps on the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)"
   VKGATE_DISABLE_FLASH_DECODE=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
     2>&1 | tee "$out/tests_no_flash_decode.txt" | tail -3
@@ -69,13 +71,18 @@ PY
     VKGATE_DISABLE_FLASH_DECODE=$off $cli bench --device nvidia --block --past 32768 --T 1 --precision fp16 \
       --reps 200 --warmup 20 2>&1 | grep -E "^block|flash|combine|matvec"
   done
-  echo "== prefill T 4096 fp16 and attention T 4096 with the opt-in tensor-core kernels (VKGATE_COOPMAT_FLASH/STAGED=1)"
-  VKGATE_COOPMAT_FLASH=1 VKGATE_COOPMAT_STAGED=1 $cli bench --device nvidia --block --T 4096 --precision fp16 \
-    --reps 20 --warmup 5 2>&1 | grep -E "^block|flash|combine|matmul"
-  VKGATE_COOPMAT_STAGED=1 $cli bench --device nvidia --op matmul --m 8192 --n 8192 --k 8192 --dtype f16 --reps 30 \
-    2>&1 | grep -E "^matmul"
-  VKGATE_COOPMAT_FLASH=1 $cli bench --device nvidia --op attention --T 4096 --heads 16 --kv-heads 2 --head-dim 256 \
-    --dtype f16 --reps 20 --warmup 5 2>&1 | grep -E "^attention"
+  echo "== prefill T 4096 fp16 and attention T 4096 on the scalar flash kernel (VKGATE_COOPMAT_FLASH=0), then the default"
+  for cf in 0 1; do
+    VKGATE_COOPMAT_FLASH=$cf $cli bench --device nvidia --block --T 4096 --precision fp16 --reps 20 --warmup 5 \
+      2>&1 | grep -E "^block|flash|combine|matmul"
+    VKGATE_COOPMAT_FLASH=$cf $cli bench --device nvidia --op attention --T 4096 --heads 16 --kv-heads 2 --head-dim 256 \
+      --dtype f16 --reps 20 --warmup 5 2>&1 | grep -E "^attention"
+  done
+  echo "== matmul 8192³ fp16: staged (VKGATE_COOPMAT_STAGED=1), then direct-load"
+  for st in 1 0; do
+    VKGATE_COOPMAT_STAGED=$st $cli bench --device nvidia --op matmul --m 8192 --n 8192 --k 8192 --dtype f16 --reps 30 \
+      2>&1 | grep -E "^matmul"
+  done
   echo "== PyTorch"
   PYTHONUNBUFFERED=1 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
   tail -3 "$out/torch_bench.err"

@@ -117,6 +117,12 @@ class GatedAttention {
 
   // GPU time of each dispatch of the last forward (empty if the device has no timestamps).
   std::vector<StageTime> last_timings() const;
+  // Submits the last forward's recorded commands again, `times` times, each
+  // waited for, on the inputs it staged: the same work with no host-side
+  // conversion or check between runs (benchmarks time this, so the GPU is not
+  // left idle between runs). Nothing is returned and the resident cache's
+  // length is unchanged (its appended positions are written again).
+  void replay(int times);
 
   // Fill every intermediate and the output with NaN at the start of each
   // forward, so an element a shader forgot to write cannot pass a comparison.

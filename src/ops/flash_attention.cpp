@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -69,7 +70,8 @@ FlashOptions flash_options_from_env() {
   FlashOptions o;
   o.split = !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV");
   o.decode = !gpu::env_flag("VKGATE_DISABLE_FLASH_DECODE");
-  o.coopmat = coopmat_from_env("VKGATE_COOPMAT_FLASH");
+  o.coopmat = coopmat_from_env("VKGATE_COOPMAT_FLASH", true);
+  if (const char* v = std::getenv("VKGATE_FLASH_SPLITS"); v && *v) o.splits = uint32_t(std::strtoul(v, nullptr, 10));
   return o;
 }
 
@@ -105,7 +107,9 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   // stay small beside the keys it reads.
   const uint64_t want = d.type == "cpu" ? 8 : p.kernel == FlashKernel::decode ? 256 : 512;
   uint32_t splits = 1;
-  if (o.split && groups < want) {
+  if (o.split && o.splits) {
+    splits = std::clamp<uint32_t>(o.splits, 1, std::max<uint32_t>(1, s.keys / p.block));
+  } else if (o.split && groups < want) {
     const uint32_t max_splits = std::max<uint32_t>(1, s.keys / (4 * p.block));
     splits = uint32_t(std::min<uint64_t>((want + groups - 1) / groups, max_splits));
   }

@@ -96,12 +96,21 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
     return;
   }
   // Tensor cores through shared memory (opt-in, VKGATE_COOPMAT_STAGED) when its
-  // 128×128 tiles (8 subgroups) cover the matrices.
-  if (s == Storage::f16 && M % 128 == 0 && N % 128 == 0 && K % 32 == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0) {
-    if (const Coopmat c = coopmat_usable(ctx.info, coopmat_from_env("VKGATE_COOPMAT_STAGED")); c != Coopmat::off) {
+  // tiles cover the matrices and its slices fit in shared memory. Opt-in
+  // because it is slower on the H100 (31 TFLOP/s at 8192³ against 39 for the
+  // kernel below, BENCHMARKS.md): its fp32-accumulating products, not its
+  // loads, set the pace there.
+  if (const Coopmat c = s == Storage::f16 ? coopmat_usable(ctx.info, coopmat_from_env("VKGATE_COOPMAT_STAGED", false))
+                                          : Coopmat::off;
+      c != Coopmat::off) {
+    // 32 k per slice on tensor cores; 16 fits the emulation in 32 KiB.
+    const uint32_t TM = 128, TN = 128, TK = c == Coopmat::emulated ? 16 : 32;
+    const uint64_t shared = (std::max(2 * TM * (TK / 8 + 1), 512u) + 2 * TN * (TK / 8 + 1)) * 16;
+    if (M % TM == 0 && N % TN == 0 && K % TK == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0 &&
+        shared <= ctx.info.shared_memory_bytes) {
       const std::string name = std::string(c == Coopmat::emulated ? "matmul_staged_emulated" : "matmul_staged") +
                                (y_f32 ? "" : "_f16");
-      dispatch(ctx.pipelines->get(name, {8 * coopmat_lanes(c)}), N / 128, M / 128, "matmul.coopmat_staged");
+      dispatch(ctx.pipelines->get(name, {8 * coopmat_lanes(c)}), N / TN, M / TM, "matmul.coopmat_staged");
       return;
     }
   }

@@ -33,13 +33,13 @@ std::string variant(const char* source, Storage s, const char* tail = "");
 // load is a branchy loop over the lanes).
 bool cpu_kernels(const DeviceInfo& d);
 
-// The opt-in tensor-core kernels (flash_coopmat.comp, matmul_staged.comp),
-// each selected by an environment variable: set (not "0") runs the kernel on
-// tensor cores, "emulate" runs it with its products in scalar code on CPU
-// drivers (tests; shaders/coopmat.glsl). Off by default until they have run
-// on a GPU.
+// The tensor-core kernels written for coopmat.glsl (flash_coopmat.comp,
+// matmul_staged.comp), each switched by an environment variable: unset gives
+// `on_by_default`, "0" off, any other value on tensor cores, and "emulate"
+// runs it with its products in scalar code on CPU drivers (tests;
+// shaders/coopmat.glsl).
 enum class Coopmat { off, tensor, emulated };
-Coopmat coopmat_from_env(const char* var);
+Coopmat coopmat_from_env(const char* var, bool on_by_default);
 // `c` where the device can run it (tensor cores, or a CPU driver with fp16
 // arithmetic for the emulation), else off.
 Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c);
@@ -166,8 +166,10 @@ struct FlashOptions {
   bool split = true;   // keys may be split across workgroups
   bool decode = true;  // ≤ 16 rows per KV group (T·H/KV) may take flash_decode.comp
   Coopmat coopmat = Coopmat::off;  // fp16 storage may take flash_coopmat.comp (where usable)
+  uint32_t splits = 0;  // key splits, at most one per block of keys; 0: the plan's choice
 };
-// From VKGATE_DISABLE_SPLIT_KV, VKGATE_DISABLE_FLASH_DECODE and VKGATE_COOPMAT_FLASH.
+// From VKGATE_DISABLE_SPLIT_KV, VKGATE_DISABLE_FLASH_DECODE, VKGATE_COOPMAT_FLASH
+// and VKGATE_FLASH_SPLITS.
 FlashOptions flash_options_from_env();
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Whether attention should take the fused kernel rather than scores → softmax

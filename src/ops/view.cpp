@@ -23,9 +23,10 @@ bool cpu_kernels(const DeviceInfo& d) {
          d.max_texel_buffer_elements >= d.max_storage_buffer_range / 2;
 }
 
-Coopmat coopmat_from_env(const char* var) {
+Coopmat coopmat_from_env(const char* var, bool on_by_default) {
   const char* v = std::getenv(var);
   if (v && std::strcmp(v, "emulate") == 0) return Coopmat::emulated;
+  if (!v || !*v) return on_by_default ? Coopmat::tensor : Coopmat::off;
   return gpu::env_flag(var) ? Coopmat::tensor : Coopmat::off;
 }
 
