@@ -1,12 +1,18 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Second pass of split-KV (flash-decoding) attention: merges the partial
-// results of the key splits written by flash_attention.comp,
+// results of the key splits written by the flash kernels,
 //   O = Σ_s O_s·exp(m_s − M) / Σ_s l_s·exp(m_s − M),   M = max_s m_s,
 // then applies the output gate and writes out [B, T, H, Dh] once.
-// One invocation per output element.
+//
+// A workgroup takes DCH dims of one output row (b, t, h): its threads find M
+// and the split weights once (not once per element), then WG / DCH slices of
+// threads each sum every (WG / DCH)-th split for their dim, so a thread walks
+// few splits and its loads are independent; the slices are added in shared
+// memory. Grid: x·y the rows, z the dim chunks.
 #include "common.glsl"
 #include "storage.glsl"
+#include "reduce.glsl"
 #ifndef T
 #define T F32
 #endif
@@ -18,34 +24,53 @@ RW(2, o, T)
 layout(push_constant) uniform Push {
   View gate_view;
   uint tokens, heads, head_dim, splits;
-  uint has_gate, gate_width, count;
+  uint has_gate, gate_width, rows;
 } p;
 
+const uint DCH = 32, SLICES = WG / DCH;
+shared float w_s[WG];   // the weights of the splits in this round
+shared float sum_s[WG]; // each slice's sum, per dim
+
 void main() {
-  const uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
-  if (gid >= p.count) return;
-  const uint d = gid % p.head_dim;
-  const uint bth = gid / p.head_dim;  // (b·T + t)·H + h
-  const uint h = bth % p.heads, bt = bth / p.heads;
+  const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;  // (b·T + t)·H + h
+  if (row >= p.rows) return;  // whole workgroups only
+  const uint tid = gl_LocalInvocationID.x;
+  const uint d = gl_WorkGroupID.z * DCH + tid % DCH, slice = tid / DCH;
+  const uint h = row % p.heads, bt = row / p.heads;
   const uint b = bt / p.tokens, t = bt % p.tokens;
   const uint Dp = p.head_dim + 2;
+  // Split s's row of partial results: O_s (head_dim), m_s, l_s.
+#define BASE(s) ((((b * p.splits + (s)) * p.heads + h) * p.tokens + t) * Dp)
 
   float mx = -1.0 / 0.0;
-  for (uint s = 0; s < p.splits; ++s)
-    mx = max(mx, partial_ld((((b * p.splits + s) * p.heads + h) * p.tokens + t) * Dp + p.head_dim));
+  for (uint s = tid; s < p.splits; s += WG) mx = max(mx, partial_ld(BASE(s) + p.head_dim));
+  mx = wg_max(mx);
+  const bool empty = isinf(mx) && mx < 0.0;  // every key masked: the output is 0
+
   float num = 0.0, den = 0.0;
-  if (!(isinf(mx) && mx < 0.0)) {
-    for (uint s = 0; s < p.splits; ++s) {
-      const uint base = (((b * p.splits + s) * p.heads + h) * p.tokens + t) * Dp;
-      const float w = exp(partial_ld(base + p.head_dim) - mx);  // 0 for an empty split
-      num += partial_ld(base + d) * w;
-      den += partial_ld(base + p.head_dim + 1) * w;
+  for (uint s0 = 0; s0 < p.splits; s0 += WG) {
+    const uint s = s0 + tid;
+    float w = 0.0;  // 0 for an empty split
+    if (s < p.splits && !empty) {
+      w = exp(partial_ld(BASE(s) + p.head_dim) - mx);
+      den += partial_ld(BASE(s) + p.head_dim + 1) * w;
     }
+    w_s[tid] = w;
+    barrier();
+    const uint n = min(WG, p.splits - s0);
+    if (d < p.head_dim)
+      for (uint j = slice; j < n; j += SLICES) num += partial_ld(BASE(s0 + j) + d) * w_s[j];
+    barrier();
   }
+  den = wg_sum(den);
+  sum_s[tid] = num;
+  barrier();
+  if (slice != 0 || d >= p.head_dim) return;
+  for (uint k = 1; k < SLICES; ++k) num += sum_s[k * DCH + tid];
   float val = den > 0.0 ? num / den : 0.0;
   if (p.has_gate != 0) {
     const float z = g_ld(view_offset(p.gate_view, p.tokens, bt, h, p.gate_width == 1 ? 0 : d));
     val /= 1.0 + exp(-z);
   }
-  o_st(gid, val);
+  o_st(row * p.head_dim + d, val);
 }

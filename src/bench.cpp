@@ -42,12 +42,12 @@ Stat stat_of(std::vector<double> v) {
 }
 
 // Per-stage and whole-run statistics over repeated runs of one recording.
-// Warm-up: `run` at least `count` times and, on a GPU, for at least 300 ms
+// Warm-up: `run` at least `count` times and, on a GPU, for at least 1 s
 // when count > 0: a GPU that idled (while the host checked the result) runs at
 // low clocks, and a few short runs do not raise them.
 void warm_up(const DeviceInfo& d, int count, const std::function<void()>& run) {
   const auto start = std::chrono::steady_clock::now();
-  const auto min_time = std::chrono::milliseconds(count > 0 && d.type != "cpu" ? 300 : 0);
+  const auto min_time = std::chrono::milliseconds(count > 0 && d.type != "cpu" ? 1000 : 0);
   for (int i = 0; i < count || std::chrono::steady_clock::now() - start < min_time; ++i) run();
 }
 

@@ -106,7 +106,7 @@ large fp32 matmul for compute). Without a CASE: the standard set (matmul
 1024³ f32 and f16, attention T 512 × 16 heads × 128, rmsnorm 512×2048,
 softmax 16384×1024, the Qwen3-Next block at T 64). Runs go back to back (a
 block's recorded commands are replayed) and, on a GPU, warm-up lasts at least
-300 ms, so the figures are at the clocks of a busy GPU.
+1 s, so the figures are at the clocks of a busy GPU.
 
 CASE:
   --op matmul --m M --n N --k K [--dtype f32|f16|bf16]

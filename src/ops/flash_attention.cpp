@@ -19,7 +19,7 @@ struct Push {
 struct CombinePush {
   View gate_view;
   uint32_t tokens, heads, head_dim, splits;
-  uint32_t has_gate, gate_width, count;
+  uint32_t has_gate, gate_width, rows;
 };
 constexpr uint32_t kWorkgroup = 128;
 
@@ -164,13 +164,14 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
                &push, (s.tokens * G + plan.rows - 1) / plan.rows, s.kv_heads, s.batch * plan.splits,
                label);
   if (plan.splits == 1) return;
-  const gpu::Pipeline& c = ctx.pipelines->get(variant("attention_combine", st), {64});
-  const uint64_t count = uint64_t(s.batch) * s.tokens * s.heads * s.head_dim;
-  CombinePush cp{a.gate_view, s.tokens, s.heads, s.head_dim, plan.splits, a.gate ? 1u : 0u, a.gate_width,
-                 uint32_t(count)};
-  const gpu::Grid grid = gpu::grid_for((count + 63) / 64);
+  // attention_combine.comp: a workgroup per 32 dims of a row.
+  const uint32_t wg = ctx.info.type == "cpu" ? 64 : 256;
+  const gpu::Pipeline& c = ctx.pipelines->get(variant("attention_combine", st), {wg});
+  const uint32_t rows = s.batch * s.tokens * s.heads;
+  CombinePush cp{a.gate_view, s.tokens, s.heads, s.head_dim, plan.splits, a.gate ? 1u : 0u, a.gate_width, rows};
+  const gpu::Grid grid = gpu::grid_for(rows);
   rec.dispatch(c, {{&partial, gpu::Access::read}, {a.gate ? a.gate : &partial, gpu::Access::read}, {&a.out, gpu::Access::write}},
-               &cp, grid.x, grid.y, 1, "attention_combine");
+               &cp, grid.x, grid.y, (s.head_dim + 31) / 32, "attention_combine");
 }
 
 }  // namespace vkgate::ops
