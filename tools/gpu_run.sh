@@ -66,9 +66,9 @@ while i < len(text):
         print(f'{c["name"]:48s} {c["median_us"]:12.1f} us {c["gflops"]:10.1f} GFLOP/s {c["gbps"]:8.1f} GB/s nmse {c["nmse"]:.1e} mem {c["device_bytes"]/2**20:.0f} MiB')
     if "peak" in doc: print("peak", doc["peak"])
 PY
-  echo "== decode over 32k, fp16: flash_decode.comp, then the general flash kernel (200 reps each)"
-  for off in 0 1; do
-    VKGATE_DISABLE_FLASH_DECODE=$off $cli bench --device nvidia --block --past 32768 --T 1 --precision fp16 \
+  echo "== decode over 32k, fp16: the default (tensor cores), then flash_decode.comp (VKGATE_COOPMAT_FLASH=0; 200 reps each)"
+  for cf in 1 0; do
+    VKGATE_COOPMAT_FLASH=$cf $cli bench --device nvidia --block --past 32768 --T 1 --precision fp16 \
       --reps 200 --warmup 20 2>&1 | grep -E "^block|flash|combine|matvec"
   done
   echo "== prefill T 4096 fp16 and attention T 4096 on the scalar flash kernel (VKGATE_COOPMAT_FLASH=0), then the default"

@@ -164,7 +164,7 @@ struct FlashPlan {
 };
 struct FlashOptions {
   bool split = true;   // keys may be split across workgroups
-  bool decode = true;  // ≤ 16 rows per KV group (T·H/KV) may take flash_decode.comp
+  bool decode = true;  // ≤ 16 rows per KV group (T·H/KV) may take flash_decode.comp (unless flash_coopmat applies)
   Coopmat coopmat = Coopmat::off;  // fp16 storage may take flash_coopmat.comp (where usable)
   uint32_t splits = 0;  // key splits, at most one per block of keys; 0: the plan's choice
 };
