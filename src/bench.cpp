@@ -41,7 +41,6 @@ Stat stat_of(std::vector<double> v) {
   return s;
 }
 
-// Per-stage and whole-run statistics over repeated runs of one recording.
 // Warm-up: `run` at least `count` times and, on a GPU, for at least 1 s
 // when count > 0: a GPU that idled (while the host checked the result) runs at
 // low clocks, and a few short runs do not raise them.
@@ -51,6 +50,7 @@ void warm_up(const DeviceInfo& d, int count, const std::function<void()>& run) {
   for (int i = 0; i < count || std::chrono::steady_clock::now() - start < min_time; ++i) run();
 }
 
+// Per-stage and whole-run statistics over repeated runs of one recording.
 struct Timer {
   std::vector<std::string> labels;
   std::vector<std::vector<double>> per_stage;

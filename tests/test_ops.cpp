@@ -391,6 +391,26 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash attention: fused online softmax with GQA
   if (tensor != Coopmat::off) CHECK(coopmat_runs > 0);
 }
 
+TEST_CASE_FIXTURE(test::GpuTest, "flash plan: a forced split count (VKGATE_FLASH_SPLITS) holds, at most one split per block") {
+  // 1280 keys: 2 splits of 640 (blocks of 32 or 64 keys); the plan's own
+  // choice differs (4 on CPU drivers, more elsewhere).
+  const ops::AttentionShape shape{1, 16, 2, 1, 1280, 256};
+  for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+    ops::FlashOptions o;
+    o.coopmat = ops::Coopmat::tensor;
+    CHECK(ops::flash_plan(ctx.device(), shape, st, o).splits > 2);
+    o.splits = 2;
+    ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, st, o);
+    CHECK(plan.splits == 2);
+    CHECK(plan.chunk == 640);
+    o.splits = 100000;
+    plan = ops::flash_plan(ctx.device(), shape, st, o);
+    CHECK(plan.splits == 1280 / plan.block);
+    o.split = false;
+    CHECK(ops::flash_plan(ctx.device(), shape, st, o).splits == 1);
+  }
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores where the device has them") {
   if (!ctx.device().storage16) {
     MESSAGE("skipped: the device has no 16-bit storage buffers");

@@ -103,9 +103,11 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   if (const Coopmat c = s == Storage::f16 ? coopmat_usable(ctx.info, coopmat_from_env("VKGATE_COOPMAT_STAGED", false))
                                           : Coopmat::off;
       c != Coopmat::off) {
-    // 32 k per slice on tensor cores; 16 fits the emulation in 32 KiB.
+    // 32 k per slice on tensor cores; 16 fits the emulation in 32 KiB. Shared
+    // memory in 16-byte pieces: two slices of X (also the epilogue's 8 × 256
+    // floats) and two of W, rows TK + 8 halves apart.
     const uint32_t TM = 128, TN = 128, TK = c == Coopmat::emulated ? 16 : 32;
-    const uint64_t shared = (std::max(2 * TM * (TK / 8 + 1), 512u) + 2 * TN * (TK / 8 + 1)) * 16;
+    const uint64_t shared = (std::max(2 * TM * (TK / 8 + 1), 8u * 64) + 2 * TN * (TK / 8 + 1)) * 16;
     if (M % TM == 0 && N % TN == 0 && K % TK == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0 &&
         shared <= ctx.info.shared_memory_bytes) {
       const std::string name = std::string(c == Coopmat::emulated ? "matmul_staged_emulated" : "matmul_staged") +
