@@ -276,8 +276,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "copy shader: the bench's bandwidth yardstick c
 // Each case on every kernel that can take it: flash_attention.comp always,
 // flash_decode.comp for ≤ 16 rows per KV group, and in fp16 flash_coopmat.comp
 // (on tensor cores, or with its products emulated on CPU drivers). One test
-// per storage type, so that ctest runs them side by side (instrumented, under
-// GPU-assisted validation, each compiles for minutes on lavapipe).
+// per storage type, so that ctest can run them side by side.
 struct FlashTest : test::GpuTest {
   void run_cases(ops::Storage st);
 };
