@@ -6,16 +6,25 @@
 // rows per KV group): the same result, bindings and push constants as
 // flash_attention.comp, shaped for a memory-bound stream of K and V.
 //
-// flash_attention.comp stages K through shared memory element by element and
-// keeps most of its threads on score tiles that a decode step leaves empty.
-// Here each subgroup walks its own keys: the lanes split one key's head_dim
-// into 8-element chunks (one 16-byte load each at fp16), score every row of
-// the workgroup against it (a lane-parallel dot product reduced across the
-// subgroup), and keep their chunks of O for every row, so each byte of K and
-// V is read once, in wide loads, with no barrier in the loop. The subgroups'
-// online-softmax states are merged through shared memory at the end. Keys
-// run over [split·chunk, ...) as in flash_attention.comp, whose partial
-// results (and attention_combine.comp) this shares.
+// Each subgroup walks its own blocks of SG keys (one per lane) and switches
+// the lanes' roles between the two products, so neither needs a cross-lane
+// reduction per key:
+// - scores: lane i scores key i against every row, reading its key's row of
+//   K in 16-byte loads and the rows of q (pre-scaled, in shared memory) as
+//   broadcasts;
+// - softmax: one subgroupMax per row and block;
+// - O += P·V: the lanes split head_dim into 8-element chunks (a coalesced row
+//   of V per key) and read the block's probabilities back from shared memory
+//   as broadcasts.
+// An earlier version split head_dim across the lanes for the scores too: a
+// subgroupAdd per row and key (5 dependent shuffles each) and every lane
+// repeating the softmax. On the H100 it took 169 µs for one token over 32k
+// keys, whatever the split count, 78 µs of it in those reductions; this one
+// takes 73 µs. Two or four keys per lane, workgroups of 64 or 256 and 8 or 16
+// chunks in flight were all slower there (BENCHMARKS.md).
+// The subgroups' online-softmax states are merged through shared memory at
+// the end. Keys run over [split·chunk, ...) as in flash_attention.comp, whose
+// partial results (and attention_combine.comp) this shares.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef T
@@ -23,9 +32,9 @@
 #endif
 
 layout(constant_id = 1) const uint R = 8;          // rows per workgroup
-layout(constant_id = 2) const uint KB = 4;         // keys per step of a subgroup
-layout(constant_id = 3) const uint HEAD_DIM = 128; // Dh, a multiple of 8
-layout(constant_id = 4) const uint MIN_SG = 32;    // the smallest subgroup the device may run
+layout(constant_id = 2) const uint HEAD_DIM = 128; // Dh, a multiple of 8
+layout(constant_id = 3) const uint MIN_SG = 32;    // the smallest subgroup the device may run
+const uint UNROLL = 4;  // loads issued together (8 and 16 were slower on the H100)
 
 VEC8_RO(0, q, T)
 VEC8_RO(1, k, T)
@@ -33,10 +42,12 @@ VEC8_RO(2, v, T)
 #include "flash_common.glsl"
 
 const uint CHUNKS = HEAD_DIM / 8;                 // 8-element chunks per row
-const uint CPL = (CHUNKS + MIN_SG - 1) / MIN_SG;  // chunks per lane
+const uint CPL = (CHUNKS + MIN_SG - 1) / MIN_SG;  // chunks per lane in P·V
 const uint NSG = (WG + MIN_SG - 1) / MIN_SG;      // most subgroups a workgroup can hold
-// The rows' merged O, as lo/hi vec4 pairs per chunk.
+// The rows of q (scaled) while keys are scored, then the rows' merged O; as
+// lo/hi vec4 pairs per chunk.
 shared vec4 rows_s[R * CHUNKS * 2];
+shared float p_s[WG * R];  // a block's probabilities, [lane of the key][row]
 shared float m_sh[NSG * R], l_sh[NSG * R];
 shared float mfin_s[R], lfin_s[R];
 
@@ -49,6 +60,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, nsg = gl_NumSubgroups;
   const uint lane = gl_SubgroupInvocationID, SG = gl_SubgroupSize;
+  const uint p_base = (sg * SG) * R;  // this subgroup's block of p_s
   const float NEG_INF = -1.0 / 0.0;
 
   uint key_begin = split * p.chunk, key_end = min(p.keys, key_begin + p.chunk);
@@ -57,76 +69,98 @@ void main() {
   if (p.causal != 0) key_end = min(key_end, row_pos[R - 1] + 1);
   const uint kv_base = (b * p.kv_heads + kvh) * p.kv_stride * CHUNKS;  // in chunks
 
-  // Row r is query head kvh·G + (row0 + r) % G of token (row0 + r) / G; each
-  // lane holds its chunks of every row's q and O.
-  vec4 qr[R][CPL * 2], acc[R][CPL * 2];
-  float m[R], l[R];
+  // Row r is query head kvh·G + (row0 + r) % G of token (row0 + r) / G.
+  for (uint e = tid; e < R * CHUNKS; e += WG) {
+    const uint r = e / CHUNKS, ch = e % CHUNKS;
+    const uint row = min(row0 + r, rows_total - 1), h = kvh * G + row % G, t = row / G;
+    vec4 lo, hi;
+    q_ld8(((b * p.heads + h) * p.tokens + t) * CHUNKS + ch, lo, hi);
+    rows_s[2 * e] = lo * p.scale;
+    rows_s[2 * e + 1] = hi * p.scale;
+  }
+  barrier();
+
+  vec4 acc[R][CPL * 2];
+  float m[R], l[R];  // l: this lane's share of the row sums
   [[unroll]] for (uint r = 0; r < R; ++r) {
     m[r] = NEG_INF;
     l[r] = 0.0;
-    const uint row = min(row0 + r, rows_total - 1), h = kvh * G + row % G, t = row / G;
-    [[unroll]] for (uint c = 0; c < CPL; ++c) {
-      const uint ch = lane + c * SG;
-      acc[r][2 * c] = acc[r][2 * c + 1] = qr[r][2 * c] = qr[r][2 * c + 1] = vec4(0.0);
-      if (ch < CHUNKS) q_ld8(((b * p.heads + h) * p.tokens + t) * CHUNKS + ch, qr[r][2 * c], qr[r][2 * c + 1]);
-    }
+    [[unroll]] for (uint c = 0; c < CPL * 2; ++c) acc[r][c] = vec4(0.0);
   }
 
-  for (uint kb = key_begin + sg * KB; kb < key_end; kb += nsg * KB) {
-    // KB keys and their values: every load first, so they are in flight together.
-    vec4 kv[KB][CPL * 2], vv[KB][CPL * 2];
-    [[unroll]] for (uint j = 0; j < KB; ++j)
-      [[unroll]] for (uint c = 0; c < CPL; ++c) {
-        const uint ch = lane + c * SG;
-        kv[j][2 * c] = kv[j][2 * c + 1] = vv[j][2 * c] = vv[j][2 * c + 1] = vec4(0.0);
-        if (ch < CHUNKS && kb + j < key_end) {
-          k_ld8(kv_base + (kb + j) * CHUNKS + ch, kv[j][2 * c], kv[j][2 * c + 1]);
-          v_ld8(kv_base + (kb + j) * CHUNKS + ch, vv[j][2 * c], vv[j][2 * c + 1]);
+  for (uint kb = key_begin + sg * SG; kb < key_end; kb += nsg * SG) {
+    const uint key = kb + lane;
+    const bool live = key < key_end;
+    float s[R];
+    [[unroll]] for (uint r = 0; r < R; ++r) s[r] = 0.0;
+    if (live) {
+      // UNROLL chunks' loads in flight together: one at a time, a subgroup
+      // waits out a memory latency per chunk (the H100 moved 0.7 TB/s so).
+      const uint kbase = kv_base + key * CHUNKS;
+      for (uint c0 = 0; c0 < CHUNKS; c0 += UNROLL) {
+        vec4 lo[UNROLL], hi[UNROLL];
+        [[unroll]] for (uint u = 0; u < UNROLL; ++u)
+          if (c0 + u < CHUNKS) k_ld8(kbase + c0 + u, lo[u], hi[u]);
+        [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+          if (c0 + u >= CHUNKS) break;
+          const uint ch = c0 + u;
+          [[unroll]] for (uint r = 0; r < R; ++r)
+            s[r] += dot(rows_s[2 * (r * CHUNKS + ch)], lo[u]) + dot(rows_s[2 * (r * CHUNKS + ch) + 1], hi[u]);
         }
       }
-    float s[KB][R];
-    [[unroll]] for (uint j = 0; j < KB; ++j)
-      [[unroll]] for (uint r = 0; r < R; ++r) {
-        float part = 0.0;
-        [[unroll]] for (uint c = 0; c < CPL * 2; ++c) part += dot(qr[r][c], kv[j][c]);
-        s[j][r] = subgroupAdd(part);
-      }
-    // Online softmax per row over these keys; masked scores are −inf.
+    }
+    // Online softmax per row over the block; masked scores are −inf.
     [[unroll]] for (uint r = 0; r < R; ++r) {
-      float mx = m[r];
-      [[unroll]] for (uint j = 0; j < KB; ++j) {
-        const uint key = kb + j;
-        float sc = NEG_INF;
-        if (key < key_end && (p.causal == 0 || key <= row_pos[r])) {
-          sc = s[j][r] * p.scale;
-          if (p.has_mask != 0) sc += mask_ld((b * p.tokens + row_pos[r] - p.past) * p.keys + key);
-        }
-        s[j][r] = sc;
-        mx = max(mx, sc);
+      float sc = NEG_INF;
+      if (live && (p.causal == 0 || key <= row_pos[r])) {
+        sc = s[r];
+        if (p.has_mask != 0) sc += mask_ld((b * p.tokens + row_pos[r] - p.past) * p.keys + key);
       }
+      const float mx = max(m[r], subgroupMax(sc));
       const bool empty = isinf(mx) && mx < 0.0;  // every key so far masked
       const float alpha = empty ? 1.0 : exp(m[r] - mx);
-      float sum = 0.0;
-      [[unroll]] for (uint j = 0; j < KB; ++j) {
-        s[j][r] = empty ? 0.0 : exp(s[j][r] - mx);
-        sum += s[j][r];
-      }
+      const float pr = empty ? 0.0 : exp(sc - mx);
       m[r] = mx;
-      l[r] = l[r] * alpha + sum;
+      l[r] = l[r] * alpha + pr;
+      p_s[p_base + lane * R + r] = pr;
       [[unroll]] for (uint c = 0; c < CPL * 2; ++c) acc[r][c] *= alpha;
     }
-    // O += P·V over the same keys.
-    [[unroll]] for (uint j = 0; j < KB; ++j)
-      [[unroll]] for (uint r = 0; r < R; ++r)
-        [[unroll]] for (uint c = 0; c < CPL * 2; ++c) acc[r][c] += s[j][r] * vv[j][c];
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    // O += P·V over the block's keys.
+    const uint n = min(SG, key_end - kb);
+    for (uint j0 = 0; j0 < n; j0 += UNROLL) {
+      vec4 lo[UNROLL][CPL], hi[UNROLL][CPL];
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u)
+        [[unroll]] for (uint c = 0; c < CPL; ++c) {
+          const uint ch = lane + c * SG;
+          lo[u][c] = hi[u][c] = vec4(0.0);
+          if (j0 + u < n && ch < CHUNKS) v_ld8(kv_base + (kb + j0 + u) * CHUNKS + ch, lo[u][c], hi[u][c]);
+        }
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) {
+        if (j0 + u >= n) break;
+        const uint j = j0 + u;
+        [[unroll]] for (uint r = 0; r < R; ++r) {
+          const float pj = p_s[p_base + j * R + r];
+          [[unroll]] for (uint c = 0; c < CPL; ++c) {
+            acc[r][2 * c] += pj * lo[u][c];
+            acc[r][2 * c + 1] += pj * hi[u][c];
+          }
+        }
+      }
+    }
+    // p_s is rewritten by the next block.
+    subgroupBarrier();
   }
 
   // Merge the subgroups: O = Σ O_sg·exp(m_sg − M), l = Σ l_sg·exp(m_sg − M).
+  [[unroll]] for (uint r = 0; r < R; ++r) l[r] = subgroupAdd(l[r]);
   if (lane == 0)
     [[unroll]] for (uint r = 0; r < R; ++r) {
       m_sh[sg * R + r] = m[r];
       l_sh[sg * R + r] = l[r];
     }
+  barrier();  // every subgroup is done with q
   for (uint e = tid; e < R * CHUNKS * 2; e += WG) rows_s[e] = vec4(0.0);
   barrier();
   if (tid < R) {

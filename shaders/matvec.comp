@@ -43,12 +43,28 @@ void main() {
   float acc[MAX_M];
   [[unroll]] for (uint m = 0; m < MAX_M; ++m) acc[m] = 0.0;
 #ifdef VEC8
-  for (uint c = gl_SubgroupInvocationID; c < p.K / 8; c += gl_SubgroupSize) {
+  // U chunks of W per lane in flight at once: one at a time, a subgroup waits
+  // out a memory latency per chunk, and a projection with few columns per SM
+  // (o_proj: 2048) cannot hide it with other subgroups.
+  const uint U = 4, SG = gl_SubgroupSize, C = p.K / 8, ldw8 = p.ldw / 8, ldx8 = p.ldx / 8;
+  uint c = gl_SubgroupInvocationID;
+  for (; c + (U - 1) * SG < C; c += U * SG) {
+    vec4 wl[U], wh[U];
+    [[unroll]] for (uint u = 0; u < U; ++u) w_ld8(n * ldw8 + c + u * SG, wl[u], wh[u]);
+    [[unroll]] for (uint m = 0; m < MAX_M; ++m)
+      if (m < p.M)
+        [[unroll]] for (uint u = 0; u < U; ++u) {
+          vec4 xl, xh;
+          x_ld8(m * ldx8 + c + u * SG, xl, xh);
+          acc[m] += dot(xl, wl[u]) + dot(xh, wh[u]);
+        }
+  }
+  for (; c < C; c += SG) {
     vec4 wl, wh, xl, xh;
-    w_ld8(n * (p.ldw / 8) + c, wl, wh);
+    w_ld8(n * ldw8 + c, wl, wh);
     [[unroll]] for (uint m = 0; m < MAX_M; ++m)
       if (m < p.M) {
-        x_ld8(m * (p.ldx / 8) + c, xl, xh);
+        x_ld8(m * ldx8 + c, xl, xh);
         acc[m] += dot(xl, wl) + dot(xh, wh);
       }
   }

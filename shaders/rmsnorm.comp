@@ -47,15 +47,34 @@ void main() {
   const uint dst = view_offset(p.out_view, p.tokens, bt, h, 0);
   const uint tid = gl_LocalInvocationID.x;
 
+  // The first PER elements of each invocation stay in registers, with their
+  // weights, and are loaded together: a loop of loads, each waiting for the
+  // last, made one decode-step row of 2048 take 12 µs on the H100.
+  const uint PER = 8;
+  float xs[PER], ws[PER];
   float ss = 0.0;
-  for (uint d = tid; d < p.dim; d += WG) {
+  [[unroll]] for (uint i = 0; i < PER; ++i) {
+    const uint d = tid + i * WG;
+    xs[i] = d < p.dim ? x_ld(src + d) : 0.0;
+    ws[i] = d < p.dim ? weight(d) : 0.0;
+    ss = fma(xs[i], xs[i], ss);
+  }
+  for (uint d = tid + PER * WG; d < p.dim; d += WG) {
     float v = x_ld(src + d);
     ss = fma(v, v, ss);
   }
   const float scale = 1.0 / sqrt(wg_sum(ss) / float(p.dim) + p.eps);
-  // The rotated pairs (i, i + r/2), then the dims past `rotary` (all of them
-  // when rotary = 0). Two loops, not one with a branch: llvmpipe runs both
-  // sides of every branch under a lane mask.
+  if (p.rotary == 0) {
+    [[unroll]] for (uint i = 0; i < PER; ++i) {
+      const uint d = tid + i * WG;
+      if (d < p.dim) y_st(dst + d, xs[i] * scale * ws[i]);
+    }
+    for (uint d = tid + PER * WG; d < p.dim; d += WG) y_st(dst + d, x_ld(src + d) * scale * weight(d));
+    return;
+  }
+  // The rotated pairs (i, i + r/2), then the dims past `rotary`. Two loops,
+  // not one with a branch: llvmpipe runs both sides of every branch under a
+  // lane mask.
   const uint half_r = p.rotary / 2, t = bt % p.tokens;
   for (uint i = tid; i < half_r; i += WG) {
     const float x0 = x_ld(src + i) * scale * weight(i), x1 = x_ld(src + i + half_r) * scale * weight(i + half_r);

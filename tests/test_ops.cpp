@@ -30,7 +30,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
   const Shape shapes[] = {{1, 1, 1, false, false},    {1, 67, 4096, true, false}, {3, 130, 257, false, true},
                           {65, 63, 129, true, true},  {200, 96, 1000, false, false}, {17, 300, 2048, true, false},
                           {64, 64, 64, false, false}, {4, 37, 128, true, true}, {2, 8, 36, false, false},
-                          {8, 20, 64, false, true}};
+                          {8, 20, 64, false, true},   {5, 19, 1096, true, true}};
   for (const Shape& s : shapes) {
     CAPTURE(s.M);
     CAPTURE(s.N);
@@ -439,10 +439,12 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores wh
     bool bias, residual, y_f32;
   };
   // The first three fit the tensor-core tiles (multiples of 128), the fourth
-  // does not; the last two are decode-sized (1 and 3 rows).
+  // does not; the last three are decode-sized (1 to 3 rows; K 1096 runs the
+  // matrix-vector kernel's unrolled loop and its tail).
   const Shape shapes[] = {{128, 256, 256, false, false, true}, {256, 128, 1024, true, true, true},
                           {128, 384, 64, true, false, false},  {33, 70, 100, false, true, true},
-                          {1, 45, 64, true, false, true},      {3, 20, 96, false, true, false}};
+                          {1, 45, 64, true, false, true},      {3, 20, 96, false, true, false},
+                          {2, 40, 1096, true, false, true}};
   for (ops::Storage st : {ops::Storage::f16, ops::Storage::bf16})
     for (const Shape& s : shapes) {
       CAPTURE(s.M);

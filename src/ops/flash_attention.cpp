@@ -42,11 +42,9 @@ Tiles tiles(const DeviceInfo& d, uint32_t head_dim, uint32_t rows_needed) {
                                           std::to_string(d.shared_memory_bytes) + " bytes) is too small");
 }
 // flash_decode.comp: up to kDecodeRows rows (query heads × tokens of one KV
-// group) per workgroup, each subgroup streaming its own keys kDecodeKeys at a
-// time (their loads in flight together; more would cost registers). CPU
-// drivers take one key per step: llvmpipe compiles the unrolled four ~2.5×
-// slower, and a CPU has no loads in flight to gain.
-constexpr uint32_t kDecodeRows = 8, kDecodeKeys = 4;
+// group) per workgroup, each subgroup scoring its own blocks of keys, one key
+// per lane.
+constexpr uint32_t kDecodeRows = 8;
 bool decode_kernel(const DeviceInfo& d, const AttentionShape& s, uint32_t rows) {
   return rows <= 2 * kDecodeRows && s.head_dim % 8 == 0 && d.subgroup_arithmetic;
 }
@@ -84,17 +82,18 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   FlashPlan p;
   const Coopmat coopmat = st == Storage::f16 ? coopmat_usable(d, o.coopmat) : Coopmat::off;
   const uint32_t strips = coopmat_strips(d, s.head_dim);
-  // Tensor cores first, decode steps included: on the H100 the split-key
-  // flash_coopmat took 129 µs for one token over 32k keys, flash_decode 167.
-  if (coopmat != Coopmat::off && s.head_dim % 16 == 0 && strips) {
-    p.kernel = coopmat == Coopmat::tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
-    p.rows = 16 * strips;
-    p.block = 32;
-  } else if (o.decode && decode_kernel(d, s, rows_needed)) {
+  // Decode steps first: on the H100 one token over 32k keys took 73–86 µs in
+  // flash_decode, 129 in the split-key flash_coopmat (whose workgroups of
+  // 16-row strips hold only 8 rows here).
+  if (o.decode && decode_kernel(d, s, rows_needed)) {
     p.kernel = FlashKernel::decode;
     // A power of two: fewer pipelines to compile, at the cost of idle rows.
     p.rows = std::min(std::bit_ceil(rows_needed), kDecodeRows);
     p.block = 64;  // no blocks in that kernel: only sizes the splits below
+  } else if (coopmat != Coopmat::off && s.head_dim % 16 == 0 && strips) {
+    p.kernel = coopmat == Coopmat::tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
+    p.rows = 16 * strips;
+    p.block = 32;
   } else {
     const Tiles t = tiles(d, s.head_dim, rows_needed);
     static_assert(kWorkgroup * 4 <= 8 * 64, "the smallest tile must cover the workgroup");
@@ -132,9 +131,8 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   const char* label = "flash_attention";
   switch (plan.kernel) {
     case FlashKernel::decode:
-      p = &ctx.pipelines->get(variant("flash_decode", st), {kWorkgroup, plan.rows,
-                                                            ctx.info.type == "cpu" ? 1u : kDecodeKeys, s.head_dim,
-                                                            ctx.info.min_subgroup_size});
+      p = &ctx.pipelines->get(variant("flash_decode", st),
+                              {kWorkgroup, plan.rows, s.head_dim, ctx.info.min_subgroup_size});
       label = "flash_attention.decode";
       break;
     case FlashKernel::coopmat:
