@@ -20,6 +20,11 @@ using gpu::MemoryKind;
 
 namespace {
 
+// Up to this many tokens (decode steps) the shaders read the hidden states and
+// write the output through mapped staging memory (Plan::direct_io); longer
+// inputs are copied, in bulk, to and from device memory.
+constexpr size_t kDirectIoTokens = 8;
+
 // q_proj (and gate_proj) output columns, seen as views over the projection
 // output P [B·T, n_cols]. DESIGN.md §3: Qwen3-Next interleaves [q_h | g_h] per
 // head, the official code groups [q of G heads | G gates] per KV group, and
@@ -147,6 +152,10 @@ struct GatedAttention::Impl {
   struct Plan {
     Key key;
     Buffer x_up, x, xn, proj, q, k, v, scores, attn, y, y_down, rope_up, rope;
+    // What the shaders read as hidden states and the rope table, and write the
+    // output to: the device copies, or for a few tokens the mapped staging
+    // buffers themselves, which saves a copy each way and its barrier.
+    const Buffer *x_in = nullptr, *rope_in = nullptr, *y_out = nullptr;
     int past = 0;  // positions before the new tokens (for a resident plan: as last recorded)
     Buffer kv_up, mask_up, mask;          // inputs beyond hidden_states, when used
     Buffer k_down, v_down, scores_down, proj_down;  // outputs beyond y, when asked for
@@ -223,7 +232,9 @@ struct GatedAttention::Impl {
                  Dh = size_t(cfg.head_dim);
     const Storage f32 = Storage::f32;
     p->x_up = buffer(BT * D, f32, MemoryKind::upload, "hidden_states (staging)");
-    p->x = device(BT * D, f32, "hidden_states");
+    const bool direct_io = BT <= kDirectIoTokens && !gpu::env_flag("VKGATE_DISABLE_DIRECT_IO");
+    if (!direct_io) p->x = device(BT * D, f32, "hidden_states");
+    p->x_in = direct_io ? &p->x_up : &p->x;
     p->xn = device(BT * ld_hidden, act, "normed hidden_states");
     p->proj = device(BT * layout.cols, act, "projections");
     p->q = device(B * H * T * Dh, act, "q");
@@ -246,11 +257,13 @@ struct GatedAttention::Impl {
     // The fused kernel writes dense rows.
     p->attn_ld = p->fused ? uint32_t(H * Dh) : ld_heads;
     p->attn = device(BT * p->attn_ld, act, "attention output");
-    p->y = device(BT * D, f32, "output");
     p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
+    if (!direct_io) p->y = device(BT * D, f32, "output");
+    p->y_out = direct_io ? &p->y_down : &p->y;
     const size_t table_floats = ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, 0).size();
     p->rope_up = buffer(table_floats, f32, MemoryKind::upload, "rope cos/sin table (staging)");
-    p->rope = device(table_floats, f32, "rope cos/sin table");
+    if (!direct_io) p->rope = device(table_floats, f32, "rope cos/sin table");
+    p->rope_in = direct_io ? &p->rope_up : &p->rope;
     if (key.past > 0)
       p->kv_up = buffer(2 * B * KV * size_t(key.past) * Dh, act, MemoryKind::upload, "past_key/past_value (staging)");
     if (key.mask) {
@@ -289,11 +302,13 @@ struct GatedAttention::Impl {
       for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.attn}) rec.fill(*b, nan_word(act));
       if (!resident(p.key))
         for (const Buffer* b : {&p.k, &p.v}) rec.fill(*b, nan_word(act));
-      rec.fill(p.y, nan_word(Storage::f32));
+      rec.fill(*p.y_out, nan_word(Storage::f32));
       if (!p.fused) rec.fill(p.scores, nan_word(Storage::f32));
     }
-    rec.copy(p.x_up, p.x, p.x.size());
-    rec.copy(p.rope_up, p.rope, p.rope.size());
+    if (p.x_in != &p.x_up) {
+      rec.copy(p.x_up, p.x, p.x.size());
+      rec.copy(p.rope_up, p.rope, p.rope.size());
+    }
     if (P && !resident(p.key)) {
       // past_key then past_value, each [B, KV, P, Dh], into positions 0..P−1 of [B, KV, S, Dh].
       const VkDeviceSize e = ops::element_bytes(act), row = VkDeviceSize(P) * Dh * e, half = VkDeviceSize(B) * KV * row;
@@ -309,7 +324,7 @@ struct GatedAttention::Impl {
     rec.mark("upload inputs");
     const ops::View rows = ops::btd_view(T, 1, D);
     const ops::View normed{0, T * ld_hidden, ld_hidden, 1, ld_hidden, 0};
-    ops::rmsnorm(vk, rec, p.x, rows, norm_w, p.xn, normed, BT, T, 1, D, cfg.norm_kind, eps, act, true);
+    ops::rmsnorm(vk, rec, *p.x_in, rows, norm_w, p.xn, normed, BT, T, 1, D, cfg.norm_kind, eps, act, true);
     ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D, act,
                 false, ld_hidden, ld_hidden);
 
@@ -318,14 +333,14 @@ struct GatedAttention::Impl {
                        uint32_t first) {
       const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
       if (cfg.use_qk_norm) {
-        ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act, false, &p.rope, rd);
+        ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act, false, p.rope_in, rd);
       } else {
-        ops::rope(vk, rec, p.proj, src, p.rope, dst, out, BT, T, heads, Dh, rd, act);
+        ops::rope(vk, rec, p.proj, src, *p.rope_in, dst, out, BT, T, heads, Dh, rd, act);
       }
     };
     prepare(layout.query(T), qn_w, p.q, H, T, 0);
     prepare(layout.key(T), kn_w, kbuf, KV, stride, P);
-    ops::rope(vk, rec, p.proj, layout.value(T), p.rope, vbuf, ops::bhsd_view(KV, stride, Dh, P), BT, T, KV, Dh, 0, act);
+    ops::rope(vk, rec, p.proj, layout.value(T), *p.rope_in, vbuf, ops::bhsd_view(KV, stride, Dh, P), BT, T, KV, Dh, 0, act);
 
     const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld};
     const float scale = float(1.0 / std::sqrt(double(Dh)));
@@ -345,9 +360,9 @@ struct GatedAttention::Impl {
       }
       if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act, p.attn_ld);
     }
-    ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? &p.x : nullptr, p.y, BT, D, H * Dh,
+    ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? p.x_in : nullptr, *p.y_out, BT, D, H * Dh,
                 act, true, p.attn_ld, ld_heads);
-    rec.copy(p.y, p.y_down, p.y.size());
+    if (p.y_out != &p.y_down) rec.copy(p.y, p.y_down, p.y.size());
     if (p.key.cache) {
       rec.copy(p.k, p.k_down, p.k.size());
       rec.copy(p.v, p.v_down, p.v.size());

@@ -31,16 +31,19 @@ if [ "$what" != bench ]; then
   VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" 2>&1 | tee "$out/tests.txt" | tail -6
   echo "== tests, unfused path and no tensor cores"
   VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" \
-    2>&1 | tee "$out/tests_unfused.txt" | tail -3
+    2>&1 | tee -a "$out/tests.txt" | tail -3
   echo "== flash, matmul, block and CLI tests with the opt-in staged matmul (VKGATE_COOPMAT_STAGED=1)"
   VKGATE_COOPMAT_STAGED=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='flash*,matmul*,block*,cli*' \
-    2>&1 | tee "$out/tests_staged.txt" | tail -3
+    2>&1 | tee -a "$out/tests.txt" | tail -3
   echo "== block tests, fp16 attention on the scalar flash kernel (VKGATE_COOPMAT_FLASH=0)"
   VKGATE_COOPMAT_FLASH=0 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
-    2>&1 | tee "$out/tests_scalar_flash.txt" | tail -3
-  echo "== block tests, decode steps on the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)"
+    2>&1 | tee -a "$out/tests.txt" | tail -3
+  echo "== block tests, decode steps on flash_coopmat / the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)"
   VKGATE_DISABLE_FLASH_DECODE=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
-    2>&1 | tee "$out/tests_no_flash_decode.txt" | tail -3
+    2>&1 | tee -a "$out/tests.txt" | tail -3
+  echo "== block and CLI tests, decode inputs and outputs copied (VKGATE_DISABLE_DIRECT_IO)"
+  VKGATE_DISABLE_DIRECT_IO=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*,cli*' \
+    2>&1 | tee -a "$out/tests.txt" | tail -3
 fi
 if [ "$what" != tests ]; then
   echo "== vkgate bench"
@@ -66,10 +69,11 @@ while i < len(text):
         print(f'{c["name"]:48s} {c["median_us"]:12.1f} us {c["gflops"]:10.1f} GFLOP/s {c["gbps"]:8.1f} GB/s nmse {c["nmse"]:.1e} mem {c["device_bytes"]/2**20:.0f} MiB')
     if "peak" in doc: print("peak", doc["peak"])
 PY
-  echo "== decode over 32k, fp16: the default (tensor cores), then flash_decode.comp (VKGATE_COOPMAT_FLASH=0; 200 reps each)"
-  for cf in 1 0; do
-    VKGATE_COOPMAT_FLASH=$cf $cli bench --device nvidia --block --past 32768 --T 1 --precision fp16 \
-      --reps 200 --warmup 20 2>&1 | grep -E "^block|flash|combine|matvec"
+  echo "== decode over 32k, fp16, 200 reps each: the default (flash_decode.comp, direct I/O), then"
+  echo "   VKGATE_DISABLE_DIRECT_IO=1, then VKGATE_DISABLE_FLASH_DECODE=1 (flash_coopmat.comp)"
+  for sw in "" VKGATE_DISABLE_DIRECT_IO=1 VKGATE_DISABLE_FLASH_DECODE=1; do
+    env $sw $cli bench --device nvidia --block --past 32768 --T 1 --precision fp16 \
+      --reps 200 --warmup 20 2>&1 | grep -vE "^device"
   done
   echo "== prefill T 4096 fp16 and attention T 4096 on the scalar flash kernel (VKGATE_COOPMAT_FLASH=0), then the default"
   for cf in 0 1; do

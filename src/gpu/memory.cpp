@@ -109,10 +109,10 @@ size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::
   b.dedicated = dedicated;
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
-  bci.usage = kind == MemoryKind::device ? VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
-                                               VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                               VK_BUFFER_USAGE_TRANSFER_DST_BIT
-                                         : VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  // Host-visible buffers are storage buffers too: a decode step's shaders read
+  // its few inputs from, and write its output to, mapped memory directly.
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+              VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   const std::string doing = "allocating '" + name + "' (" + mib(bytes) + ")";
   VK_CHECK(vkCreateBuffer(ctx_.device, &bci, nullptr, &b.buffer), doing);
