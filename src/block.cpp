@@ -21,7 +21,7 @@ using gpu::MemoryKind;
 namespace {
 
 // Up to this many tokens (decode steps) the shaders read the hidden states and
-// write the output through mapped staging memory (Plan::direct_io); longer
+// write the output through mapped staging memory (Plan::x_in, y_out); longer
 // inputs are copied, in bulk, to and from device memory.
 constexpr size_t kDirectIoTokens = 8;
 
