@@ -1490,3 +1490,18 @@ TEST_CASE("cli: the same run twice, in two processes, writes byte-identical outp
 }
 
 #endif  // VKGATE_CLI
+
+// VKGATE_PIPELINE_STATS is a tuning aid: with the extension each pipeline's
+// statistics are printed, without it one line says so; the run itself is unchanged.
+TEST_CASE("cli: VKGATE_PIPELINE_STATS prints each pipeline's compiler statistics, or why it cannot") {
+  TempDir dir("pipeline_stats");
+  std::vector<std::string> args{"bench", "--op", "rmsnorm", "--rows", "2", "--dim", "64", "--reps", "1"};
+  for (const auto& a : device_args()) args.push_back(a);
+  const auto r = run_cli(args, dir.path, {"VKGATE_PIPELINE_STATS=1"});
+  check_clean_exit(r);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("rmsnorm 2x64") != std::string::npos);
+  const bool stats = r.err.find("vkgate: pipeline rmsnorm") != std::string::npos;
+  const bool lacks = r.err.find("lacks VK_KHR_pipeline_executable_properties") != std::string::npos;
+  CHECK_MESSAGE(stats != lacks, "stderr: " << r.err);
+}

@@ -46,6 +46,13 @@ if [ "$what" != bench ]; then
     2>&1 | tee -a "$out/tests.txt" | tail -3
 fi
 if [ "$what" != tests ]; then
+  echo "== compiler statistics of the pipelines of decode and prefill (VKGATE_PIPELINE_STATS) -> pipeline_stats.txt"
+  for args in "--past 32768 --T 1" "--T 256"; do
+    for p in fp16 fp32; do
+      VKGATE_PIPELINE_STATS=1 $cli bench --device nvidia --block $args --precision $p --reps 1 --warmup 0 2>&1
+    done
+  done | grep -E "vkgate: pipeline|lacks" | sort -u > "$out/pipeline_stats.txt"
+  cut -c1-160 "$out/pipeline_stats.txt"
   echo "== vkgate bench"
   {
     $cli bench --device nvidia --json --peak --op matmul --m 8192 --n 8192 --k 8192 --dtype f16

@@ -466,6 +466,21 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     f16.pNext = &coopmat;
   }
 
+  // Compiler statistics of each pipeline, for tuning kernels on real GPUs.
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_props{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR, feats.pNext};
+  if (gpu::env_flag("VKGATE_PIPELINE_STATS")) {
+    if (has_extension(dev_exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      enable.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      exec_props.pipelineExecutableInfo = VK_TRUE;
+      feats.pNext = &exec_props;
+      s.pipeline_stats = true;
+    } else {
+      std::fprintf(stderr, "vkgate: VKGATE_PIPELINE_STATS: %s lacks VK_KHR_pipeline_executable_properties\n",
+                   s.info.name.c_str());
+    }
+  }
+
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   qci.queueFamilyIndex = s.queue_family;

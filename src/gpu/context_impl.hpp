@@ -29,6 +29,9 @@ struct Context::Impl {
   VkPhysicalDeviceMemoryProperties memory_props{};
   bool validation = false;
   bool gpu_assisted = false;
+  // VKGATE_PIPELINE_STATS=1 on a device with VK_KHR_pipeline_executable_properties:
+  // each pipeline's compiler statistics (registers, spills, ...) go to stderr.
+  bool pipeline_stats = false;
   uint64_t memory_limit = 0;  // ContextOptions::device_memory_limit
   std::function<void(const std::string&)> on_message;
   std::atomic<bool> lost{false};  // a call returned VK_ERROR_DEVICE_LOST

@@ -1,10 +1,52 @@
 #include "gpu/pipeline.hpp"
 
+#include <cstdio>
 #include <string>
 
 #include "gpu/context_impl.hpp"
 
 namespace vkgate::gpu {
+
+namespace {
+// One stderr line per executable of `pipeline`: its name and every statistic
+// the driver reports (VK_KHR_pipeline_executable_properties).
+void print_statistics(VkDevice dev, VkPipeline pipeline, const std::string& shader, const std::vector<uint32_t>& spec) {
+  auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutablePropertiesKHR"));
+  auto stats = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableStatisticsKHR"));
+  if (!props || !stats) return;
+  std::string name = shader + " {";
+  for (size_t i = 0; i < spec.size(); ++i) name += (i ? "," : "") + std::to_string(spec[i]);
+  name += "}";
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = pipeline;
+  uint32_t n = 0;
+  if (props(dev, &pi, &n, nullptr) != VK_SUCCESS) return;
+  std::vector<VkPipelineExecutablePropertiesKHR> exes(n, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR});
+  if (props(dev, &pi, &n, exes.data()) != VK_SUCCESS) return;
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = pipeline;
+    ei.executableIndex = e;
+    uint32_t m = 0;
+    if (stats(dev, &ei, &m, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(m, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (stats(dev, &ei, &m, st.data()) != VK_SUCCESS) continue;
+    std::string line = "vkgate: pipeline " + name + " " + exes[e].name + ":";
+    for (const auto& x : st) {
+      line += std::string(" ") + x.name + "=";
+      switch (x.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += x.value.b32 ? "yes" : "no"; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += std::to_string(x.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += std::to_string(x.value.u64); break;
+        default: line += std::to_string(x.value.f64); break;
+      }
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+}  // namespace
 
 PipelineCache::PipelineCache(Context::Impl& ctx) : ctx_(ctx) {
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
@@ -77,6 +119,7 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
     ci.layout = p->layout;
+    if (ctx_.pipeline_stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     VK_CHECK(vkCreateComputePipelines(dev, cache_, 1, &ci, nullptr, &p->pipeline), doing);
   } catch (...) {
     if (module) vkDestroyShaderModule(dev, module, nullptr);
@@ -85,6 +128,7 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
     throw;
   }
   vkDestroyShaderModule(dev, module, nullptr);
+  if (ctx_.pipeline_stats) print_statistics(dev, p->pipeline, shader, spec);
   const Pipeline& ref = *p;
   pipelines_.emplace(std::move(key), std::move(p));
   return ref;
