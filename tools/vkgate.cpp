@@ -40,6 +40,10 @@ environment:
   VKGATE_DEVICE       device index or name substring (when --device is not given)
   VKGATE_VALIDATION   1 enables VK_LAYER_KHRONOS_validation with synchronization validation,
                       gpu with GPU-assisted validation (out-of-bounds shader accesses)
+  VKGATE_PIPELINE_STATS
+                      1 prints each pipeline's compiler statistics (registers, ...) to
+                      stderr where the driver reports them
+  README.md (Environment) lists the others: the VKGATE_DISABLE_* switches of the fast paths.
 
 Every error is one line on stderr, "vkgate: MESSAGE". Exit codes: 0 success,
 1 error (bad file, tensor, shape, value or device; no Vulkan device), 2 bad usage.
