@@ -1489,8 +1489,6 @@ TEST_CASE("cli: the same run twice, in two processes, writes byte-identical outp
   CHECK(a == b);
 }
 
-#endif  // VKGATE_CLI
-
 // VKGATE_PIPELINE_STATS is a tuning aid: with the extension each pipeline's
 // statistics are printed, without it one line says so; the run itself is unchanged.
 TEST_CASE("cli: VKGATE_PIPELINE_STATS prints each pipeline's compiler statistics, or why it cannot") {
@@ -1505,3 +1503,5 @@ TEST_CASE("cli: VKGATE_PIPELINE_STATS prints each pipeline's compiler statistics
   const bool lacks = r.err.find("lacks VK_KHR_pipeline_executable_properties") != std::string::npos;
   CHECK_MESSAGE(stats != lacks, "stderr: " << r.err);
 }
+
+#endif  // VKGATE_CLI

@@ -17,8 +17,11 @@ void print_statistics(VkDevice dev, VkPipeline pipeline, const std::string& shad
       vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableStatisticsKHR"));
   if (!props || !stats) return;
   std::string name = shader + " {";
-  for (size_t i = 0; i < spec.size(); ++i) name += (i ? "," : "") + std::to_string(spec[i]);
-  name += "}";
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (i) name += ',';
+    name += std::to_string(spec[i]);
+  }
+  name += '}';
   VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
   pi.pipeline = pipeline;
   uint32_t n = 0;
