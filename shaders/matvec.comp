@@ -10,10 +10,19 @@
 // VEC8 (K, ldx and ldw multiples of 8): each lane reads 8 consecutive k at a
 // time, 16 bytes at fp16, the width a GPU's memory transactions want; the
 // scalar form moves 2 bytes per lane and load.
+//
+// NORM_X (with VEC8; X fp32, no residual): Y = RMSNorm(X)·Wᵀ, the norm of
+// each row of X folded in, so that a decode step has no RMSNorm pass (and its
+// barrier) before its projection. Every subgroup reads all of its rows of X
+// anyway: it sums their squares on the way and scales its results at the
+// end; binding 3 holds the norm's weight.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T
 #define X_T F32
+#endif
+#ifndef W_T
+#define W_T X_T
 #endif
 #ifndef Y_T
 #define Y_T F32
@@ -22,52 +31,77 @@ const uint MAX_M = 8;
 
 #ifdef VEC8
 VEC8_RO(0, x, X_T)
-VEC8_RO(1, w, X_T)
+VEC8_RO(1, w, W_T)
 #else
 RO(0, x, X_T)
-RO(1, w, X_T)
+RO(1, w, W_T)
 #endif
 RO(2, bias, F32)
+#ifdef NORM_X
+VEC8_RO(3, norm_w, F32)
+#else
 RO(3, res, F32)
+#endif
 RW(4, y, Y_T)
 
 layout(push_constant) uniform Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
+  uint zero_centered;  // NORM_X: x̂·(1 + w) instead of x̂·w
+  float eps;           // NORM_X
 } p;
+
+#ifdef NORM_X
+float ss[MAX_M];  // this lane's share of each row's sum of squares
+#endif
+#ifdef VEC8
+// acc += (x, or with NORM_X x·w) · (wl, wh) for chunk c of row m.
+void accumulate(inout float acc, uint m, uint c, vec4 wl, vec4 wh) {
+  vec4 xl, xh;
+  x_ld8(m * (p.ldx / 8) + c, xl, xh);
+#ifdef NORM_X
+  ss[m] += dot(xl, xl) + dot(xh, xh);
+  vec4 nl, nh;
+  norm_w_ld8(c, nl, nh);
+  if (p.zero_centered != 0) {
+    nl += 1.0;
+    nh += 1.0;
+  }
+  xl *= nl;
+  xh *= nh;
+#endif
+  acc += dot(xl, wl) + dot(xh, wh);
+}
+#endif
 
 void main() {
   const uint n = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
   if (n >= p.N) return;  // whole subgroups leave together
   float acc[MAX_M];
   [[unroll]] for (uint m = 0; m < MAX_M; ++m) acc[m] = 0.0;
+#ifdef NORM_X
+  [[unroll]] for (uint m = 0; m < MAX_M; ++m) ss[m] = 0.0;
+#endif
 #ifdef VEC8
   // U chunks of W per lane in flight at once: one at a time, a subgroup waits
   // out a memory latency per chunk, and a projection with few columns per SM
   // (o_proj: 2048) cannot hide it with other subgroups. On the H100, U = 8 was
   // as fast and 16 slower; workgroups of 128 or 512 no faster than 256.
-  const uint U = 4, SG = gl_SubgroupSize, C = p.K / 8, ldw8 = p.ldw / 8, ldx8 = p.ldx / 8;
+  const uint U = 4, SG = gl_SubgroupSize, C = p.K / 8, ldw8 = p.ldw / 8;
   uint c = gl_SubgroupInvocationID;
   for (; c + (U - 1) * SG < C; c += U * SG) {
     vec4 wl[U], wh[U];
     [[unroll]] for (uint u = 0; u < U; ++u) w_ld8(n * ldw8 + c + u * SG, wl[u], wh[u]);
     [[unroll]] for (uint m = 0; m < MAX_M; ++m)
       if (m < p.M)
-        [[unroll]] for (uint u = 0; u < U; ++u) {
-          vec4 xl, xh;
-          x_ld8(m * ldx8 + c + u * SG, xl, xh);
-          acc[m] += dot(xl, wl[u]) + dot(xh, wh[u]);
-        }
+        [[unroll]] for (uint u = 0; u < U; ++u) accumulate(acc[m], m, c + u * SG, wl[u], wh[u]);
   }
   for (; c < C; c += SG) {
-    vec4 wl, wh, xl, xh;
+    vec4 wl, wh;
     w_ld8(n * ldw8 + c, wl, wh);
     [[unroll]] for (uint m = 0; m < MAX_M; ++m)
-      if (m < p.M) {
-        x_ld8(m * ldx8 + c, xl, xh);
-        acc[m] += dot(xl, wl) + dot(xh, wh);
-      }
+      if (m < p.M) accumulate(acc[m], m, c, wl, wh);
   }
 #else
   for (uint k = gl_SubgroupInvocationID; k < p.K; k += gl_SubgroupSize) {
@@ -79,9 +113,14 @@ void main() {
   [[unroll]] for (uint m = 0; m < MAX_M; ++m) {
     if (m >= p.M) break;
     float v = subgroupAdd(acc[m]);
+#ifdef NORM_X
+    v *= 1.0 / sqrt(subgroupAdd(ss[m]) / float(p.K) + p.eps);
+#endif
     if (subgroupElect()) {
       if (p.has_bias != 0) v += bias_ld(n);
+#ifndef NORM_X
       if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
+#endif
       y_st(m * p.ldy + n, v);
     }
   }

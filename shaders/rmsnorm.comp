@@ -5,14 +5,11 @@
 //   y = x / sqrt(mean(x²) + eps) · (1 + w)    (zero-centred, Qwen3-Next)
 // Per-row norm: heads = 1, dim = D. Per-head norm (q_norm/k_norm): the views
 // pick each head's slice out of q_proj's output and write [B, H, T, Dh].
-// With rotary > 0 the normalised row is also rotated (rotate-half RoPE on its
-// first `rotary` dims, as rope.comp; cos/sin table at binding 3): qk-norm and
-// RoPE in one pass, without the round trip through memory between them.
 // One workgroup per row. In-place use (x and y the same range) is safe: every
 // element is read before the reduction and each write depends on its result
 // (the second pass re-reads only elements its own invocation writes).
-// Storage types: X_T, Y_T; the weight and table are fp32. The TEXEL variants
-// (CPU drivers) read x, w and the table through texel views.
+// Storage types: X_T, Y_T; the weight is fp32. The TEXEL variants (CPU
+// drivers) read x and w through texel views.
 #include "common.glsl"
 #include "reduce.glsl"
 #include "storage.glsl"
@@ -26,7 +23,6 @@
 IN(0, x, X_T)
 IN(1, w, F32)
 RW(2, y, Y_T)
-IN(3, table, F32)
 
 layout(push_constant) uniform Push {
   View in_view;
@@ -34,7 +30,6 @@ layout(push_constant) uniform Push {
   uint rows, tokens, heads, dim;
   uint zero_centered;
   float eps;
-  uint rotary;  // 0: no rotation
 } p;
 
 float weight(uint d) { return p.zero_centered != 0 ? 1.0 + w_ld(d) : w_ld(d); }
@@ -64,23 +59,9 @@ void main() {
     ss = fma(v, v, ss);
   }
   const float scale = 1.0 / sqrt(wg_sum(ss) / float(p.dim) + p.eps);
-  if (p.rotary == 0) {
-    [[unroll]] for (uint i = 0; i < PER; ++i) {
-      const uint d = tid + i * WG;
-      if (d < p.dim) y_st(dst + d, xs[i] * scale * ws[i]);
-    }
-    for (uint d = tid + PER * WG; d < p.dim; d += WG) y_st(dst + d, x_ld(src + d) * scale * weight(d));
-    return;
+  [[unroll]] for (uint i = 0; i < PER; ++i) {
+    const uint d = tid + i * WG;
+    if (d < p.dim) y_st(dst + d, xs[i] * scale * ws[i]);
   }
-  // The rotated pairs (i, i + r/2), then the dims past `rotary`. Two loops,
-  // not one with a branch: llvmpipe runs both sides of every branch under a
-  // lane mask.
-  const uint half_r = p.rotary / 2, t = bt % p.tokens;
-  for (uint i = tid; i < half_r; i += WG) {
-    const float x0 = x_ld(src + i) * scale * weight(i), x1 = x_ld(src + i + half_r) * scale * weight(i + half_r);
-    const float c = table_ld(t * half_r + i), s = table_ld(p.tokens * half_r + t * half_r + i);
-    y_st(dst + i, x0 * c - x1 * s);
-    y_st(dst + i + half_r, x1 * c + x0 * s);
-  }
-  for (uint d = 2 * half_r + tid; d < p.dim; d += WG) y_st(dst + d, x_ld(src + d) * scale * weight(d));
+  for (uint d = tid + PER * WG; d < p.dim; d += WG) y_st(dst + d, x_ld(src + d) * scale * weight(d));
 }

@@ -324,23 +324,37 @@ struct GatedAttention::Impl {
     rec.mark("upload inputs");
     const ops::View rows = ops::btd_view(T, 1, D);
     const ops::View normed{0, T * ld_hidden, ld_hidden, 1, ld_hidden, 0};
-    ops::rmsnorm(vk, rec, *p.x_in, rows, norm_w, p.xn, normed, BT, T, 1, D, cfg.norm_kind, eps, act, true);
-    ops::matmul(vk, rec, p.xn, w_qkv, cfg.qkv_bias ? &b_qkv : nullptr, nullptr, p.proj, BT, layout.cols, D, act,
-                false, ld_hidden, ld_hidden);
+    const Buffer* qkv_bias = cfg.qkv_bias ? &b_qkv : nullptr;
+    if (!ops::matmul_rmsnorm(vk, rec, *p.x_in, norm_w, cfg.norm_kind, eps, w_qkv, qkv_bias, p.proj, BT, layout.cols, D,
+                             act, ld_hidden)) {
+      ops::rmsnorm(vk, rec, *p.x_in, rows, norm_w, p.xn, normed, BT, T, 1, D, cfg.norm_kind, eps, act, true);
+      ops::matmul(vk, rec, p.xn, w_qkv, qkv_bias, nullptr, p.proj, BT, layout.cols, D, act, false, ld_hidden, ld_hidden);
+    }
 
-    // q and k: norm per head and rotate (one pass) into [B, heads, seq, Dh] at positions first...
-    auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
-                       uint32_t first) {
-      const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
-      if (cfg.use_qk_norm) {
-        ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act, false, p.rope_in, rd);
-      } else {
-        ops::rope(vk, rec, p.proj, src, *p.rope_in, dst, out, BT, T, heads, Dh, rd, act);
-      }
-    };
-    prepare(layout.query(T), qn_w, p.q, H, T, 0);
-    prepare(layout.key(T), kn_w, kbuf, KV, stride, P);
-    ops::rope(vk, rec, p.proj, layout.value(T), *p.rope_in, vbuf, ops::bhsd_view(KV, stride, Dh, P), BT, T, KV, Dh, 0, act);
+    // q, and the new keys and values into the cache at positions P..: q/k
+    // norm and RoPE, values as they are. One pass, or (VKGATE_DISABLE_PASS_FUSION)
+    // the reference path of a pass per op and tensor.
+    const bool qk_norm = cfg.use_qk_norm;
+    if (!gpu::env_flag("VKGATE_DISABLE_PASS_FUSION")) {
+      const ops::QkvPrepare args{p.proj, layout.query(T), layout.key(T), layout.value(T), qk_norm ? &qn_w : nullptr,
+                                 qk_norm ? &kn_w : nullptr, cfg.norm_kind, eps, *p.rope_in, rd, p.q, kbuf, vbuf,
+                                 stride, P};
+      ops::qkv_prepare(vk, rec, args, BT, T, H, KV, Dh, act);
+    } else {
+      auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
+                         uint32_t first) {
+        const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
+        if (qk_norm) {
+          ops::rmsnorm(vk, rec, p.proj, src, norm, dst, out, BT, T, heads, Dh, cfg.norm_kind, eps, act);
+          src = out;  // rotated in place
+        }
+        ops::rope(vk, rec, qk_norm ? dst : p.proj, src, *p.rope_in, dst, out, BT, T, heads, Dh, rd, act);
+      };
+      prepare(layout.query(T), qn_w, p.q, H, T, 0);
+      prepare(layout.key(T), kn_w, kbuf, KV, stride, P);
+      ops::rope(vk, rec, p.proj, layout.value(T), *p.rope_in, vbuf, ops::bhsd_view(KV, stride, Dh, P), BT, T, KV, Dh,
+                0, act);
+    }
 
     const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld};
     const float scale = float(1.0 / std::sqrt(double(Dh)));

@@ -50,6 +50,73 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
   }
 }
 
+// The decode projection with input_layernorm folded in (matvec.comp NORM_X):
+// on GPUs, and on CPU drivers under VKGATE_DISABLE_CPU_MATMUL (its ctest run);
+// elsewhere the op declines and the test runs the two passes it stands for.
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for up to 8 rows, plain and zero-centred") {
+  struct Shape {
+    uint32_t M, N, K;
+    bool bias;
+    NormKind kind;
+  };
+  const Shape shapes[] = {{1, 70, 2048, true, NormKind::zero_centered}, {3, 33, 1096, false, NormKind::plain},
+                          {8, 40, 64, true, NormKind::plain}, {2, 9, 8, false, NormKind::zero_centered}};
+  const bool expect_fused = !ops::cpu_gemm(vk.info) && vk.info.subgroup_arithmetic &&
+                            !gpu::env_flag("VKGATE_DISABLE_MATVEC") && !gpu::env_flag("VKGATE_DISABLE_PASS_FUSION");
+  for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+    if (st == ops::Storage::f16 && !vk.info.storage16) continue;
+    for (const Shape& s : shapes) {
+      CAPTURE(s.M);
+      CAPTURE(s.N);
+      CAPTURE(s.K);
+      CAPTURE(int(st));
+      CAPTURE(seed);
+      const auto x = random(size_t(s.M) * s.K, 3.0f), g = random(s.K, 0.5f), w = random(size_t(s.N) * s.K, 0.05f);
+      const auto b = s.bias ? random(s.N) : std::vector<float>{0};
+      const bool half = st == ops::Storage::f16;
+      // fp16 buffers of x's values, each rounded: W as the kernel sees it.
+      auto put_half = [&](std::vector<float>& v, const char* name) {
+        std::vector<uint16_t> bits(v.size());
+        for (size_t i = 0; i < v.size(); ++i) {
+          bits[i] = float_to_half(v[i]);
+          v[i] = half_to_float(bits[i]);
+        }
+        auto buf = device(v.size() / 2 + 1, name);
+        gpu::upload(vk, buf, bits.data(), bits.size() * 2);
+        return buf;
+      };
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> w_used = w, y_nan(size_t(s.M) * s.N, nan), xn_nan(size_t(s.M) * s.K, nan);
+      auto gx = upload(x, "x"), gg = upload(g, "norm weight"), gb = upload(b, "b");
+      auto gw = half ? put_half(w_used, "w") : upload(w, "w");
+      auto gy = half ? put_half(y_nan, "y") : poisoned(y_nan.size(), "y");
+      auto gxn = half ? put_half(xn_nan, "x normed") : poisoned(xn_nan.size(), "x normed");
+      bool fused = false;
+      run_once(vk, [&](gpu::Recorder& rec) {
+        fused = ops::matmul_rmsnorm(vk, rec, gx, gg, s.kind, 1e-6f, gw, s.bias ? &gb : nullptr, gy, s.M, s.N, s.K, st);
+        if (!fused) {
+          const ops::View rows = ops::btd_view(s.M, 1, s.K);
+          ops::rmsnorm(vk, rec, gx, rows, gg, gxn, rows, s.M, s.M, 1, s.K, s.kind, 1e-6f, st, true);
+          ops::matmul(vk, rec, gxn, gw, s.bias ? &gb : nullptr, nullptr, gy, s.M, s.N, s.K, st);
+        }
+      });
+      CHECK(fused == expect_fused);
+      const auto xn = reference::rms_norm(x, g, s.M, s.K, 1e-6, s.kind);
+      auto want = reference::linear(std::vector<float>(xn.begin(), xn.end()), w_used,
+                                    s.bias ? b : std::vector<float>{}, s.M, s.N, s.K);
+      if (!half) {
+        check_close(download(gy, want.size()), want);
+      } else {
+        std::vector<uint16_t> bits(want.size());
+        gpu::download(vk, gy, bits.data(), bits.size() * 2);
+        std::vector<float> got(bits.size());
+        std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
+        check_close(got, want, 1e-6);
+      }
+    }
+  }
+}
+
 // The block pads operand rows on CPU drivers (ops::operand_stride); any
 // kernel that read a gap would pick up its NaN.
 TEST_CASE_FIXTURE(test::GpuTest, "matmul: rows of X and W a stride apart (ldx, ldw > K), the gaps NaN") {
@@ -141,28 +208,75 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope: rotate-half, full and partial rotary, po
   }
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm + rope in one pass: per-head norm then full or partial rotary, in place") {
+// The projections' rows hold [group of 2 query heads | their 2 gate columns]
+// per group, then the keys, then the values (the official grouped gate
+// layout, DESIGN.md §3); the caches hold older positions that must survive.
+TEST_CASE_FIXTURE(test::GpuTest, "qkv_prepare: q/k norm + RoPE and v, from the projections into q and the caches") {
   struct Case {
-    uint32_t B, T, H, Dh, rotary, pos0;
-    NormKind kind;
+    uint32_t B, T, H, KV, Dh, rotary, first, spare;  // spare: cache positions past the new tokens
+    int norm;  // -1: no q/k norm
   };
-  const Case cases[] = {{2, 5, 3, 64, 64, 0, NormKind::zero_centered}, {1, 3, 2, 256, 64, 17, NormKind::plain},
-                        {2, 4, 2, 80, 20, 3, NormKind::zero_centered}, {1, 6, 1, 128, 128, 1000, NormKind::plain}};
+  const Case cases[] = {{2, 3, 4, 2, 64, 64, 5, 2, int(NormKind::zero_centered)},
+                        {1, 1, 4, 2, 256, 64, 17, 0, int(NormKind::plain)},
+                        {2, 4, 2, 1, 80, 20, 0, 3, -1},
+                        {1, 5, 2, 2, 128, 128, 1000, 1, int(NormKind::plain)}};
   for (const Case& c : cases) {
     CAPTURE(c.Dh);
     CAPTURE(c.rotary);
+    CAPTURE(c.norm);
     CAPTURE(seed);
-    const auto x = random(size_t(c.B) * c.T * c.H * c.Dh, 2.0f), w = random(c.Dh, 0.3f);
-    auto gx = upload(x, "x"), gw = upload(w, "w");
-    auto table = upload(ops::rope_table(c.T, c.rotary, 1e6, c.pos0), "table");
-    const ops::View v = ops::btd_view(c.T, c.H, c.Dh);
+    const uint32_t groups = 2, group_stride = groups * (c.Dh + 1), k_col = c.H * (c.Dh + 1),
+                   v_col = k_col + c.KV * c.Dh, cols = v_col + c.KV * c.Dh, seq = c.first + c.T + c.spare;
+    const size_t BT = size_t(c.B) * c.T;
+    const auto proj = random(BT * cols, 2.0f), qw = random(c.Dh, 0.3f), kw = random(c.Dh, 0.3f);
+    const auto old_k = random(size_t(c.B) * c.KV * seq * c.Dh), old_v = random(size_t(c.B) * c.KV * seq * c.Dh);
+    auto gp = upload(proj, "projections"), gqw = upload(qw, "q_norm"), gkw = upload(kw, "k_norm");
+    auto table = upload(ops::rope_table(c.T, c.rotary, 1e6, c.first), "table");
+    auto gq = poisoned(BT * c.H * c.Dh, "q"), gk = upload(old_k, "k cache"), gv = upload(old_v, "v cache");
+    const ops::View qv{0, c.T * cols, cols, groups, group_stride, c.Dh}, kv{k_col, c.T * cols, cols, 1, c.Dh, 0},
+        vv{v_col, c.T * cols, cols, 1, c.Dh, 0};
+    const bool norm = c.norm >= 0;
+    const NormKind kind = norm ? NormKind(c.norm) : NormKind::plain;
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::rmsnorm(vk, rec, gx, v, gw, gx, v, c.B * c.T, c.T, c.H, c.Dh, c.kind, 1e-6f, ops::Storage::f32, false,
-                   &table, c.rotary);
+      const ops::QkvPrepare a{gp,    qv,     kv,   vv, norm ? &gqw : nullptr, norm ? &gkw : nullptr, kind, 1e-6f,
+                              table, c.rotary, gq, gk, gv,                     seq,                   c.first};
+      ops::qkv_prepare(vk, rec, a, uint32_t(BT), c.T, c.H, c.KV, c.Dh);
     });
-    const auto normed = reference::rms_norm(x, w, size_t(c.B) * c.T * c.H, c.Dh, 1e-6, c.kind);
-    const std::vector<float> normed_f(normed.begin(), normed.end());
-    check_close(download(gx, x.size()), reference::rope(normed_f, c.B, c.T, c.H, c.Dh, c.rotary, 1e6, c.pos0));
+
+    // Heads gathered from the projections into [B, T, heads, Dh], then normed and rotated.
+    auto expect = [&](const ops::View& view, uint32_t heads, const std::vector<float>& w, bool rotate) {
+      std::vector<float> x(BT * heads * c.Dh);
+      for (size_t bt = 0; bt < BT; ++bt)
+        for (uint32_t h = 0; h < heads; ++h)
+          for (uint32_t d = 0; d < c.Dh; ++d) {
+            const size_t b = bt / c.T, t = bt % c.T;
+            x[(bt * heads + h) * c.Dh + d] =
+                proj[view.base + b * view.sb + t * view.st + (h / view.groups) * view.sg + (h % view.groups) * view.sh + d];
+          }
+      if (!rotate) return std::vector<double>(x.begin(), x.end());
+      if (norm) {
+        const auto normed = reference::rms_norm(x, w, int64_t(BT * heads), c.Dh, 1e-6, kind);
+        x.assign(normed.begin(), normed.end());
+      }
+      return reference::rope(x, c.B, c.T, heads, c.Dh, c.rotary, 1e6, c.first);
+    };
+    // [B, T, heads, Dh] into [B, heads, seq, Dh] at positions `first`.. over `base`.
+    auto place = [&](const std::vector<double>& rows, uint32_t heads, uint32_t positions, uint32_t first,
+                     std::vector<double> base) {
+      for (uint32_t b = 0; b < c.B; ++b)
+        for (uint32_t t = 0; t < c.T; ++t)
+          for (uint32_t h = 0; h < heads; ++h)
+            for (uint32_t d = 0; d < c.Dh; ++d)
+              base[((size_t(b) * heads + h) * positions + first + t) * c.Dh + d] =
+                  rows[((size_t(b) * c.T + t) * heads + h) * c.Dh + d];
+      return base;
+    };
+    check_close(download(gq, BT * c.H * c.Dh),
+                place(expect(qv, c.H, qw, true), c.H, c.T, 0, std::vector<double>(BT * c.H * c.Dh)));
+    check_close(download(gk, old_k.size()),
+                place(expect(kv, c.KV, kw, true), c.KV, seq, c.first, std::vector<double>(old_k.begin(), old_k.end())));
+    check_close(download(gv, old_v.size()),
+                place(expect(vv, c.KV, {}, false), c.KV, seq, c.first, std::vector<double>(old_v.begin(), old_v.end())));
   }
 }
 

@@ -41,6 +41,9 @@ if [ "$what" != bench ]; then
   echo "== block tests, decode steps on flash_coopmat / the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)"
   VKGATE_DISABLE_FLASH_DECODE=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
     2>&1 | tee -a "$out/tests.txt" | tail -3
+  echo "== block tests, a pass each for the norms, RoPE and v (VKGATE_DISABLE_PASS_FUSION)"
+  VKGATE_DISABLE_PASS_FUSION=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
+    2>&1 | tee -a "$out/tests.txt" | tail -3
   echo "== block and CLI tests, decode inputs and outputs copied (VKGATE_DISABLE_DIRECT_IO)"
   VKGATE_DISABLE_DIRECT_IO=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*,cli*' \
     2>&1 | tee -a "$out/tests.txt" | tail -3
@@ -76,9 +79,9 @@ while i < len(text):
         print(f'{c["name"]:48s} {c["median_us"]:12.1f} us {c["gflops"]:10.1f} GFLOP/s {c["gbps"]:8.1f} GB/s nmse {c["nmse"]:.1e} mem {c["device_bytes"]/2**20:.0f} MiB')
     if "peak" in doc: print("peak", doc["peak"])
 PY
-  echo "== decode over 32k, fp16, 200 reps each: the default (flash_decode.comp, direct I/O), then"
-  echo "   VKGATE_DISABLE_DIRECT_IO=1, then VKGATE_DISABLE_FLASH_DECODE=1 (flash_coopmat.comp)"
-  for sw in "" VKGATE_DISABLE_DIRECT_IO=1 VKGATE_DISABLE_FLASH_DECODE=1; do
+  echo "== decode over 32k, fp16, 200 reps each: the default (flash_decode.comp, direct I/O, fused passes),"
+  echo "   then VKGATE_DISABLE_PASS_FUSION=1, VKGATE_DISABLE_DIRECT_IO=1, VKGATE_DISABLE_FLASH_DECODE=1 (flash_coopmat.comp)"
+  for sw in "" VKGATE_DISABLE_PASS_FUSION=1 VKGATE_DISABLE_DIRECT_IO=1 VKGATE_DISABLE_FLASH_DECODE=1; do
     env $sw $cli bench --device nvidia --block --past 32768 --T 1 --precision fp16 \
       --reps 200 --warmup 20 2>&1 | grep -vE "^device"
   done

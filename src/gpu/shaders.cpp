@@ -30,8 +30,9 @@ constexpr uint32_t kViewBytes = 6 * 4;
 const std::map<std::string, Interface> kInterfaces = {
     {"matmul", {5, 9 * 4}},
     {"attention", {3, 19 * 4}},
-    {"rmsnorm", {4, 2 * kViewBytes + 7 * 4}},
+    {"rmsnorm", {3, 2 * kViewBytes + 6 * 4}},
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
+    {"qkv_prepare", {7, 3 * kViewBytes + 10 * 4}},
     {"softmax", {3, 10 * 4}},
     {"gate", {2, kViewBytes + 6 * 4}},
     {"flash_attention", {7, kViewBytes + 13 * 4}},
@@ -39,7 +40,7 @@ const std::map<std::string, Interface> kInterfaces = {
     {"flash_coopmat", {7, kViewBytes + 13 * 4}},
     {"matmul_coopmat", {5, 9 * 4}},
     {"matmul_staged", {5, 9 * 4}},
-    {"matvec", {5, 9 * 4}},
+    {"matvec", {5, 11 * 4}},
     {"attention_combine", {3, kViewBytes + 7 * 4}},
     {"copy", {2, 4}},
 };

@@ -10,9 +10,23 @@ namespace {
 // The register tile of matmul.comp's REGISTER_TILED variant (CPU_RM, CPU_RN).
 constexpr uint32_t kCpuRN = 8;
 
+// matvec.comp reads the last two fields too (NORM_X); the other shaders only
+// the first nine.
 struct Push {
   uint32_t M, N, K, ldx, ldw, ldy, ldr, has_bias, has_residual;
+  uint32_t zero_centered = 0;
+  float eps = 0;
 };
+
+// The subgroup matrix-vector kernel (GPUs, ≤ 8 rows), and its 8-wide loads.
+bool matvec_applies(const DeviceInfo& d, uint32_t M) {
+  return !cpu_gemm(d) && M <= 8 && d.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC");
+}
+bool vec8_rows(const Push& p) { return p.K % 8 == 0 && p.ldx % 8 == 0 && p.ldw % 8 == 0; }
+gpu::Grid matvec_grid(const DeviceInfo& d, uint32_t N) {
+  const uint32_t per_group = 256 / std::max(1u, d.subgroup_size);
+  return {(N + per_group - 1) / per_group, 1};
+}
 
 // 64×64 tiles with 4×4 register tiles (256 threads) where the device allows,
 // else 32×32 with 2×2... kept to shapes every Vulkan device must support.
@@ -88,11 +102,10 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   }
   // A few rows (decode): one subgroup per output column streams W once, in
   // 8-element loads where the rows allow them.
-  if (M <= 8 && ctx.info.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
-    const uint32_t per_group = 256 / std::max(1u, ctx.info.subgroup_size);
-    const bool vec8 = K % 8 == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0;
-    dispatch(ctx.pipelines->get(variant(vec8 ? "matvec_v8" : "matvec", s, y_f32 ? "_y32" : ""), {256}),
-             (N + per_group - 1) / per_group, 1, "matvec");
+  if (matvec_applies(ctx.info, M)) {
+    const gpu::Grid g = matvec_grid(ctx.info, N);
+    dispatch(ctx.pipelines->get(variant(vec8_rows(push) ? "matvec_v8" : "matvec", s, y_f32 ? "_y32" : ""), {256}),
+             g.x, g.y, "matvec");
     return;
   }
   // Tensor cores through shared memory (opt-in, VKGATE_COOPMAT_STAGED) when its
@@ -126,6 +139,19 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   const auto spec = tiles(ctx.info);
   dispatch(ctx.pipelines->get(variant("matmul", s, y_f32 ? "_y32" : ""), spec), (N + spec[2] - 1) / spec[2],
            (M + spec[1] - 1) / spec[1], "matmul");
+}
+
+bool matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
+                    const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s,
+                    uint32_t ldw) {
+  const Push push{M, N, K, K, ldw ? ldw : K, N, N, bias ? 1u : 0u, 0u, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  if (!matvec_applies(ctx.info, M) || !vec8_rows(push) || gpu::env_flag("VKGATE_DISABLE_PASS_FUSION")) return false;
+  const gpu::Grid g = matvec_grid(ctx.info, N);
+  rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),
+               {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
+                {&norm_w, gpu::Access::read}, {&y, gpu::Access::write}},
+               &push, g.x, g.y, 1, "rmsnorm+matvec");
+  return true;
 }
 
 }  // namespace vkgate::ops

@@ -74,6 +74,15 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
             bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0);
 
+// y[M,N] = RMSNorm(x)·w[N,K]ᵀ (+ bias[N]) in one pass, for ≤ 8 rows on GPUs
+// (matvec.comp, NORM_X): x fp32 [M, K] dense, norm_w fp32 [K], w and y stored
+// as `s`. Returns false, recording nothing, where that kernel does not apply
+// (the caller then runs rmsnorm and matmul): CPU drivers, more rows, rows not
+// 8-element multiples, VKGATE_DISABLE_MATVEC or VKGATE_DISABLE_PASS_FUSION.
+bool matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
+                    const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K,
+                    Storage s = Storage::f32, uint32_t ldw = 0);
+
 // The row stride (elements) for a GEMM operand of K elements per row in
 // storage `s`: K, except under the CPU kernels when the row is a multiple of
 // 128 bytes. There the 64 rows of X and of W that a tile reads at each k
@@ -97,11 +106,9 @@ gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N);
 
 // RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the
 // same buffer. y is stored as `s`; x as `s`, or fp32 when x_f32. w is fp32.
-// With a rope_table (see rope_table) and rotary > 0, the normalised rows are
-// also rotated as rope() would: qk-norm and RoPE in one pass.
 void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
              View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
-             Storage s = Storage::f32, bool x_f32 = false, const Buffer* rope_table = nullptr, uint32_t rotary = 0);
+             Storage s = Storage::f32, bool x_f32 = false);
 
 // Rotate-half RoPE on the first `rotary` dims, the rest copied. `table` holds
 // cos then sin, each [tokens, rotary/2] (see rope_table). x and y may be the same buffer.
@@ -111,6 +118,30 @@ void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buf
 
 // cos/sin for positions first..first+tokens−1, computed in double, as floats.
 std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, uint32_t first);
+
+// The per-head passes between the projection and attention in one dispatch
+// (shaders/qkv_prepare.comp): q and the new keys get RMSNorm (with q_norm and
+// k_norm; none when q_norm is null) and RoPE on `rotary` dims (cos/sin from
+// `table`, see rope_table), the new values are moved as they are. Sources are
+// views into `proj`; q goes to [B, heads, T, dim], the keys and values to
+// caches [B, kv_heads, seq, dim] at positions first.. . All stored as `s`;
+// weights and table fp32.
+struct QkvPrepare {
+  const Buffer& proj;
+  View q_view, k_view, v_view;
+  const Buffer* q_norm;  // q_norm and k_norm: both, or both null
+  const Buffer* k_norm;
+  NormKind kind;
+  float eps;
+  const Buffer& table;
+  uint32_t rotary;
+  const Buffer& q;
+  const Buffer& k;
+  const Buffer& v;
+  uint32_t seq, first;
+};
+void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_t rows, uint32_t tokens,
+                 uint32_t heads, uint32_t kv_heads, uint32_t dim, Storage s = Storage::f32);
 
 // In place softmax of scale·scores (+mask) over `keys`, scores [B, H, T, keys].
 // The rows may be a chunk of the queries: tokens `first`.. of `total` (0: = tokens),

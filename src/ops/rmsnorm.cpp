@@ -11,26 +11,23 @@ struct Push {
   View in, out;
   uint32_t rows, tokens, heads, dim, zero_centered;
   float eps;
-  uint32_t rotary;
 };
 }  // namespace
 
 void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
              View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
-             Storage s, bool x_f32, const Buffer* rope_table, uint32_t rotary) {
+             Storage s, bool x_f32) {
   const RowReduce r = row_reduce(ctx, dim);
   const gpu::Pipeline& p = ctx.pipelines->get(variant("rmsnorm", s, x_f32 ? "_x32" : "") + r.suffix, {r.wg});
-  Push push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps,
-            rope_table ? rotary : 0u};
+  Push push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps};
   const gpu::Grid g = gpu::grid_for(uint64_t(rows) * heads);
   const bool in_place = &x == &y;
   const bool texel = p.texel_bindings != 0;
   rec.dispatch(p,
                {{&x, gpu::Access::read, texel ? texel_format(x_f32 ? Storage::f32 : s) : VK_FORMAT_UNDEFINED},
                 {&w, gpu::Access::read, texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED},
-                {&y, in_place ? gpu::Access::read_write : gpu::Access::write},
-                {rope_table ? rope_table : &w, gpu::Access::read, texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED}},
-               &push, g.x, g.y, 1, heads == 1 ? "rmsnorm" : rope_table && rotary ? "rmsnorm.heads+rope" : "rmsnorm.heads");
+                {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},
+               &push, g.x, g.y, 1, heads == 1 ? "rmsnorm" : "rmsnorm.heads");
 }
 
 }  // namespace vkgate::ops

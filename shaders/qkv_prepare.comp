@@ -1,0 +1,94 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// The per-head work between the projection and attention, in one dispatch:
+// - q and the new keys: RMSNorm over each head (q_norm / k_norm, when the
+//   model has them; statistics in fp32), then rotate-half RoPE on the first
+//   `rotary` dims (as rope.comp: cos/sin from the host's table at binding 3);
+// - the new values: moved as they are.
+// Sources are views into the projections; q goes to [B, H, T, Dh] and the
+// keys and values to the caches [B, KV, seq, Dh] at positions first + t.
+// As separate passes (rmsnorm.comp, rope.comp) a decode step paid a dispatch
+// and a barrier for each of q, k and v: 13 µs of the H100's 123 (BENCHMARKS.md).
+// One workgroup per row; the rows of token bt are its H query heads, then its
+// KV key heads, then its KV value heads, so a row's kind is uniform in the
+// workgroup. Storage type T everywhere but the weights and table (fp32); the
+// TEXEL variants (CPU drivers) read through texel views.
+#include "common.glsl"
+#include "reduce.glsl"
+#include "storage.glsl"
+#ifndef T
+#define T F32
+#endif
+
+IN(0, x, T)
+IN(1, qw, F32)
+IN(2, kw, F32)
+IN(3, table, F32)
+RW(4, q_out, T)
+RW(5, k_out, T)
+RW(6, v_out, T)
+
+layout(push_constant) uniform Push {
+  View q_view, k_view, v_view;  // the sources, (bt, head, d) into x
+  uint tokens, heads, kv_heads, dim, rotary;
+  uint seq, first;  // cache positions per (batch, KV head); where token 0 goes
+  uint norm;        // 0: none; 1: x·w; 2: x·(1 + w) (zero-centred)
+  float eps;
+  uint rows;        // B·T·(heads + 2·kv_heads)
+} p;
+
+// Element i of a q or k row at src, normalised (scale: 1/rms) and weighted;
+// as it is without a norm (no weights are bound then).
+float normed(bool is_q, uint src, uint i, float scale) {
+  const float xv = x_ld(src + i);
+  if (p.norm == 0) return xv;
+  const float w = is_q ? qw_ld(i) : kw_ld(i);
+  return xv * scale * (p.norm == 2 ? 1.0 + w : w);
+}
+
+void out_st(bool is_q, uint i, float val) {
+  if (is_q) q_out_st(i, val);
+  else k_out_st(i, val);
+}
+
+void main() {
+  const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (row >= p.rows) return;  // the grid is split in 2-D past 65535 groups
+  const uint per_token = p.heads + 2 * p.kv_heads;
+  const uint bt = row / per_token, j = row - bt * per_token;
+  const uint b = bt / p.tokens, t = bt - b * p.tokens;
+  const uint tid = gl_LocalInvocationID.x;
+  const uint cache_row = p.first + t;
+
+  if (j >= p.heads + p.kv_heads) {
+    const uint h = j - p.heads - p.kv_heads;
+    const uint src = view_offset(p.v_view, p.tokens, bt, h, 0);
+    const uint dst = ((b * p.kv_heads + h) * p.seq + cache_row) * p.dim;
+    for (uint d = tid; d < p.dim; d += WG) v_out_st(dst + d, x_ld(src + d));
+    return;
+  }
+  const bool is_q = j < p.heads;
+  const uint h = is_q ? j : j - p.heads;
+  const uint src = is_q ? view_offset(p.q_view, p.tokens, bt, h, 0) : view_offset(p.k_view, p.tokens, bt, h, 0);
+  const uint dst = is_q ? ((b * p.heads + h) * p.tokens + t) * p.dim : ((b * p.kv_heads + h) * p.seq + cache_row) * p.dim;
+
+  float scale = 1.0;
+  if (p.norm != 0) {
+    float ss = 0.0;
+    for (uint d = tid; d < p.dim; d += WG) {
+      const float xv = x_ld(src + d);
+      ss = fma(xv, xv, ss);
+    }
+    scale = 1.0 / sqrt(wg_sum(ss) / float(p.dim) + p.eps);
+  }
+  // The rotated pairs (i, i + r/2), then the dims past `rotary`. Two loops,
+  // not one with a branch: llvmpipe runs both sides of every branch.
+  const uint half_r = p.rotary / 2;
+  for (uint i = tid; i < half_r; i += WG) {
+    const float x0 = normed(is_q, src, i, scale), x1 = normed(is_q, src, i + half_r, scale);
+    const float c = table_ld(t * half_r + i), s = table_ld(p.tokens * half_r + t * half_r + i);
+    out_st(is_q, dst + i, x0 * c - x1 * s);
+    out_st(is_q, dst + i + half_r, x1 * c + x0 * s);
+  }
+  for (uint d = 2 * half_r + tid; d < p.dim; d += WG) out_st(is_q, dst + d, normed(is_q, src, d, scale));
+}

@@ -1,0 +1,40 @@
+#include "gpu/context_impl.hpp"
+#include "gpu/pipeline.hpp"
+#include "ops/ops.hpp"
+
+namespace vkgate::ops {
+
+namespace {
+struct Push {
+  View q, k, v;
+  uint32_t tokens, heads, kv_heads, dim, rotary, seq, first, norm;
+  float eps;
+  uint32_t rows;
+};
+}  // namespace
+
+void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_t rows, uint32_t tokens,
+                 uint32_t heads, uint32_t kv_heads, uint32_t dim, Storage s) {
+  const RowReduce r = row_reduce(ctx, dim);
+  const gpu::Pipeline& p = ctx.pipelines->get(variant("qkv_prepare", s) + r.suffix, {r.wg});
+  const uint32_t norm = !a.q_norm ? 0u : a.kind == NormKind::zero_centered ? 2u : 1u;
+  const uint64_t groups = uint64_t(rows) * (heads + 2 * kv_heads);
+  const Push push{a.q_view, a.k_view, a.v_view, tokens, heads, kv_heads, dim, a.rotary, a.seq, a.first, norm, a.eps,
+                  uint32_t(groups)};
+  const bool texel = p.texel_bindings != 0;
+  const VkFormat x_format = texel ? texel_format(s) : VK_FORMAT_UNDEFINED,
+                 f32_format = texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED;
+  // Without a norm the weight bindings hold the table, which the shader then never reads.
+  const gpu::Grid g = gpu::grid_for(groups);
+  rec.dispatch(p,
+               {{&a.proj, gpu::Access::read, x_format},
+                {a.q_norm ? a.q_norm : &a.table, gpu::Access::read, f32_format},
+                {a.k_norm ? a.k_norm : &a.table, gpu::Access::read, f32_format},
+                {&a.table, gpu::Access::read, f32_format},
+                {&a.q, gpu::Access::write},
+                {&a.k, gpu::Access::write},
+                {&a.v, gpu::Access::write}},
+               &push, g.x, g.y, 1, "qkv_prepare");
+}
+
+}  // namespace vkgate::ops
