@@ -87,7 +87,7 @@ void main() {
   }
 #else
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  gemm_tile(m0, n0, p.K);
+  gemm_tile(m0, n0, 0, p.K);
   [[unroll]] for (uint i = 0; i < TM; ++i) {
     uint m = tile_row(m0, i);
     if (m >= p.M) break;

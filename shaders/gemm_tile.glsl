@@ -1,5 +1,6 @@
-// Tiled GEMM core: acc[TM][TN] += Σ_k A(m, k)·B(n, k) for the workgroup's
-// BM×BN tile. The including shader defines load_a(m, k) and load_b(n, k)
+// Tiled GEMM core: acc[TM][TN] = Σ_k A(m, k)·B(n, k), k in [k_begin, k_end),
+// for the workgroup's BM×BN tile (k_end − k_begin a multiple of BK, or k_end
+// the matrix's K). The including shader defines load_a(m, k) and load_b(n, k)
 // (returning 0 outside the matrix) and the spec constants BM, BN, BK, TM, TN.
 // Tiles go through shared memory, stored k-major so the inner loop reads
 // contiguous rows; each thread then keeps a TM×TN register tile.
@@ -8,14 +9,14 @@ shared float tile_a[BK * BM];
 shared float tile_b[BK * BN];
 float acc[TM][TN];
 
-void gemm_tile(uint m0, uint n0, uint K) {
+void gemm_tile(uint m0, uint n0, uint k_begin, uint k_end) {
   const uint tid = gl_LocalInvocationID.x;
   const uint tn = tid % (BN / TN);
   const uint tm = tid / (BN / TN);
   [[unroll]] for (uint i = 0; i < TM; ++i)
     [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
 
-  for (uint k0 = 0; k0 < K; k0 += BK) {
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     for (uint e = tid; e < BM * BK; e += WG) {
       uint r = e / BK, c = e - r * BK;
       tile_a[c * BM + r] = load_a(m0 + r, k0 + c);

@@ -3,6 +3,9 @@
 // Y = X·Wᵀ (+ b) (+ R): X [M, K], W [N, K] (PyTorch Linear layout), Y and R [M, N].
 // Storage types: X_T (X and W), Y_T; bias and residual are fp32. With TEXEL
 // (the CPU-driver variants) X and W are texel buffers.
+// Split-K (the shared-memory tiled variant): workgroup z sums k in
+// [z·k_chunk, (z + 1)·k_chunk) into rows z·M.. of Y, fp32 partial sums that
+// matmul_combine.comp adds up (the host then passes no bias or residual).
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T
@@ -22,12 +25,13 @@ layout(push_constant) uniform Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;  // row strides
   uint has_bias, has_residual;
+  uint k_chunk;  // k per split (workgroup z); K when unsplit
 } p;
 
 void store_y(uint m, uint n, float v) {
   if (p.has_bias != 0) v += bias_ld(n);
   if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-  y_st(m * p.ldy + n, v);
+  y_st((gl_WorkGroupID.z * p.M + m) * p.ldy + n, v);
 }
 
 #if defined(ROWS_CPU)
@@ -107,8 +111,8 @@ float load_b(uint n, uint k) { return (n < p.N && k < p.K) ? w_ld(n * p.ldw + k)
 #include "gemm_tile.glsl"
 
 void main() {
-  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-  gemm_tile(m0, n0, p.K);
+  const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, k0 = gl_WorkGroupID.z * p.k_chunk;
+  gemm_tile(m0, n0, k0, min(p.K, k0 + p.k_chunk));
   [[unroll]] for (uint i = 0; i < TM; ++i) {
     uint m = tile_row(m0, i);
     if (m >= p.M) break;

@@ -6,6 +6,8 @@
 // memory (W as the column-major K×N operand), and the tile goes through
 // shared memory for the bias/residual epilogue and the store in Y_T.
 // The host uses this only when M and N are multiples of 64 and K of 16.
+// Split-K as in matmul.comp: workgroup z sums its k_chunk (a multiple of 16)
+// into fp32 rows z·M.. of Y.
 // -DCOOPMAT_KHR selects GL_KHR_cooperative_matrix, else GL_NV_cooperative_matrix.
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -46,6 +48,7 @@ layout(push_constant) uniform Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
+  uint k_chunk;
 } p;
 
 shared float tile[64 * 64];
@@ -57,7 +60,8 @@ void main() {
   ACC_T acc[2][2];
   for (uint i = 0; i < 2; ++i)
     for (uint j = 0; j < 2; ++j) acc[i][j] = ACC_T(0.0);
-  for (uint k = 0; k < p.K; k += 16) {
+  const uint k_end = min(p.K, (gl_WorkGroupID.z + 1) * p.k_chunk);
+  for (uint k = gl_WorkGroupID.z * p.k_chunk; k < k_end; k += 16) {
     A_T a[2];
     B_T b[2];
     for (uint i = 0; i < 2; ++i) LOAD_ROWS(a[i], x, (m0 + 16 * i) * p.ldx + k, p.ldx);
@@ -74,6 +78,6 @@ void main() {
     float v = tile[e];
     if (p.has_bias != 0) v += bias_ld(n);
     if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-    y_st(m * p.ldy + n, v);
+    y_st((gl_WorkGroupID.z * p.M + m) * p.ldy + n, v);
   }
 }

@@ -48,6 +48,7 @@ layout(push_constant) uniform Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
+  uint k_chunk;        // (matmul.comp's split-K; unused here)
   uint zero_centered;  // NORM_X: x̂·(1 + w) instead of x̂·w
   float eps;           // NORM_X
 } p;

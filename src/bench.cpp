@@ -184,8 +184,10 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   const Buffer& gx = b.upload(x, "x");
   const Buffer& gw = b.upload(w, "w");
   const Buffer& gy = b.device(size_t(M * N) * 4, "y");
+  const uint32_t splits = ops::matmul_splits(b.vk, uint32_t(M), uint32_t(N), uint32_t(K), s, ld, ld);
+  const Buffer& gp = b.device(size_t(splits > 1 ? splits : 0) * size_t(M * N) * 4 + 4, "split-K partial sums");
   b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::matmul(b.vk, rec, gx, gw, nullptr, nullptr, gy, uint32_t(M), uint32_t(N), uint32_t(K), s, true, ld, ld);
+    ops::matmul(b.vk, rec, gx, gw, nullptr, nullptr, gy, uint32_t(M), uint32_t(N), uint32_t(K), s, true, ld, ld, &gp);
   });
   // Check up to 64 rows spread over M against the double reference.
   const auto rows = sample_rows(size_t(M), 64);

@@ -167,6 +167,7 @@ struct GatedAttention::Impl {
     uint32_t attn_ld = 0;  // row stride of attn
     ops::FlashPlan flash;
     Buffer partial;  // split-key partial results
+    Buffer mm_partial;  // split-K partial sums of the projections (shared: they run in turn)
     std::unique_ptr<gpu::Recorder> rec;
   };
   std::map<Key, std::unique_ptr<Plan>> plans;
@@ -257,6 +258,12 @@ struct GatedAttention::Impl {
     // The fused kernel writes dense rows.
     p->attn_ld = p->fused ? uint32_t(H * Dh) : ld_heads;
     p->attn = device(BT * p->attn_ld, act, "attention output");
+    // Split-K where a projection's tiles would leave the GPU idle (ops::matmul_splits).
+    const size_t proj_splits = ops::matmul_splits(vk, uint32_t(BT), layout.cols, uint32_t(D), act, ld_hidden, ld_hidden);
+    const size_t o_splits = ops::matmul_splits(vk, uint32_t(BT), uint32_t(D), uint32_t(H * Dh), act, p->attn_ld, ld_heads);
+    const size_t mm_floats =
+        std::max(proj_splits > 1 ? proj_splits * BT * layout.cols : 0, o_splits > 1 ? o_splits * BT * D : 0);
+    if (mm_floats) p->mm_partial = device(mm_floats, f32, "projection split-K partial sums");
     p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
     if (!direct_io) p->y = device(BT * D, f32, "output");
     p->y_out = direct_io ? &p->y_down : &p->y;
@@ -325,10 +332,12 @@ struct GatedAttention::Impl {
     const ops::View rows = ops::btd_view(T, 1, D);
     const ops::View normed{0, T * ld_hidden, ld_hidden, 1, ld_hidden, 0};
     const Buffer* qkv_bias = cfg.qkv_bias ? &b_qkv : nullptr;
+    const Buffer* mm_partial = p.mm_partial.valid() ? &p.mm_partial : nullptr;
     if (!ops::matmul_rmsnorm(vk, rec, *p.x_in, norm_w, cfg.norm_kind, eps, w_qkv, qkv_bias, p.proj, BT, layout.cols, D,
                              act, ld_hidden)) {
       ops::rmsnorm(vk, rec, *p.x_in, rows, norm_w, p.xn, normed, BT, T, 1, D, cfg.norm_kind, eps, act, true);
-      ops::matmul(vk, rec, p.xn, w_qkv, qkv_bias, nullptr, p.proj, BT, layout.cols, D, act, false, ld_hidden, ld_hidden);
+      ops::matmul(vk, rec, p.xn, w_qkv, qkv_bias, nullptr, p.proj, BT, layout.cols, D, act, false, ld_hidden, ld_hidden,
+                  mm_partial);
     }
 
     // q, and the new keys and values into the cache at positions P..: q/k
@@ -375,7 +384,7 @@ struct GatedAttention::Impl {
       if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act, p.attn_ld);
     }
     ops::matmul(vk, rec, p.attn, w_o, cfg.o_bias ? &b_o : nullptr, cfg.residual ? p.x_in : nullptr, *p.y_out, BT, D, H * Dh,
-                act, true, p.attn_ld, ld_heads);
+                act, true, p.attn_ld, ld_heads, mm_partial);
     if (p.y_out != &p.y_down) rec.copy(p.y, p.y_down, p.y.size());
     if (p.key.cache) {
       rec.copy(p.k, p.k_down, p.k.size());

@@ -1,6 +1,8 @@
 // Every op against the CPU reference on deliberately awkward shapes.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "harness.hpp"
 #include "gpu/recorder.hpp"
@@ -41,12 +43,86 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
     const auto r = s.residual ? random(size_t(s.M) * s.N) : std::vector<float>{};
     auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(size_t(s.M) * s.N, "y");
     auto gb = upload(s.bias ? b : std::vector<float>{0}, "b"), gr = upload(s.residual ? r : std::vector<float>{0}, "r");
+    // Room for split-K partial sums, where the device (or VKGATE_MATMUL_SPLITS) splits.
+    auto gp = poisoned(size_t(ops::matmul_splits(vk, s.M, s.N, s.K)) * s.M * s.N, "partial");
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::matmul(vk, rec, gx, gw, s.bias ? &gb : nullptr, s.residual ? &gr : nullptr, gy, s.M, s.N, s.K);
+      ops::matmul(vk, rec, gx, gw, s.bias ? &gb : nullptr, s.residual ? &gr : nullptr, gy, s.M, s.N, s.K,
+                  ops::Storage::f32, false, 0, 0, &gp);
     });
     auto want = reference::linear(x, w, b, s.M, s.N, s.K);
     for (size_t i = 0; i < r.size(); ++i) want[i] += r[i];
     check_close(download(gy, want.size()), want);
+  }
+}
+
+namespace {
+// An environment variable set for the scope (the ops read theirs at each call).
+struct ScopedEnv {
+  std::string name, old;
+  bool had;
+  ScopedEnv(const char* n, const std::string& v) : name(n), had(std::getenv(n) != nullptr) {
+    if (had) old = std::getenv(n);
+    ::setenv(n, v.c_str(), 1);
+  }
+  ~ScopedEnv() { had ? void(::setenv(name.c_str(), old.c_str(), 1)) : void(::unsetenv(name.c_str())); }
+};
+
+// v in fp16 on the device, and v rounded as stored there (what a kernel reads).
+gpu::Buffer upload_half(test::GpuTest& t, std::vector<float>& v, const char* name) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    bits[i] = float_to_half(v[i]);
+    v[i] = half_to_float(bits[i]);
+  }
+  auto buf = t.device(v.size() / 2 + 1, name);
+  gpu::upload(t.vk, buf, bits.data(), bits.size() * 2);
+  return buf;
+}
+}  // namespace
+
+// Split-K on the GPU kernels (the tiled one here; tensor cores too on devices
+// with them), forced to 1..7 splits, with K not a multiple of the split.
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the tiled kernels, bias and residual added once") {
+  ScopedEnv gpu_kernels("VKGATE_DISABLE_CPU_MATMUL", "1");
+  // o_proj of a 128-token prefill has 64 output tiles: a GPU splits it; CPU drivers never do.
+  {
+    ScopedEnv unforced("VKGATE_MATMUL_SPLITS", "");
+    const uint32_t auto_splits = ops::matmul_splits(vk, 128, 2048, 4096);
+    const bool cpu = vk.info.type == "cpu";
+    CHECK((cpu ? auto_splits == 1 : auto_splits > 1));
+    ScopedEnv off("VKGATE_DISABLE_SPLIT_K", "1");
+    CHECK(ops::matmul_splits(vk, 128, 2048, 4096) == 1);
+  }
+  struct Shape {
+    uint32_t M, N, K;
+  };
+  for (const Shape s : {Shape{65, 70, 1000}, Shape{64, 128, 512}, Shape{9, 33, 40}}) {
+    for (uint32_t forced : {1u, 2u, 3u, 7u}) {
+      CAPTURE(s.M);
+      CAPTURE(s.K);
+      CAPTURE(forced);
+      CAPTURE(seed);
+      ScopedEnv force("VKGATE_MATMUL_SPLITS", std::to_string(forced));
+      for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+        if (st == ops::Storage::f16 && !vk.info.storage16) continue;
+        const uint32_t splits = ops::matmul_splits(vk, s.M, s.N, s.K, st);
+        CHECK(splits == std::min(forced, s.K / 16));
+        const bool half = st == ops::Storage::f16;
+        auto x = random(size_t(s.M) * s.K), w = random(size_t(s.N) * s.K, 0.05f);
+        const auto b = random(s.N), r = random(size_t(s.M) * s.N);
+        auto put = [&](std::vector<float>& v, const char* name) {
+          return half ? upload_half(*this, v, name) : upload(v, name);
+        };
+        auto gx = put(x, "x"), gw = put(w, "w"), gb = upload(b, "b"), gr = upload(r, "r");
+        auto gy = poisoned(size_t(s.M) * s.N, "y"), gp = poisoned(size_t(splits) * s.M * s.N, "partial");
+        run_once(vk, [&](gpu::Recorder& rec) {
+          ops::matmul(vk, rec, gx, gw, &gb, &gr, gy, s.M, s.N, s.K, st, true, 0, 0, &gp);
+        });
+        auto want = reference::linear(x, w, b, s.M, s.N, s.K);
+        for (size_t i = 0; i < r.size(); ++i) want[i] += r[i];
+        check_close(download(gy, want.size()), want);
+      }
+    }
   }
 }
 
@@ -74,17 +150,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       const auto x = random(size_t(s.M) * s.K, 3.0f), g = random(s.K, 0.5f), w = random(size_t(s.N) * s.K, 0.05f);
       const auto b = s.bias ? random(s.N) : std::vector<float>{0};
       const bool half = st == ops::Storage::f16;
-      // fp16 buffers of x's values, each rounded: W as the kernel sees it.
-      auto put_half = [&](std::vector<float>& v, const char* name) {
-        std::vector<uint16_t> bits(v.size());
-        for (size_t i = 0; i < v.size(); ++i) {
-          bits[i] = float_to_half(v[i]);
-          v[i] = half_to_float(bits[i]);
-        }
-        auto buf = device(v.size() / 2 + 1, name);
-        gpu::upload(vk, buf, bits.data(), bits.size() * 2);
-        return buf;
-      };
+      auto put_half = [&](std::vector<float>& v, const char* name) { return upload_half(*this, v, name); };
       const float nan = std::numeric_limits<float>::quiet_NaN();
       std::vector<float> w_used = w, y_nan(size_t(s.M) * s.N, nan), xn_nan(size_t(s.M) * s.K, nan);
       auto gx = upload(x, "x"), gg = upload(g, "norm weight"), gb = upload(b, "b");

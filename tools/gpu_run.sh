@@ -41,6 +41,9 @@ if [ "$what" != bench ]; then
   echo "== block tests, decode steps on flash_coopmat / the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)"
   VKGATE_DISABLE_FLASH_DECODE=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
     2>&1 | tee -a "$out/tests.txt" | tail -3
+  echo "== matmul and block tests, split-K forced (VKGATE_MATMUL_SPLITS=3)"
+  VKGATE_MATMUL_SPLITS=3 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='matmul*,block*' \
+    2>&1 | tee -a "$out/tests.txt" | tail -3
   echo "== block tests, a pass each for the norms, RoPE and v (VKGATE_DISABLE_PASS_FUSION)"
   VKGATE_DISABLE_PASS_FUSION=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
     2>&1 | tee -a "$out/tests.txt" | tail -3
@@ -91,6 +94,13 @@ PY
       2>&1 | grep -E "^block|flash|combine|matmul"
     VKGATE_COOPMAT_FLASH=$cf $cli bench --device nvidia --op attention --T 4096 --heads 16 --kv-heads 2 --head-dim 256 \
       --dtype f16 --reps 20 --warmup 5 2>&1 | grep -E "^attention"
+  done
+  echo "== split-K: o_proj of a 128-token prefill (128×2048×4096 f16) and prefill T 128 fp16, default then VKGATE_DISABLE_SPLIT_K=1"
+  for sk in 0 1; do
+    VKGATE_DISABLE_SPLIT_K=$sk $cli bench --device nvidia --op matmul --m 128 --n 2048 --k 4096 --dtype f16 --reps 50 \
+      2>&1 | grep -E "^matmul"
+    VKGATE_DISABLE_SPLIT_K=$sk $cli bench --device nvidia --block --T 128 --precision fp16 --reps 50 --warmup 10 \
+      2>&1 | grep -vE "^device"
   done
   echo "== matmul 8192³ fp16: staged (VKGATE_COOPMAT_STAGED=1), then direct-load"
   for st in 1 0; do

@@ -28,7 +28,8 @@ struct Interface {
 };
 constexpr uint32_t kViewBytes = 6 * 4;
 const std::map<std::string, Interface> kInterfaces = {
-    {"matmul", {5, 9 * 4}},
+    {"matmul", {5, 10 * 4}},
+    {"matmul_combine", {4, 7 * 4}},
     {"attention", {3, 19 * 4}},
     {"rmsnorm", {3, 2 * kViewBytes + 6 * 4}},
     {"rope", {3, 2 * kViewBytes + 5 * 4}},
@@ -38,9 +39,9 @@ const std::map<std::string, Interface> kInterfaces = {
     {"flash_attention", {7, kViewBytes + 13 * 4}},
     {"flash_decode", {7, kViewBytes + 13 * 4}},
     {"flash_coopmat", {7, kViewBytes + 13 * 4}},
-    {"matmul_coopmat", {5, 9 * 4}},
+    {"matmul_coopmat", {5, 10 * 4}},
     {"matmul_staged", {5, 9 * 4}},
-    {"matvec", {5, 11 * 4}},
+    {"matvec", {5, 12 * 4}},
     {"attention_combine", {3, kViewBytes + 7 * 4}},
     {"copy", {2, 4}},
 };

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -10,10 +11,11 @@ namespace {
 // The register tile of matmul.comp's REGISTER_TILED variant (CPU_RM, CPU_RN).
 constexpr uint32_t kCpuRN = 8;
 
-// matvec.comp reads the last two fields too (NORM_X); the other shaders only
-// the first nine.
+// The tiled kernels read k_chunk too (split-K) and matvec.comp the last two
+// fields (NORM_X); matmul_staged.comp only the first nine.
 struct Push {
   uint32_t M, N, K, ldx, ldw, ldy, ldr, has_bias, has_residual;
+  uint32_t k_chunk = 0;  // set by the dispatch: K, or k per split
   uint32_t zero_centered = 0;
   float eps = 0;
 };
@@ -35,6 +37,78 @@ std::vector<uint32_t> tiles(const DeviceInfo& d) {
   if (d.max_workgroup_invocations >= 256 && d.shared_memory_bytes >= 2 * BK * 64 * 4)
     return {256, 64, 64, BK, 4, 4};
   return {128, 32, 64, BK, 2, 8};
+}
+
+// Which kernel a product takes, and its grid of output tiles.
+enum class Path { rows_cpu, cpu, matvec, staged, coopmat, tiled };
+struct Route {
+  Path path;
+  Coopmat staged = Coopmat::off;
+  uint32_t gx = 0, gy = 0;
+};
+Route route(const DeviceInfo& d, const Push& push, Storage s) {
+  const uint32_t M = push.M, N = push.N, K = push.K;
+  // CPU drivers, up to 8 rows (decode): the lanes split K (ROWS_CPU in matmul.comp).
+  // lavapipe, 9216×2048 f32: 4× the 8-row tiles below at 1 row, 1.4× at 8.
+  const bool vec4_rows = K % 4 == 0 && push.ldx % 4 == 0 && push.ldw % 4 == 0;
+  if (cpu_gemm(d) && M <= 8 && s != Storage::bf16 && vec4_rows && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
+    const gpu::Grid g = gpu::grid_for((N + 7) / 8);
+    return {Path::rows_cpu, Coopmat::off, g.x, g.y};
+  }
+  // CPU drivers, whatever M (even a decode step: ~25× the matrix-vector kernel on lavapipe).
+  if (cpu_gemm(d)) {
+    const gpu::Grid g = cpu_gemm_grid(M, N);
+    return {Path::cpu, Coopmat::off, g.x, g.y};
+  }
+  // A few rows (decode): one subgroup per output column streams W once, in
+  // 8-element loads where the rows allow them.
+  if (matvec_applies(d, M)) {
+    const gpu::Grid g = matvec_grid(d, N);
+    return {Path::matvec, Coopmat::off, g.x, g.y};
+  }
+  // Tensor cores through shared memory (opt-in, VKGATE_COOPMAT_STAGED) when its
+  // tiles cover the matrices and its slices fit in shared memory. Opt-in
+  // because it is slower on the H100 (31 TFLOP/s at 8192³ against 39 for the
+  // kernel below, BENCHMARKS.md): its fp32-accumulating products, not its
+  // loads, set the pace there.
+  if (const Coopmat c = s == Storage::f16 ? coopmat_usable(d, coopmat_from_env("VKGATE_COOPMAT_STAGED", false))
+                                          : Coopmat::off;
+      c != Coopmat::off) {
+    // 32 k per slice on tensor cores; 16 fits the emulation in 32 KiB. Shared
+    // memory in 16-byte pieces: two slices of X (also the epilogue's 8 × 256
+    // floats) and two of W, rows TK + 8 halves apart.
+    const uint32_t TM = 128, TN = 128, TK = c == Coopmat::emulated ? 16 : 32;
+    const uint64_t shared = (std::max(2 * TM * (TK / 8 + 1), 8u * 64) + 2 * TN * (TK / 8 + 1)) * 16;
+    if (M % TM == 0 && N % TN == 0 && K % TK == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0 &&
+        shared <= d.shared_memory_bytes)
+      return {Path::staged, c, N / TN, M / TM};
+  }
+  // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly.
+  if (s == Storage::f16 && d.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 && push.ldx % 8 == 0 &&
+      push.ldw % 8 == 0)
+    return {Path::coopmat, Coopmat::off, N / 64, M / 64};
+  const auto spec = tiles(d);
+  return {Path::tiled, Coopmat::off, (N + spec[2] - 1) / spec[2], (M + spec[1] - 1) / spec[1]};
+}
+
+// Split-K for the tiled kernels: when the output has fewer tiles than this, a
+// GPU would sit mostly idle (o_proj of a 128-token prefill: 64 tiles), so
+// each tile's K is split across workgroups, each split at least kSplitMinK.
+constexpr uint64_t kSplitTiles = 256;
+constexpr uint32_t kSplitMinK = 256, kSplitAlign = 16;  // a split is whole BK = 16 slices
+uint32_t split_count(const DeviceInfo& d, const Route& r, uint32_t K) {
+  if (r.path != Path::coopmat && r.path != Path::tiled) return 1;
+  if (const char* v = std::getenv("VKGATE_MATMUL_SPLITS"); v && *v)
+    return std::clamp<uint32_t>(uint32_t(std::strtoul(v, nullptr, 10)), 1,
+                                std::max(1u, std::min(K / kSplitAlign, d.max_workgroup_count[2])));
+  const uint64_t tiles = uint64_t(r.gx) * r.gy;
+  if (d.type == "cpu" || gpu::env_flag("VKGATE_DISABLE_SPLIT_K") || tiles >= kSplitTiles) return 1;
+  return uint32_t(std::min<uint64_t>((kSplitTiles + tiles - 1) / tiles, std::max(1u, K / kSplitMinK)));
+}
+// k per split: whole slices, and as many splits as that leaves non-empty.
+uint32_t split_chunk(uint32_t K, uint32_t splits) {
+  const uint32_t chunk = (K + splits - 1) / splits;
+  return (chunk + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
 }
 }  // namespace
 
@@ -67,84 +141,81 @@ std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, s
   return out;
 }
 
+uint32_t matmul_splits(const Context::Impl& ctx, uint32_t M, uint32_t N, uint32_t K, Storage s, uint32_t ldx,
+                       uint32_t ldw) {
+  const Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, 0, 0};
+  const uint32_t splits = split_count(ctx.info, route(ctx.info, push, s), K);
+  return splits > 1 ? (K + split_chunk(K, splits) - 1) / split_chunk(K, splits) : 1;
+}
+
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32,
-            uint32_t ldx, uint32_t ldw) {
-  const Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u};
+            uint32_t ldx, uint32_t ldw, const Buffer* partial) {
+  Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
+  const Route r = route(ctx.info, push, s);
+  const uint32_t splits = partial ? matmul_splits(ctx, M, N, K, s, ldx, ldw) : 1;
+  if (splits > 1 && partial->size() < uint64_t(splits) * M * N * 4)
+    throw Error(ErrorCode::invalid_argument, "matmul: the split-K partial buffer '" + partial->name() + "' holds " +
+                                                 std::to_string(partial->size()) + " bytes, " +
+                                                 std::to_string(uint64_t(splits) * M * N * 4) + " needed");
+  // With split-K the kernel writes fp32 partial sums, rows z·M.. of `partial`,
+  // and matmul_combine.comp adds them, the bias and the residual into y.
+  const Buffer& out = splits > 1 ? *partial : y;
+  const bool out_f32 = splits > 1 || y_f32;
+  if (splits > 1) {
+    push.k_chunk = split_chunk(K, splits);
+    push.has_bias = push.has_residual = 0;
+  }
   // Every variant has the same interface; absent operands are bound to a
   // buffer the shader never reads, to keep one pipeline per variant.
   // `texel`: the format of X's and W's texel views, for variants that read them so.
-  auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy, const char* label,
-                      VkFormat texel = VK_FORMAT_UNDEFINED) {
+  auto dispatch = [&](const gpu::Pipeline& p, const char* label, VkFormat texel = VK_FORMAT_UNDEFINED) {
     if (p.texel_bindings && texel == VK_FORMAT_UNDEFINED) texel = texel_format(s);
     rec.dispatch(p,
                  {{&x, gpu::Access::read, texel},
                   {&w, gpu::Access::read, texel},
                   {bias ? bias : &w, gpu::Access::read},
                   {residual ? residual : &x, gpu::Access::read},
-                  {&y, gpu::Access::write}},
-                 &push, gx, gy, 1, label);
+                  {&out, gpu::Access::write}},
+                 &push, r.gx, r.gy, splits, label);
   };
-  // CPU drivers, up to 8 rows (decode): the lanes split K (ROWS_CPU in matmul.comp).
-  // lavapipe, 9216×2048 f32: 4× the 8-row tiles below at 1 row, 1.4× at 8.
-  const bool vec4_rows = K % 4 == 0 && push.ldx % 4 == 0 && push.ldw % 4 == 0;
-  if (cpu_gemm(ctx.info) && M <= 8 && s != Storage::bf16 && vec4_rows && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
-    const VkFormat f = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
-    const gpu::Grid g = gpu::grid_for((N + 7) / 8);
-    dispatch(ctx.pipelines->get(variant("matmul_rows_cpu", s, y_f32 ? "_y32" : ""), {8, M, 8}), g.x, g.y, "matmul", f);
-    return;
-  }
-  // CPU drivers, whatever M (even a decode step: ~25× the matrix-vector kernel on lavapipe).
-  if (cpu_gemm(ctx.info)) {
-    const gpu::Grid g = cpu_gemm_grid(M, N);
-    dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y_f32 ? "_y32" : ""), cpu_gemm_spec(M)), g.x, g.y, "matmul");
-    return;
-  }
-  // A few rows (decode): one subgroup per output column streams W once, in
-  // 8-element loads where the rows allow them.
-  if (matvec_applies(ctx.info, M)) {
-    const gpu::Grid g = matvec_grid(ctx.info, N);
-    dispatch(ctx.pipelines->get(variant(vec8_rows(push) ? "matvec_v8" : "matvec", s, y_f32 ? "_y32" : ""), {256}),
-             g.x, g.y, "matvec");
-    return;
-  }
-  // Tensor cores through shared memory (opt-in, VKGATE_COOPMAT_STAGED) when its
-  // tiles cover the matrices and its slices fit in shared memory. Opt-in
-  // because it is slower on the H100 (31 TFLOP/s at 8192³ against 39 for the
-  // kernel below, BENCHMARKS.md): its fp32-accumulating products, not its
-  // loads, set the pace there.
-  if (const Coopmat c = s == Storage::f16 ? coopmat_usable(ctx.info, coopmat_from_env("VKGATE_COOPMAT_STAGED", false))
-                                          : Coopmat::off;
-      c != Coopmat::off) {
-    // 32 k per slice on tensor cores; 16 fits the emulation in 32 KiB. Shared
-    // memory in 16-byte pieces: two slices of X (also the epilogue's 8 × 256
-    // floats) and two of W, rows TK + 8 halves apart.
-    const uint32_t TM = 128, TN = 128, TK = c == Coopmat::emulated ? 16 : 32;
-    const uint64_t shared = (std::max(2 * TM * (TK / 8 + 1), 8u * 64) + 2 * TN * (TK / 8 + 1)) * 16;
-    if (M % TM == 0 && N % TN == 0 && K % TK == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0 &&
-        shared <= ctx.info.shared_memory_bytes) {
-      const std::string name = std::string(c == Coopmat::emulated ? "matmul_staged_emulated" : "matmul_staged") +
-                               (y_f32 ? "" : "_f16");
-      dispatch(ctx.pipelines->get(name, {8 * coopmat_lanes(c)}), N / TN, M / TM, "matmul.coopmat_staged");
-      return;
+  const char* y32 = out_f32 ? "_y32" : "";
+  switch (r.path) {
+    case Path::rows_cpu:
+      dispatch(ctx.pipelines->get(variant("matmul_rows_cpu", s, y32), {8, M, 8}), "matmul",
+               s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT);
+      break;
+    case Path::cpu: dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y32), cpu_gemm_spec(M)), "matmul"); break;
+    case Path::matvec:
+      dispatch(ctx.pipelines->get(variant(vec8_rows(push) ? "matvec_v8" : "matvec", s, y32), {256}), "matvec");
+      break;
+    case Path::staged: {
+      const bool emulated = r.staged == Coopmat::emulated;
+      const std::string name = std::string(emulated ? "matmul_staged_emulated" : "matmul_staged") + (out_f32 ? "" : "_f16");
+      dispatch(ctx.pipelines->get(name, {8 * coopmat_lanes(r.staged)}), "matmul.coopmat_staged");
+      break;
     }
+    case Path::coopmat:
+      dispatch(ctx.pipelines->get(out_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128}), "matmul.coopmat");
+      break;
+    case Path::tiled: dispatch(ctx.pipelines->get(variant("matmul", s, y32), tiles(ctx.info)), "matmul"); break;
   }
-  // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly.
-  if (s == Storage::f16 && ctx.info.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 && push.ldx % 8 == 0 &&
-      push.ldw % 8 == 0) {
-    dispatch(ctx.pipelines->get(y_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128}), N / 64, M / 64,
-             "matmul.coopmat");
-    return;
-  }
-  const auto spec = tiles(ctx.info);
-  dispatch(ctx.pipelines->get(variant("matmul", s, y_f32 ? "_y32" : ""), spec), (N + spec[2] - 1) / spec[2],
-           (M + spec[1] - 1) / spec[1], "matmul");
+  if (splits == 1) return;
+  constexpr uint32_t kCombineWG = 256;
+  const struct {
+    uint32_t M, N, ldy, ldr, has_bias, has_residual, splits;
+  } cp{M, N, N, N, bias ? 1u : 0u, residual ? 1u : 0u, splits};
+  const gpu::Grid g = gpu::grid_for((uint64_t(M) * N + kCombineWG - 1) / kCombineWG);
+  rec.dispatch(ctx.pipelines->get(variant("matmul_combine", y_f32 ? Storage::f32 : s), {kCombineWG}),
+               {{partial, gpu::Access::read}, {bias ? bias : partial, gpu::Access::read},
+                {residual ? residual : partial, gpu::Access::read}, {&y, gpu::Access::write}},
+               &cp, g.x, g.y, 1, "matmul.combine");
 }
 
 bool matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
                     const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s,
                     uint32_t ldw) {
-  const Push push{M, N, K, K, ldw ? ldw : K, N, N, bias ? 1u : 0u, 0u, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  const Push push{M, N, K, K, ldw ? ldw : K, N, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
   if (!matvec_applies(ctx.info, M) || !vec8_rows(push) || gpu::env_flag("VKGATE_DISABLE_PASS_FUSION")) return false;
   const gpu::Grid g = matvec_grid(ctx.info, N);
   rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),

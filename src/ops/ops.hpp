@@ -69,10 +69,18 @@ View bhsd_view(uint32_t heads, uint32_t seq, uint32_t dim, uint32_t first = 0);
 
 // y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (+ residual[M,N]); bias/residual may be null
 // and are fp32. x and w are stored as `s`; y as `s`, or fp32 when y_f32. Rows
-// of x and w are ldx and ldw elements apart (0: K).
+// of x and w are ldx and ldw elements apart (0: K). With `partial` (at least
+// matmul_splits(...)·M·N floats) the tiled GPU kernels may split K across
+// workgroups and add the fp32 partial sums in a second pass.
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
-            bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0);
+            bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0, const Buffer* partial = nullptr);
+// The K splits matmul() takes for this product when given a partial buffer (1:
+// none): on GPUs, for the tiled and tensor-core kernels when the output has
+// fewer than 256 tiles, each split at least 256 of K; VKGATE_MATMUL_SPLITS=N
+// forces N (at most one per 16 of K), VKGATE_DISABLE_SPLIT_K=1 none.
+uint32_t matmul_splits(const Context::Impl& ctx, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
+                       uint32_t ldx = 0, uint32_t ldw = 0);
 
 // y[M,N] = RMSNorm(x)·w[N,K]ᵀ (+ bias[N]) in one pass, for ≤ 8 rows on GPUs
 // (matvec.comp, NORM_X): x fp32 [M, K] dense, norm_w fp32 [K], w and y stored

@@ -1,0 +1,31 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Second pass of a split-K matmul (matmul.comp, matmul_coopmat.comp): Y[m, n]
+// = Σ_s P[s, m, n] (+ b[n]) (+ R[m, n]), the fp32 partial sums P [splits, M, N]
+// added in split order. Storage: Y_T; P, bias and residual fp32.
+#include "common.glsl"
+#include "storage.glsl"
+#ifndef Y_T
+#define Y_T F32
+#endif
+
+RO(0, part, F32)
+RO(1, bias, F32)
+RO(2, res, F32)
+RW(3, y, Y_T)
+
+layout(push_constant) uniform Push {
+  uint M, N, ldy, ldr;
+  uint has_bias, has_residual, splits;
+} p;
+
+void main() {
+  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
+  if (i >= p.M * p.N) return;
+  const uint m = i / p.N, n = i - m * p.N;
+  float v = 0.0;
+  for (uint s = 0; s < p.splits; ++s) v += part_ld(s * p.M * p.N + i);
+  if (p.has_bias != 0) v += bias_ld(n);
+  if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
+  y_st(m * p.ldy + n, v);
+}
