@@ -38,7 +38,7 @@ layout(push_constant) uniform Push {
 } p;
 
 // Element i of a q or k row at src, normalised (scale: 1/rms) and weighted;
-// as it is without a norm (no weights are bound then).
+// as it is without a norm (whose weight bindings then hold a stand-in).
 float normed(bool is_q, uint src, uint i, float scale) {
   const float xv = x_ld(src + i);
   if (p.norm == 0) return xv;
