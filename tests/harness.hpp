@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -18,6 +19,18 @@
 #include "vkgate/reference.hpp"
 
 namespace vkgate::test {
+
+// An environment variable set (or, given "", emptied) for the scope, then
+// restored: the library reads its switches at each call.
+struct ScopedEnv {
+  std::string name, old;
+  bool had;
+  ScopedEnv(const char* n, const std::string& v) : name(n), had(std::getenv(n) != nullptr) {
+    if (had) old = std::getenv(n);
+    ::setenv(n, v.c_str(), 1);
+  }
+  ~ScopedEnv() { had ? void(::setenv(name.c_str(), old.c_str(), 1)) : void(::unsetenv(name.c_str())); }
+};
 
 // Every GPU test runs under VK_LAYER_KHRONOS_validation with synchronization
 // validation; VKGATE_TEST_DEVICE picks the device (default: the best one).

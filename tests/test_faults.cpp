@@ -223,17 +223,8 @@ TEST_CASE("faults: VK_ERROR_DEVICE_LOST is an Error that says so, and the lost C
 }
 
 TEST_CASE("faults: no Vulkan driver at all (VK_LOADER_DRIVERS_DISABLE='*') is Error(no_device)") {
-  struct Env {
-    std::string old;
-    bool had = false;
-    Env() {
-      if (const char* v = std::getenv("VK_LOADER_DRIVERS_DISABLE")) had = true, old = v;
-      ::setenv("VK_LOADER_DRIVERS_DISABLE", "*", 1);
-    }
-    ~Env() { had ? void(::setenv("VK_LOADER_DRIVERS_DISABLE", old.c_str(), 1)) : void(::unsetenv("VK_LOADER_DRIVERS_DISABLE")); }
-  };
   {
-    Env env;
+    test::ScopedEnv env("VK_LOADER_DRIVERS_DISABLE", "*");
     for (bool validation : {false, true}) {
       CAPTURE(validation);
       ContextOptions o;

@@ -1,7 +1,6 @@
 // Every op against the CPU reference on deliberately awkward shapes.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "harness.hpp"
@@ -56,17 +55,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
 }
 
 namespace {
-// An environment variable set for the scope (the ops read theirs at each call).
-struct ScopedEnv {
-  std::string name, old;
-  bool had;
-  ScopedEnv(const char* n, const std::string& v) : name(n), had(std::getenv(n) != nullptr) {
-    if (had) old = std::getenv(n);
-    ::setenv(n, v.c_str(), 1);
-  }
-  ~ScopedEnv() { had ? void(::setenv(name.c_str(), old.c_str(), 1)) : void(::unsetenv(name.c_str())); }
-};
-
 // v in fp16 on the device, and v rounded as stored there (what a kernel reads).
 gpu::Buffer upload_half(test::GpuTest& t, std::vector<float>& v, const char* name) {
   std::vector<uint16_t> bits(v.size());
@@ -83,14 +71,14 @@ gpu::Buffer upload_half(test::GpuTest& t, std::vector<float>& v, const char* nam
 // Split-K on the GPU kernels (the tiled one here; tensor cores too on devices
 // with them), forced to 1..7 splits, with K not a multiple of the split.
 TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the tiled kernels, bias and residual added once") {
-  ScopedEnv gpu_kernels("VKGATE_DISABLE_CPU_MATMUL", "1");
+  test::ScopedEnv gpu_kernels("VKGATE_DISABLE_CPU_MATMUL", "1");
   // o_proj of a 128-token prefill has 64 output tiles: a GPU splits it; CPU drivers never do.
   {
-    ScopedEnv unforced("VKGATE_MATMUL_SPLITS", "");
+    test::ScopedEnv unforced("VKGATE_MATMUL_SPLITS", "");
     const uint32_t auto_splits = ops::matmul_splits(vk, 128, 2048, 4096);
     const bool cpu = vk.info.type == "cpu";
     CHECK((cpu ? auto_splits == 1 : auto_splits > 1));
-    ScopedEnv off("VKGATE_DISABLE_SPLIT_K", "1");
+    test::ScopedEnv off("VKGATE_DISABLE_SPLIT_K", "1");
     CHECK(ops::matmul_splits(vk, 128, 2048, 4096) == 1);
   }
   struct Shape {
@@ -102,7 +90,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the 
       CAPTURE(s.K);
       CAPTURE(forced);
       CAPTURE(seed);
-      ScopedEnv force("VKGATE_MATMUL_SPLITS", std::to_string(forced));
+      test::ScopedEnv force("VKGATE_MATMUL_SPLITS", std::to_string(forced));
       for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
         if (st == ops::Storage::f16 && !vk.info.storage16) continue;
         const uint32_t splits = ops::matmul_splits(vk, s.M, s.N, s.K, st);
@@ -150,13 +138,12 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       const auto x = random(size_t(s.M) * s.K, 3.0f), g = random(s.K, 0.5f), w = random(size_t(s.N) * s.K, 0.05f);
       const auto b = s.bias ? random(s.N) : std::vector<float>{0};
       const bool half = st == ops::Storage::f16;
-      auto put_half = [&](std::vector<float>& v, const char* name) { return upload_half(*this, v, name); };
       const float nan = std::numeric_limits<float>::quiet_NaN();
       std::vector<float> w_used = w, y_nan(size_t(s.M) * s.N, nan), xn_nan(size_t(s.M) * s.K, nan);
       auto gx = upload(x, "x"), gg = upload(g, "norm weight"), gb = upload(b, "b");
-      auto gw = half ? put_half(w_used, "w") : upload(w, "w");
-      auto gy = half ? put_half(y_nan, "y") : poisoned(y_nan.size(), "y");
-      auto gxn = half ? put_half(xn_nan, "x normed") : poisoned(xn_nan.size(), "x normed");
+      auto gw = half ? upload_half(*this, w_used, "w") : upload(w, "w");
+      auto gy = half ? upload_half(*this, y_nan, "y") : poisoned(y_nan.size(), "y");
+      auto gxn = half ? upload_half(*this, xn_nan, "x normed") : poisoned(xn_nan.size(), "x normed");
       bool fused = false;
       run_once(vk, [&](gpu::Recorder& rec) {
         fused = ops::matmul_rmsnorm(vk, rec, gx, gg, s.kind, 1e-6f, gw, s.bias ? &gb : nullptr, gy, s.M, s.N, s.K, st);

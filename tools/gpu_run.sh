@@ -26,30 +26,28 @@ fi
 } 2>&1 | tee "$out/devices.txt"
 if [ "$what" != bench ]; then
   export VKGATE_GOLDEN_DIR=$PWD/.golden
-  gpu_tests='*'
-  echo "== tests, fused path (validation + synchronization validation)"
-  VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" 2>&1 | tee "$out/tests.txt" | tail -6
-  echo "== tests, unfused path and no tensor cores"
-  VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$gpu_tests" \
-    2>&1 | tee -a "$out/tests.txt" | tail -3
-  echo "== flash, matmul, block and CLI tests with the opt-in staged matmul (VKGATE_COOPMAT_STAGED=1)"
-  VKGATE_COOPMAT_STAGED=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='flash*,matmul*,block*,cli*' \
-    2>&1 | tee -a "$out/tests.txt" | tail -3
-  echo "== block tests, fp16 attention on the scalar flash kernel (VKGATE_COOPMAT_FLASH=0)"
-  VKGATE_COOPMAT_FLASH=0 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
-    2>&1 | tee -a "$out/tests.txt" | tail -3
-  echo "== block tests, decode steps on flash_coopmat / the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)"
-  VKGATE_DISABLE_FLASH_DECODE=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
-    2>&1 | tee -a "$out/tests.txt" | tail -3
-  echo "== matmul and block tests, split-K forced (VKGATE_MATMUL_SPLITS=3)"
-  VKGATE_MATMUL_SPLITS=3 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='matmul*,block*' \
-    2>&1 | tee -a "$out/tests.txt" | tail -3
-  echo "== block tests, a pass each for the norms, RoPE and v (VKGATE_DISABLE_PASS_FUSION)"
-  VKGATE_DISABLE_PASS_FUSION=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*' \
-    2>&1 | tee -a "$out/tests.txt" | tail -3
-  echo "== block and CLI tests, decode inputs and outputs copied (VKGATE_DISABLE_DIRECT_IO)"
-  VKGATE_DISABLE_DIRECT_IO=1 VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='block*,cli*' \
-    2>&1 | tee -a "$out/tests.txt" | tail -3
+  # test_pass TITLE FILTER [VAR=VALUE...]: the test cases FILTER selects, with
+  # those variables set; the log goes to tests.txt, the summary to the screen.
+  : > "$out/tests.txt"
+  test_pass() {
+    local title=$1 filter=$2
+    shift 2
+    echo "== $title"
+    env "$@" VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc="$filter" 2>&1 | tee -a "$out/tests.txt" | tail -3
+  }
+  test_pass "tests, fused path (validation + synchronization validation)" '*'
+  test_pass "tests, unfused path and no tensor cores" '*' VKGATE_DISABLE_FUSED=1 VKGATE_DISABLE_COOPMAT=1
+  test_pass "flash, matmul, block and CLI tests with the opt-in staged matmul (VKGATE_COOPMAT_STAGED=1)" \
+    'flash*,matmul*,block*,cli*' VKGATE_COOPMAT_STAGED=1
+  test_pass "block tests, fp16 attention on the scalar flash kernel (VKGATE_COOPMAT_FLASH=0)" 'block*' \
+    VKGATE_COOPMAT_FLASH=0
+  test_pass "block tests, decode steps on flash_coopmat / the general flash kernel (VKGATE_DISABLE_FLASH_DECODE)" \
+    'block*' VKGATE_DISABLE_FLASH_DECODE=1
+  test_pass "matmul and block tests, split-K forced (VKGATE_MATMUL_SPLITS=3)" 'matmul*,block*' VKGATE_MATMUL_SPLITS=3
+  test_pass "block tests, a pass each for the norms, RoPE and v (VKGATE_DISABLE_PASS_FUSION)" 'block*' \
+    VKGATE_DISABLE_PASS_FUSION=1
+  test_pass "block and CLI tests, decode inputs and outputs copied (VKGATE_DISABLE_DIRECT_IO)" 'block*,cli*' \
+    VKGATE_DISABLE_DIRECT_IO=1
 fi
 if [ "$what" != tests ]; then
   echo "== compiler statistics of the pipelines of decode and prefill (VKGATE_PIPELINE_STATS) -> pipeline_stats.txt"

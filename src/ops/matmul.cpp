@@ -96,19 +96,22 @@ Route route(const DeviceInfo& d, const Push& push, Storage s) {
 // each tile's K is split across workgroups, each split at least kSplitMinK.
 constexpr uint64_t kSplitTiles = 256;
 constexpr uint32_t kSplitMinK = 256, kSplitAlign = 16;  // a split is whole BK = 16 slices
-uint32_t split_count(const DeviceInfo& d, const Route& r, uint32_t K) {
-  if (r.path != Path::coopmat && r.path != Path::tiled) return 1;
-  if (const char* v = std::getenv("VKGATE_MATMUL_SPLITS"); v && *v)
-    return std::clamp<uint32_t>(uint32_t(std::strtoul(v, nullptr, 10)), 1,
-                                std::max(1u, std::min(K / kSplitAlign, d.max_workgroup_count[2])));
-  const uint64_t tiles = uint64_t(r.gx) * r.gy;
-  if (d.type == "cpu" || gpu::env_flag("VKGATE_DISABLE_SPLIT_K") || tiles >= kSplitTiles) return 1;
-  return uint32_t(std::min<uint64_t>((kSplitTiles + tiles - 1) / tiles, std::max(1u, K / kSplitMinK)));
-}
-// k per split: whole slices, and as many splits as that leaves non-empty.
+// k per split: whole slices.
 uint32_t split_chunk(uint32_t K, uint32_t splits) {
   const uint32_t chunk = (K + splits - 1) / splits;
   return (chunk + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+}
+// The splits a product on route `r` takes: as many as split_chunk leaves non-empty.
+uint32_t split_count(const DeviceInfo& d, const Route& r, uint32_t K) {
+  if (r.path != Path::coopmat && r.path != Path::tiled) return 1;
+  uint32_t n = 1;
+  const uint64_t tiles = uint64_t(r.gx) * r.gy;
+  if (const char* v = std::getenv("VKGATE_MATMUL_SPLITS"); v && *v)
+    n = std::clamp<uint32_t>(uint32_t(std::strtoul(v, nullptr, 10)), 1,
+                             std::max(1u, std::min(K / kSplitAlign, d.max_workgroup_count[2])));
+  else if (d.type != "cpu" && !gpu::env_flag("VKGATE_DISABLE_SPLIT_K") && tiles < kSplitTiles)
+    n = uint32_t(std::min<uint64_t>((kSplitTiles + tiles - 1) / tiles, std::max(1u, K / kSplitMinK)));
+  return n > 1 ? (K + split_chunk(K, n) - 1) / split_chunk(K, n) : 1;
 }
 }  // namespace
 
@@ -144,8 +147,7 @@ std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, s
 uint32_t matmul_splits(const Context::Impl& ctx, uint32_t M, uint32_t N, uint32_t K, Storage s, uint32_t ldx,
                        uint32_t ldw) {
   const Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, 0, 0};
-  const uint32_t splits = split_count(ctx.info, route(ctx.info, push, s), K);
-  return splits > 1 ? (K + split_chunk(K, splits) - 1) / split_chunk(K, splits) : 1;
+  return split_count(ctx.info, route(ctx.info, push, s), K);
 }
 
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
@@ -153,7 +155,7 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
             uint32_t ldx, uint32_t ldw, const Buffer* partial) {
   Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
   const Route r = route(ctx.info, push, s);
-  const uint32_t splits = partial ? matmul_splits(ctx, M, N, K, s, ldx, ldw) : 1;
+  const uint32_t splits = partial ? split_count(ctx.info, r, K) : 1;
   if (splits > 1 && partial->size() < uint64_t(splits) * M * N * 4)
     throw Error(ErrorCode::invalid_argument, "matmul: the split-K partial buffer '" + partial->name() + "' holds " +
                                                  std::to_string(partial->size()) + " bytes, " +
