@@ -236,7 +236,8 @@ struct GatedAttention::Impl {
     const bool direct_io = BT <= kDirectIoTokens && !gpu::env_flag("VKGATE_DISABLE_DIRECT_IO");
     if (!direct_io) p->x = device(BT * D, f32, "hidden_states");
     p->x_in = direct_io ? &p->x_up : &p->x;
-    p->xn = device(BT * ld_hidden, act, "normed hidden_states");
+    if (!ops::matmul_rmsnorm_applies(vk.info, uint32_t(BT), uint32_t(D), ld_hidden))
+      p->xn = device(BT * ld_hidden, act, "normed hidden_states");
     p->proj = device(BT * layout.cols, act, "projections");
     p->q = device(B * H * T * Dh, act, "q");
     if (!resident(key)) {
@@ -306,7 +307,8 @@ struct GatedAttention::Impl {
     const float eps = float(cfg.rms_norm_eps);
     rec.begin();
     if (poison) {
-      for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.attn}) rec.fill(*b, nan_word(act));
+      for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.attn})
+        if (b->valid()) rec.fill(*b, nan_word(act));
       if (!resident(p.key))
         for (const Buffer* b : {&p.k, &p.v}) rec.fill(*b, nan_word(act));
       rec.fill(*p.y_out, nan_word(Storage::f32));

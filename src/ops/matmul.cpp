@@ -214,11 +214,16 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
                &cp, g.x, g.y, 1, "matmul.combine");
 }
 
+bool matmul_rmsnorm_applies(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_t ldw) {
+  return matvec_applies(d, M) && K % 8 == 0 && (ldw ? ldw : K) % 8 == 0 &&
+         !gpu::env_flag("VKGATE_DISABLE_PASS_FUSION");
+}
+
 bool matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
                     const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s,
                     uint32_t ldw) {
+  if (!matmul_rmsnorm_applies(ctx.info, M, K, ldw)) return false;
   const Push push{M, N, K, K, ldw ? ldw : K, N, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
-  if (!matvec_applies(ctx.info, M) || !vec8_rows(push) || gpu::env_flag("VKGATE_DISABLE_PASS_FUSION")) return false;
   const gpu::Grid g = matvec_grid(ctx.info, N);
   rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),
                {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
