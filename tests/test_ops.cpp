@@ -598,9 +598,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores wh
     MESSAGE("skipped: the device has no 16-bit storage buffers");
     return;
   }
-  if (!ctx.device().coopmat_f16)
+  if (!ctx.device().coopmat_f16 && !ctx.device().coopmat_f16_khr)
     MESSAGE("cooperative-matrix path skipped: " << ctx.device().name
-                                                << " has no usable VK_NV_cooperative_matrix fp16 shape (scalar fp16 tested)");
+                                                << " has no usable VK_NV_cooperative_matrix or VK_KHR_cooperative_matrix"
+                                                   " fp16 shape (scalar fp16 tested)");
   struct Shape {
     uint32_t M, N, K;
     bool bias, residual, y_f32;

@@ -48,10 +48,17 @@ struct DeviceInfo {
   uint64_t max_memory_allocation_size = 0;
   uint64_t device_local_bytes = 0;          // sum of the device-local heaps
   bool coopmat_nv = false, coopmat_khr = false;  // extensions present
-  // The tensor-core path is usable: VK_NV_cooperative_matrix with a 16×16×16
-  // fp16×fp16→fp32 subgroup shape, subgroup size 32, the Vulkan memory model
-  // and fp16 arithmetic (VKGATE_DISABLE_COOPMAT=1 turns it off).
-  bool coopmat_f16 = false;
+  // The tensor-core kernels are usable: the extension advertises a 16×16×16
+  // fp16×fp16→fp32 subgroup shape, and the device has subgroups of 32, the
+  // Vulkan memory model and fp16 arithmetic. VKGATE_DISABLE_COOPMAT=1 turns
+  // both off.
+  // coopmat_f16: through VK_NV_cooperative_matrix (the matmul, flash attention
+  // and staged matmul kernels).
+  // coopmat_f16_khr: through VK_KHR_cooperative_matrix, on Vulkan 1.3 devices,
+  // where this build has the KHR shaders (a glslang with
+  // GL_KHR_cooperative_matrix; not Debian 12's). The matmul prefers it;
+  // VKGATE_DISABLE_COOPMAT_KHR=1 turns it off.
+  bool coopmat_f16 = false, coopmat_f16_khr = false;
   bool timestamps = false;
   double timestamp_period_ns = 0;
 

@@ -9,6 +9,7 @@
 #include "gpu/memory.hpp"
 #include "gpu/pipeline.hpp"
 #include "gpu/sanitizer.hpp"
+#include "gpu/shaders.hpp"
 
 namespace vkgate {
 
@@ -110,31 +111,86 @@ int compute_queue_family(VkPhysicalDevice pd) {
   return best;
 }
 
-// VK_NV_cooperative_matrix with the one shape vkgate's kernel uses.
-bool coopmat_f16_usable(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d,
-                        const std::vector<VkExtensionProperties>& exts, uint32_t api) {
-  if (!has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) || d.subgroup_size != 32 || !d.fp16_arithmetic ||
-      !d.storage16 || api < VK_API_VERSION_1_2 || gpu::env_flag("VKGATE_DISABLE_COOPMAT"))
+// VK_KHR_cooperative_matrix, as in the Vulkan registry: the headers of
+// Debian 12 (1.3.239) predate it, so vkgate declares what it queries itself.
+constexpr auto kCoopmatFeaturesKhr = VkStructureType(1000506000);
+constexpr auto kCoopmatPropertiesKhr = VkStructureType(1000506001);
+constexpr const char* kCoopmatKhrExtension = "VK_KHR_cooperative_matrix";
+struct CoopmatFeaturesKhr {
+  VkStructureType sType = kCoopmatFeaturesKhr;
+  void* pNext = nullptr;
+  VkBool32 cooperativeMatrix = VK_FALSE, cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct CoopmatPropertiesKhr {
+  VkStructureType sType = kCoopmatPropertiesKhr;
+  void* pNext = nullptr;
+  uint32_t MSize, NSize, KSize;
+  uint32_t AType, BType, CType, ResultType;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;  // VkScopeKHR
+};
+using CoopmatPropertiesKhrQuery = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopmatPropertiesKhr*);
+
+// The one shape vkgate's tensor-core kernels use: 16×16×16, fp16 A and B,
+// fp32 C and result, subgroup scope. Both extensions number the component
+// types and scopes alike (FLOAT16 0, FLOAT32 1, SUBGROUP 3).
+bool f16_shape(uint32_t m, uint32_t n, uint32_t k, uint32_t a, uint32_t b, uint32_t c, uint32_t result,
+               uint32_t scope) {
+  return m == 16 && n == 16 && k == 16 && a == VK_COMPONENT_TYPE_FLOAT16_NV && b == VK_COMPONENT_TYPE_FLOAT16_NV &&
+         c == VK_COMPONENT_TYPE_FLOAT32_NV && result == VK_COMPONENT_TYPE_FLOAT32_NV && scope == VK_SCOPE_SUBGROUP_NV;
+}
+
+// What the kernels of either extension need besides the extension itself:
+// 32-lane subgroups (they split a workgroup into four), fp16 arithmetic and
+// storage, and the Vulkan memory model.
+bool coopmat_prerequisites(VkPhysicalDevice pd, const DeviceInfo& d, uint32_t api) {
+  if (d.subgroup_size != 32 || !d.fp16_arithmetic || !d.storage16 || api < VK_API_VERSION_1_2 ||
+      gpu::env_flag("VKGATE_DISABLE_COOPMAT"))
     return false;
   VkPhysicalDeviceVulkanMemoryModelFeatures mm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
-  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, &mm};
+  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &mm};
+  vkGetPhysicalDeviceFeatures2(pd, &f);
+  return mm.vulkanMemoryModel;
+}
+
+// The properties queries are instance-level entry points of the extensions.
+bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts) {
+  if (!has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &cm};
   vkGetPhysicalDeviceFeatures2(pd, &f);
-  if (!cm.cooperativeMatrix || !mm.vulkanMemoryModel) return false;
-  // The properties query is an instance-level entry point of the extension.
   auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
       vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
-  if (!query) return false;
   uint32_t n = 0;
-  if (query(pd, &n, nullptr) != VK_SUCCESS) return false;
+  if (!cm.cooperativeMatrix || !query || query(pd, &n, nullptr) != VK_SUCCESS) return false;
   std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
   if (query(pd, &n, props.data()) != VK_SUCCESS) return false;
-  for (const auto& p : props)
-    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 && p.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-        p.BType == VK_COMPONENT_TYPE_FLOAT16_NV && p.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-        p.DType == VK_COMPONENT_TYPE_FLOAT32_NV && p.scope == VK_SCOPE_SUBGROUP_NV)
-      return true;
-  return false;
+  return std::any_of(props.begin(), props.begin() + n, [](const VkCooperativeMatrixPropertiesNV& p) {
+    return f16_shape(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.DType, p.scope);
+  });
+}
+
+// Only where this build embeds the KHR kernels (a glslang with
+// GL_KHR_cooperative_matrix) and the device is Vulkan 1.3, which SPIR-V
+// modules with cooperative-matrix types require.
+bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts,
+                     uint32_t api) {
+  if (!gpu::has_shader("matmul_coopmat_khr") || !has_extension(exts, kCoopmatKhrExtension) ||
+      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR"))
+    return false;
+  CoopmatFeaturesKhr cm;
+  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &cm};
+  vkGetPhysicalDeviceFeatures2(pd, &f);
+  auto query = reinterpret_cast<CoopmatPropertiesKhrQuery>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  uint32_t n = 0;
+  if (!cm.cooperativeMatrix || !query || query(pd, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<CoopmatPropertiesKhr> props(n);
+  if (query(pd, &n, props.data()) != VK_SUCCESS) return false;
+  return std::any_of(props.begin(), props.begin() + n, [](const CoopmatPropertiesKhr& p) {
+    return !p.saturatingAccumulation &&
+           f16_shape(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope);
+  });
 }
 
 DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
@@ -197,7 +253,10 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   d.storage16 = s16.storageBuffer16BitAccess;
   d.coopmat_nv = has_extension(exts, "VK_NV_cooperative_matrix");
   d.coopmat_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
-  d.coopmat_f16 = coopmat_f16_usable(instance, pd, d, exts, base.apiVersion);
+  if (coopmat_prerequisites(pd, d, base.apiVersion)) {
+    d.coopmat_f16 = nv_coopmat_f16(instance, pd, exts);
+    d.coopmat_f16_khr = khr_coopmat_f16(instance, pd, exts, base.apiVersion);
+  }
 
   const int fam = compute_queue_family(pd);
   if (fam >= 0) {
@@ -359,7 +418,7 @@ std::string DeviceInfo::summary() const {
      << " max_buffer_range=" << human_bytes(max_storage_buffer_range)
      << " device_memory=" << human_bytes(device_local_bytes)
      << " coopmat=" << (coopmat_khr && coopmat_nv ? "khr+nv" : coopmat_khr ? "khr" : coopmat_nv ? "nv" : "no")
-     << (coopmat_f16 ? " (fp16 16x16x16 used)" : "")
+     << (coopmat_f16_khr ? " (fp16 16x16x16 used, khr)" : coopmat_f16 ? " (fp16 16x16x16 used, nv)" : "")
      << " timestamps=" << (timestamps ? "yes" : "no");
   return os.str();
 }
@@ -455,15 +514,25 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       f16.shaderFloat16 = VK_FALSE;
   }
 
-  // The tensor-core matmul needs the extension, its feature and the Vulkan memory model.
+  // The tensor-core kernels need their extension, its feature and the Vulkan memory model.
   VkPhysicalDeviceVulkanMemoryModelFeatures memory_model{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
-  VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
-                                                      &memory_model};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  CoopmatFeaturesKhr coopmat_khr;
+  if (s.info.coopmat_f16 || s.info.coopmat_f16_khr) {
+    memory_model.vulkanMemoryModel = VK_TRUE;
+    f16.pNext = &memory_model;
+  }
   if (s.info.coopmat_f16) {
     enable.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     coopmat.cooperativeMatrix = VK_TRUE;
-    memory_model.vulkanMemoryModel = VK_TRUE;
+    coopmat.pNext = f16.pNext;
     f16.pNext = &coopmat;
+  }
+  if (s.info.coopmat_f16_khr) {
+    enable.push_back(kCoopmatKhrExtension);
+    coopmat_khr.cooperativeMatrix = VK_TRUE;
+    coopmat_khr.pNext = f16.pNext;
+    f16.pNext = &coopmat_khr;
   }
 
   // Compiler statistics of each pipeline, for tuning kernels on real GPUs.

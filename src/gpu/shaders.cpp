@@ -81,13 +81,19 @@ std::map<std::string, ShaderModuleInfo> build_registry() {
   return r;
 }
 
+const std::map<std::string, ShaderModuleInfo>& registry() {
+  static const std::map<std::string, ShaderModuleInfo> r = build_registry();
+  return r;
+}
+
 }  // namespace
 
 const ShaderModuleInfo& shader_info(const std::string& name) {
-  static const std::map<std::string, ShaderModuleInfo> registry = build_registry();
-  auto it = registry.find(name);
-  if (it == registry.end()) throw Error(ErrorCode::invalid_argument, "no embedded shader named '" + name + "'");
+  auto it = registry().find(name);
+  if (it == registry().end()) throw Error(ErrorCode::invalid_argument, "no embedded shader named '" + name + "'");
   return it->second;
 }
+
+bool has_shader(const std::string& name) { return registry().count(name) != 0; }
 
 }  // namespace vkgate::gpu

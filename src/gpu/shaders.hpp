@@ -20,5 +20,8 @@ struct ShaderModuleInfo {
 
 // Error(invalid_argument) if no module has that name.
 const ShaderModuleInfo& shader_info(const std::string& name);
+// Whether this build embeds that module (optional variants depend on the
+// shader compiler, e.g. GL_KHR_cooperative_matrix).
+bool has_shader(const std::string& name);
 
 }  // namespace vkgate::gpu

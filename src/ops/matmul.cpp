@@ -83,8 +83,9 @@ Route route(const DeviceInfo& d, const Push& push, Storage s) {
         shared <= d.shared_memory_bytes)
       return {Path::staged, c, N / TN, M / TM};
   }
-  // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly.
-  if (s == Storage::f16 && d.coopmat_f16 && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 && push.ldx % 8 == 0 &&
+  // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly,
+  // through either cooperative-matrix extension.
+  if (s == Storage::f16 && (d.coopmat_f16 || d.coopmat_f16_khr) && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 && push.ldx % 8 == 0 &&
       push.ldw % 8 == 0)
     return {Path::coopmat, Coopmat::off, N / 64, M / 64};
   const auto spec = tiles(d);
@@ -198,7 +199,10 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
       break;
     }
     case Path::coopmat:
-      dispatch(ctx.pipelines->get(out_f32 ? "matmul_coopmat" : "matmul_coopmat_f16", {128}), "matmul.coopmat");
+      dispatch(ctx.pipelines->get(std::string(ctx.info.coopmat_f16_khr ? "matmul_coopmat_khr" : "matmul_coopmat") +
+                                      (out_f32 ? "" : "_f16"),
+                                  {128}),
+               ctx.info.coopmat_f16_khr ? "matmul.coopmat_khr" : "matmul.coopmat");
       break;
     case Path::tiled: dispatch(ctx.pipelines->get(variant("matmul", s, y32), tiles(ctx.info)), "matmul"); break;
   }
