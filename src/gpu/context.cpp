@@ -140,6 +140,14 @@ bool f16_shape(uint32_t m, uint32_t n, uint32_t k, uint32_t a, uint32_t b, uint3
          c == VK_COMPONENT_TYPE_FLOAT32_NV && result == VK_COMPONENT_TYPE_FLOAT32_NV && scope == VK_SCOPE_SUBGROUP_NV;
 }
 
+// The feature struct `F` as the device reports it.
+template <class F>
+F device_feature(VkPhysicalDevice pd, F f) {
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f};
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  return f;
+}
+
 // What the kernels of either extension need besides the extension itself:
 // 32-lane subgroups (they split a workgroup into four), fp16 arithmetic and
 // storage, and the Vulkan memory model.
@@ -147,25 +155,34 @@ bool coopmat_prerequisites(VkPhysicalDevice pd, const DeviceInfo& d, uint32_t ap
   if (d.subgroup_size != 32 || !d.fp16_arithmetic || !d.storage16 || api < VK_API_VERSION_1_2 ||
       gpu::env_flag("VKGATE_DISABLE_COOPMAT"))
     return false;
-  VkPhysicalDeviceVulkanMemoryModelFeatures mm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
-  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &mm};
-  vkGetPhysicalDeviceFeatures2(pd, &f);
-  return mm.vulkanMemoryModel;
+  return device_feature(pd, VkPhysicalDeviceVulkanMemoryModelFeatures{
+                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES})
+      .vulkanMemoryModel;
 }
 
-// The properties queries are instance-level entry points of the extensions.
-bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts) {
-  if (!has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
-  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &cm};
-  vkGetPhysicalDeviceFeatures2(pd, &f);
-  auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+// The shapes an extension's properties query lists (an instance-level entry
+// point); none if the query is missing or fails.
+template <class Query, class Props>
+std::vector<Props> coopmat_shapes(VkInstance instance, VkPhysicalDevice pd, const char* query_name, Props blank) {
+  auto query = reinterpret_cast<Query>(vkGetInstanceProcAddr(instance, query_name));
   uint32_t n = 0;
-  if (!cm.cooperativeMatrix || !query || query(pd, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<VkCooperativeMatrixPropertiesNV> props(n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-  if (query(pd, &n, props.data()) != VK_SUCCESS) return false;
-  return std::any_of(props.begin(), props.begin() + n, [](const VkCooperativeMatrixPropertiesNV& p) {
+  if (!query || query(pd, &n, nullptr) != VK_SUCCESS) return {};
+  std::vector<Props> props(n, blank);
+  if (query(pd, &n, props.data()) != VK_SUCCESS) return {};
+  props.resize(n);
+  return props;
+}
+
+bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts) {
+  if (!has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+      !device_feature(pd, VkPhysicalDeviceCooperativeMatrixFeaturesNV{
+                              VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV})
+           .cooperativeMatrix)
+    return false;
+  const auto props = coopmat_shapes<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      instance, pd, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV",
+      VkCooperativeMatrixPropertiesNV{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  return std::any_of(props.begin(), props.end(), [](const VkCooperativeMatrixPropertiesNV& p) {
     return f16_shape(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.DType, p.scope);
   });
 }
@@ -176,18 +193,12 @@ bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<
 bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts,
                      uint32_t api) {
   if (!gpu::has_shader("matmul_coopmat_khr") || !has_extension(exts, kCoopmatKhrExtension) ||
-      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR"))
+      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") ||
+      !device_feature(pd, CoopmatFeaturesKhr{}).cooperativeMatrix)
     return false;
-  CoopmatFeaturesKhr cm;
-  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &cm};
-  vkGetPhysicalDeviceFeatures2(pd, &f);
-  auto query = reinterpret_cast<CoopmatPropertiesKhrQuery>(
-      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  uint32_t n = 0;
-  if (!cm.cooperativeMatrix || !query || query(pd, &n, nullptr) != VK_SUCCESS) return false;
-  std::vector<CoopmatPropertiesKhr> props(n);
-  if (query(pd, &n, props.data()) != VK_SUCCESS) return false;
-  return std::any_of(props.begin(), props.begin() + n, [](const CoopmatPropertiesKhr& p) {
+  const auto props = coopmat_shapes<CoopmatPropertiesKhrQuery>(
+      instance, pd, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", CoopmatPropertiesKhr{});
+  return std::any_of(props.begin(), props.end(), [](const CoopmatPropertiesKhr& p) {
     return !p.saturatingAccumulation &&
            f16_shape(p.MSize, p.NSize, p.KSize, p.AType, p.BType, p.CType, p.ResultType, p.scope);
   });
