@@ -4,6 +4,7 @@
 #include <string>
 
 #include "harness.hpp"
+#include "gpu/pipeline.hpp"
 #include "gpu/recorder.hpp"
 #include "ops/ops.hpp"
 #include "vkgate/dtype.hpp"
@@ -590,6 +591,37 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash plan: a forced split count (VKGATE_FLASH
     CHECK(plan.splits == 1280 / plan.block);
     o.split = false;
     CHECK(ops::flash_plan(ctx.device(), shape, st, o).splits == 1);
+  }
+}
+
+// The KHR tensor-core matmul asks for subgroups of 32 where the device's
+// default differs (AMD's 64); this checks that request's plumbing (device
+// features, pipeline create info) under the validation layer on any device.
+TEST_CASE_FIXTURE(test::GpuTest, "pipelines: a required subgroup size, where the device can be asked for one") {
+  const DeviceInfo& d = vk.info;
+  const uint32_t wg = 256;
+  CHECK(gpu::subgroup_size_ok(d, d.subgroup_size) == (d.subgroup_size_control || d.min_subgroup_size == d.max_subgroup_size));
+  CHECK_FALSE(gpu::subgroup_size_ok(d, d.max_subgroup_size * 2));
+  const std::string too_big = "full subgroups of " + std::to_string(d.max_subgroup_size * 2);
+  CHECK_THROWS_WITH_AS(vk.pipelines->get("copy", {wg}, d.max_subgroup_size * 2), doctest::Contains(too_big.c_str()),
+                       Error);
+  if (!d.subgroup_size_control) {
+    MESSAGE("skipped: " << d.name << " has no subgroup size control");
+    return;
+  }
+  for (uint32_t size = d.min_subgroup_size; size <= d.max_subgroup_size; size *= 2) {
+    CAPTURE(size);
+    const gpu::Pipeline& sized = vk.pipelines->get("copy", {wg}, size);
+    CHECK(sized.subgroup_size == size);
+    CHECK(&sized != &vk.pipelines->get("copy", {wg}));
+    const auto x = random(4 * 1000);
+    auto src = upload(x, "src");
+    auto dst = poisoned(x.size(), "dst");
+    const uint32_t count = uint32_t(x.size() / 4);
+    run_once(vk, [&](gpu::Recorder& rec) {
+      rec.dispatch(sized, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, &count, 2, 1, 1, "copy");
+    });
+    CHECK(download(dst, x.size()) == x);
   }
 }
 

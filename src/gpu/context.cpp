@@ -16,6 +16,14 @@ namespace vkgate {
 namespace {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+// The instance asks for Vulkan 1.3 (SPIR-V with cooperative-matrix types needs
+// it); a device then offers min(this, its own version).
+constexpr uint32_t kInstanceApi = VK_API_VERSION_1_3;
+uint32_t usable_api(VkPhysicalDevice pd) {
+  VkPhysicalDeviceProperties p{};
+  vkGetPhysicalDeviceProperties(pd, &p);
+  return std::min(p.apiVersion, kInstanceApi);
+}
 
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   return std::any_of(exts.begin(), exts.end(),
@@ -148,12 +156,11 @@ F device_feature(VkPhysicalDevice pd, F f) {
   return f;
 }
 
-// What the kernels of either extension need besides the extension itself:
-// 32-lane subgroups (they split a workgroup into four), fp16 arithmetic and
-// storage, and the Vulkan memory model.
+// What the kernels of either extension need besides the extension itself
+// and 32-lane subgroups (they split a workgroup into four): fp16 arithmetic
+// and storage, and the Vulkan memory model.
 bool coopmat_prerequisites(VkPhysicalDevice pd, const DeviceInfo& d, uint32_t api) {
-  if (d.subgroup_size != 32 || !d.fp16_arithmetic || !d.storage16 || api < VK_API_VERSION_1_2 ||
-      gpu::env_flag("VKGATE_DISABLE_COOPMAT"))
+  if (!d.fp16_arithmetic || !d.storage16 || api < VK_API_VERSION_1_2 || gpu::env_flag("VKGATE_DISABLE_COOPMAT"))
     return false;
   return device_feature(pd, VkPhysicalDeviceVulkanMemoryModelFeatures{
                                 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES})
@@ -190,10 +197,10 @@ bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<
 // Only where this build embeds the KHR kernels (a glslang with
 // GL_KHR_cooperative_matrix) and the device is Vulkan 1.3, which SPIR-V
 // modules with cooperative-matrix types require.
-bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts,
-                     uint32_t api) {
+bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d,
+                     const std::vector<VkExtensionProperties>& exts, uint32_t api) {
   if (!gpu::has_shader("matmul_coopmat_khr") || !has_extension(exts, kCoopmatKhrExtension) ||
-      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") ||
+      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") || !gpu::subgroup_size_ok(d, 32) ||
       !device_feature(pd, CoopmatFeaturesKhr{}).cooperativeMatrix)
     return false;
   const auto props = coopmat_shapes<CoopmatPropertiesKhrQuery>(
@@ -215,8 +222,9 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceProperties base{};
   vkGetPhysicalDeviceProperties(pd, &base);
   const auto exts = device_extensions(pd);
-  const bool v12 = base.apiVersion >= VK_API_VERSION_1_2;
-  const bool v13 = base.apiVersion >= VK_API_VERSION_1_3;
+  const uint32_t api = usable_api(pd);
+  const bool v12 = api >= VK_API_VERSION_1_2;
+  const bool v13 = api >= VK_API_VERSION_1_3;
   props.pNext = &sub;
   if (v12 || has_extension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) sub.pNext = &drv;
   if (v13 || has_extension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) drv.pNext = &ssc;
@@ -264,9 +272,15 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   d.storage16 = s16.storageBuffer16BitAccess;
   d.coopmat_nv = has_extension(exts, "VK_NV_cooperative_matrix");
   d.coopmat_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
-  if (coopmat_prerequisites(pd, d, base.apiVersion)) {
-    d.coopmat_f16 = nv_coopmat_f16(instance, pd, exts);
-    d.coopmat_f16_khr = khr_coopmat_f16(instance, pd, exts, base.apiVersion);
+  if (v13 || has_extension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) {
+    const auto sc = device_feature(pd, VkPhysicalDeviceSubgroupSizeControlFeatures{
+                                           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES});
+    d.subgroup_size_control = sc.subgroupSizeControl && sc.computeFullSubgroups &&
+                              (ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
+  }
+  if (coopmat_prerequisites(pd, d, api)) {
+    d.coopmat_f16 = d.subgroup_size == 32 && nv_coopmat_f16(instance, pd, exts);
+    d.coopmat_f16_khr = khr_coopmat_f16(instance, pd, d, exts, api);
   }
 
   const int fam = compute_queue_family(pd);
@@ -373,7 +387,7 @@ Instance create_instance(bool validation, bool gpu_assisted, const VkDebugUtilsM
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "vkgate";
   app.pEngineName = "vkgate";
-  app.apiVersion = VK_API_VERSION_1_2;
+  app.apiVersion = kInstanceApi;
   VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, next, flags, &app};
   ci.enabledLayerCount = uint32_t(layers.size());
   ci.ppEnabledLayerNames = layers.data();
@@ -515,9 +529,8 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s16.storageBuffer16BitAccess = s.info.storage16;
   const auto dev_exts = device_extensions(s.physical);
   std::vector<const char*> enable;
-  VkPhysicalDeviceProperties base{};
-  vkGetPhysicalDeviceProperties(s.physical, &base);
-  if (base.apiVersion < VK_API_VERSION_1_2) {
+  const uint32_t api = usable_api(s.physical);
+  if (api < VK_API_VERSION_1_2) {
     // 1.1 devices expose fp16 arithmetic only through the extension.
     if (s.info.fp16_arithmetic && has_extension(dev_exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME))
       enable.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
@@ -525,25 +538,35 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
       f16.shaderFloat16 = VK_FALSE;
   }
 
+  auto chain = [&](auto& features) {
+    features.pNext = f16.pNext;
+    f16.pNext = &features;
+  };
   // The tensor-core kernels need their extension, its feature and the Vulkan memory model.
   VkPhysicalDeviceVulkanMemoryModelFeatures memory_model{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coopmat{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   CoopmatFeaturesKhr coopmat_khr;
   if (s.info.coopmat_f16 || s.info.coopmat_f16_khr) {
     memory_model.vulkanMemoryModel = VK_TRUE;
-    f16.pNext = &memory_model;
+    chain(memory_model);
   }
   if (s.info.coopmat_f16) {
     enable.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     coopmat.cooperativeMatrix = VK_TRUE;
-    coopmat.pNext = f16.pNext;
-    f16.pNext = &coopmat;
+    chain(coopmat);
   }
   if (s.info.coopmat_f16_khr) {
     enable.push_back(kCoopmatKhrExtension);
     coopmat_khr.cooperativeMatrix = VK_TRUE;
-    coopmat_khr.pNext = f16.pNext;
-    f16.pNext = &coopmat_khr;
+    chain(coopmat_khr);
+  }
+  // Pipelines that ask for a subgroup size (gpu::PipelineCache::get).
+  VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  if (s.info.subgroup_size_control) {
+    if (api < VK_API_VERSION_1_3) enable.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    size_control.subgroupSizeControl = size_control.computeFullSubgroups = VK_TRUE;
+    chain(size_control);
   }
 
   // Compiler statistics of each pipeline, for tuning kernels on real GPUs.

@@ -70,9 +70,15 @@ size_t PipelineCache::size() const {
   return pipelines_.size();
 }
 
-const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<uint32_t>& spec) {
+bool subgroup_size_ok(const DeviceInfo& d, uint32_t size) {
+  if (d.subgroup_size_control) return d.min_subgroup_size <= size && size <= d.max_subgroup_size;
+  return d.min_subgroup_size == size && d.max_subgroup_size == size;
+}
+
+const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<uint32_t>& spec,
+                                   uint32_t subgroup_size) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto key = std::make_pair(shader, spec);
+  auto key = std::make_tuple(shader, spec, subgroup_size);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return *it->second;
 
   const ShaderModuleInfo& info = shader_info(shader);
@@ -81,9 +87,16 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
     throw Error(ErrorCode::unsupported, doing + ": workgroup size " + std::to_string(spec.empty() ? 0 : spec[0]) +
                                             " exceeds the device limit " +
                                             std::to_string(ctx_.info.max_workgroup_invocations));
+  if (subgroup_size && (!subgroup_size_ok(ctx_.info, subgroup_size) || spec[0] % subgroup_size != 0))
+    throw Error(ErrorCode::unsupported,
+                doing + ": it needs full subgroups of " + std::to_string(subgroup_size) + " lanes (workgroup " +
+                    std::to_string(spec[0]) + "), which " + ctx_.info.name + " cannot guarantee (subgroups of " +
+                    std::to_string(ctx_.info.min_subgroup_size) + ".." + std::to_string(ctx_.info.max_subgroup_size) +
+                    (ctx_.info.subgroup_size_control ? ")" : ", no subgroup size control)"));
   auto p = std::make_unique<Pipeline>();
   p->shader = shader;
   p->spec = spec;
+  p->subgroup_size = subgroup_size;
   p->bindings = info.bindings;
   p->texel_bindings = info.texel_bindings;
   p->push_bytes = info.push_bytes;
@@ -121,6 +134,13 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+    if (subgroup_size && ctx_.info.subgroup_size_control) {
+      required.requiredSubgroupSize = subgroup_size;
+      ci.stage.pNext = &required;
+      ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    }
     ci.layout = p->layout;
     if (ctx_.pipeline_stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     VK_CHECK(vkCreateComputePipelines(dev, cache_, 1, &ci, nullptr, &p->pipeline), doing);

@@ -4,8 +4,9 @@
 #pragma once
 
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
+#include <tuple>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -16,9 +17,15 @@
 
 namespace vkgate::gpu {
 
+// Whether a pipeline can be made to run in subgroups of exactly `size` lanes:
+// the device asks for that size on request (subgroup_size_control), or it
+// has no other.
+bool subgroup_size_ok(const DeviceInfo& d, uint32_t size);
+
 struct Pipeline {
   std::string shader;
   std::vector<uint32_t> spec;  // spec[0] is the workgroup size
+  uint32_t subgroup_size = 0;  // required, or 0: the driver's choice
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
@@ -34,14 +41,17 @@ class PipelineCache {
   ~PipelineCache();
 
   // Specialization constants are uint32 values for constant_id 0, 1, ...
-  const Pipeline& get(const std::string& shader, const std::vector<uint32_t>& spec);
+  // A non-zero `subgroup_size` makes the pipeline run in full subgroups of
+  // that many lanes (Error(unsupported) where !subgroup_size_ok, or the
+  // workgroup is not a whole number of them).
+  const Pipeline& get(const std::string& shader, const std::vector<uint32_t>& spec, uint32_t subgroup_size = 0);
   size_t size() const;
 
  private:
   Context::Impl& ctx_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::vector<uint32_t>>, std::unique_ptr<Pipeline>> pipelines_;
+  std::map<std::tuple<std::string, std::vector<uint32_t>, uint32_t>, std::unique_ptr<Pipeline>> pipelines_;
 };
 
 }  // namespace vkgate::gpu

@@ -201,7 +201,7 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
     case Path::coopmat:
       dispatch(ctx.pipelines->get(std::string(ctx.info.coopmat_f16_khr ? "matmul_coopmat_khr" : "matmul_coopmat") +
                                       (out_f32 ? "" : "_f16"),
-                                  {128}),
+                                  {128}, ctx.info.coopmat_f16_khr ? 32u : 0u),
                ctx.info.coopmat_f16_khr ? "matmul.coopmat_khr" : "matmul.coopmat");
       break;
     case Path::tiled: dispatch(ctx.pipelines->get(variant("matmul", s, y32), tiles(ctx.info)), "matmul"); break;
