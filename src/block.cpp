@@ -163,6 +163,10 @@ struct GatedAttention::Impl {
     // probabilities, VKGATE_DISABLE_FUSED is set or the device runs the
     // unfused path faster (ops::flash_preferred).
     bool fused = false;
+    // The projection applies the input RMSNorm (ops::matmul_rmsnorm), so xn
+    // is not allocated. Decided once: re-recording must not read the
+    // environment again.
+    bool norm_in_projection = false;
     uint32_t chunk = 0;  // queries per chunk of the unfused attention
     uint32_t attn_ld = 0;  // row stride of attn
     ops::FlashPlan flash;
@@ -236,8 +240,8 @@ struct GatedAttention::Impl {
     const bool direct_io = BT <= kDirectIoTokens && !gpu::env_flag("VKGATE_DISABLE_DIRECT_IO");
     if (!direct_io) p->x = device(BT * D, f32, "hidden_states");
     p->x_in = direct_io ? &p->x_up : &p->x;
-    if (!ops::matmul_rmsnorm_applies(vk.info, uint32_t(BT), uint32_t(D), ld_hidden))
-      p->xn = device(BT * ld_hidden, act, "normed hidden_states");
+    p->norm_in_projection = ops::matmul_rmsnorm_applies(vk.info, uint32_t(BT), uint32_t(D), ld_hidden);
+    if (!p->norm_in_projection) p->xn = device(BT * ld_hidden, act, "normed hidden_states");
     p->proj = device(BT * layout.cols, act, "projections");
     p->q = device(B * H * T * Dh, act, "q");
     if (!resident(key)) {
@@ -335,8 +339,10 @@ struct GatedAttention::Impl {
     const ops::View normed{0, T * ld_hidden, ld_hidden, 1, ld_hidden, 0};
     const Buffer* qkv_bias = cfg.qkv_bias ? &b_qkv : nullptr;
     const Buffer* mm_partial = p.mm_partial.valid() ? &p.mm_partial : nullptr;
-    if (!ops::matmul_rmsnorm(vk, rec, *p.x_in, norm_w, cfg.norm_kind, eps, w_qkv, qkv_bias, p.proj, BT, layout.cols, D,
-                             act, ld_hidden)) {
+    if (p.norm_in_projection) {
+      ops::matmul_rmsnorm(vk, rec, *p.x_in, norm_w, cfg.norm_kind, eps, w_qkv, qkv_bias, p.proj, BT, layout.cols, D, act,
+                          ld_hidden);
+    } else {
       ops::rmsnorm(vk, rec, *p.x_in, rows, norm_w, p.xn, normed, BT, T, 1, D, cfg.norm_kind, eps, act, true);
       ops::matmul(vk, rec, p.xn, w_qkv, qkv_bias, nullptr, p.proj, BT, layout.cols, D, act, false, ld_hidden, ld_hidden,
                   mm_partial);

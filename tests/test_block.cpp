@@ -112,6 +112,26 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: replaying a recorded shape gives identi
   CHECK_THROWS_WITH_AS(fresh.replay(1), doctest::Contains("no forward"), Error);
 }
 
+// A recorded plan keeps the passes its buffers were sized for: a switch set
+// after it was planned must not reach its re-recording (set_poison records
+// again), where the unfused input norm would write a buffer never allocated.
+TEST_CASE_FIXTURE(test::GpuTest, "block: a re-recorded plan ignores switches set after it was planned") {
+  BlockConfig c = small({"GQA", 4, 2}, GateKind::elementwise, true);
+  test::RandomWeights w(c, rng);
+  const auto x = random(2 * 96);
+  reference::Inputs in;
+  in.hidden = x;
+  in.tokens = 2;
+  const auto want = reference::forward(c, w.map, in).output;
+  test::ScopedEnv gpu_kernels("VKGATE_DISABLE_CPU_MATMUL", "1");
+  GatedAttention block(ctx, c, w.map);
+  test::check_close(block.forward(x, 1, 2), want);
+  test::ScopedEnv unfused("VKGATE_DISABLE_PASS_FUSION", "1");
+  block.set_poison(true);
+  test::check_close(block.forward(x, 1, 2), want);
+  CHECK(block.recorded_shapes() == 1);
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "block: bad weights and shapes are clear errors") {
   BlockConfig c = small({"GQA", 4, 2}, GateKind::elementwise, true);
   test::RandomWeights w(c, rng);

@@ -147,8 +147,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       auto gxn = half ? upload_half(*this, xn_nan, "x normed") : poisoned(xn_nan.size(), "x normed");
       bool fused = false;
       run_once(vk, [&](gpu::Recorder& rec) {
-        fused = ops::matmul_rmsnorm(vk, rec, gx, gg, s.kind, 1e-6f, gw, s.bias ? &gb : nullptr, gy, s.M, s.N, s.K, st);
-        if (!fused) {
+        fused = ops::matmul_rmsnorm_applies(vk.info, s.M, s.K);
+        if (fused) {
+          ops::matmul_rmsnorm(vk, rec, gx, gg, s.kind, 1e-6f, gw, s.bias ? &gb : nullptr, gy, s.M, s.N, s.K, st);
+        } else {
           const ops::View rows = ops::btd_view(s.M, 1, s.K);
           ops::rmsnorm(vk, rec, gx, rows, gg, gxn, rows, s.M, s.M, 1, s.K, s.kind, 1e-6f, st, true);
           ops::matmul(vk, rec, gxn, gw, s.bias ? &gb : nullptr, nullptr, gy, s.M, s.N, s.K, st);
@@ -594,23 +596,40 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash plan: a forced split count (VKGATE_FLASH
   }
 }
 
-// The KHR tensor-core matmul asks for subgroups of 32 where the device's
-// default differs (AMD's 64); this checks that request's plumbing (device
-// features, pipeline create info) under the validation layer on any device.
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding count or a missing buffer is an error") {
+  const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
+  auto src = upload(random(16), "src");
+  gpu::Buffer none;
+  const uint32_t count = 4;
+  gpu::Recorder rec(vk);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}}, &count, 1),
+                       doctest::Contains("expected 2 bindings, got 1"), Error);
+  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&none, gpu::Access::write}}, &count, 1),
+                       doctest::Contains("binding 1 has no buffer"), Error);
+  rec.end();
+}
+
+// The KHR tensor-core matmul asks for subgroups of 32 where the device
+// offers subgroup size control (AMD's default is 64); this checks that
+// request's plumbing (device features, pipeline create info) under the
+// validation layer, and the refusals, on any device.
 TEST_CASE_FIXTURE(test::GpuTest, "pipelines: a required subgroup size, where the device can be asked for one") {
   const DeviceInfo& d = vk.info;
-  const uint32_t wg = 256;
-  CHECK(gpu::subgroup_size_ok(d, d.subgroup_size) == (d.subgroup_size_control || d.min_subgroup_size == d.max_subgroup_size));
-  CHECK_FALSE(gpu::subgroup_size_ok(d, d.max_subgroup_size * 2));
   const std::string too_big = "full subgroups of " + std::to_string(d.max_subgroup_size * 2);
-  CHECK_THROWS_WITH_AS(vk.pipelines->get("copy", {wg}, d.max_subgroup_size * 2), doctest::Contains(too_big.c_str()),
-                       Error);
+  CHECK_THROWS_WITH_AS(vk.pipelines->get("copy", {d.max_subgroup_size * 2}, d.max_subgroup_size * 2),
+                       doctest::Contains(too_big.c_str()), Error);
+  CHECK_THROWS_AS(vk.pipelines->get("copy", {d.min_subgroup_size * 3 / 2}, d.min_subgroup_size), Error);
   if (!d.subgroup_size_control) {
     MESSAGE("skipped: " << d.name << " has no subgroup size control");
     return;
   }
   for (uint32_t size = d.min_subgroup_size; size <= d.max_subgroup_size; size *= 2) {
     CAPTURE(size);
+    // The largest workgroup the request allows, and one subgroup more.
+    const uint32_t wg = std::min(d.max_workgroup_invocations, size * d.max_workgroup_subgroups) / size * size;
+    if (uint64_t(wg + size) <= d.max_workgroup_invocations)
+      CHECK_THROWS_AS(vk.pipelines->get("copy", {wg + size}, size), Error);
     const gpu::Pipeline& sized = vk.pipelines->get("copy", {wg}, size);
     CHECK(sized.subgroup_size == size);
     CHECK(&sized != &vk.pipelines->get("copy", {wg}));

@@ -37,9 +37,11 @@ struct DeviceInfo {
   bool fp16_arithmetic = false;  // shaderFloat16
   bool storage16 = false;        // storageBuffer16BitAccess
   uint32_t subgroup_size = 0, min_subgroup_size = 0, max_subgroup_size = 0;
-  // Compute pipelines can ask for any subgroup size in [min, max], in full
-  // subgroups (subgroupSizeControl and computeFullSubgroups).
+  // Compute pipelines can ask for any power-of-two subgroup size in [min, max],
+  // in full subgroups (subgroupSizeControl and computeFullSubgroups), of at
+  // most max_workgroup_subgroups per workgroup.
   bool subgroup_size_control = false;
+  uint32_t max_workgroup_subgroups = 0;
   bool subgroup_arithmetic = false, subgroup_shuffle = false;  // in compute
   uint32_t shared_memory_bytes = 0;
   uint32_t max_workgroup_invocations = 0;
@@ -60,8 +62,9 @@ struct DeviceInfo {
   // coopmat_f16_khr: through VK_KHR_cooperative_matrix, on Vulkan 1.3 devices,
   // where this build has the KHR shaders (a glslang with
   // GL_KHR_cooperative_matrix; not Debian 12's). Its pipelines ask for
-  // subgroups of 32 where the device's default differs (AMD's 64). The matmul
-  // prefers it; VKGATE_DISABLE_COOPMAT_KHR=1 turns it off.
+  // subgroups of 32 where the device offers subgroup size control, so devices
+  // whose default is 64 (AMD) can take it. The matmul prefers it;
+  // VKGATE_DISABLE_COOPMAT_KHR=1 turns it off.
   bool coopmat_f16 = false, coopmat_f16_khr = false;
   bool timestamps = false;
   double timestamp_period_ns = 0;

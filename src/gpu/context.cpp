@@ -137,6 +137,8 @@ struct CoopmatPropertiesKhr {
   VkBool32 saturatingAccumulation;
   uint32_t scope;  // VkScopeKHR
 };
+// shaders/matmul_coopmat.comp: four 32-lane subgroups.
+constexpr uint32_t kCoopmatMatmulWorkgroup = 128;
 using CoopmatPropertiesKhrQuery = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopmatPropertiesKhr*);
 
 // The one shape vkgate's tensor-core kernels use: 16×16×16, fp16 A and B,
@@ -200,7 +202,7 @@ bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<
 bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d,
                      const std::vector<VkExtensionProperties>& exts, uint32_t api) {
   if (!gpu::has_shader("matmul_coopmat_khr") || !has_extension(exts, kCoopmatKhrExtension) ||
-      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") || !gpu::subgroup_size_ok(d, 32) ||
+      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") || !gpu::subgroup_size_ok(d, 32, kCoopmatMatmulWorkgroup) ||
       !device_feature(pd, CoopmatFeaturesKhr{}).cooperativeMatrix)
     return false;
   const auto props = coopmat_shapes<CoopmatPropertiesKhrQuery>(
@@ -277,6 +279,7 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
                                            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES});
     d.subgroup_size_control = sc.subgroupSizeControl && sc.computeFullSubgroups &&
                               (ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
+    d.max_workgroup_subgroups = ssc.maxComputeWorkgroupSubgroups;
   }
   if (coopmat_prerequisites(pd, d, api)) {
     d.coopmat_f16 = d.subgroup_size == 32 && nv_coopmat_f16(instance, pd, exts);
@@ -443,7 +446,10 @@ std::string DeviceInfo::summary() const {
      << " max_buffer_range=" << human_bytes(max_storage_buffer_range)
      << " device_memory=" << human_bytes(device_local_bytes)
      << " coopmat=" << (coopmat_khr && coopmat_nv ? "khr+nv" : coopmat_khr ? "khr" : coopmat_nv ? "nv" : "no")
-     << (coopmat_f16_khr ? " (fp16 16x16x16 used, khr)" : coopmat_f16 ? " (fp16 16x16x16 used, nv)" : "")
+     << (coopmat_f16_khr && coopmat_f16 ? " (fp16 16x16x16 used: matmul khr, attention nv)"
+         : coopmat_f16_khr                ? " (fp16 16x16x16 used: matmul khr)"
+         : coopmat_f16                    ? " (fp16 16x16x16 used: nv)"
+                                          : "")
      << " timestamps=" << (timestamps ? "yes" : "no");
   return os.str();
 }

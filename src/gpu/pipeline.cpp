@@ -1,5 +1,6 @@
 #include "gpu/pipeline.hpp"
 
+#include <bit>
 #include <cstdio>
 #include <string>
 
@@ -70,8 +71,11 @@ size_t PipelineCache::size() const {
   return pipelines_.size();
 }
 
-bool subgroup_size_ok(const DeviceInfo& d, uint32_t size) {
-  if (d.subgroup_size_control) return d.min_subgroup_size <= size && size <= d.max_subgroup_size;
+bool subgroup_size_ok(const DeviceInfo& d, uint32_t size, uint32_t workgroup) {
+  if (size == 0 || workgroup % size != 0) return false;
+  if (d.subgroup_size_control)
+    return std::has_single_bit(size) && d.min_subgroup_size <= size && size <= d.max_subgroup_size &&
+           workgroup / size <= d.max_workgroup_subgroups;
   return d.min_subgroup_size == size && d.max_subgroup_size == size;
 }
 
@@ -87,12 +91,14 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
     throw Error(ErrorCode::unsupported, doing + ": workgroup size " + std::to_string(spec.empty() ? 0 : spec[0]) +
                                             " exceeds the device limit " +
                                             std::to_string(ctx_.info.max_workgroup_invocations));
-  if (subgroup_size && (!subgroup_size_ok(ctx_.info, subgroup_size) || spec[0] % subgroup_size != 0))
+  if (subgroup_size && !subgroup_size_ok(ctx_.info, subgroup_size, spec[0]))
     throw Error(ErrorCode::unsupported,
                 doing + ": it needs full subgroups of " + std::to_string(subgroup_size) + " lanes (workgroup " +
                     std::to_string(spec[0]) + "), which " + ctx_.info.name + " cannot guarantee (subgroups of " +
                     std::to_string(ctx_.info.min_subgroup_size) + ".." + std::to_string(ctx_.info.max_subgroup_size) +
-                    (ctx_.info.subgroup_size_control ? ")" : ", no subgroup size control)"));
+                    (ctx_.info.subgroup_size_control
+                         ? ", at most " + std::to_string(ctx_.info.max_workgroup_subgroups) + " per workgroup)"
+                         : ", no subgroup size control)"));
   auto p = std::make_unique<Pipeline>();
   p->shader = shader;
   p->spec = spec;

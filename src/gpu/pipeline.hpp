@@ -17,10 +17,11 @@
 
 namespace vkgate::gpu {
 
-// Whether a pipeline can be made to run in subgroups of exactly `size` lanes:
-// the device asks for that size on request (subgroup_size_control), or it
-// has no other.
-bool subgroup_size_ok(const DeviceInfo& d, uint32_t size);
+// Whether a pipeline of `workgroup` invocations can be made to run in full
+// subgroups of exactly `size` lanes: the device takes that size on request
+// (subgroup_size_control: a power of two in its range, the workgroup at most
+// max_workgroup_subgroups of them), or it has no other.
+bool subgroup_size_ok(const DeviceInfo& d, uint32_t size, uint32_t workgroup);
 
 struct Pipeline {
   std::string shader;

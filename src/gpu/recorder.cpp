@@ -201,6 +201,10 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
     throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': expected " +
                                                  std::to_string(p.bindings) + " bindings, got " +
                                                  std::to_string(bindings.size()));
+  for (const Binding& b : bindings)
+    if (!b.buffer->valid())
+      throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': binding " +
+                                                   std::to_string(&b - bindings.begin()) + " has no buffer");
   const auto& max = ctx_.info.max_workgroup_count;
   if (gx > max[0] || gy > max[1] || gz > max[2])
     throw Error(ErrorCode::unsupported, "dispatch of '" + p.shader + "': " + std::to_string(gx) + "×" +

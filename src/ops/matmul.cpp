@@ -223,17 +223,19 @@ bool matmul_rmsnorm_applies(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_
          !gpu::env_flag("VKGATE_DISABLE_PASS_FUSION");
 }
 
-bool matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
+void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
                     const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s,
                     uint32_t ldw) {
-  if (!matmul_rmsnorm_applies(ctx.info, M, K, ldw)) return false;
+  if (M > 8 || K % 8 != 0 || (ldw ? ldw : K) % 8 != 0 || !ctx.info.subgroup_arithmetic)
+    throw Error(ErrorCode::invalid_argument, "matmul_rmsnorm: " + std::to_string(M) + " rows of " +
+                                                 std::to_string(K) + " (stride " + std::to_string(ldw ? ldw : K) +
+                                                 ") is not a shape its kernel takes");
   const Push push{M, N, K, K, ldw ? ldw : K, N, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
   const gpu::Grid g = matvec_grid(ctx.info, N);
   rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),
                {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
                 {&norm_w, gpu::Access::read}, {&y, gpu::Access::write}},
                &push, g.x, g.y, 1, "rmsnorm+matvec");
-  return true;
 }
 
 }  // namespace vkgate::ops

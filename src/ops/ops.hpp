@@ -84,13 +84,14 @@ uint32_t matmul_splits(const Context::Impl& ctx, uint32_t M, uint32_t N, uint32_
 
 // y[M,N] = RMSNorm(x)·w[N,K]ᵀ (+ bias[N]) in one pass, for ≤ 8 rows on GPUs
 // (matvec.comp, NORM_X): x fp32 [M, K] dense, norm_w fp32 [K], w and y stored
-// as `s`. Returns false, recording nothing, where that kernel does not apply
-// (the caller then runs rmsnorm and matmul): CPU drivers, more rows, rows not
-// 8-element multiples, VKGATE_DISABLE_MATVEC or VKGATE_DISABLE_PASS_FUSION
-// (matmul_rmsnorm_applies says which in advance, so callers can skip the
-// normed buffer).
+// as `s`. matmul_rmsnorm_applies says where the pass is used: not on CPU
+// drivers, for more rows, rows not 8-element multiples, or under
+// VKGATE_DISABLE_MATVEC or VKGATE_DISABLE_PASS_FUSION (the caller then runs
+// rmsnorm and matmul). It reads the environment, so a caller that records
+// again later keeps its first answer. matmul_rmsnorm throws for shapes its
+// kernel cannot take.
 bool matmul_rmsnorm_applies(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_t ldw = 0);
-bool matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
+void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
                     const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K,
                     Storage s = Storage::f32, uint32_t ldw = 0);
 
