@@ -202,7 +202,8 @@ bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<
 bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d,
                      const std::vector<VkExtensionProperties>& exts, uint32_t api) {
   if (!gpu::has_shader("matmul_coopmat_khr") || !has_extension(exts, kCoopmatKhrExtension) ||
-      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") || !gpu::subgroup_size_ok(d, 32, kCoopmatMatmulWorkgroup) ||
+      api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") ||
+      !gpu::subgroup_size_ok(d, 32, kCoopmatMatmulWorkgroup) ||
       !device_feature(pd, CoopmatFeaturesKhr{}).cooperativeMatrix)
     return false;
   const auto props = coopmat_shapes<CoopmatPropertiesKhrQuery>(

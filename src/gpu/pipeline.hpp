@@ -43,8 +43,7 @@ class PipelineCache {
 
   // Specialization constants are uint32 values for constant_id 0, 1, ...
   // A non-zero `subgroup_size` makes the pipeline run in full subgroups of
-  // that many lanes (Error(unsupported) where !subgroup_size_ok, or the
-  // workgroup is not a whole number of them).
+  // that many lanes (Error(unsupported) where !subgroup_size_ok).
   const Pipeline& get(const std::string& shader, const std::vector<uint32_t>& spec, uint32_t subgroup_size = 0);
   size_t size() const;
 
