@@ -19,11 +19,7 @@ constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 // The instance asks for Vulkan 1.3 (SPIR-V with cooperative-matrix types needs
 // it); a device then offers min(this, its own version).
 constexpr uint32_t kInstanceApi = VK_API_VERSION_1_3;
-uint32_t usable_api(VkPhysicalDevice pd) {
-  VkPhysicalDeviceProperties p{};
-  vkGetPhysicalDeviceProperties(pd, &p);
-  return std::min(p.apiVersion, kInstanceApi);
-}
+uint32_t usable_api(uint32_t device_api) { return std::min(device_api, kInstanceApi); }
 
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   return std::any_of(exts.begin(), exts.end(),
@@ -182,8 +178,8 @@ std::vector<Props> coopmat_shapes(VkInstance instance, VkPhysicalDevice pd, cons
   return props;
 }
 
-bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<VkExtensionProperties>& exts) {
-  if (!has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) ||
+bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d) {
+  if (!d.coopmat_nv ||
       !device_feature(pd, VkPhysicalDeviceCooperativeMatrixFeaturesNV{
                               VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV})
            .cooperativeMatrix)
@@ -199,9 +195,8 @@ bool nv_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const std::vector<
 // Only where this build embeds the KHR kernels (a glslang with
 // GL_KHR_cooperative_matrix) and the device is Vulkan 1.3, which SPIR-V
 // modules with cooperative-matrix types require.
-bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d,
-                     const std::vector<VkExtensionProperties>& exts, uint32_t api) {
-  if (!gpu::has_shader("matmul_coopmat_khr") || !has_extension(exts, kCoopmatKhrExtension) ||
+bool khr_coopmat_f16(VkInstance instance, VkPhysicalDevice pd, const DeviceInfo& d, uint32_t api) {
+  if (!gpu::has_shader("matmul_coopmat_khr") || !d.coopmat_khr ||
       api < VK_API_VERSION_1_3 || gpu::env_flag("VKGATE_DISABLE_COOPMAT_KHR") ||
       !gpu::subgroup_size_ok(d, 32, kCoopmatMatmulWorkgroup) ||
       !device_feature(pd, CoopmatFeaturesKhr{}).cooperativeMatrix)
@@ -225,12 +220,13 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceProperties base{};
   vkGetPhysicalDeviceProperties(pd, &base);
   const auto exts = device_extensions(pd);
-  const uint32_t api = usable_api(pd);
+  const uint32_t api = usable_api(base.apiVersion);
   const bool v12 = api >= VK_API_VERSION_1_2;
   const bool v13 = api >= VK_API_VERSION_1_3;
   props.pNext = &sub;
   if (v12 || has_extension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) sub.pNext = &drv;
-  if (v13 || has_extension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) drv.pNext = &ssc;
+  const bool size_control = v13 || has_extension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  if (size_control) drv.pNext = &ssc;
   vkGetPhysicalDeviceProperties2(pd, &props);
   const VkPhysicalDeviceLimits& lim = base.limits;
 
@@ -273,9 +269,9 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   vkGetPhysicalDeviceFeatures2(pd, &feats);
   d.fp16_arithmetic = f16.shaderFloat16;
   d.storage16 = s16.storageBuffer16BitAccess;
-  d.coopmat_nv = has_extension(exts, "VK_NV_cooperative_matrix");
-  d.coopmat_khr = has_extension(exts, "VK_KHR_cooperative_matrix");
-  if (v13 || has_extension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) {
+  d.coopmat_nv = has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  d.coopmat_khr = has_extension(exts, kCoopmatKhrExtension);
+  if (size_control) {
     const auto sc = device_feature(pd, VkPhysicalDeviceSubgroupSizeControlFeatures{
                                            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES});
     d.subgroup_size_control = sc.subgroupSizeControl && sc.computeFullSubgroups &&
@@ -283,8 +279,8 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
     d.max_workgroup_subgroups = ssc.maxComputeWorkgroupSubgroups;
   }
   if (coopmat_prerequisites(pd, d, api)) {
-    d.coopmat_f16 = d.subgroup_size == 32 && nv_coopmat_f16(instance, pd, exts);
-    d.coopmat_f16_khr = khr_coopmat_f16(instance, pd, d, exts, api);
+    d.coopmat_f16 = d.subgroup_size == 32 && nv_coopmat_f16(instance, pd, d);
+    d.coopmat_f16_khr = khr_coopmat_f16(instance, pd, d, api);
   }
 
   const int fam = compute_queue_family(pd);
@@ -536,7 +532,9 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s16.storageBuffer16BitAccess = s.info.storage16;
   const auto dev_exts = device_extensions(s.physical);
   std::vector<const char*> enable;
-  const uint32_t api = usable_api(s.physical);
+  VkPhysicalDeviceProperties base{};
+  vkGetPhysicalDeviceProperties(s.physical, &base);
+  const uint32_t api = usable_api(base.apiVersion);
   if (api < VK_API_VERSION_1_2) {
     // 1.1 devices expose fp16 arithmetic only through the extension.
     if (s.info.fp16_arithmetic && has_extension(dev_exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME))

@@ -24,7 +24,12 @@ struct Push {
 bool matvec_applies(const DeviceInfo& d, uint32_t M) {
   return !cpu_gemm(d) && M <= 8 && d.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC");
 }
-bool vec8_rows(const Push& p) { return p.K % 8 == 0 && p.ldx % 8 == 0 && p.ldw % 8 == 0; }
+bool vec8_rows(uint32_t K, uint32_t ldx, uint32_t ldw) { return K % 8 == 0 && ldx % 8 == 0 && ldw % 8 == 0; }
+// The shapes matvec.comp's NORM_X variant takes: ≤ 8 dense rows of whole
+// 16-byte chunks, on a device with subgroup arithmetic.
+bool norm_matvec_fits(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_t ldw) {
+  return M <= 8 && d.subgroup_arithmetic && vec8_rows(K, K, ldw);
+}
 gpu::Grid matvec_grid(const DeviceInfo& d, uint32_t N) {
   const uint32_t per_group = 256 / std::max(1u, d.subgroup_size);
   return {(N + per_group - 1) / per_group, 1};
@@ -85,8 +90,8 @@ Route route(const DeviceInfo& d, const Push& push, Storage s) {
   }
   // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly,
   // through either cooperative-matrix extension.
-  if (s == Storage::f16 && (d.coopmat_f16 || d.coopmat_f16_khr) && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 && push.ldx % 8 == 0 &&
-      push.ldw % 8 == 0)
+  if (s == Storage::f16 && (d.coopmat_f16 || d.coopmat_f16_khr) && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 &&
+      push.ldx % 8 == 0 && push.ldw % 8 == 0)
     return {Path::coopmat, Coopmat::off, N / 64, M / 64};
   const auto spec = tiles(d);
   return {Path::tiled, Coopmat::off, (N + spec[2] - 1) / spec[2], (M + spec[1] - 1) / spec[1]};
@@ -190,7 +195,7 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
       break;
     case Path::cpu: dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y32), cpu_gemm_spec(M)), "matmul"); break;
     case Path::matvec:
-      dispatch(ctx.pipelines->get(variant(vec8_rows(push) ? "matvec_v8" : "matvec", s, y32), {256}), "matvec");
+      dispatch(ctx.pipelines->get(variant(vec8_rows(push.K, push.ldx, push.ldw) ? "matvec_v8" : "matvec", s, y32), {256}), "matvec");
       break;
     case Path::staged: {
       const bool emulated = r.staged == Coopmat::emulated;
@@ -198,12 +203,14 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
       dispatch(ctx.pipelines->get(name, {8 * coopmat_lanes(r.staged)}), "matmul.coopmat_staged");
       break;
     }
-    case Path::coopmat:
-      dispatch(ctx.pipelines->get(std::string(ctx.info.coopmat_f16_khr ? "matmul_coopmat_khr" : "matmul_coopmat") +
-                                      (out_f32 ? "" : "_f16"),
-                                  {128}, ctx.info.coopmat_f16_khr ? 32u : 0u),
-               ctx.info.coopmat_f16_khr ? "matmul.coopmat_khr" : "matmul.coopmat");
+    case Path::coopmat: {
+      // The KHR kernel asks for the 32-lane subgroups it is written for.
+      const bool khr = ctx.info.coopmat_f16_khr;
+      const std::string name = khr ? "matmul_coopmat_khr" : "matmul_coopmat";
+      dispatch(ctx.pipelines->get(name + (out_f32 ? "" : "_f16"), {128}, khr ? 32u : 0u),
+               khr ? "matmul.coopmat_khr" : "matmul.coopmat");
       break;
+    }
     case Path::tiled: dispatch(ctx.pipelines->get(variant("matmul", s, y32), tiles(ctx.info)), "matmul"); break;
   }
   if (splits == 1) return;
@@ -219,18 +226,19 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
 }
 
 bool matmul_rmsnorm_applies(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_t ldw) {
-  return matvec_applies(d, M) && K % 8 == 0 && (ldw ? ldw : K) % 8 == 0 &&
+  return matvec_applies(d, M) && norm_matvec_fits(d, M, K, ldw ? ldw : K) &&
          !gpu::env_flag("VKGATE_DISABLE_PASS_FUSION");
 }
 
 void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
                     const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s,
                     uint32_t ldw) {
-  if (M > 8 || K % 8 != 0 || (ldw ? ldw : K) % 8 != 0 || !ctx.info.subgroup_arithmetic)
+  if (!ldw) ldw = K;
+  if (!norm_matvec_fits(ctx.info, M, K, ldw))
     throw Error(ErrorCode::invalid_argument, "matmul_rmsnorm: " + std::to_string(M) + " rows of " +
-                                                 std::to_string(K) + " (stride " + std::to_string(ldw ? ldw : K) +
+                                                 std::to_string(K) + " (stride " + std::to_string(ldw) +
                                                  ") is not a shape its kernel takes");
-  const Push push{M, N, K, K, ldw ? ldw : K, N, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  const Push push{M, N, K, K, ldw, N, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
   const gpu::Grid g = matvec_grid(ctx.info, N);
   rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),
                {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
