@@ -1,5 +1,5 @@
-// The golden cases of ../shared/golden: config, weights and expected tensors
-// from an independent float64 implementation.
+// The golden cases of tests/golden (README there): config, weights and
+// expected tensors from an independent float64 implementation.
 #pragma once
 
 #include <cstdlib>
@@ -23,7 +23,7 @@ namespace vkgate::test {
 
 using nlohmann::json;
 
-// The build's ../shared/golden, unless VKGATE_GOLDEN_DIR in the environment
+// The checkout's tests/golden, unless VKGATE_GOLDEN_DIR in the environment
 // points elsewhere (a copy carried to another machine).
 inline std::string golden_dir() {
   const char* env = std::getenv("VKGATE_GOLDEN_DIR");

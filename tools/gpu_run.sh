@@ -2,8 +2,8 @@
 # Runs vkgate on the lent GPU machine (see ../shared/GPU.md) in one call:
 # device list, the GPU test suite under the validation layer (fused and
 # unfused paths), `vkgate bench` and the PyTorch peer on the same card.
-# Carry [".gl", "build", ".golden"]: .gl holds libvulkan1, vulkan-validationlayers
-# and the glvnd libraries as .debs, .golden a copy of ../shared/golden.
+# Carry [".gl", "build"]: .gl holds libvulkan1, vulkan-validationlayers and the
+# glvnd libraries as .debs. The golden cases come with the working tree (tests/golden).
 # Results go to $OUT (JSON and text).
 # Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all]   (default: all)
 set -uo pipefail
@@ -25,7 +25,7 @@ fi
   $cli devices
 } 2>&1 | tee "$out/devices.txt"
 if [ "$what" != bench ]; then
-  export VKGATE_GOLDEN_DIR=$PWD/.golden
+  export VKGATE_GOLDEN_DIR=$PWD/tests/golden  # the build compiled in this checkout's path
   # test_pass TITLE FILTER [VAR=VALUE...]: the test cases FILTER selects, with
   # those variables set; the log goes to tests.txt, the summary to the screen.
   : > "$out/tests.txt"
