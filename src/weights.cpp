@@ -19,6 +19,7 @@ TensorMap as_tensors(const WeightMap& weights) {
 }
 
 std::vector<TensorSpec> expected_weights(const BlockConfig& cfg) {
+  cfg.validate();
   const int64_t D = cfg.hidden_size, Dh = cfg.head_dim;
   std::vector<TensorSpec> s;
   s.push_back({"input_layernorm.weight", {D}});

@@ -44,11 +44,13 @@ struct TensorSpec {
   int64_t numel() const;
 };
 
-// Every tensor the config needs, with its expected shape.
+// Every tensor the config needs, with its expected shape. Validates cfg first
+// (Error(invalid_config)): shapes are only computed from a possible config.
 std::vector<TensorSpec> expected_weights(const BlockConfig& cfg);
 
-// Throws Error(missing_tensor / shape_mismatch) naming the first tensor that is
-// absent, has the wrong shape or element count, or a dtype other than F32/F16/BF16.
+// Throws Error(invalid_config) for an impossible cfg, then Error(missing_tensor
+// / shape_mismatch) naming the first tensor that is absent, has the wrong shape
+// or element count, or a dtype other than F32/F16/BF16.
 void check_weights(const BlockConfig& cfg, const TensorMap& weights);
 void check_weights(const BlockConfig& cfg, const WeightMap& weights);
 
