@@ -406,9 +406,11 @@ struct GatedAttention::Impl {
     rec.end();
   }
 
-  // Host-side reduction of the GPU's own probabilities and gate rows.
+  // Host-side reduction of the GPU's own probabilities and gate rows. The
+  // probability rows hold the step's past + T keys: p.past, which a resident
+  // plan updates each step (its key holds −1).
   BlockStats stats(const Plan& p) const {
-    const size_t B = size_t(p.key.batch), T = size_t(p.key.tokens), S = T + size_t(p.key.past),
+    const size_t B = size_t(p.key.batch), T = size_t(p.key.tokens), S = T + size_t(p.past),
                  H = size_t(cfg.num_heads);
     const float* probs = static_cast<const float*>(p.scores_down.mapped());
     BlockStats st;
@@ -449,10 +451,18 @@ const char* to_string(Precision p) noexcept {
   return "?";
 }
 
+namespace {
+// The config, once validate() has accepted it: Impl derives its layout (which
+// divides by the KV heads) from it, so nothing may see it before.
+const BlockConfig& validated(const BlockConfig& cfg) {
+  cfg.validate();
+  return cfg;
+}
+}  // namespace
+
 GatedAttention::GatedAttention(Context& ctx, const BlockConfig& cfg, const TensorMap& weights,
                                const BlockOptions& options)
-    : impl_(std::make_unique<Impl>(ctx, cfg, options)) {
-  cfg.validate();
+    : impl_(std::make_unique<Impl>(ctx, validated(cfg), options)) {
   check_weights(cfg, weights);
   if (options.check_finite)
     for (const TensorSpec& spec : expected_weights(cfg)) {

@@ -149,6 +149,62 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: bad weights and shapes are clear errors
   CHECK_THROWS_AS(block.forward({}, 1, 0), Error);
 }
 
+// Every config validate() refuses, built by hand as a library user would (no
+// config file to catch it first): each is Error(invalid_config) naming the key,
+// from every public entry that takes a config, before anything is derived from
+// it. The layout is official_grouped, whose row layout divides by the KV heads.
+TEST_CASE_FIXTURE(test::GpuTest, "block: every config validate() refuses is an Error at construction, never a signal") {
+  BlockConfig base = small({"GQA", 4, 2}, GateKind::headwise, true);
+  base.gate_layout = GateLayout::official_grouped;
+  test::RandomWeights w(base, rng);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  struct Bad {
+    const char* key;
+    void (*edit)(BlockConfig&, double);
+  };
+  const Bad cases[] = {
+      {"hidden_size", [](BlockConfig& c, double) { c.hidden_size = 0; }},
+      {"hidden_size", [](BlockConfig& c, double) { c.hidden_size = -96; }},
+      {"num_attention_heads", [](BlockConfig& c, double) { c.num_heads = 0; }},
+      {"num_key_value_heads", [](BlockConfig& c, double) { c.num_kv_heads = 0; }},
+      {"num_key_value_heads", [](BlockConfig& c, double) { c.num_kv_heads = -2; }},
+      {"num_attention_heads", [](BlockConfig& c, double) { c.num_kv_heads = 3; }},
+      {"head_dim", [](BlockConfig& c, double) { c.head_dim = 0; }},
+      {"head_dim", [](BlockConfig& c, double) { c.head_dim = 1025; }},
+      {"rms_norm_eps", [](BlockConfig& c, double) { c.rms_norm_eps = 0; }},
+      {"rms_norm_eps", [](BlockConfig& c, double n) { c.rms_norm_eps = n; }},
+      {"rope_theta", [](BlockConfig& c, double) { c.rope_theta = -1; }},
+      {"rope_theta", [](BlockConfig& c, double n) { c.rope_theta = n; }},
+      {"partial_rotary_factor", [](BlockConfig& c, double) { c.partial_rotary_factor = 1.5; }},
+      {"partial_rotary_factor", [](BlockConfig& c, double n) { c.partial_rotary_factor = n; }},
+      {"partial_rotary_factor", [](BlockConfig& c, double) { c.head_dim = 6, c.partial_rotary_factor = 0.5; }},
+      {"num_attention_heads", [](BlockConfig& c, double) { c.num_heads = 1 << 20, c.num_kv_heads = 1, c.head_dim = 1024; }},
+      {"num_attention_heads", [](BlockConfig& c, double) { c.hidden_size = (1 << 24) + 1; }},
+  };
+  for (const Bad& b : cases) {
+    BlockConfig c = base;
+    b.edit(c, nan);
+    INFO("key " << std::string(b.key));
+    INFO("heads " << c.num_heads << "/" << c.num_kv_heads << ", head_dim " << c.head_dim << ", hidden " << c.hidden_size);
+    auto refused = [&](auto&& build) {
+      try {
+        build();
+        CHECK_MESSAGE(false, "accepted");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::invalid_config);
+        CHECK_MESSAGE(std::string(e.what()).find(b.key) != std::string::npos, std::string(e.what()));
+      }
+    };
+    refused([&] { GatedAttention(ctx, c, w.map); });
+    refused([&] { GatedAttention(ctx, c, as_tensors(w.map), BlockOptions{Precision::bf16}); });
+    refused([&] { GatedAttention(ctx, c, WeightMap{}); });
+    refused([&] { expected_weights(c); });
+    refused([&] { check_weights(c, w.map); });
+    const std::vector<float> x(96, 0.5f);
+    refused([&] { reference::forward(c, w.map, reference::Inputs{x, 1, 1}); });
+  }
+}
+
 #include "golden.hpp"
 
 TEST_CASE_FIXTURE(test::GpuTest, "block: golden cases from an independent implementation (no cache)") {
@@ -378,4 +434,77 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: device-resident cache — prefill, deco
   block.load_cache(key, value, int(B), int(L), int(N));
   step(6, 1);
   step(7, 1);
+}
+
+// Statistics of a resident-cache step read the probabilities the step wrote:
+// rows of past + tokens keys (the plan is keyed by past = −1, so the stride
+// must come from the step's own past). They equal those of the same step with
+// the cache passed in explicitly, and the reference's.
+TEST_CASE_FIXTURE(test::GpuTest, "block: statistics with the device-resident cache equal the explicit cache's") {
+  BlockConfig c = small({"GQA", 6, 2}, GateKind::elementwise, true);
+  test::RandomWeights w(c, rng);
+  GatedAttention resident(ctx, c, w.map), explicit_cache(ctx, c, w.map);
+  const size_t B = 2, N = 7, D = 96, KV = 2, Dh = 32;
+  const auto x = random(B * N * D);
+  auto rows = [&](size_t from, size_t count) {
+    std::vector<float> xs;
+    for (size_t b = 0; b < B; ++b)
+      xs.insert(xs.end(), x.begin() + long((b * N + from) * D), x.begin() + long((b * N + from + count) * D));
+    return xs;
+  };
+  reference::Inputs rin;
+  rin.hidden = x;
+  rin.batch = B;
+  rin.tokens = N;
+  const auto full = reference::forward(c, w.map, rin);
+
+  resident.reserve_cache(int(B), int(N));
+  std::vector<float> key, value;
+  size_t past = 0;
+  for (size_t step : {5, 1, 1}) {
+    CAPTURE(past);
+    const auto xs = rows(past, step);
+    ForwardInputs in;
+    in.hidden = xs;
+    in.batch = int(B);
+    in.tokens = int(step);
+    in.want_stats = true;
+    in.use_device_cache = true;
+    const ForwardOutputs r = resident.run(in);
+    in.use_device_cache = false;
+    in.past = int(past);
+    in.past_key = key;
+    in.past_value = value;
+    in.want_cache = true;
+    ForwardOutputs e = explicit_cache.run(in);
+    CHECK(std::memcmp(r.output.data(), e.output.data(), r.output.size() * 4) == 0);
+
+    // The reference's step over its own cache of the first `past` positions.
+    std::vector<float> rk, rv;
+    for (size_t bk = 0; bk < B * KV; ++bk)
+      for (size_t i = 0; i < past * Dh; ++i) {
+        rk.push_back(float(full.k[bk * N * Dh + i]));
+        rv.push_back(float(full.v[bk * N * Dh + i]));
+      }
+    reference::Inputs sin;
+    sin.hidden = xs;
+    sin.batch = B;
+    sin.tokens = step;
+    sin.past = past;
+    sin.past_key = rk;
+    sin.past_value = rv;
+    const auto want = reference::forward(c, w.map, sin);
+    REQUIRE(r.stats);
+    REQUIRE(e.stats);
+    REQUIRE(r.stats->first_token_attn.size() == want.first_token_attn.size());
+    for (size_t h = 0; h < want.first_token_attn.size(); ++h) {
+      CAPTURE(h);
+      CHECK(r.stats->first_token_attn[h] == doctest::Approx(e.stats->first_token_attn[h]).epsilon(1e-6));
+      CHECK(std::abs(r.stats->first_token_attn[h] - want.first_token_attn[h]) < 1e-5);
+    }
+    CHECK(r.stats->gate_mean == doctest::Approx(e.stats->gate_mean).epsilon(1e-6));
+    key = std::move(e.present_key);
+    value = std::move(e.present_value);
+    past += step;
+  }
 }
