@@ -23,6 +23,7 @@
 #include "vkgate/config.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/model_config.hpp"
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
 
@@ -46,9 +47,13 @@ inline void write_file(const fs::path& p, const uint8_t* data, size_t size) {
   out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
 }
 
-// Reads every value of a tensor both ways.
+// Reads every value of a tensor every way its dtype allows.
 inline void exercise_view(const TensorView& t) {
   volatile double sink = double(t.numel());
+  if (is_integer(t.dtype)) {
+    for (int64_t v : t.to_i64()) sink = sink + double(v);
+    return;
+  }
   for (double v : t.to_f64()) sink = sink + v;
   for (float v : t.to_f32()) sink = sink + double(v);
 }
@@ -72,10 +77,26 @@ inline int safetensors(const uint8_t* data, size_t size) {
   return 0;
 }
 
-// A config.json: parsed, then every derived quantity and layer check.
-inline int config(const uint8_t* data, size_t size) {
+// A whole model's config.json: parsed, then its tensor list when it is short
+// enough to list (num_hidden_layers is whatever the file says).
+inline void model_config(std::string_view text) {
   try {
-    const BlockConfig c = parse_config_json(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json");
+    const ModelConfig m = parse_model_config_json(text, "fuzz.json");
+    m.validate();
+    volatile int64_t sink = m.hidden_size() + int64_t(m.eos_token_ids.size());
+    if (m.num_hidden_layers <= 64)
+      for (const TensorSpec& spec : expected_model_weights(m)) sink = sink + spec.numel();
+  } catch (const Error&) {
+  }
+}
+
+// A config.json: parsed as a block, then every derived quantity and layer
+// check, and parsed as a whole model.
+inline int config(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  model_config(text);
+  try {
+    const BlockConfig c = parse_config_json(text, "fuzz.json");
     try {
       c.validate();
       volatile int64_t sink = c.q_proj_rows() + c.kv_dim() + c.attn_dim() + c.rotary_dim() + c.gate_width();

@@ -2,10 +2,11 @@
 //
 // Resolution order: Hugging Face keys, then the model_type preset (DESIGN.md §3),
 // then vkgate's own keys (gate_kind, gate_layout, norm_kind, use_qk_norm, causal,
-// residual), which override the preset.
+// residual), which override the preset. The presets are transformers' own
+// classes: qwen3_next (Qwen3NextConfig), qwen3 (Qwen3Config + the paper's gate
+// flags), llama (LlamaConfig); any other model_type reads like qwen3.
 #include <array>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,12 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "vkgate/config.hpp"
 
-#include "json_error.hpp"
+#include "json_keys.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {
@@ -26,79 +26,6 @@ namespace vkgate {
 namespace {
 
 using nlohmann::json;
-
-// Reads typed keys of one JSON object; every error starts with the source and names the key.
-class KeyReader {
- public:
-  KeyReader(const json& object, const std::string& source, std::string prefix = "")
-      : object_(object), source_(source), prefix_(std::move(prefix)) {}
-
-  [[noreturn]] void fail(const std::string& message) const {
-    throw Error(ErrorCode::invalid_config, source_ + ": " + message);
-  }
-  std::string name(const char* key) const { return prefix_ + key; }
-
-  // The value of `key`; JSON null counts as absent (HF writes null for "use the default").
-  const json* find(const char* key) const {
-    const auto it = object_.find(key);
-    return it == object_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  std::optional<int> positive_int(const char* key) const {
-    const json* v = find(key);
-    if (!v) return std::nullopt;
-    if (!v->is_number_integer() || v->get<int64_t>() <= 0 || v->get<int64_t>() > INT_MAX)
-      wrong(key, "a positive integer", *v);
-    return int(v->get<int64_t>());
-  }
-  int required_positive_int(const char* key) const {
-    const std::optional<int> v = positive_int(key);
-    if (!v) fail("key '" + name(key) + "' is required (a positive integer)");
-    return *v;
-  }
-  // A number, and when `in_range` is given one it accepts (`expected` says which).
-  std::optional<double> number(const char* key, bool (*in_range)(double) = nullptr,
-                               const char* expected = "a number") const {
-    const json* v = find(key);
-    if (!v) return std::nullopt;
-    if (!v->is_number() || (in_range && !in_range(v->get<double>()))) wrong(key, expected, *v);
-    return v->get<double>();
-  }
-  std::optional<bool> boolean(const char* key) const {
-    const json* v = find(key);
-    if (!v) return std::nullopt;
-    if (!v->is_boolean()) wrong(key, "true or false", *v);
-    return v->get<bool>();
-  }
-  std::optional<std::string> string(const char* key) const {
-    const json* v = find(key);
-    if (!v) return std::nullopt;
-    if (!v->is_string()) wrong(key, "a string", *v);
-    return v->get<std::string>();
-  }
-  template <typename E, size_t N>
-  std::optional<E> enumeration(const char* key, const std::array<E, N>& values) const {
-    const std::optional<std::string> s = string(key);
-    if (!s) return std::nullopt;
-    std::string choices;
-    for (E e : values) {
-      if (*s == to_string(e)) return e;
-      choices += std::string(choices.empty() ? "" : ", ") + to_string(e);
-    }
-    wrong(key, ("one of " + choices).c_str(), *find(key));
-  }
-
-  [[noreturn]] void wrong(const char* key, const char* expected, const json& got) const {
-    std::string text = got.dump();
-    if (text.size() > 60) text = text.substr(0, 57) + "...";
-    fail("key '" + name(key) + "' must be " + expected + ", got " + text);
-  }
-
- private:
-  const json& object_;
-  const std::string& source_;
-  std::string prefix_;
-};
 
 // vkgate implements plain RoPE only: a scaled variant (yarn, linear, dynamic, mrope, ...)
 // would silently give different positions, so it is refused.
@@ -144,35 +71,55 @@ std::string layer_type(const BlockConfig& c, int layer) {
   return "full_attention";
 }
 
+// HF's head_dim when the key is absent: Qwen3Config's default is 128 whatever
+// the hidden size; Llama (and the others) take hidden_size / num_attention_heads.
+int default_head_dim(const KeyReader& r, const BlockConfig& c) {
+  if (c.model_type == "qwen3") return 128;
+  if (c.hidden_size % c.num_heads != 0)
+    r.fail("hidden_size (" + std::to_string(c.hidden_size) +
+           ") is not divisible by num_attention_heads (" + std::to_string(c.num_heads) +
+           ") and key 'head_dim' is not given");
+  return c.hidden_size / c.num_heads;
+}
+
+// The gate, norms and layer pattern each model_type's transformers class hard-codes.
+void apply_preset(const KeyReader& r, BlockConfig& c) {
+  const bool headwise = r.boolean("headwise_attn_output_gate").value_or(false);
+  const bool elementwise = r.boolean("elementwise_attn_output_gate").value_or(false);
+  c.gate_layout = GateLayout::official_grouped;
+  c.norm_kind = NormKind::plain;
+  if (c.model_type == "qwen3_next") {
+    // transformers' Qwen3NextAttention ignores the paper's flags: its gate is always elementwise.
+    c.gate_kind = GateKind::elementwise;
+    c.gate_layout = GateLayout::qwen3_next;
+    c.norm_kind = NormKind::zero_centered;
+    c.use_qk_norm = true;
+    c.full_attention_interval = 4;  // Qwen3NextConfig's default
+  } else if (c.model_type == "llama") {
+    // LlamaAttention has neither q/k norm nor a gate, and reads neither flag.
+    c.gate_kind = GateKind::none;
+    c.use_qk_norm = false;
+  } else {
+    if (headwise && elementwise)
+      r.fail("keys 'headwise_attn_output_gate' and 'elementwise_attn_output_gate' are both "
+             "true; a model has one kind of gate");
+    c.gate_kind = headwise ? GateKind::headwise : elementwise ? GateKind::elementwise : GateKind::none;
+    c.use_qk_norm = true;  // Qwen3 (which the paper's code builds on) always has q_norm/k_norm
+  }
+}
+
 }  // namespace
 
-BlockConfig parse_config_json(std::string_view json_text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw Error(ErrorCode::invalid_config, source + ": not valid JSON: " + json_error_text(e));
-  }
-  if (!root.is_object())
-    throw Error(ErrorCode::invalid_config, source + ": the top level is not a JSON object");
-
+BlockConfig block_config_from_json(const json& root, const std::string& source) {
   const KeyReader r(root, source);
   BlockConfig c;
   c.model_type = r.string("model_type").value_or("");
-  const bool qwen3_next = c.model_type == "qwen3_next";
 
   c.hidden_size = r.required_positive_int("hidden_size");
   c.num_heads = r.required_positive_int("num_attention_heads");
   c.num_kv_heads = r.positive_int("num_key_value_heads").value_or(c.num_heads);
-  if (const std::optional<int> head_dim = r.positive_int("head_dim")) {
-    c.head_dim = *head_dim;
-  } else {
-    if (c.hidden_size % c.num_heads != 0)
-      r.fail("hidden_size (" + std::to_string(c.hidden_size) +
-             ") is not divisible by num_attention_heads (" + std::to_string(c.num_heads) +
-             ") and key 'head_dim' is not given");
-    c.head_dim = c.hidden_size / c.num_heads;
-  }
+  c.head_dim = r.positive_int("head_dim").value_or(0);
+  if (c.head_dim == 0) c.head_dim = default_head_dim(r, c);
   c.rms_norm_eps = r.number("rms_norm_eps", positive, "a positive number").value_or(c.rms_norm_eps);
 
   std::optional<KeyReader> rope_params;
@@ -193,24 +140,7 @@ BlockConfig parse_config_json(std::string_view json_text, const std::string& sou
   const bool qkv_bias = r.boolean("qkv_bias").value_or(false);
   c.qkv_bias = c.o_bias = attention_bias || qkv_bias;
 
-  const bool headwise = r.boolean("headwise_attn_output_gate").value_or(false);
-  const bool elementwise = r.boolean("elementwise_attn_output_gate").value_or(false);
-  if (qwen3_next) {
-    // transformers' Qwen3NextAttention ignores the paper's flags: its gate is always elementwise.
-    c.gate_kind = GateKind::elementwise;
-    c.gate_layout = GateLayout::qwen3_next;
-    c.norm_kind = NormKind::zero_centered;
-    c.use_qk_norm = true;
-    c.full_attention_interval = 4;  // Qwen3NextConfig's default
-  } else {
-    if (headwise && elementwise)
-      r.fail("keys 'headwise_attn_output_gate' and 'elementwise_attn_output_gate' are both "
-             "true; a model has one kind of gate");
-    c.gate_kind = headwise ? GateKind::headwise : elementwise ? GateKind::elementwise : GateKind::none;
-    c.gate_layout = GateLayout::official_grouped;
-    c.norm_kind = NormKind::plain;
-    c.use_qk_norm = true;  // Qwen3 (which the paper's code builds on) always has q_norm/k_norm
-  }
+  apply_preset(r, c);
 
   c.gate_kind = r.enumeration("gate_kind", kGateKinds).value_or(c.gate_kind);
   c.gate_layout = r.enumeration("gate_layout", kGateLayouts).value_or(c.gate_layout);
@@ -242,25 +172,25 @@ BlockConfig parse_config_json(std::string_view json_text, const std::string& sou
     }
   }
 
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    std::string what = e.what();
-    if (what.starts_with("config: ")) what = what.substr(8);
-    throw Error(e.code(), source + ": " + what);
-  }
+  validate_as(source, [&] { c.validate(); });
   return c;
 }
 
-BlockConfig load_config(const std::string& path) {
+BlockConfig parse_config_json(std::string_view json_text, const std::string& source) {
+  return block_config_from_json(parse_json_object(json_text, source), source);
+}
+
+std::string read_config_text(const std::string& path) {
   if (std::filesystem::is_directory(path))
     throw Error(ErrorCode::io, path + ": is a directory, expected a config.json file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::io, path + ": cannot open: " + std::strerror(errno));
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) throw Error(ErrorCode::io, path + ": cannot read: " + std::strerror(errno));
-  return parse_config_json(text, path);
+  return text;
 }
+
+BlockConfig load_config(const std::string& path) { return parse_config_json(read_config_text(path), path); }
 
 void BlockConfig::check_layer(int layer) const {
   // num_hidden_layers may be absent while layer_types still tells the count.

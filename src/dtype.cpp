@@ -16,6 +16,10 @@ const char* to_string(DType dtype) noexcept {
       return "BF16";
     case DType::F64:
       return "F64";
+    case DType::I64:
+      return "I64";
+    case DType::I32:
+      return "I32";
   }
   return "?";
 }
@@ -29,7 +33,10 @@ size_t dtype_size(DType dtype) noexcept {
     case DType::BF16:
       return 2;
     case DType::F64:
+    case DType::I64:
       return 8;
+    case DType::I32:
+      return 4;
   }
   return 0;
 }

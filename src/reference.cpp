@@ -11,6 +11,8 @@
 
 #include "vkgate/error.hpp"
 
+#include "reference_internal.hpp"
+
 namespace vkgate::reference {
 
 namespace {
@@ -19,9 +21,22 @@ using Vec = std::vector<double>;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+Vec widen(std::span<const float> x) { return Vec(x.begin(), x.end()); }
+
+Vec zeros(int64_t n) { return Vec(static_cast<size_t>(n), 0.0); }
+
+}  // namespace
+
+// ---- the ops on double activations (shared with the model's oracle) ----
+
+namespace internal {
+
+[[noreturn]] void bad_argument(const char* op, const std::string& why) {
+  throw Error(ErrorCode::invalid_argument, std::string("reference::") + op + ": " + why);
+}
+
 // Throws Error(invalid_argument) unless `got` elements are exactly the product of `dims`.
-void check_size(const char* op, const char* tensor, size_t got,
-                std::initializer_list<int64_t> dims) {
+void check_size(const char* op, const char* tensor, size_t got, std::initializer_list<int64_t> dims) {
   int64_t want = 1;
   for (int64_t d : dims) {
     if (d < 0) {
@@ -38,16 +53,6 @@ void check_size(const char* op, const char* tensor, size_t got,
   os << "] = " << want;
   throw Error(ErrorCode::invalid_argument, os.str());
 }
-
-[[noreturn]] void bad_argument(const char* op, const std::string& why) {
-  throw Error(ErrorCode::invalid_argument, std::string("reference::") + op + ": " + why);
-}
-
-Vec widen(std::span<const float> x) { return Vec(x.begin(), x.end()); }
-
-Vec zeros(int64_t n) { return Vec(static_cast<size_t>(n), 0.0); }
-
-// ---- the ops on double activations (sizes already checked) ----
 
 Vec linear_d(std::span<const double> x, std::span<const float> w, std::span<const float> b,
              int64_t m, int64_t n, int64_t k) {
@@ -79,6 +84,17 @@ Vec rms_norm_d(std::span<const double> x, std::span<const float> w, int64_t rows
   }
   return y;
 }
+
+}  // namespace internal
+
+using internal::bad_argument;
+using internal::check_size;
+using internal::linear_d;
+using internal::rms_norm_d;
+
+namespace {
+
+// ---- the ops on double activations (sizes already checked) ----
 
 Vec rope_d(std::span<const double> x, int64_t batch, int64_t tokens, int64_t heads,
            int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0) {
@@ -351,13 +367,14 @@ Vec append_to_cache(std::span<const float> past, const Vec& fresh, int64_t B, in
   return all;
 }
 
-void check_inputs(const BlockConfig& cfg, const Inputs& in) {
+// `hidden_size`: the element count of the hidden states (in.hidden, or forward_d's double copy).
+void check_inputs(const BlockConfig& cfg, const Inputs& in, size_t hidden_size) {
   if (in.batch <= 0 || in.tokens <= 0 || in.past < 0)
     bad_argument("forward", "batch (" + std::to_string(in.batch) + ") and tokens (" +
                                 std::to_string(in.tokens) + ") must be positive, past (" +
                                 std::to_string(in.past) + ") non-negative");
   const int64_t B = in.batch, T = in.tokens, P = in.past, KV = cfg.num_kv_heads, Dh = cfg.head_dim;
-  check_size("forward", "hidden", in.hidden.size(), {B, T, cfg.hidden_size});
+  check_size("forward", "hidden", hidden_size, {B, T, cfg.hidden_size});
   check_size("forward", "past_key", in.past_key.size(), {B, KV, P, Dh});
   check_size("forward", "past_value", in.past_value.size(), {B, KV, P, Dh});
   if (!in.attention_mask.empty())
@@ -367,16 +384,20 @@ void check_inputs(const BlockConfig& cfg, const Inputs& in) {
 }  // namespace
 
 Result forward(const BlockConfig& cfg, const WeightMap& weights, const Inputs& in) {
+  return internal::forward_d(cfg, weights, widen(in.hidden), in);
+}
+
+Result internal::forward_d(const BlockConfig& cfg, const WeightMap& weights, std::span<const double> x,
+                           const Inputs& in) {
   cfg.validate();
   check_weights(cfg, weights);
-  check_inputs(cfg, in);
+  check_inputs(cfg, in, x.size());
 
   const int64_t B = in.batch, T = in.tokens, P = in.past, S = P + T;
   const int64_t D = cfg.hidden_size, H = cfg.num_heads, KV = cfg.num_kv_heads, Dh = cfg.head_dim;
   const int64_t gw = cfg.gate_width(), rows = B * T;
   const bool has_gate = cfg.gate_kind != GateKind::none;
 
-  const Vec x = widen(in.hidden);
   const Vec xn =
       rms_norm_d(x, weights.at("input_layernorm.weight"), rows, D, cfg.rms_norm_eps, cfg.norm_kind);
 

@@ -32,7 +32,7 @@ namespace {
 using nlohmann::json;
 
 std::optional<DType> parse_dtype(const std::string& name) {
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64})
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32})
     if (name == to_string(d)) return d;
   return std::nullopt;
 }
@@ -87,7 +87,12 @@ int64_t TensorView::numel() const {
 
 namespace {
 
-// Element i of a view, as double; memcpy because the mapping gives no alignment.
+// "FILE: tensor 'NAME'" (the file when the view came from one), for error messages.
+std::string tensor_text(const TensorView& t) {
+  return (t.file.empty() ? "" : t.file + ": ") + "tensor '" + t.name + "'";
+}
+
+// Element i of a floating-point view, as double; memcpy because the mapping gives no alignment.
 double element(const TensorView& t, size_t i) {
   const std::byte* p = t.bytes.data() + i * dtype_size(t.dtype);
   switch (t.dtype) {
@@ -107,21 +112,50 @@ double element(const TensorView& t, size_t i) {
       std::memcpy(&v, p, sizeof v);
       return t.dtype == DType::F16 ? half_to_float(v) : bf16_to_float(v);
     }
+    case DType::I64:
+    case DType::I32:
+      break;  // refused by require_floating before any element is read
   }
   return 0;
+}
+
+// Token ids read as floats would pass silently as (wrong) activations.
+void require_floating(const TensorView& t) {
+  if (is_integer(t.dtype))
+    throw Error(ErrorCode::shape_mismatch, tensor_text(t) + ": unsupported dtype '" + to_string(t.dtype) +
+                                               "' for floating-point values (an integer tensor: read it with to_i64)");
 }
 
 }  // namespace
 
 std::vector<float> TensorView::to_f32() const {
+  require_floating(*this);
   std::vector<float> out(static_cast<size_t>(numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = float(element(*this, i));
   return out;
 }
 
 std::vector<double> TensorView::to_f64() const {
+  require_floating(*this);
   std::vector<double> out(static_cast<size_t>(numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = element(*this, i);
+  return out;
+}
+
+std::vector<int64_t> TensorView::to_i64() const {
+  if (!is_integer(dtype))
+    throw Error(ErrorCode::shape_mismatch,
+                tensor_text(*this) + " has dtype " + to_string(dtype) + ", expected an integer dtype (I64 or I32)");
+  std::vector<int64_t> out(static_cast<size_t>(numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (dtype == DType::I64) {
+      std::memcpy(&out[i], bytes.data() + i * 8, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, bytes.data() + i * 4, 4);
+      out[i] = v;
+    }
+  }
   return out;
 }
 
@@ -186,7 +220,7 @@ class HeaderParser {
     const std::optional<DType> dtype = parse_dtype(dtype_name);
     if (!dtype)
       fail_tensor(ErrorCode::io, name,
-                  "unsupported dtype '" + dtype_name + "' (vkgate reads F32, F16, BF16, F64)");
+                  "unsupported dtype '" + dtype_name + "' (vkgate reads F32, F16, BF16, F64, I64, I32)");
 
     const auto shape_it = entry.find("shape");
     const auto shape = shape_it == entry.end() ? std::nullopt : unsigned_array(*shape_it);
@@ -219,6 +253,7 @@ class HeaderParser {
     view.dtype = *dtype;
     view.shape.assign(shape->begin(), shape->end());
     view.bytes = data_.subspan(begin, end - begin);
+    view.file = path_;
     return view;
   }
 

@@ -447,12 +447,13 @@ std::vector<Case> block_cases() {
     k.where = Where::directory;
     cases.push_back(k);
   }
-  {  // The paper's code: headwise gate grouped per KV group, qkv_bias on q/k/v/o, head_dim derived.
+  {  // The paper's code: headwise gate grouped per KV group, qkv_bias on q/k/v/o, head_dim
+     // absent: Qwen3Config's default 128 (not hidden / heads).
     Case k{"qwen3 + headwise_attn_output_gate: official_grouped headwise, qkv_bias, GQA 6/2, mask"};
     k.config = {{"model_type", "qwen3"}, {"hidden_size", 96}, {"num_attention_heads", 6},
                 {"num_key_value_heads", 2}, {"headwise_attn_output_gate", true}, {"qkv_bias", true},
                 {"head_dim", nullptr}, {"rope_scaling", nullptr}, {"rms_norm_eps", 1e-6}};
-    k.cfg = qwen3(shape(96, 6, 2, 16), GateKind::headwise);
+    k.cfg = qwen3(shape(96, 6, 2, 128), GateKind::headwise);
     k.cfg.qkv_bias = k.cfg.o_bias = true;
     k.batch = 1, k.tokens = 7, k.mask = true, k.stats = true;
     cases.push_back(k);

@@ -276,7 +276,8 @@ TEST_CASE("config: impossible or mistyped keys are errors naming the file and th
       {R"({"hidden_size": null})", "hidden_size"},
       {R"({"num_key_value_heads": 3})", "num_attention_heads (4) must be divisible by num_key_value_heads (3)"},
       {R"({"num_key_value_heads": true})", "num_key_value_heads"},
-      {R"({"head_dim": null, "hidden_size": 66})", "head_dim"},
+      // Without model_type (qwen3 defaults head_dim to 128), head_dim is hidden / heads.
+      {R"({"model_type": null, "head_dim": null, "hidden_size": 66})", "head_dim"},
       {R"({"head_dim": 2048})", "head_dim"},
       {R"({"rms_norm_eps": -1e-6})", "rms_norm_eps"},
       {R"({"rms_norm_eps": "1e-6"})", "rms_norm_eps"},

@@ -415,6 +415,8 @@ TEST_CASE("safetensors: writer and reader round trip every dtype and the metadat
   TempDir dir;
   const std::vector<float> f32 = {1.5f, -2.25f, 3.0f, 1e-3f, 65504.0f, -0.0f};
   const std::vector<double> f64 = {0.1, -1e300, 3.0};
+  const std::vector<int64_t> i64 = {0, -1, int64_t(1) << 40, std::numeric_limits<int64_t>::max()};
+  const std::vector<int32_t> i32 = {7, -7, std::numeric_limits<int32_t>::min()};
   std::vector<uint16_t> f16, bf16;
   for (float v : f32) {
     f16.push_back(float_to_half(v));
@@ -426,7 +428,9 @@ TEST_CASE("safetensors: writer and reader round trip every dtype and the metadat
                      {"b.f16", DType::F16, {6}, as_bytes(f16)},
                      {"c.bf16", DType::BF16, {3, 1, 2}, as_bytes(bf16)},
                      {"d.f64", DType::F64, {3}, as_bytes(f64)},
-                     {"e.empty", DType::F32, {0, 4}, {}}},
+                     {"e.empty", DType::F32, {0, 4}, {}},
+                     {"f.i64", DType::I64, {2, 2}, as_bytes(i64)},
+                     {"g.i32", DType::I32, {3}, as_bytes(i32)}},
                     {{"format", "pt"}, {"note", "round trip"}});
 
   // Nothing but the file itself is left behind.
@@ -434,7 +438,8 @@ TEST_CASE("safetensors: writer and reader round trip every dtype and the metadat
 
   const SafetensorsFile file(path);
   CHECK(file.path() == path);
-  CHECK(file.names() == std::vector<std::string>{"a.f32", "b.f16", "c.bf16", "d.f64", "e.empty"});
+  CHECK(file.names() ==
+        std::vector<std::string>{"a.f32", "b.f16", "c.bf16", "d.f64", "e.empty", "f.i64", "g.i32"});
   CHECK(file.metadata() ==
         std::map<std::string, std::string>{{"format", "pt"}, {"note", "round trip"}});
   CHECK(file.contains("a.f32"));
@@ -467,6 +472,35 @@ TEST_CASE("safetensors: writer and reader round trip every dtype and the metadat
 
   CHECK(file.at("e.empty").numel() == 0);
   CHECK(file.at("e.empty").to_f32().empty());
+
+  // Integer tensors (token ids) read exactly through to_i64, and only through it.
+  const TensorView& n64 = file.at("f.i64");
+  CHECK(n64.dtype == DType::I64);
+  CHECK(n64.shape == std::vector<int64_t>{2, 2});
+  CHECK(n64.to_i64() == i64);
+  CHECK(file.at("g.i32").dtype == DType::I32);
+  CHECK(file.at("g.i32").to_i64() == std::vector<int64_t>(i32.begin(), i32.end()));
+  for (const char* name : {"f.i64", "g.i32"}) {
+    CAPTURE(name);
+    for (auto read : {+[](const TensorView& t) { (void)t.to_f32(); },
+                      +[](const TensorView& t) { (void)t.to_f64(); }}) {
+      try {
+        read(file.at(name));
+        FAIL("read an integer tensor as floats");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::shape_mismatch);
+        CHECK(std::string(e.what()).rfind(path + ": tensor '" + name + "': unsupported dtype", 0) == 0);
+      }
+    }
+  }
+  try {
+    (void)a.to_i64();
+    FAIL("read a float tensor as integers");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::shape_mismatch);
+    CHECK(std::string(e.what()) ==
+          path + ": tensor 'a.f32' has dtype F32, expected an integer dtype (I64 or I32)");
+  }
 
   // The header is padded so that the data section starts 8-byte aligned.
   std::ifstream in(path, std::ios::binary);
@@ -541,8 +575,12 @@ TEST_CASE("safetensors: malformed files are rejected with the path and the culpr
     expect_open_error(make("overlap", raw_file(h, 12)), ErrorCode::io, "overlap");
   }
   SUBCASE("unknown dtype") {
-    const std::string h = R"({"ids": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})";
-    expect_open_error(make("i64", raw_file(h, 8)), ErrorCode::io, "'ids': unsupported dtype 'I64'");
+    const std::string h = R"({"q": {"dtype": "F8_E4M3", "shape": [8], "data_offsets": [0, 8]}})";
+    expect_open_error(make("f8", raw_file(h, 8)), ErrorCode::io, "'q': unsupported dtype 'F8_E4M3'");
+  }
+  SUBCASE("an integer tensor whose byte count disagrees with its shape") {
+    const std::string h = R"({"ids": {"dtype": "I64", "shape": [2], "data_offsets": [0, 8]}})";
+    expect_open_error(make("i64_short", raw_file(h, 8)), ErrorCode::shape_mismatch, "'ids'");
   }
   SUBCASE("shape disagrees with the byte count") {
     const std::string h = R"({"x": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 8]}})";

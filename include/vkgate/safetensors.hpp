@@ -26,16 +26,22 @@ namespace vkgate {
 
 // One tensor of an open file. `bytes` points into the mapping and lives as long
 // as the SafetensorsFile it came from; it need not be aligned to the element
-// size, so read it through to_f32/to_f64 (or memcpy), not by casting.
+// size, so read it through to_f32/to_f64/to_i64 (or memcpy), not by casting.
 struct TensorView {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   std::span<const std::byte> bytes;
+  std::string file;  // the path it was read from (set by SafetensorsFile); starts error messages
 
   int64_t numel() const;
+  // The floating-point dtypes; an integer tensor (I64, I32) is refused with
+  // Error(shape_mismatch) naming the file and the tensor.
   std::vector<float> to_f32() const;   // F64 values are rounded to nearest
-  std::vector<double> to_f64() const;  // exact for every dtype
+  std::vector<double> to_f64() const;  // exact for every floating-point dtype
+  // I64 and I32 (token ids); any other dtype is refused with
+  // Error(shape_mismatch) naming the file and the tensor.
+  std::vector<int64_t> to_i64() const;
 };
 
 // A safetensors file mapped read-only. The constructor validates the whole

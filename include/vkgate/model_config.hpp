@@ -1,0 +1,106 @@
+// ModelConfig: the shape and conventions of a whole decoder-only model
+// (Hugging Face `config.json`, `model_type` "qwen3" — the paper's released
+// checkpoints, with the official gate flags — or "llama"), and the names and
+// shapes of its tensors.
+//
+//   input_ids ─> embed_tokens ─> [ layer 0 … L−1 ] ─> norm ─> lm_head ─> logits
+//   layer:  h = x + attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h))
+//   mlp:    down( act(gate(x)) ⊙ up(x) )
+//
+// Thread safety: ModelConfig is a plain value; the parsing functions have no
+// shared state and may run on any thread. A malformed config.json is rejected
+// with an Error naming the file and the key, never a crash.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vkgate/config.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate {
+
+// The MLP's activation (`hidden_act`): silu (SwiGLU: Qwen3, Llama), gelu (the
+// exact erf form), gelu_pytorch_tanh (the tanh approximation), sigmoid (seed
+// 002's GLU).
+enum class Activation { silu, gelu, gelu_tanh, sigmoid };
+const char* to_string(Activation a) noexcept;  // the config.json spelling
+
+struct ModelConfig {
+  std::string model_type;  // "qwen3" or "llama"
+  // Every layer's attention: residual = true (the layer adds x), causal.
+  // Its norm fields (norm_kind, rms_norm_eps) are the model's RMSNorms too.
+  BlockConfig attention;
+  int num_hidden_layers = 0;  // L
+  int intermediate_size = 0;  // I
+  int vocab_size = 0;         // V
+  Activation hidden_act = Activation::silu;
+  bool mlp_bias = false;  // gate_proj, up_proj and down_proj carry .bias
+  // lm_head reuses model.embed_tokens.weight (no lm_head.weight tensor).
+  bool tie_word_embeddings = false;
+  // Generation stops after any of these (config.json's eos_token_id, or
+  // generation_config.json's where that file gives one); may be empty.
+  std::vector<int64_t> eos_token_ids;
+
+  // Throws Error(invalid_config) naming the key when the config is impossible
+  // (attention.validate() included).
+  void validate() const;
+  int hidden_size() const { return attention.hidden_size; }
+};
+
+// Parses a Hugging Face config.json of a whole model. `source` (the file
+// path) starts every error message. Keys (README "Models"):
+//   model_type            "qwen3" or "llama" (anything else: an error naming the key)
+//   hidden_size, num_attention_heads, num_hidden_layers, intermediate_size, vocab_size  (required)
+//   num_key_value_heads   default num_attention_heads
+//   head_dim              default 128 for qwen3 (HF's Qwen3Config), hidden/heads for llama
+//   rms_norm_eps, rope_theta (or rope_parameters), rope_scaling (only "default" or null)
+//   hidden_act            silu | gelu | gelu_pytorch_tanh | sigmoid (default silu)
+//   attention_bias / qkv_bias   bias on q, k, v and o
+//   mlp_bias              llama: bias on gate, up and down (default false); Qwen3's
+//                         MLP has none (transformers' Qwen3MLP ignores the key too)
+//   headwise_attn_output_gate / elementwise_attn_output_gate  (qwen3; the gate rows
+//                         sit in q_proj grouped per KV head: GateLayout::official_grouped)
+//   use_qk_norm           qwen3 only, default true; llama has no q/k norm
+//   tie_word_embeddings   default false (HF's Qwen3Config and LlamaConfig)
+//   eos_token_id          an integer or a list of integers, each in [0, vocab_size)
+//   use_sliding_window    must be false or absent; layer_types (when given) must be all
+//                         "full_attention": a model runs full causal attention in every layer
+// The attention is read by parse_config_json (the block's presets, vkgate's own
+// keys included), so `vkgate run --layer N` reads the same block; then
+// attention.residual and attention.causal are set.
+ModelConfig parse_model_config_json(std::string_view json_text, const std::string& source);
+// Reads `dir`/config.json, and `dir`/generation_config.json when present (its
+// eos_token_id replaces config.json's). Errors name the file.
+ModelConfig load_model_config(const std::string& dir);
+
+// Every tensor of the model with its full Hugging Face name and shape, in
+// order: model.embed_tokens.weight [V, D]; per layer i the attention block's
+// tensors as expected_weights(cfg.attention) lists them, under
+// layer_attention_name (model.layers.{i}.input_layernorm.weight [D],
+// .self_attn.{q,k,v,o}_proj.weight, their .bias, .self_attn.{q,k}_norm.weight
+// [Dh] when use_qk_norm), then .post_attention_layernorm.weight [D],
+// .mlp.{gate,up}_proj.weight [I, D], .mlp.down_proj.weight [D, I], and when
+// mlp_bias .mlp.{gate,up}_proj.bias [I], .mlp.down_proj.bias [D];
+// model.norm.weight [D]; lm_head.weight [V, D] unless tie_word_embeddings.
+// Validates cfg first.
+std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg);
+
+// "model.layers.{layer}." + name, e.g. layer_tensor_name(2, "mlp.up_proj.weight").
+std::string layer_tensor_name(int layer, const std::string& name);
+// The full name of the attention block's tensor `bare` (a name of
+// expected_weights(cfg.attention)) in layer `layer`: input_layernorm.weight
+// sits beside the layer's self_attn, the others under it
+// (model.layers.{layer}.self_attn.q_proj.weight, ...).
+std::string layer_attention_name(int layer, const std::string& bare);
+
+// The attention block's tensors of layer `layer` under their bare names
+// ("q_proj.weight", ..., "input_layernorm.weight"), as expected_weights(cfg.attention)
+// lists them, viewed from a map of full names (no copy). Error(missing_tensor)
+// names the full tensor name; Error(invalid_argument) a layer outside
+// [0, num_hidden_layers). Validates cfg first.
+TensorMap layer_attention_tensors(const ModelConfig& cfg, const TensorMap& model, int layer);
+
+}  // namespace vkgate

@@ -1,0 +1,201 @@
+// config.json -> ModelConfig, and the names and shapes of a whole model's tensors.
+//
+// The attention block is read by the block's parser (config_json.cpp), presets
+// and all, so that a model and `vkgate run --layer N` can never disagree about
+// a layer; this file adds the keys of the model around it.
+#include "vkgate/model_config.hpp"
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "json_keys.hpp"
+#include "vkgate/error.hpp"
+
+namespace vkgate {
+
+const char* to_string(Activation a) noexcept {
+  switch (a) {
+    case Activation::silu: return "silu";
+    case Activation::gelu: return "gelu";
+    case Activation::gelu_tanh: return "gelu_pytorch_tanh";
+    case Activation::sigmoid: return "sigmoid";
+  }
+  return "?";
+}
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array kActivations{Activation::silu, Activation::gelu, Activation::gelu_tanh,
+                                  Activation::sigmoid};
+
+// As BlockConfig::validate bounds the attention's rows: every tensor and shader
+// index is 32-bit, and lm_head's and the MLP's rows are matmul rows too.
+constexpr int64_t kMaxRows = int64_t(1) << 24;
+
+// validate()'s errors start with "config: "; the parsers put the file in its place.
+[[noreturn]] void bad(const std::string& key, const std::string& why) {
+  throw Error(ErrorCode::invalid_config, "config: key '" + key + "' " + why);
+}
+
+void check_rows(const char* key, int value) {
+  if (value <= 0 || value > kMaxRows)
+    bad(key, "must be in 1.." + std::to_string(kMaxRows) + ", got " + std::to_string(value));
+}
+
+// model_type decides the presets; vkgate's models are the two whose transformers classes it
+// matches. Anything else (mistral, qwen2, qwen3_next, ...) differs in some convention.
+std::string read_model_type(const KeyReader& r) {
+  const std::optional<std::string> type = r.string("model_type");
+  if (!type) r.fail("key 'model_type' is required: \"qwen3\" or \"llama\"");
+  if (*type != "qwen3" && *type != "llama")
+    r.fail("key 'model_type' is " + json(*type).dump() + ": vkgate's models are \"qwen3\" or \"llama\"");
+  return *type;
+}
+
+// eos_token_id: one id or a list of ids (HF writes both); null or absent: none.
+std::vector<int64_t> read_eos(const KeyReader& r) {
+  const json* v = r.find("eos_token_id");
+  if (!v) return {};
+  auto id = [&](const json& x) {
+    const bool fits = x.is_number_integer() &&
+                      !(x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()));
+    if (!fits) r.wrong("eos_token_id", "an integer or a list of integers", *v);
+    return x.get<int64_t>();
+  };
+  if (!v->is_array()) return {id(*v)};
+  std::vector<int64_t> ids;
+  for (const json& x : *v) ids.push_back(id(x));
+  return ids;
+}
+
+// A model runs every layer as full causal attention: a sliding-window or
+// linear-attention layer would be computed wrongly without a word, so such a
+// config is refused naming the key that says so.
+void check_full_attention(const KeyReader& r, const BlockConfig& a) {
+  if (r.boolean("use_sliding_window").value_or(false))
+    r.fail("key 'use_sliding_window' is true: vkgate runs full attention in every layer (no sliding window)");
+  // Neither key: every layer is full attention (and the loop below would be long for nothing).
+  if (a.layer_types.empty() && a.full_attention_interval <= 1) return;
+  const std::string key = a.layer_types.empty() ? "full_attention_interval" : "layer_types";
+  for (int layer = 0; layer < a.num_hidden_layers; ++layer) {
+    try {
+      a.check_layer(layer);
+    } catch (const Error& e) {
+      r.fail("key '" + key + "': " + e.what() + " (a model runs full attention in every layer)");
+    }
+  }
+}
+
+}  // namespace
+
+void ModelConfig::validate() const {
+  attention.validate();
+  if (num_hidden_layers <= 0) bad("num_hidden_layers", "must be positive, got " + std::to_string(num_hidden_layers));
+  check_rows("intermediate_size", intermediate_size);
+  check_rows("vocab_size", vocab_size);
+  // A decoder layer adds its input back (h = x + attn(norm(x))) and never sees later tokens.
+  if (!attention.residual) bad("residual", "must be true in a model: each layer adds its input back");
+  if (!attention.causal) bad("causal", "must be true in a model: a decoder attends to earlier tokens only");
+  for (int64_t id : eos_token_ids)
+    if (id < 0 || id >= vocab_size)
+      bad("eos_token_id", "holds " + std::to_string(id) + ", outside [0, vocab_size " +
+                              std::to_string(vocab_size) + ")");
+}
+
+ModelConfig parse_model_config_json(std::string_view json_text, const std::string& source) {
+  const json root = parse_json_object(json_text, source);
+  const KeyReader r(root, source);
+  ModelConfig m;
+  m.model_type = read_model_type(r);
+  m.attention = block_config_from_json(root, source);
+  m.attention.residual = true;
+  m.attention.causal = true;
+  m.num_hidden_layers = r.required_positive_int("num_hidden_layers");
+  m.intermediate_size = r.required_positive_int("intermediate_size");
+  m.vocab_size = r.required_positive_int("vocab_size");
+  m.hidden_act = r.enumeration("hidden_act", kActivations).value_or(Activation::silu);
+  // Read (and type-checked) for both, applied as transformers does: Qwen3MLP has no bias.
+  const bool mlp_bias = r.boolean("mlp_bias").value_or(false);
+  m.mlp_bias = m.model_type == "llama" && mlp_bias;
+  m.tie_word_embeddings = r.boolean("tie_word_embeddings").value_or(false);
+  m.eos_token_ids = read_eos(r);
+  check_full_attention(r, m.attention);
+  validate_as(source, [&] { m.validate(); });
+  return m;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw Error(ErrorCode::io, dir + ": not a directory (expected a model directory holding config.json)");
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  ModelConfig m = parse_model_config_json(read_config_text(config_path), config_path);
+
+  // transformers' generate() takes its eos from generation_config.json when the file gives one.
+  const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
+  if (!fs::exists(gen_path, ec)) return m;
+  const json gen = parse_json_object(read_config_text(gen_path), gen_path);
+  const KeyReader r(gen, gen_path);
+  if (r.find("eos_token_id")) {
+    m.eos_token_ids = read_eos(r);
+    validate_as(gen_path, [&] { m.validate(); });
+  }
+  return m;
+}
+
+std::string layer_tensor_name(int layer, const std::string& name) {
+  return "model.layers." + std::to_string(layer) + "." + name;
+}
+
+std::string layer_attention_name(int layer, const std::string& bare) {
+  return layer_tensor_name(layer, bare == "input_layernorm.weight" ? bare : "self_attn." + bare);
+}
+
+std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg) {
+  cfg.validate();
+  const int64_t D = cfg.hidden_size(), I = cfg.intermediate_size, V = cfg.vocab_size;
+  const std::vector<TensorSpec> block = expected_weights(cfg.attention);
+  std::vector<TensorSpec> s{{"model.embed_tokens.weight", {V, D}}};
+  for (int i = 0; i < cfg.num_hidden_layers; ++i) {
+    for (const TensorSpec& t : block) s.push_back({layer_attention_name(i, t.name), t.shape});
+    s.push_back({layer_tensor_name(i, "post_attention_layernorm.weight"), {D}});
+    s.push_back({layer_tensor_name(i, "mlp.gate_proj.weight"), {I, D}});
+    s.push_back({layer_tensor_name(i, "mlp.up_proj.weight"), {I, D}});
+    s.push_back({layer_tensor_name(i, "mlp.down_proj.weight"), {D, I}});
+    if (cfg.mlp_bias) {
+      s.push_back({layer_tensor_name(i, "mlp.gate_proj.bias"), {I}});
+      s.push_back({layer_tensor_name(i, "mlp.up_proj.bias"), {I}});
+      s.push_back({layer_tensor_name(i, "mlp.down_proj.bias"), {D}});
+    }
+  }
+  s.push_back({"model.norm.weight", {D}});
+  if (!cfg.tie_word_embeddings) s.push_back({"lm_head.weight", {V, D}});
+  return s;
+}
+
+TensorMap layer_attention_tensors(const ModelConfig& cfg, const TensorMap& model, int layer) {
+  cfg.validate();
+  if (layer < 0 || layer >= cfg.num_hidden_layers)
+    throw Error(ErrorCode::invalid_argument, "layer " + std::to_string(layer) + " is out of range: the model has " +
+                                                 std::to_string(cfg.num_hidden_layers) + " layers, 0.." +
+                                                 std::to_string(cfg.num_hidden_layers - 1));
+  TensorMap out;
+  for (const TensorSpec& spec : expected_weights(cfg.attention)) {
+    const std::string full = layer_attention_name(layer, spec.name);
+    const auto it = model.find(full);
+    if (it == model.end()) throw Error(ErrorCode::missing_tensor, "weights: tensor '" + full + "' is missing");
+    out[spec.name] = it->second;
+  }
+  return out;
+}
+
+}  // namespace vkgate

@@ -1,0 +1,182 @@
+// The CPU oracle of whole models: the MLP, the pre-norm decoder layer, the
+// model and greedy decoding. The residual stream stays in double from the
+// embeddings to the logits; each layer's attention is the block's oracle
+// (reference.cpp) run on double hidden states. Shares no code with the GPU path.
+#include "vkgate/reference_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "vkgate/error.hpp"
+#include "vkgate/reference.hpp"
+
+#include "reference_internal.hpp"
+
+namespace vkgate::reference {
+
+using internal::bad_argument;
+using internal::check_size;
+using internal::linear_d;
+using internal::rms_norm_d;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+// Every tensor of the model present, with its element count (the spans carry
+// no shape); the errors name the full tensor.
+void check_model_weights(const ModelConfig& cfg, const WeightMap& weights) {
+  for (const TensorSpec& spec : expected_model_weights(cfg)) {
+    const auto it = weights.find(spec.name);
+    if (it == weights.end())
+      throw Error(ErrorCode::missing_tensor, "weights: tensor '" + spec.name + "' is missing");
+    if (int64_t(it->second.size()) != spec.numel())
+      throw Error(ErrorCode::shape_mismatch, "weights: tensor '" + spec.name + "' has " +
+                                                 std::to_string(it->second.size()) + " elements, expected shape " +
+                                                 shape_text(spec.shape) + " = " + std::to_string(spec.numel()) +
+                                                 " elements");
+  }
+}
+
+std::span<const float> bias_or_empty(const WeightMap& w, bool present, const std::string& name) {
+  return present ? w.at(name) : std::span<const float>{};
+}
+
+// Layer `layer`'s attention tensors under the bare names the block's oracle reads.
+WeightMap attention_weights(const ModelConfig& cfg, const WeightMap& weights, int layer) {
+  WeightMap out;
+  for (const TensorSpec& spec : expected_weights(cfg.attention))
+    out[spec.name] = weights.at(layer_attention_name(layer, spec.name));
+  return out;
+}
+
+// Rows of the embedding table for ids [B, T]; the first id out of range is named with its position.
+Vec embed(const ModelConfig& cfg, std::span<const float> table, const ModelInputs& in) {
+  const int64_t D = cfg.hidden_size(), V = cfg.vocab_size;
+  Vec x;
+  x.reserve(in.ids.size() * size_t(D));
+  for (size_t i = 0; i < in.ids.size(); ++i) {
+    const int64_t id = in.ids[i];
+    if (id < 0 || id >= V)
+      bad_argument("model_forward", "input id " + std::to_string(id) + " at [" +
+                                        std::to_string(int64_t(i) / in.tokens) + ", " +
+                                        std::to_string(int64_t(i) % in.tokens) + "] is outside [0, vocab_size " +
+                                        std::to_string(V) + ")");
+    x.insert(x.end(), table.begin() + id * D, table.begin() + (id + 1) * D);
+  }
+  return x;
+}
+
+double mean(const Vec& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / double(v.size());
+}
+
+double max_abs(const Vec& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// One pre-norm decoder layer on the residual stream x [B, T, D]:
+// h = x + attn(input_layernorm(x)) (the block's oracle with its residual), then
+// h + mlp(post_attention_layernorm(h)). Appends the layer's attention statistics to `r`.
+Vec decoder_layer(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& x,
+                  const ModelInputs& in, ModelResult& r) {
+  Inputs block_in;
+  block_in.batch = in.batch;
+  block_in.tokens = in.tokens;
+  const Result att = internal::forward_d(cfg.attention, attention_weights(cfg, weights, layer), x, block_in);
+  r.first_token_attn.insert(r.first_token_attn.end(), att.first_token_attn.begin(), att.first_token_attn.end());
+  if (cfg.attention.gate_kind != GateKind::none) r.gate_mean.push_back(mean(att.gate));
+
+  const Vec& h = att.output;
+  const int64_t rows = in.batch * in.tokens, D = cfg.hidden_size(), I = cfg.intermediate_size;
+  const Vec hn = rms_norm_d(h, weights.at(layer_tensor_name(layer, "post_attention_layernorm.weight")), rows, D,
+                            cfg.attention.rms_norm_eps, cfg.attention.norm_kind);
+  auto w = [&](const char* name) { return weights.at(layer_tensor_name(layer, name)); };
+  auto b = [&](const char* name) { return bias_or_empty(weights, cfg.mlp_bias, layer_tensor_name(layer, name)); };
+  Vec out = mlp(hn, rows, D, I, cfg.hidden_act, w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"),
+                w("mlp.down_proj.weight"), b("mlp.gate_proj.bias"), b("mlp.up_proj.bias"), b("mlp.down_proj.bias"));
+  for (size_t i = 0; i < out.size(); ++i) out[i] += h[i];
+  return out;
+}
+
+}  // namespace
+
+double activation(Activation a, double x) {
+  switch (a) {
+    case Activation::silu: return x / (1.0 + std::exp(-x));
+    case Activation::gelu: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+    case Activation::gelu_tanh: {
+      const double k = std::sqrt(2.0 / std::numbers::pi);
+      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+    }
+    case Activation::sigmoid: return 1.0 / (1.0 + std::exp(-x));
+  }
+  return 0;  // not reached: every Activation is handled above
+}
+
+std::vector<double> mlp(std::span<const double> x, int64_t rows, int64_t hidden, int64_t intermediate,
+                        Activation act, std::span<const float> gate_w, std::span<const float> up_w,
+                        std::span<const float> down_w, std::span<const float> gate_b,
+                        std::span<const float> up_b, std::span<const float> down_b) {
+  check_size("mlp", "x", x.size(), {rows, hidden});
+  check_size("mlp", "gate_w", gate_w.size(), {intermediate, hidden});
+  check_size("mlp", "up_w", up_w.size(), {intermediate, hidden});
+  check_size("mlp", "down_w", down_w.size(), {hidden, intermediate});
+  if (!gate_b.empty()) check_size("mlp", "gate_b", gate_b.size(), {intermediate});
+  if (!up_b.empty()) check_size("mlp", "up_b", up_b.size(), {intermediate});
+  if (!down_b.empty()) check_size("mlp", "down_b", down_b.size(), {hidden});
+
+  Vec g = linear_d(x, gate_w, gate_b, rows, intermediate, hidden);
+  const Vec u = linear_d(x, up_w, up_b, rows, intermediate, hidden);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = activation(act, g[i]) * u[i];
+  return linear_d(g, down_w, down_b, rows, hidden, intermediate);
+}
+
+ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, const ModelInputs& in) {
+  check_model_weights(cfg, weights);  // validates cfg first
+  if (in.batch <= 0 || in.tokens <= 0)
+    bad_argument("model_forward", "batch (" + std::to_string(in.batch) + ") and tokens (" +
+                                      std::to_string(in.tokens) + ") must be positive");
+  check_size("model_forward", "ids", in.ids.size(), {in.batch, in.tokens});
+
+  const int64_t rows = in.batch * in.tokens, D = cfg.hidden_size();
+  ModelResult r;
+  r.hidden_states.push_back(embed(cfg, weights.at("model.embed_tokens.weight"), in));
+  for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
+    Vec next = decoder_layer(cfg, weights, layer, r.hidden_states.back(), in, r);
+    r.max_activation.push_back(max_abs(next));
+    r.hidden_states.push_back(std::move(next));
+  }
+  r.final_norm = rms_norm_d(r.hidden_states.back(), weights.at("model.norm.weight"), rows, D,
+                            cfg.attention.rms_norm_eps, cfg.attention.norm_kind);
+  const char* head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  r.logits = linear_d(r.final_norm, weights.at(head), {}, rows, cfg.vocab_size, D);
+  return r;
+}
+
+std::vector<int64_t> greedy_generate(const ModelConfig& cfg, const WeightMap& weights,
+                                     std::span<const int64_t> prompt, int max_new_tokens, bool stop_at_eos) {
+  if (prompt.empty()) bad_argument("greedy_generate", "the prompt is empty");
+  if (max_new_tokens < 0)
+    bad_argument("greedy_generate", "max_new_tokens (" + std::to_string(max_new_tokens) + ") is negative");
+  std::vector<int64_t> ids(prompt.begin(), prompt.end()), generated;
+  const auto& eos = cfg.eos_token_ids;
+  for (int step = 0; step < max_new_tokens; ++step) {
+    const ModelResult r = model_forward(cfg, weights, {ids, 1, int64_t(ids.size())});
+    const auto last = r.logits.end() - cfg.vocab_size;
+    // max_element returns the first of equal maxima: the lowest id on ties, as torch.argmax.
+    const int64_t next = std::max_element(last, r.logits.end()) - last;
+    generated.push_back(next);
+    ids.push_back(next);
+    if (stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
+  }
+  return generated;
+}
+
+}  // namespace vkgate::reference
