@@ -15,7 +15,7 @@ case "$cmd" in
 esac
 
 packages=(cmake ninja-build g++ libvulkan-dev glslang-tools spirv-tools doctest-dev nlohmann-json3-dev
-          mesa-vulkan-drivers vulkan-validationlayers vulkan-tools)
+          mesa-vulkan-drivers vulkan-validationlayers vulkan-tools python3-numpy python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
