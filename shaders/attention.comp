@@ -24,7 +24,8 @@ IN(0, a, A_T)
 IN(1, b, B_T)
 RW(2, c, C_T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   uint M, N, K;
   uint heads, group;          // H and G = H / KV
   uint a_sb, a_sh, a_sm;      // A: batch, head, row strides (k contiguous)

@@ -21,7 +21,8 @@ RO(0, partial, F32)
 RO(1, g, T)
 RW(2, o, T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   View gate_view;
   uint tokens, heads, head_dim, splits;
   uint has_gate, gate_width, rows;

@@ -16,7 +16,8 @@ vec4 src_ld(uint i) { return src[i]; }
 #endif
 layout(std430, binding = 1) writeonly buffer Dst { vec4 dst[]; };
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   uint count;
 } p;
 

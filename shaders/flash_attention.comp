@@ -116,7 +116,7 @@ void main() {
           const uint t = row / G;
           if (p.causal == 0 || key <= p.past + t) {
             sc = sacc[i][j] * p.scale;
-            if (p.has_mask != 0) sc += mask_ld((b * p.tokens + t) * S + key);
+            if (p.has_mask != 0) sc += mask_ld((b * p.tokens + t) * p.mask_ld + key);
           }
         }
         s_s[r * BC + c] = sc;

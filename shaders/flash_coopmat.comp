@@ -163,7 +163,7 @@ void main() {
         float x = NEG_INF;
         if (row < rows_total && key < key_end && (p.causal == 0 || key <= p.past + t)) {
           x = s_s[scratch + r * LDS + c] * p.scale;
-          if (p.has_mask != 0) x += mask_ld((b * p.tokens + t) * p.keys + key);
+          if (p.has_mask != 0) x += mask_ld((b * p.tokens + t) * p.mask_ld + key);
         }
         sv[c] = x;
         mx = max(mx, x);

@@ -114,7 +114,7 @@ void main() {
       float sc = NEG_INF;
       if (live && (p.causal == 0 || key <= row_pos[r])) {
         sc = s[r];
-        if (p.has_mask != 0) sc += mask_ld((b * p.tokens + row_pos[r] - p.past) * p.keys + key);
+        if (p.has_mask != 0) sc += mask_ld((b * p.tokens + row_pos[r] - p.past) * p.mask_ld + key);
       }
       const float mx = max(m[r], subgroupMax(sc));
       const bool empty = isinf(mx) && mx < 0.0;  // every key so far masked

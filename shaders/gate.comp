@@ -17,7 +17,8 @@
 RO(0, g, T)
 RW(1, y, T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   View gate_view;
   uint tokens, heads, dim, gate_width;
   uint count;     // rows · heads

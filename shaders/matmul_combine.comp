@@ -14,7 +14,8 @@ RO(1, bias, F32)
 RO(2, res, F32)
 RW(3, y, Y_T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   uint M, N, ldy, ldr;
   uint has_bias, has_residual, splits;
 } p;

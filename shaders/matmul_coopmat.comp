@@ -44,7 +44,8 @@ RO(2, bias, F32)
 RO(3, res, F32)
 RW(4, y, Y_T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;

@@ -28,7 +28,8 @@ RW(4, q_out, T)
 RW(5, k_out, T)
 RW(6, v_out, T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   View q_view, k_view, v_view;  // the sources, (bt, head, d) into x
   uint tokens, heads, kv_heads, dim, rotary;
   uint seq, first;  // cache positions per (batch, KV head); where token 0 goes

@@ -24,7 +24,8 @@ IN(0, x, X_T)
 IN(1, w, F32)
 RW(2, y, Y_T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   View in_view;
   View out_view;
   uint rows, tokens, heads, dim;

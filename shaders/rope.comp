@@ -19,7 +19,8 @@ RO(0, x, T)
 RO(1, table, F32)
 RW(2, y, T)
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   View in_view;
   View out_view;
   uint tokens, heads, dim, rotary;

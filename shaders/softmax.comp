@@ -1,18 +1,20 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Row softmax of scale·s over `keys` entries, in place, one workgroup per row.
-// Rows are (batch, head, query t) of a [B, H, T, S] score tensor. Query t sits
-// at absolute position past + t (past = S − T, plus the chunk's first query
-// when the rows are a chunk of the queries); with `causal` it sees keys
-// s ≤ past + t. An optional additive mask [B, 1, mask_tokens, S] is
-// broadcast over heads; row t reads its mask row mask_first + t.
+// Rows are (batch, head, query t) of a [B, H, T, S] score tensor whose rows
+// are `ld` ≥ S floats apart (a plan whose keys grow from step to step keeps
+// the stride of its capacity). Query t sits at absolute position past + t
+// (past = S − T, plus the chunk's first query when the rows are a chunk of
+// the queries); with `causal` it sees keys s ≤ past + t. An optional additive
+// mask [B, 1, mask_tokens, S], rows also `ld` apart, is broadcast over heads;
+// row t reads its mask row mask_first + t.
 // A row whose every entry is −inf (fully masked) is written as zeros: the
 // max would be −inf and exp(−inf − (−inf)) is NaN.
 // Three passes over the row (max, sum, write), each recomputing exp from the
 // scores, so that the only writes are the final ones: the TEXEL variant (CPU
 // drivers) reads the scores through a texel view of the same buffer (binding
 // 2), which then never sees a value this shader wrote. VEC4 (with TEXEL, for
-// rows of a multiple of 4 keys) reads RGBA32F texels and stores vec4s (on
+// rows a multiple of 4 floats apart) reads RGBA32F texels and stores vec4s (on
 // llvmpipe every store is a loop over the lanes, so 4 floats per store cut
 // that loop 4×), and finds max and sum in one online pass: two passes.
 #include "common.glsl"
@@ -33,11 +35,13 @@ float score_ld(uint i) { return s_ld(i); }
 #endif
 #endif
 
-layout(push_constant) uniform Push {
+#include "params.glsl"
+PARAMS Push {
   uint rows, keys, tokens, heads, past;
   uint causal, has_mask;
   float scale;
   uint mask_tokens, mask_first;
+  uint ld;  // floats between rows of the scores and of the mask
 } p;
 
 #ifdef VEC4
@@ -62,9 +66,9 @@ void main() {
   if (row >= p.rows) return;
   const uint t = row % p.tokens;
   const uint b = row / (p.tokens * p.heads);
-  const uint keys4 = p.keys / 4;
-  const uint base4 = row * keys4;
-  const uint mrow4 = (b * p.mask_tokens + p.mask_first + t) * keys4;
+  const uint keys4 = (p.keys + 3) / 4;  // the vec4s the row's keys touch
+  const uint base4 = row * (p.ld / 4);
+  const uint mrow4 = (b * p.mask_tokens + p.mask_first + t) * (p.ld / 4);
   const uint tid = gl_LocalInvocationID.x;
 
   const uint visible = p.causal != 0 ? min(p.keys, p.past + t + 1) : p.keys;
@@ -105,8 +109,8 @@ void main() {
   if (row >= p.rows) return;  // the grid is split in 2-D past 65535 groups
   const uint t = row % p.tokens;
   const uint b = row / (p.tokens * p.heads);
-  const uint base = row * p.keys;
-  const uint mrow = (b * p.mask_tokens + p.mask_first + t) * p.keys;
+  const uint base = row * p.ld;
+  const uint mrow = (b * p.mask_tokens + p.mask_first + t) * p.ld;
   const uint tid = gl_LocalInvocationID.x;
 
   // Causal: keys past `visible` are −inf, so they are skipped, not computed.

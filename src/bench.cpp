@@ -178,13 +178,13 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   c.name = "matmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " + dtype_name(dtype);
   HostData x = random_data(size_t(M * K), s, b.rng), w = random_data(size_t(N * K), s, b.rng, 0.05f);
   // Rows as the block lays them out on this device (ops::operand_stride).
-  const uint32_t ld = ops::operand_stride(b.vk.info, uint32_t(K), s), e = ops::element_bytes(s);
+  const uint32_t ld = ops::operand_stride(b.vk.info, b.vk.tuning, uint32_t(K), s), e = ops::element_bytes(s);
   x.stored = ops::strided_rows(std::move(x.stored), size_t(M), size_t(K) * e, size_t(ld) * e);
   w.stored = ops::strided_rows(std::move(w.stored), size_t(N), size_t(K) * e, size_t(ld) * e);
   const Buffer& gx = b.upload(x, "x");
   const Buffer& gw = b.upload(w, "w");
   const Buffer& gy = b.device(size_t(M * N) * 4, "y");
-  const uint32_t splits = ops::matmul_splits(b.vk, uint32_t(M), uint32_t(N), uint32_t(K), s, ld, ld);
+  const uint32_t splits = ops::matmul_splits(b.vk.info, b.vk.tuning, uint32_t(M), uint32_t(N), uint32_t(K), s, ld, ld);
   const Buffer& gp = b.device(size_t(splits > 1 ? splits : 0) * size_t(M * N) * 4 + 4, "split-K partial sums");
   b.time(c, opt, [&](gpu::Recorder& rec) {
     ops::matmul(b.vk, rec, gx, gw, nullptr, nullptr, gy, uint32_t(M), uint32_t(N), uint32_t(K), s, true, ld, ld, &gp);
@@ -217,7 +217,7 @@ Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_
   const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(T), uint32_t(Dh)};
   const double scale = 1.0 / std::sqrt(double(Dh));
   if (fused) {
-    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, s, ops::flash_options_from_env());
+    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, s, ops::flash_options(ctx.impl().tuning));
     const Buffer& partial = b.device(ops::flash_partial_floats(shape, plan) * 4, "partial");
     b.time(c, opt, [&](gpu::Recorder& rec) {
       const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::View{}, 0, go, &partial};

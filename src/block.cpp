@@ -132,6 +132,9 @@ struct GatedAttention::Impl {
   Context::Impl& vk;
   BlockConfig cfg;
   BlockOptions options;
+  // The Context's kernel choices when the block was made: its weight layout
+  // and every plan follow them (gpu/tuning.hpp).
+  const gpu::Tuning tuning;
   ProjectionLayout layout;
   bool poison = false;
 
@@ -169,6 +172,10 @@ struct GatedAttention::Impl {
     bool norm_in_projection = false;
     uint32_t chunk = 0;  // queries per chunk of the unfused attention
     uint32_t attn_ld = 0;  // row stride of attn
+    // Row stride of the scores and the mask: the keys (past + T), or for a
+    // resident plan its capacity rounded to 4, which whatever the cache's
+    // length keeps the kernels it was recorded with.
+    uint32_t score_ld = 0;
     ops::FlashPlan flash;
     Buffer partial;  // split-key partial results
     Buffer mm_partial;  // split-K partial sums of the projections (shared: they run in turn)
@@ -180,7 +187,8 @@ struct GatedAttention::Impl {
   int cache_batch = 0, cache_capacity = 0, cache_len = 0;
 
   Impl(Context& c, const BlockConfig& config, const BlockOptions& opts)
-      : ctx(c), vk(c.impl()), cfg(config), options(opts), layout(config), act(storage_of(opts.precision)) {
+      : ctx(c), vk(c.impl()), cfg(config), options(opts), tuning(vk.tuning), layout(config),
+        act(storage_of(opts.precision)) {
     if (act != Storage::f32 && !vk.info.storage16)
       throw Error(ErrorCode::unsupported, std::string("precision ") + to_string(opts.precision) + " needs 16-bit storage buffers (storageBuffer16BitAccess), which " +
                                               vk.info.name + " does not support");
@@ -207,8 +215,8 @@ struct GatedAttention::Impl {
     norm_w = upload(f32("input_layernorm.weight"), "input_layernorm.weight");
     const size_t D = size_t(cfg.hidden_size), HDh = size_t(cfg.num_heads) * size_t(cfg.head_dim),
                  e = ops::element_bytes(act);
-    ld_hidden = ops::operand_stride(vk.info, uint32_t(D), act);
-    ld_heads = ops::operand_stride(vk.info, uint32_t(HDh), act);
+    ld_hidden = ops::operand_stride(vk.info, tuning, uint32_t(D), act);
+    ld_heads = ops::operand_stride(vk.info, tuning, uint32_t(HDh), act);
     w_qkv = upload(ops::strided_rows(concat({weight("q_proj.weight"), separate_gate ? weight("gate_proj.weight") : none,
                                              weight("k_proj.weight"), weight("v_proj.weight")}),
                                      layout.cols, D * e, ld_hidden * e),
@@ -237,10 +245,10 @@ struct GatedAttention::Impl {
                  Dh = size_t(cfg.head_dim);
     const Storage f32 = Storage::f32;
     p->x_up = buffer(BT * D, f32, MemoryKind::upload, "hidden_states (staging)");
-    const bool direct_io = BT <= kDirectIoTokens && !gpu::env_flag("VKGATE_DISABLE_DIRECT_IO");
+    const bool direct_io = BT <= kDirectIoTokens && tuning.direct_io;
     if (!direct_io) p->x = device(BT * D, f32, "hidden_states");
     p->x_in = direct_io ? &p->x_up : &p->x;
-    p->norm_in_projection = ops::matmul_rmsnorm_applies(vk.info, uint32_t(BT), uint32_t(D), ld_hidden);
+    p->norm_in_projection = ops::matmul_rmsnorm_applies(vk.info, tuning, uint32_t(BT), uint32_t(D), ld_hidden);
     if (!p->norm_in_projection) p->xn = device(BT * ld_hidden, act, "normed hidden_states");
     p->proj = device(BT * layout.cols, act, "projections");
     p->q = device(B * H * T * Dh, act, "q");
@@ -249,23 +257,28 @@ struct GatedAttention::Impl {
       p->v = device(B * KV * S * Dh, act, "value cache");
     }
     // Split-key planning sees the longest attention this plan can run.
-    const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(S), uint32_t(Dh)};
-    p->fused = !key.stats && !gpu::env_flag("VKGATE_DISABLE_FUSED") && ops::flash_preferred(vk.info);
+    p->score_ld = uint32_t(resident(key) ? (S + 3) / 4 * 4 : S);
+    const size_t L = p->score_ld;
+    ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(S), uint32_t(Dh)};
+    shape.score_stride = p->score_ld;
+    p->fused = !key.stats && tuning.fused && ops::flash_preferred(vk.info, tuning);
     if (p->fused) {
-      p->flash = ops::flash_plan(vk.info, shape, act, ops::flash_options_from_env());
+      p->flash = ops::flash_plan(vk.info, shape, act, ops::flash_options(tuning));
       p->partial = device(ops::flash_partial_floats(shape, p->flash), f32, "attention partial results");
     } else {
       // Statistics need every probability; otherwise the queries go in chunks
       // whose score matrix stays within ops::query_chunk's budget.
-      p->chunk = key.stats ? uint32_t(T) : ops::query_chunk(shape);
-      p->scores = device(B * H * size_t(p->chunk) * S, f32, "attention scores");
+      p->chunk = key.stats ? uint32_t(T) : ops::query_chunk(tuning, shape);
+      p->scores = device(B * H * size_t(p->chunk) * L, f32, "attention scores");
     }
     // The fused kernel writes dense rows.
     p->attn_ld = p->fused ? uint32_t(H * Dh) : ld_heads;
     p->attn = device(BT * p->attn_ld, act, "attention output");
     // Split-K where a projection's tiles would leave the GPU idle (ops::matmul_splits).
-    const size_t proj_splits = ops::matmul_splits(vk, uint32_t(BT), layout.cols, uint32_t(D), act, ld_hidden, ld_hidden);
-    const size_t o_splits = ops::matmul_splits(vk, uint32_t(BT), uint32_t(D), uint32_t(H * Dh), act, p->attn_ld, ld_heads);
+    const size_t proj_splits =
+        ops::matmul_splits(vk.info, tuning, uint32_t(BT), layout.cols, uint32_t(D), act, ld_hidden, ld_hidden);
+    const size_t o_splits =
+        ops::matmul_splits(vk.info, tuning, uint32_t(BT), uint32_t(D), uint32_t(H * Dh), act, p->attn_ld, ld_heads);
     const size_t mm_floats =
         std::max(proj_splits > 1 ? proj_splits * BT * layout.cols : 0, o_splits > 1 ? o_splits * BT * D : 0);
     if (mm_floats) p->mm_partial = device(mm_floats, f32, "projection split-K partial sums");
@@ -279,18 +292,18 @@ struct GatedAttention::Impl {
     if (key.past > 0)
       p->kv_up = buffer(2 * B * KV * size_t(key.past) * Dh, act, MemoryKind::upload, "past_key/past_value (staging)");
     if (key.mask) {
-      p->mask_up = buffer(B * T * S, f32, MemoryKind::upload, "attention_mask (staging)");
-      p->mask = device(B * T * S, f32, "attention_mask");
+      p->mask_up = buffer(B * T * L, f32, MemoryKind::upload, "attention_mask (staging)");
+      p->mask = device(B * T * L, f32, "attention_mask");
     }
     if (key.cache) {
       p->k_down = buffer(B * KV * S * Dh, act, MemoryKind::readback, "present_key (readback)");
       p->v_down = buffer(B * KV * S * Dh, act, MemoryKind::readback, "present_value (readback)");
     }
     if (key.stats) {
-      p->scores_down = buffer(B * H * T * S, f32, MemoryKind::readback, "attention probabilities (readback)");
+      p->scores_down = buffer(B * H * T * L, f32, MemoryKind::readback, "attention probabilities (readback)");
       p->proj_down = buffer(BT * layout.cols, act, MemoryKind::readback, "projections (readback)");
     }
-    p->rec = std::make_unique<gpu::Recorder>(vk);
+    p->rec = std::make_unique<gpu::Recorder>(vk, tuning);
     record(*p);
     Plan& ref = *p;
     plans.emplace(key, std::move(p));
@@ -300,7 +313,9 @@ struct GatedAttention::Impl {
   const Buffer& keys(const Plan& p) const { return resident(p.key) ? cache_k : p.k; }
   const Buffer& values(const Plan& p) const { return resident(p.key) ? cache_v : p.v; }
 
-  void record(Plan& p) {
+  // Mode::update rewrites only the parameters of a recorded plan (its
+  // resident cache grew): the command buffer is replayed as it is.
+  void record(Plan& p, gpu::Recorder::Mode mode = gpu::Recorder::Mode::record) {
     gpu::Recorder& rec = *p.rec;
     const uint32_t B = uint32_t(p.key.batch), T = uint32_t(p.key.tokens), P = uint32_t(p.past), S = T + P,
                    BT = B * T, stride = resident(p.key) ? uint32_t(cache_capacity) : S;
@@ -309,7 +324,7 @@ struct GatedAttention::Impl {
     const uint32_t D = uint32_t(cfg.hidden_size), H = uint32_t(cfg.num_heads), KV = uint32_t(cfg.num_kv_heads),
                    Dh = uint32_t(cfg.head_dim), rd = uint32_t(cfg.rotary_dim());
     const float eps = float(cfg.rms_norm_eps);
-    rec.begin();
+    rec.begin(mode);
     if (poison) {
       for (const Buffer* b : {&p.xn, &p.proj, &p.q, &p.attn})
         if (b->valid()) rec.fill(*b, nan_word(act));
@@ -352,7 +367,7 @@ struct GatedAttention::Impl {
     // norm and RoPE, values as they are. One pass, or (VKGATE_DISABLE_PASS_FUSION)
     // the reference path of a pass per op and tensor.
     const bool qk_norm = cfg.use_qk_norm;
-    if (!gpu::env_flag("VKGATE_DISABLE_PASS_FUSION")) {
+    if (tuning.pass_fusion) {
       const ops::QkvPrepare args{p.proj, layout.query(T), layout.key(T), layout.value(T), qk_norm ? &qn_w : nullptr,
                                  qk_norm ? &kn_w : nullptr, cfg.norm_kind, eps, *p.rope_in, rd, p.q, kbuf, vbuf,
                                  stride, P};
@@ -373,7 +388,7 @@ struct GatedAttention::Impl {
                 0, act);
     }
 
-    const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld};
+    const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld, p.score_ld};
     const float scale = float(1.0 / std::sqrt(double(Dh)));
     const bool gated = cfg.gate_kind != GateKind::none;
     if (p.fused) {
@@ -386,7 +401,8 @@ struct GatedAttention::Impl {
         part.first = first;
         part.count = std::min(p.chunk, T - first);
         ops::attention_scores(vk, rec, p.q, kbuf, p.scores, part, act, cfg.causal);
-        ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, part.count, S, cfg.causal, scale, first, T);
+        ops::softmax(vk, rec, p.scores, p.key.mask ? &p.mask : nullptr, B, H, part.count, S, cfg.causal, scale, first, T,
+                     p.score_ld);
         ops::attention_values(vk, rec, p.scores, vbuf, p.attn, part, act, cfg.causal);
       }
       if (gated) ops::gate(vk, rec, p.proj, layout.gate(T), p.attn, BT, T, H, Dh, layout.gate_width, act, p.attn_ld);
@@ -407,17 +423,16 @@ struct GatedAttention::Impl {
   }
 
   // Host-side reduction of the GPU's own probabilities and gate rows. The
-  // probability rows hold the step's past + T keys: p.past, which a resident
-  // plan updates each step (its key holds −1).
+  // probability rows are score_ld apart (a resident plan's key holds past = −1).
   BlockStats stats(const Plan& p) const {
-    const size_t B = size_t(p.key.batch), T = size_t(p.key.tokens), S = T + size_t(p.past),
+    const size_t B = size_t(p.key.batch), T = size_t(p.key.tokens), L = p.score_ld,
                  H = size_t(cfg.num_heads);
     const float* probs = static_cast<const float*>(p.scores_down.mapped());
     BlockStats st;
     st.first_token_attn.assign(H, 0.0);
     for (size_t b = 0; b < B; ++b)
       for (size_t h = 0; h < H; ++h)
-        for (size_t t = 0; t < T; ++t) st.first_token_attn[h] += probs[((b * H + h) * T + t) * S] / double(B * T);
+        for (size_t t = 0; t < T; ++t) st.first_token_attn[h] += probs[((b * H + h) * T + t) * L] / double(B * T);
     if (cfg.gate_kind == GateKind::none) {
       st.gate_mean = st.gate_frac_below_0_1 = std::numeric_limits<double>::quiet_NaN();
       return st;
@@ -569,8 +584,8 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
   if (p.past != int(P)) {  // a resident plan whose cache has grown since it was recorded
     p.past = int(P);
     try {
-      im.record(p);
-    } catch (...) {  // a half-recorded plan must not be replayed: drop it
+      im.record(p, gpu::Recorder::Mode::update);
+    } catch (...) {  // a half-updated plan must not be replayed: drop it
       if (im.last == &p) im.last = nullptr;
       im.plans.erase(key);
       throw;
@@ -584,7 +599,10 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
     encode(in.past_key, act, p.kv_up.mapped());
     encode(in.past_value, act, static_cast<char*>(p.kv_up.mapped()) + in.past_key.size() * ops::element_bytes(act));
   }
-  if (mask) std::memcpy(p.mask_up.mapped(), in.attention_mask.data(), in.attention_mask.size_bytes());
+  if (mask)  // rows of P + T into rows score_ld apart
+    for (size_t row = 0; row < B * T; ++row)
+      std::memcpy(static_cast<float*>(p.mask_up.mapped()) + row * p.score_ld, in.attention_mask.data() + row * (P + T),
+                  (P + T) * sizeof(float));
   p.rec->submit("running the gated attention block");
   im.last = &p;
   if (resident) im.cache_len += in.tokens;
@@ -708,5 +726,10 @@ void GatedAttention::set_poison(bool on) {
 const BlockConfig& GatedAttention::config() const { return impl_->cfg; }
 Precision GatedAttention::precision() const { return impl_->options.precision; }
 size_t GatedAttention::recorded_shapes() const { return impl_->plans.size(); }
+size_t GatedAttention::recordings() const {
+  size_t n = 0;
+  for (const auto& [key, plan] : impl_->plans) n += plan->rec->recordings();
+  return n;
+}
 
 }  // namespace vkgate

@@ -21,7 +21,8 @@
 namespace vkgate::test {
 
 // An environment variable set (or, given "", emptied) for the scope, then
-// restored: the library reads its switches at each call.
+// restored. The library reads its VKGATE_* switches only when a Context is
+// made: use ScopedTuning to change the kernel choices of the shared Context.
 struct ScopedEnv {
   std::string name, old;
   bool had;
@@ -30,6 +31,19 @@ struct ScopedEnv {
     ::setenv(n, v.c_str(), 1);
   }
   ~ScopedEnv() { had ? void(::setenv(name.c_str(), old.c_str(), 1)) : void(::unsetenv(name.c_str())); }
+};
+
+// The shared Context's kernel choices (gpu/tuning.hpp) changed for the scope,
+// then restored: blocks and recorders made meanwhile take them, as they would
+// on a Context made with the matching VKGATE_* switches set.
+struct ScopedTuning {
+  gpu::Tuning& target;
+  gpu::Tuning saved;
+  explicit ScopedTuning(Context& ctx) : target(ctx.impl().tuning), saved(target) {}
+  ~ScopedTuning() { target = saved; }
+  ScopedTuning(const ScopedTuning&) = delete;
+  ScopedTuning& operator=(const ScopedTuning&) = delete;
+  gpu::Tuning* operator->() { return &target; }
 };
 
 // Every GPU test runs under VK_LAYER_KHRONOS_validation with synchronization

@@ -130,11 +130,11 @@ TEST_CASE_FIXTURE(test::GpuTest, "faults: a dispatch beyond maxComputeWorkGroupC
   gpu::Buffer gate_rows = device(16, "gate rows"), out = device(16, "attention output");
   gpu::Recorder rec(vk);
   rec.begin();
-  std::vector<uint8_t> push(p.push_bytes);
+  const std::vector<std::byte> params(p.param_bytes);
   const uint32_t too_many = ctx.device().max_workgroup_count[0] + 1;
   REQUIRE(too_many > 1);
   Error e = caught([&] {
-    rec.dispatch(p, {{&gate_rows, gpu::Access::read}, {&out, gpu::Access::read_write}}, push.data(), too_many);
+    rec.dispatch_bytes(p, {{&gate_rows, gpu::Access::read}, {&out, gpu::Access::read_write}}, params, too_many);
   });
   CHECK(e.code() == ErrorCode::unsupported);
   CHECK(std::string(e.what()).find("maxComputeWorkGroupCount") != std::string::npos);

@@ -44,7 +44,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
     auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(size_t(s.M) * s.N, "y");
     auto gb = upload(s.bias ? b : std::vector<float>{0}, "b"), gr = upload(s.residual ? r : std::vector<float>{0}, "r");
     // Room for split-K partial sums, where the device (or VKGATE_MATMUL_SPLITS) splits.
-    auto gp = poisoned(size_t(ops::matmul_splits(vk, s.M, s.N, s.K)) * s.M * s.N, "partial");
+    auto gp = poisoned(size_t(ops::matmul_splits(vk.info, vk.tuning, s.M, s.N, s.K)) * s.M * s.N, "partial");
     run_once(vk, [&](gpu::Recorder& rec) {
       ops::matmul(vk, rec, gx, gw, s.bias ? &gb : nullptr, s.residual ? &gr : nullptr, gy, s.M, s.N, s.K,
                   ops::Storage::f32, false, 0, 0, &gp);
@@ -72,15 +72,16 @@ gpu::Buffer upload_half(test::GpuTest& t, std::vector<float>& v, const char* nam
 // Split-K on the GPU kernels (the tiled one here; tensor cores too on devices
 // with them), forced to 1..7 splits, with K not a multiple of the split.
 TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the tiled kernels, bias and residual added once") {
-  test::ScopedEnv gpu_kernels("VKGATE_DISABLE_CPU_MATMUL", "1");
+  test::ScopedTuning tuning(ctx);
+  tuning->cpu_matmul = false;
   // o_proj of a 128-token prefill has 64 output tiles: a GPU splits it; CPU drivers never do.
   {
-    test::ScopedEnv unforced("VKGATE_MATMUL_SPLITS", "");
-    const uint32_t auto_splits = ops::matmul_splits(vk, 128, 2048, 4096);
+    tuning->matmul_splits = 0;
+    const uint32_t auto_splits = ops::matmul_splits(vk.info, vk.tuning, 128, 2048, 4096);
     const bool cpu = vk.info.type == "cpu";
     CHECK((cpu ? auto_splits == 1 : auto_splits > 1));
-    test::ScopedEnv off("VKGATE_DISABLE_SPLIT_K", "1");
-    CHECK(ops::matmul_splits(vk, 128, 2048, 4096) == 1);
+    tuning->split_k = false;
+    CHECK(ops::matmul_splits(vk.info, vk.tuning, 128, 2048, 4096) == 1);
   }
   struct Shape {
     uint32_t M, N, K;
@@ -91,10 +92,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the 
       CAPTURE(s.K);
       CAPTURE(forced);
       CAPTURE(seed);
-      test::ScopedEnv force("VKGATE_MATMUL_SPLITS", std::to_string(forced));
+      tuning->matmul_splits = forced;
       for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
         if (st == ops::Storage::f16 && !vk.info.storage16) continue;
-        const uint32_t splits = ops::matmul_splits(vk, s.M, s.N, s.K, st);
+        const uint32_t splits = ops::matmul_splits(vk.info, vk.tuning, s.M, s.N, s.K, st);
         CHECK(splits == std::min(forced, s.K / 16));
         const bool half = st == ops::Storage::f16;
         auto x = random(size_t(s.M) * s.K), w = random(size_t(s.N) * s.K, 0.05f);
@@ -126,8 +127,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
   };
   const Shape shapes[] = {{1, 70, 2048, true, NormKind::zero_centered}, {3, 33, 1096, false, NormKind::plain},
                           {8, 40, 64, true, NormKind::plain}, {2, 9, 8, false, NormKind::zero_centered}};
-  const bool expect_fused = !ops::cpu_gemm(vk.info) && vk.info.subgroup_arithmetic &&
-                            !gpu::env_flag("VKGATE_DISABLE_MATVEC") && !gpu::env_flag("VKGATE_DISABLE_PASS_FUSION");
+  const bool expect_fused = !ops::cpu_gemm(vk.info, vk.tuning) && vk.info.subgroup_arithmetic &&
+                            vk.tuning.matvec && vk.tuning.pass_fusion;
   for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
     if (st == ops::Storage::f16 && !vk.info.storage16) continue;
     for (const Shape& s : shapes) {
@@ -147,7 +148,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       auto gxn = half ? upload_half(*this, xn_nan, "x normed") : poisoned(xn_nan.size(), "x normed");
       bool fused = false;
       run_once(vk, [&](gpu::Recorder& rec) {
-        fused = ops::matmul_rmsnorm_applies(vk.info, s.M, s.K);
+        fused = ops::matmul_rmsnorm_applies(vk.info, vk.tuning, s.M, s.K);
         if (fused) {
           ops::matmul_rmsnorm(vk, rec, gx, gg, s.kind, 1e-6f, gw, s.bias ? &gb : nullptr, gy, s.M, s.N, s.K, st);
         } else {
@@ -603,11 +604,50 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding coun
   const uint32_t count = 4;
   gpu::Recorder rec(vk);
   rec.begin();
-  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}}, &count, 1),
+  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}}, count, 1),
                        doctest::Contains("expected 2 bindings, got 1"), Error);
-  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&none, gpu::Access::write}}, &count, 1),
+  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&none, gpu::Access::write}}, count, 1),
                        doctest::Contains("binding 1 has no buffer"), Error);
+  // The parameter block's size is the one the shader's SPIR-V declares (copy.comp: one uint).
+  CHECK(copy.param_bytes == 4);
+  const uint64_t wide = 4;
+  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&src, gpu::Access::write}}, wide, 1),
+                       doctest::Contains("parameter block is 4 bytes, the host passed 8"), Error);
   rec.end();
+}
+
+// An update rewrites the recorded dispatches' parameters and workgroup counts
+// for the next submission without recording the command buffer again; a
+// sequence that differs from the recording is refused, and the recorder then
+// submits nothing until it records again.
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: an update rewrites parameters and counts; a different sequence is refused") {
+  const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
+  const auto x = random(4 * 64 * 8);
+  auto src = upload(x, "src"), other = upload(x, "other");
+  gpu::Recorder rec(vk);
+  auto record = [&](gpu::Recorder::Mode mode, const gpu::Buffer& dst, uint32_t vec4s) {
+    rec.begin(mode);
+    rec.dispatch(copy, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, vec4s, (vec4s + 63) / 64);
+    rec.end();
+  };
+  auto dst = poisoned(x.size(), "dst");
+  record(gpu::Recorder::Mode::record, dst, 64);
+  rec.submit("copying 64 vec4");
+  auto got = download(dst, x.size());
+  CHECK(std::equal(x.begin(), x.begin() + 256, got.begin()));
+  CHECK(std::isnan(got[256]));
+  const size_t barriers = rec.barrier_count();
+  record(gpu::Recorder::Mode::update, dst, 64 * 8);
+  CHECK(rec.barrier_count() == barriers);
+  rec.submit("copying 512 vec4");
+  CHECK(download(dst, x.size()) == x);
+  CHECK_THROWS_WITH_AS(record(gpu::Recorder::Mode::update, other, 64), doctest::Contains("differs from command 0"),
+                       Error);
+  CHECK_THROWS_WITH_AS(rec.submit("after a refused update"), doctest::Contains("not recorded"), Error);
+  auto fresh = poisoned(x.size(), "fresh");
+  record(gpu::Recorder::Mode::record, fresh, 64 * 8);
+  rec.submit("recorded again");
+  CHECK(download(fresh, x.size()) == x);
 }
 
 // The KHR tensor-core matmul asks for subgroups of 32 where the device
@@ -638,7 +678,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "pipelines: a required subgroup size, where the
     auto dst = poisoned(x.size(), "dst");
     const uint32_t count = uint32_t(x.size() / 4);
     run_once(vk, [&](gpu::Recorder& rec) {
-      rec.dispatch(sized, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, &count, 2, 1, 1, "copy");
+      rec.dispatch(sized, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, count, 2, 1, 1, "copy");
     });
     CHECK(download(dst, x.size()) == x);
   }

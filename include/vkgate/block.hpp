@@ -133,6 +133,10 @@ class GatedAttention {
   Precision precision() const;
   // Number of distinct shapes recorded so far (each holds one command buffer).
   size_t recorded_shapes() const;
+  // How often those shapes' command buffers were recorded. A decode step on
+  // the resident cache records nothing: its positions reach the recorded
+  // commands as parameters, so one recording serves every cache length.
+  size_t recordings() const;
 
  private:
   struct Impl;

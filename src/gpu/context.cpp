@@ -250,6 +250,7 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   for (int i = 0; i < 3; ++i) d.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
   d.max_storage_buffer_range = lim.maxStorageBufferRange;
   d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
+  d.min_uniform_buffer_offset_alignment = lim.minUniformBufferOffsetAlignment;
   d.max_texel_buffer_elements = lim.maxTexelBufferElements;
   d.min_texel_buffer_offset_alignment = lim.minTexelBufferOffsetAlignment;
 
@@ -604,6 +605,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 
   s.allocator = std::make_unique<gpu::Allocator>(s);
   s.pipelines = std::make_unique<gpu::PipelineCache>(s);
+  s.tuning = gpu::tuning_from_environment();
 }
 
 Context::Impl::~Impl() {
@@ -635,11 +637,11 @@ void Context::Impl::check_not_lost(const std::string& doing) const {
                 int32_t(VK_ERROR_DEVICE_LOST));
 }
 
-void Context::Impl::submit_and_wait(VkCommandBuffer cmd, VkFence fence, const char* doing) {
+void Context::Impl::submit_and_wait(std::span<const VkCommandBuffer> cmds, VkFence fence, const char* doing) {
   check_not_lost(doing);
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd;
+  si.commandBufferCount = uint32_t(cmds.size());
+  si.pCommandBuffers = cmds.data();
   auto fail = [&](VkResult r, const char* call) {
     if (r == VK_ERROR_DEVICE_LOST) lost = true;
     gpu::throw_vk(r, call, doing);

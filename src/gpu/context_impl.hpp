@@ -5,15 +5,23 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "gpu/tuning.hpp"
 #include "gpu/vk.hpp"
 #include "vkgate/context.hpp"
 
 namespace vkgate::gpu {
 class Allocator;
 class PipelineCache;
+
+// The environment, read by the Context only (context_env.cpp).
+// True when the variable is set to something other than "" or "0".
+bool env_flag(const char* name);
+// The VKGATE_* kernel switches as one value.
+Tuning tuning_from_environment();
 }  // namespace vkgate::gpu
 
 namespace vkgate {
@@ -26,6 +34,9 @@ struct Context::Impl {
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
   DeviceInfo info;
+  // The kernel switches, read from the environment when the Context was made;
+  // plans copy it when they are made (gpu/tuning.hpp).
+  gpu::Tuning tuning;
   VkPhysicalDeviceMemoryProperties memory_props{};
   bool validation = false;
   bool gpu_assisted = false;
@@ -57,7 +68,9 @@ struct Context::Impl {
 
   // Submits and waits; a lost device sets `lost` and throws Error(device_lost),
   // and once lost every call throws at once.
-  void submit_and_wait(VkCommandBuffer cmd, VkFence fence, const char* doing);
+  void submit_and_wait(VkCommandBuffer cmd, VkFence fence, const char* doing) { submit_and_wait({&cmd, 1}, fence, doing); }
+  // Several command buffers in one submission, in order.
+  void submit_and_wait(std::span<const VkCommandBuffer> cmds, VkFence fence, const char* doing);
   // Throws Error(device_lost) if the device was lost earlier.
   void check_not_lost(const std::string& doing) const;
   // Counts, logs and forwards one message (the debug messenger's callback body).

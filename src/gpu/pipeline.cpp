@@ -55,6 +55,16 @@ void print_statistics(VkDevice dev, VkPipeline pipeline, const std::string& shad
 PipelineCache::PipelineCache(Context::Impl& ctx) : ctx_(ctx) {
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   VK_CHECK(vkCreatePipelineCache(ctx.device, &ci, nullptr, &cache_), "creating the pipeline cache");
+  const VkDescriptorSetLayoutBinding params{0, VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC, 1,
+                                            VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = 1;
+  dl.pBindings = &params;
+  const VkResult r = vkCreateDescriptorSetLayout(ctx.device, &dl, nullptr, &params_layout_);
+  if (r != VK_SUCCESS) {
+    vkDestroyPipelineCache(ctx.device, cache_, nullptr);
+    throw_vk(r, "vkCreateDescriptorSetLayout", "creating the parameter descriptor set layout");
+  }
 }
 
 PipelineCache::~PipelineCache() {
@@ -63,6 +73,7 @@ PipelineCache::~PipelineCache() {
     vkDestroyPipelineLayout(ctx_.device, p->layout, nullptr);
     vkDestroyDescriptorSetLayout(ctx_.device, p->set_layout, nullptr);
   }
+  vkDestroyDescriptorSetLayout(ctx_.device, params_layout_, nullptr);
   vkDestroyPipelineCache(ctx_.device, cache_, nullptr);
 }
 
@@ -105,7 +116,7 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
   p->subgroup_size = subgroup_size;
   p->bindings = info.bindings;
   p->texel_bindings = info.texel_bindings;
-  p->push_bytes = info.push_bytes;
+  p->param_bytes = info.param_bytes;
   VkDevice dev = ctx_.device;
 
   std::vector<VkDescriptorSetLayoutBinding> binds(info.bindings);
@@ -118,12 +129,10 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
   VkShaderModule module = VK_NULL_HANDLE;
   try {
     VK_CHECK(vkCreateDescriptorSetLayout(dev, &dl, nullptr, &p->set_layout), doing);
-    VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, info.push_bytes};
+    const VkDescriptorSetLayout sets[] = {p->set_layout, params_layout_};
     VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
-    pl.setLayoutCount = 1;
-    pl.pSetLayouts = &p->set_layout;
-    pl.pushConstantRangeCount = 1;
-    pl.pPushConstantRanges = &pcr;
+    pl.setLayoutCount = 2;
+    pl.pSetLayouts = sets;
     VK_CHECK(vkCreatePipelineLayout(dev, &pl, nullptr, &p->layout), doing);
 
     VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};

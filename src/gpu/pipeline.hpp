@@ -32,7 +32,7 @@ struct Pipeline {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   uint32_t bindings = 0;
   uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
-  uint32_t push_bytes = 0;
+  uint32_t param_bytes = 0;     // the parameter block (set 1; shaders/params.glsl)
   uint32_t workgroup_size() const { return spec[0]; }
 };
 
@@ -46,10 +46,13 @@ class PipelineCache {
   // that many lanes (Error(unsupported) where !subgroup_size_ok).
   const Pipeline& get(const std::string& shader, const std::vector<uint32_t>& spec, uint32_t subgroup_size = 0);
   size_t size() const;
+  // Set 1 of every pipeline: one dynamic uniform buffer, the dispatch's parameters.
+  VkDescriptorSetLayout params_layout() const { return params_layout_; }
 
  private:
   Context::Impl& ctx_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout params_layout_ = VK_NULL_HANDLE;
   mutable std::mutex mutex_;
   std::map<std::tuple<std::string, std::vector<uint32_t>, uint32_t>, std::unique_ptr<Pipeline>> pipelines_;
 };

@@ -24,6 +24,18 @@ uint32_t texel_bytes(VkFormat f) {
       throw Error(ErrorCode::invalid_argument, "texel view format " + std::to_string(int(f)) + " is not one vkgate uses");
   }
 }
+
+// FNV-1a over a command's identity (its pipeline, buffers, regions, label):
+// what an update must find again, command by command.
+struct Signature {
+  uint64_t value = 1469598103934665603ull;
+  Signature& add(std::span<const std::byte> bytes) {
+    for (std::byte b : bytes) value = (value ^ uint64_t(b)) * 1099511628211ull;
+    return *this;
+  }
+  Signature& add(uint64_t v) { return add(std::as_bytes(std::span(&v, 1))); }
+  Signature& add(const std::string& s) { return add(std::as_bytes(std::span(s))); }
+};
 }  // namespace
 
 Grid grid_for(uint64_t groups) {
@@ -34,7 +46,9 @@ Grid grid_for(uint64_t groups) {
   return {uint32_t((groups + y - 1) / y), uint32_t(y)};
 }
 
-Recorder::Recorder(Context::Impl& ctx) : ctx_(ctx) {
+Recorder::Recorder(Context::Impl& ctx) : Recorder(ctx, ctx.tuning) {}
+
+Recorder::Recorder(Context::Impl& ctx, const Tuning& tuning) : ctx_(ctx), tuning_(tuning), params_(ctx) {
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pci.queueFamilyIndex = ctx.queue_family;
@@ -43,8 +57,11 @@ Recorder::Recorder(Context::Impl& ctx) : ctx_(ctx) {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VK_CHECK(vkAllocateCommandBuffers(ctx.device, &ai, &cmd_), "allocating a command buffer");
+    ai.commandBufferCount = 2;
+    VkCommandBuffer both[2];
+    VK_CHECK(vkAllocateCommandBuffers(ctx.device, &ai, both), "allocating command buffers");
+    prologue_ = both[0];
+    cmd_ = both[1];
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx.device, &fci, nullptr, &fence_), "creating a fence");
     if (ctx.info.timestamps) {
@@ -55,12 +72,14 @@ Recorder::Recorder(Context::Impl& ctx) : ctx_(ctx) {
       query_capacity_ = kMaxTimestamps;
     }
   } catch (...) {
-    this->~Recorder();
+    release();
     throw;
   }
 }
 
-Recorder::~Recorder() {
+Recorder::~Recorder() { release(); }
+
+void Recorder::release() {
   VkDevice dev = ctx_.device;
   for (VkDescriptorPool p : descriptor_pools_) vkDestroyDescriptorPool(dev, p, nullptr);
   descriptor_pools_.clear();
@@ -74,7 +93,19 @@ Recorder::~Recorder() {
   pool_ = VK_NULL_HANDLE;
 }
 
-void Recorder::begin() {
+void Recorder::begin(Mode mode) {
+  if (mode == Mode::update) {
+    if (!recorded_) throw Error(ErrorCode::invalid_argument, "recorder: nothing recorded to update");
+    // Not submittable until the update is complete (end()).
+    recorded_ = false;
+    updating_ = true;
+    next_step_ = 0;
+    return;
+  }
+  updating_ = false;
+  ++recordings_;
+  steps_.clear();
+  params_.reset();
   VK_CHECK(vkResetCommandBuffer(cmd_, 0), "resetting a command buffer");
   for (VkDescriptorPool p : descriptor_pools_) vkResetDescriptorPool(ctx_.device, p, 0);
   for (VkBufferView v : views_) vkDestroyBufferView(ctx_.device, v, nullptr);
@@ -195,12 +226,28 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
   return set;
 }
 
-void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push,
-                        uint32_t gx, uint32_t gy, uint32_t gz, std::string label) {
+size_t Recorder::expect(uint64_t sig, const std::string& what) {
+  if (next_step_ >= steps_.size() || steps_[next_step_].signature != sig)
+    throw Error(ErrorCode::invalid_argument, "recorder: updating the recording, " + what + " differs from command " +
+                                                 std::to_string(next_step_) + " of the " +
+                                                 std::to_string(steps_.size()) + " recorded");
+  return next_step_++;
+}
+
+void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> bindings,
+                              std::span<const std::byte> params, uint32_t gx, uint32_t gy, uint32_t gz,
+                              std::string label) {
   if (bindings.size() != p.bindings || bindings.size() > kMaxBindings)
     throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': expected " +
                                                  std::to_string(p.bindings) + " bindings, got " +
                                                  std::to_string(bindings.size()));
+  // The host mirror is the block, or the block padded to 16 bytes (C++ pads a
+  // struct that holds a 16-byte aligned View).
+  if ((params.size() != p.param_bytes && params.size() != (p.param_bytes + 15) / 16 * 16) ||
+      params.size() > ParamArena::kMaxParamBytes)
+    throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': its parameter block is " +
+                                                 std::to_string(p.param_bytes) + " bytes, the host passed " +
+                                                 std::to_string(params.size()));
   for (const Binding& b : bindings)
     if (!b.buffer->valid())
       throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': binding " +
@@ -212,6 +259,17 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
                                             " workgroups exceed the device's maxComputeWorkGroupCount (" +
                                             std::to_string(max[0]) + "×" + std::to_string(max[1]) + "×" +
                                             std::to_string(max[2]) + ")");
+  if (label.empty()) label = p.shader;
+  Signature sig;
+  sig.add(uint64_t(reinterpret_cast<uintptr_t>(p.pipeline))).add(label);
+  for (const Binding& b : bindings) sig.add(b.buffer->id()).add(uint64_t(b.texel_format));
+  if (updating_) {
+    params_.write(steps_[expect(sig.value, "dispatch of '" + p.shader + "'")].slot, params, gx, gy, gz);
+    return;
+  }
+  const ParamArena::Slot slot = params_.allocate();
+  params_.write(slot, params, gx, gy, gz);
+  steps_.push_back({sig.value, slot});
   std::vector<Use> uses;
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
@@ -265,10 +323,11 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> bindin
   vkUpdateDescriptorSets(ctx_.device, i, writes, 0, nullptr);
   sync(uses);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-  if (p.push_bytes) vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
-  vkCmdDispatch(cmd_, gx, gy, gz);
-  labels_.push_back(label.empty() ? p.shader : std::move(label));
+  const VkDescriptorSet sets[] = {set, params_.set(slot)};
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 2, sets, 1, &slot.params);
+  const Buffer& counts = params_.counts_buffer(slot);
+  vkCmdDispatchIndirect(cmd_, counts.handle(), counts.offset() + slot.counts);
+  labels_.push_back(std::move(label));
   timestamp();
 }
 
@@ -277,6 +336,12 @@ void Recorder::copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
 }
 
 void Recorder::copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCopy> regions) {
+  const uint64_t sig = Signature().add(src.id()).add(dst.id()).add(std::as_bytes(std::span(regions))).value;
+  if (updating_) {
+    expect(sig, "a copy from '" + src.name() + "' to '" + dst.name() + "'");
+    return;
+  }
+  steps_.push_back({sig, {}});
   for (VkBufferCopy& r : regions) {
     if (r.srcOffset + r.size > src.size() || r.dstOffset + r.size > dst.size())
       throw Error(ErrorCode::invalid_argument, "copy of " + std::to_string(r.size) + " bytes from '" + src.name() +
@@ -290,16 +355,36 @@ void Recorder::copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCo
 }
 
 void Recorder::fill(const Buffer& dst, uint32_t word) {
+  const uint64_t sig = Signature().add(dst.id()).add(word).value;
+  if (updating_) {
+    expect(sig, "a fill of '" + dst.name() + "'");
+    return;
+  }
+  steps_.push_back({sig, {}});
   sync({{&dst, kTransfer, VK_ACCESS_TRANSFER_WRITE_BIT, false, true}});
   vkCmdFillBuffer(cmd_, dst.handle(), dst.offset(), dst.size() / 4 * 4, word);
 }
 
 void Recorder::mark(std::string label) {
+  const uint64_t sig = Signature().add(label).value;
+  if (updating_) {
+    expect(sig, "mark '" + label + "'");
+    return;
+  }
+  steps_.push_back({sig, {}});
   labels_.push_back(std::move(label));
   timestamp();
 }
 
 void Recorder::end() {
+  if (updating_) {
+    if (next_step_ != steps_.size())
+      throw Error(ErrorCode::invalid_argument, "recorder: updating the recording, " + std::to_string(next_step_) +
+                                                   " of its " + std::to_string(steps_.size()) + " commands came");
+    updating_ = false;
+    recorded_ = true;
+    return;
+  }
   if (!host_visible_written_.empty()) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -308,13 +393,19 @@ void Recorder::end() {
     ++barriers_;
   }
   VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
+  VK_CHECK(vkResetCommandBuffer(prologue_, 0), "resetting a command buffer");
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  VK_CHECK(vkBeginCommandBuffer(prologue_, &bi), "beginning a command buffer");
+  params_.record_upload(prologue_);
+  VK_CHECK(vkEndCommandBuffer(prologue_), "ending a command buffer");
   recording_ = false;
   recorded_ = true;
 }
 
 void Recorder::submit(const std::string& doing) {
   if (!recorded_) throw Error(ErrorCode::invalid_argument, doing + ": the command buffer was not recorded");
-  ctx_.submit_and_wait(cmd_, fence_, doing.c_str());
+  const VkCommandBuffer both[] = {prologue_, cmd_};
+  ctx_.submit_and_wait(both, fence_, doing.c_str());
 }
 
 std::vector<DispatchTiming> Recorder::timings() const {

@@ -6,16 +6,26 @@
 //   write after write  → make the first write available before the second
 // Nothing is emitted between independent dispatches.
 //
+// Each dispatch's parameters and workgroup counts live in a ParamArena slot
+// (gpu/param_arena.hpp), not in the command buffer: begin(Mode::update) lets
+// the same calls rewrite them for the next submission — a decode step whose
+// positions advance is recorded once and replayed.
+//
 // Thread safety: a Recorder is used by one thread at a time.
 #pragma once
 
+#include <cstddef>
 #include <initializer_list>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "gpu/memory.hpp"
+#include "gpu/param_arena.hpp"
 #include "gpu/pipeline.hpp"
+#include "gpu/tuning.hpp"
 #include "gpu/vk.hpp"
 
 namespace vkgate::gpu {
@@ -37,16 +47,34 @@ struct DispatchTiming {
 
 class Recorder {
  public:
+  // Records with `tuning` (the plan's copy, decided when the plan was made),
+  // or the Context's.
+  Recorder(Context::Impl& ctx, const Tuning& tuning);
   explicit Recorder(Context::Impl& ctx);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  // Starts (re)recording; earlier contents and descriptor sets are dropped.
-  void begin();
-  // Bindings go to bindings 0..n−1 in order; `push` must hold the pipeline's push_bytes.
-  void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const void* push, uint32_t groups_x,
-                uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {});
+  // record: starts (re)recording; earlier contents and descriptor sets are
+  // dropped. update: the calls up to end() must repeat the recorded sequence
+  // (the same pipelines, buffers, copies and marks, in order) and only rewrite
+  // the dispatches' parameters and workgroup counts, which the next submit
+  // runs; the command buffer is not recorded again. A call that differs from
+  // the recording is an Error(invalid_argument), after which the recorder must
+  // record again before it can submit.
+  enum class Mode { record, update };
+  void begin(Mode mode = Mode::record);
+  // Bindings go to bindings 0..n−1 in order. `params` is the host mirror of
+  // the shader's parameter block (shaders/params.glsl, std140): its size must
+  // match the block the pipeline's SPIR-V declares (an Error otherwise).
+  template <typename Params>
+  void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const Params& params, uint32_t groups_x,
+                uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {}) {
+    static_assert(std::is_trivially_copyable_v<Params> && !std::is_pointer_v<Params>);
+    dispatch_bytes(p, bindings, std::as_bytes(std::span(&params, 1)), groups_x, groups_y, groups_z, std::move(label));
+  }
+  void dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> bindings, std::span<const std::byte> params,
+                      uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {});
   void copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes);
   // Several regions in one command; offsets are relative to each Buffer's start.
   void copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCopy> regions);
@@ -54,7 +82,8 @@ class Recorder {
   // Closes a timed span named `label` covering the commands since the last
   // dispatch or mark (dispatches close their own spans).
   void mark(std::string label);
-  // Ends recording; writes to host-visible buffers are made visible to the host.
+  // Ends recording (or updating); writes to host-visible buffers are made
+  // visible to the host.
   void end();
 
   // Submits and waits. May be called many times per recording.
@@ -64,6 +93,10 @@ class Recorder {
   std::vector<DispatchTiming> timings() const;
 
   size_t barrier_count() const { return barriers_; }
+  // How often a command buffer was recorded (begin(Mode::record)); updates do not count.
+  size_t recordings() const { return recordings_; }
+  // The kernel choices the ops recording into this take (gpu/tuning.hpp).
+  const Tuning& tuning() const { return tuning_; }
 
   // Only for the test that proves the validation layer catches a missing barrier.
   void disable_hazard_tracking_for_test() { tracking_ = false; }
@@ -82,13 +115,29 @@ class Recorder {
     VkAccessFlags access;
     bool reads, writes;
   };
+  void release();  // the Vulkan objects, once (destructor, failed constructor)
   void sync(std::initializer_list<Use> uses);
   void sync(const std::vector<Use>& uses);
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
   void timestamp();
+  // In update mode: checks that the next recorded command is `signature`
+  // (and returns its index), else throws.
+  size_t expect(uint64_t signature, const std::string& what);
 
   Context::Impl& ctx_;
+  Tuning tuning_;
+  ParamArena params_;
+  // What was recorded, in order: a signature of every command (its pipeline,
+  // buffers, regions, label) and, for dispatches, its parameter slot.
+  struct Step {
+    uint64_t signature;
+    ParamArena::Slot slot;
+  };
+  std::vector<Step> steps_;
+  bool updating_ = false;
+  size_t next_step_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer prologue_ = VK_NULL_HANDLE;  // the parameter upload, submitted first
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
@@ -102,6 +151,7 @@ class Recorder {
   std::unordered_map<uint64_t, const Buffer*> host_visible_written_;
   std::vector<std::string> labels_;
   size_t barriers_ = 0;
+  size_t recordings_ = 0;
   bool tracking_ = true;
   bool recording_ = false;
   bool recorded_ = false;

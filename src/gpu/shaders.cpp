@@ -1,5 +1,7 @@
 #include "gpu/shaders.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -21,62 +23,97 @@ const Generated kGenerated[] = {
 #include "shader_entries.inc"
 };
 
-// Interface of each source: bindings and push-constant bytes, mirroring the
-// `Push` blocks in the shaders (a mismatch is caught by the validation layer).
+// The interface of a module, read from its SPIR-V, so that a shader's bindings
+// and parameter block are written once, in the shader:
+//   bindings        descriptors of set 0 at bindings 0..n−1 (n = the highest + 1)
+//   texel_bindings  those whose variable is a sampled buffer image (GLSL
+//                   samplerBuffer): a variant may read a binding as a texel
+//                   buffer where its source's other variants use a storage buffer
+//   param_bytes     the size of the uniform block at set 1, binding 0 (params.glsl):
+//                   the end of its last member, from the members' Offset decorations
 struct Interface {
-  uint32_t bindings, push_bytes;
-};
-constexpr uint32_t kViewBytes = 6 * 4;
-const std::map<std::string, Interface> kInterfaces = {
-    {"matmul", {5, 10 * 4}},
-    {"matmul_combine", {4, 7 * 4}},
-    {"attention", {3, 19 * 4}},
-    {"rmsnorm", {3, 2 * kViewBytes + 6 * 4}},
-    {"rope", {3, 2 * kViewBytes + 5 * 4}},
-    {"qkv_prepare", {7, 3 * kViewBytes + 10 * 4}},
-    {"softmax", {3, 10 * 4}},
-    {"gate", {2, kViewBytes + 6 * 4}},
-    {"flash_attention", {7, kViewBytes + 13 * 4}},
-    {"flash_decode", {7, kViewBytes + 13 * 4}},
-    {"flash_coopmat", {7, kViewBytes + 13 * 4}},
-    {"matmul_coopmat", {5, 10 * 4}},
-    {"matmul_staged", {5, 9 * 4}},
-    {"matvec", {5, 12 * 4}},
-    {"attention_combine", {3, kViewBytes + 7 * 4}},
-    {"copy", {2, 4}},
+  uint32_t bindings = 0, texel_bindings = 0, param_bytes = 0;
 };
 
-// Bindings whose variable is a sampled buffer image (GLSL samplerBuffer), read
-// from the module itself: a variant may read a binding as a texel buffer where
-// its source's other variants use a storage buffer.
-uint32_t texel_bindings(std::span<const uint32_t> spirv) {
-  enum : uint32_t { kDecorate = 71, kTypeImage = 25, kTypeSampledImage = 27, kTypePointer = 32, kVariable = 59 };
-  enum : uint32_t { kBinding = 33, kDimBuffer = 5 };
-  std::map<uint32_t, uint32_t> binding_of;  // variable id → binding
-  std::map<uint32_t, bool> buffer_image;    // type id → is a buffer image (or sampled one, or pointer to one)
-  std::vector<uint32_t> variables;
+Interface reflect(const std::string& name, std::span<const uint32_t> spirv) {
+  enum : uint32_t {
+    kTypeInt = 21, kTypeFloat = 22, kTypeVector = 23, kTypeImage = 25, kTypeSampledImage = 27, kTypeStruct = 30,
+    kTypePointer = 32, kVariable = 59, kDecorate = 71, kMemberDecorate = 72
+  };
+  enum : uint32_t { kBinding = 33, kDescriptorSet = 34, kOffset = 35, kDimBuffer = 5 };
+  std::map<uint32_t, uint32_t> binding_of, set_of;           // variable id → binding / set
+  std::map<uint32_t, bool> buffer_image;                     // type id → (pointer to) a buffer image
+  std::map<uint32_t, uint32_t> scalar_bytes;                 // int/float type id → bytes
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> vector;  // type id → (component type, count)
+  std::map<uint32_t, std::vector<uint32_t>> members;         // struct id → member type ids
+  std::map<uint32_t, std::map<uint32_t, uint32_t>> offsets;  // struct id → member → Offset
+  std::map<uint32_t, uint32_t> pointee;                      // pointer type id → type id
+  std::vector<std::pair<uint32_t, uint32_t>> variables;      // (pointer type id, variable id)
   for (size_t at = 5; at < spirv.size();) {
     const uint32_t words = spirv[at] >> 16, op = spirv[at] & 0xffff;
     if (words == 0 || at + words > spirv.size()) break;
     const uint32_t* w = &spirv[at];
     if (op == kDecorate && words >= 4 && w[2] == kBinding) binding_of[w[1]] = w[3];
+    if (op == kDecorate && words >= 4 && w[2] == kDescriptorSet) set_of[w[1]] = w[3];
+    if (op == kMemberDecorate && words >= 5 && w[3] == kOffset) offsets[w[1]][w[2]] = w[4];
+    if ((op == kTypeInt || op == kTypeFloat) && words >= 3) scalar_bytes[w[1]] = w[2] / 8;
+    if (op == kTypeVector && words >= 4) vector[w[1]] = {w[2], w[3]};
+    if (op == kTypeStruct) members[w[1]] = std::vector<uint32_t>(w + 2, w + words);
     if (op == kTypeImage && words >= 4) buffer_image[w[1]] = w[3] == kDimBuffer;
     if (op == kTypeSampledImage && words >= 3) buffer_image[w[1]] = buffer_image[w[2]];
-    if (op == kTypePointer && words >= 4) buffer_image[w[1]] = buffer_image[w[3]];
-    if (op == kVariable && words >= 3 && buffer_image[w[1]]) variables.push_back(w[2]);
+    if (op == kTypePointer && words >= 4) {
+      buffer_image[w[1]] = buffer_image[w[3]];
+      pointee[w[1]] = w[3];
+    }
+    if (op == kVariable && words >= 3) variables.push_back({w[1], w[2]});
     at += words;
   }
-  uint32_t mask = 0;
-  for (uint32_t v : variables)
-    if (auto it = binding_of.find(v); it != binding_of.end()) mask |= 1u << it->second;
-  return mask;
+  auto fail = [&](const std::string& why) {
+    return Error(ErrorCode::invalid_argument, "shader '" + name + "': " + why);
+  };
+  // Bytes of a parameter member: scalars, vectors and structs of them.
+  std::function<uint32_t(uint32_t)> size_of = [&](uint32_t type) -> uint32_t {
+    if (auto s = scalar_bytes.find(type); s != scalar_bytes.end()) return s->second;
+    if (auto v = vector.find(type); v != vector.end()) return v->second.second * size_of(v->second.first);
+    if (auto m = members.find(type); m != members.end()) {
+      uint32_t end = 0;
+      for (uint32_t i = 0; i < m->second.size(); ++i) end = std::max(end, offsets[type][i] + size_of(m->second[i]));
+      return end;
+    }
+    throw fail("its parameter block holds a type other than scalars, vectors and structs");
+  };
+  Interface r;
+  for (const auto& [type, id] : variables) {
+    const auto binding = binding_of.find(id), set = set_of.find(id);
+    if (binding == binding_of.end() || set == set_of.end()) continue;
+    if (set->second == 0) {
+      r.bindings = std::max(r.bindings, binding->second + 1);
+      if (buffer_image[type]) r.texel_bindings |= 1u << binding->second;
+    } else if (set->second == 1 && binding->second == 0) {
+      r.param_bytes = size_of(pointee.at(type));
+    } else {
+      throw fail("a descriptor at set " + std::to_string(set->second) + ", binding " +
+                 std::to_string(binding->second) + " (only set 0 and the parameters at set 1, binding 0)");
+    }
+  }
+  return r;
 }
 
+// Every variant of a source takes the same bindings (the host binds them all),
+// though a variant may not declare one it does not read (softmax's texel view
+// of the scores): the count is the source's widest.
 std::map<std::string, ShaderModuleInfo> build_registry() {
+  std::map<std::string, Interface> found;
+  std::map<std::string, uint32_t> source_bindings;
+  for (const Generated& g : kGenerated) {
+    const Interface i = reflect(g.name, g.spirv);
+    found[g.name] = i;
+    source_bindings[g.source] = std::max(source_bindings[g.source], i.bindings);
+  }
   std::map<std::string, ShaderModuleInfo> r;
   for (const Generated& g : kGenerated) {
-    const Interface& i = kInterfaces.at(g.source);
-    r[g.name] = ShaderModuleInfo{g.name, g.spirv, i.bindings, texel_bindings(g.spirv), i.push_bytes};
+    const Interface& i = found[g.name];
+    r[g.name] = ShaderModuleInfo{g.name, g.spirv, source_bindings[g.source], i.texel_bindings, i.param_bytes};
   }
   return r;
 }

@@ -13,9 +13,10 @@ namespace vkgate::gpu {
 struct ShaderModuleInfo {
   std::string name;
   std::span<const uint32_t> spirv;
-  uint32_t bindings;        // descriptors at bindings 0..n−1: storage buffers, except
+  // Read from the SPIR-V (shaders.cpp), never kept by hand:
+  uint32_t bindings;        // descriptors of set 0 at bindings 0..n−1: storage buffers, except
   uint32_t texel_bindings;  // the bits set here: uniform texel buffers (samplerBuffer)
-  uint32_t push_bytes;      // size of the push-constant block
+  uint32_t param_bytes;     // size of the parameter block (set 1, binding 0; shaders/params.glsl)
 };
 
 // Error(invalid_argument) if no module has that name.

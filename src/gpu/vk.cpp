@@ -1,8 +1,6 @@
 #include "gpu/vk.hpp"
 
 #include <array>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 namespace vkgate::gpu {
@@ -82,11 +80,6 @@ std::span<const int32_t> known_results() noexcept {
     return v;
   }();
   return values;
-}
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
 }
 
 Error vk_error(VkResult r, const char* call, const std::string& doing) {

@@ -25,9 +25,6 @@ std::span<const int32_t> known_results() noexcept;
 Error vk_error(VkResult r, const char* call, const std::string& doing);
 [[noreturn]] void throw_vk(VkResult r, const char* call, const std::string& doing);
 
-// True when the environment variable is set to something other than "" or "0".
-bool env_flag(const char* name);
-
 inline void check(VkResult r, const char* call, const std::string& doing) {
   if (r != VK_SUCCESS) throw_vk(r, call, doing);
 }

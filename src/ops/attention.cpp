@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstdlib>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -30,9 +29,9 @@ void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b
                  {{&a, gpu::Access::read, texel ? texel_format(a_st) : VK_FORMAT_UNDEFINED},
                   {&b, gpu::Access::read, texel ? texel_format(b_st) : VK_FORMAT_UNDEFINED},
                   {&c, gpu::Access::write}},
-                 &push, gx, gy, batch_heads, label);
+                 push, gx, gy, batch_heads, label);
   };
-  if (cpu_gemm(ctx.info)) {
+  if (cpu_gemm(ctx.info, rec.tuning())) {
     const gpu::Grid g = cpu_gemm_grid(push.M, push.N);
     dispatch(ctx.pipelines->get(variant("attention_cpu", st, tail), cpu_gemm_spec(push.M)), g.x, g.y);
     return;
@@ -49,22 +48,21 @@ bool group_rows(const AttentionShape& s) { return s.tokens == 1 && s.heads > s.k
 
 }  // namespace
 
-uint32_t query_chunk(const AttentionShape& s) {
-  uint64_t budget = 64ull << 20;
-  if (const char* v = std::getenv("VKGATE_SCORE_BYTES"); v && *v) budget = std::strtoull(v, nullptr, 10);
-  const uint64_t per_row = uint64_t(s.batch) * s.heads * s.keys * 4;
-  return uint32_t(std::clamp<uint64_t>(budget / per_row, 1, s.tokens));
+uint32_t query_chunk(const Tuning& t, const AttentionShape& s) {
+  const uint64_t per_row = uint64_t(s.batch) * s.heads * s.score_row() * 4;
+  return uint32_t(std::clamp<uint64_t>(t.score_bytes / per_row, 1, s.tokens));
 }
 
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
                       const AttentionShape& s, Storage st, bool causal) {
-  const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
+  const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads,
+                 L = s.score_row();
   if (group_rows(s)) {
     const uint32_t G = H / KV;
     const Push push{G, S, Dh, KV, 1,
                     H * Dh, G * Dh, Dh,                            // q [B, H, 1, Dh]: a group's heads as rows
                     KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]
-                    H * S, G * S, S,                               // scores [B, H, 1, S]
+                    H * L, G * L, L,                               // scores [B, H, 1, S], rows L apart
                     0, 0, 0, 0};
     product(ctx, rec, q, k, scores, push, s.batch * KV, st, st, st, "_scores", "attention.scores");
     return;
@@ -72,7 +70,7 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
   Push push{R, S, Dh, H, H / KV,
             H * T * Dh, T * Dh, Dh,       // q [B, H, T, Dh], rows first..
             KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]: k index = d, n index = s
-            H * R * S, R * S, S,          // scores [B, H, R, S]
+            H * R * L, R * L, L,          // scores [B, H, R, S], rows L apart
             causal ? 1u : 0u, S - T + s.first,
             s.first * Dh, 0};
   product(ctx, rec, q, k, scores, push, s.batch * H, st, st, st, "_scores", "attention.scores");
@@ -80,11 +78,12 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
 
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
                       const AttentionShape& s, Storage st, bool causal) {
-  const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads;
+  const uint32_t T = s.tokens, R = s.rows(), S = s.keys, Dh = s.head_dim, H = s.heads, KV = s.kv_heads,
+                 L = s.score_row();
   if (group_rows(s)) {
     const uint32_t G = H / KV;
     const Push push{G, Dh, S, KV, 1,
-                    H * S, G * S, S,                               // probs [B, H, 1, S]: a group's heads as rows
+                    H * L, G * L, L,                               // probs [B, H, 1, S]: a group's heads as rows
                     KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]
                     s.out_row(), G * Dh, Dh,                       // out [B, 1, H, Dh]
                     0, 0, 0, 0};
@@ -92,7 +91,7 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
     return;
   }
   Push push{R, Dh, S, H, H / KV,
-            H * R * S, R * S, S,          // probs [B, H, R, S]
+            H * R * L, R * L, L,          // probs [B, H, R, S], rows L apart
             KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
             T * s.out_row(), Dh, s.out_row(),  // out [B, T, H, Dh], rows first..
             causal ? 2u : 0u, S - T + s.first,

@@ -18,7 +18,7 @@ void copy_shader(Context::Impl& ctx, Recorder& rec, const Buffer& src, const Buf
   rec.dispatch(ctx.pipelines->get(texel ? "copy_texel" : "copy", {kWorkgroup}),
                {{&src, gpu::Access::read, texel ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_UNDEFINED},
                 {&dst, gpu::Access::write}},
-               &count, groups, 1, 1, "copy.shader");
+               count, groups, 1, 1, "copy.shader");
 }
 
 }  // namespace vkgate::ops

@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -15,6 +14,7 @@ struct Push {
   uint32_t causal, has_mask, has_gate, gate_width;
   uint32_t chunk, splits;
   float scale;
+  uint32_t mask_ld;
 };
 struct CombinePush {
   View gate_view;
@@ -64,18 +64,11 @@ uint32_t coopmat_strips(const DeviceInfo& d, uint32_t head_dim) {
 }
 }  // namespace
 
-FlashOptions flash_options_from_env() {
-  FlashOptions o;
-  o.split = !gpu::env_flag("VKGATE_DISABLE_SPLIT_KV");
-  o.decode = !gpu::env_flag("VKGATE_DISABLE_FLASH_DECODE");
-  o.coopmat = coopmat_from_env("VKGATE_COOPMAT_FLASH", true);
-  if (const char* v = std::getenv("VKGATE_FLASH_SPLITS"); v && *v) o.splits = uint32_t(std::strtoul(v, nullptr, 10));
-  return o;
+FlashOptions flash_options(const Tuning& t) {
+  return {t.split_kv, t.flash_decode, t.coopmat_flash, t.flash_splits};
 }
 
-bool flash_preferred(const DeviceInfo& d) {
-  return !cpu_gemm(d) || gpu::env_flag("VKGATE_DISABLE_CPU_ATTENTION");
-}
+bool flash_preferred(const DeviceInfo& d, const Tuning& t) { return !cpu_gemm(d, t) || !t.cpu_attention; }
 
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o) {
   const uint32_t rows_needed = s.tokens * (s.heads / s.kv_heads);
@@ -149,7 +142,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   }
   const uint32_t G = s.heads / s.kv_heads;
   Push push{a.gate_view, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
-            a.mask ? 1u : 0u, a.gate ? 1u : 0u, a.gate_width, plan.chunk, plan.splits, scale};
+            a.mask ? 1u : 0u, a.gate ? 1u : 0u, a.gate_width, plan.chunk, plan.splits, scale, s.score_row()};
   if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
     throw Error(ErrorCode::invalid_argument, "flash attention: batch × splits exceeds 65535");
   const Buffer& partial = a.partial ? *a.partial : a.out;
@@ -161,7 +154,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
                 {a.gate ? a.gate : &a.q, gpu::Access::read},
                 {&a.out, plan.splits > 1 ? gpu::Access::read : gpu::Access::write},
                 {&partial, plan.splits > 1 ? gpu::Access::write : gpu::Access::read}},
-               &push, (s.tokens * G + plan.rows - 1) / plan.rows, s.kv_heads, s.batch * plan.splits,
+               push, (s.tokens * G + plan.rows - 1) / plan.rows, s.kv_heads, s.batch * plan.splits,
                label);
   if (plan.splits == 1) return;
   // attention_combine.comp: a workgroup per 32 dims of a row.
@@ -171,7 +164,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   CombinePush cp{a.gate_view, s.tokens, s.heads, s.head_dim, plan.splits, a.gate ? 1u : 0u, a.gate_width, rows};
   const gpu::Grid grid = gpu::grid_for(rows);
   rec.dispatch(c, {{&partial, gpu::Access::read}, {a.gate ? a.gate : &partial, gpu::Access::read}, {&a.out, gpu::Access::write}},
-               &cp, grid.x, grid.y, (s.head_dim + 31) / 32, "attention_combine");
+               cp, grid.x, grid.y, (s.head_dim + 31) / 32, "attention_combine");
 }
 
 }  // namespace vkgate::ops

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstdlib>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -21,8 +20,8 @@ struct Push {
 };
 
 // The subgroup matrix-vector kernel (GPUs, ≤ 8 rows), and its 8-wide loads.
-bool matvec_applies(const DeviceInfo& d, uint32_t M) {
-  return !cpu_gemm(d) && M <= 8 && d.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_MATVEC");
+bool matvec_applies(const DeviceInfo& d, const Tuning& t, uint32_t M) {
+  return !cpu_gemm(d, t) && M <= 8 && d.subgroup_arithmetic && t.matvec;
 }
 bool vec8_rows(uint32_t K, uint32_t ldx, uint32_t ldw) { return K % 8 == 0 && ldx % 8 == 0 && ldw % 8 == 0; }
 // The shapes matvec.comp's NORM_X variant takes: ≤ 8 dense rows of whole
@@ -51,33 +50,32 @@ struct Route {
   Coopmat staged = Coopmat::off;
   uint32_t gx = 0, gy = 0;
 };
-Route route(const DeviceInfo& d, const Push& push, Storage s) {
+Route route(const DeviceInfo& d, const Tuning& t, const Push& push, Storage s) {
   const uint32_t M = push.M, N = push.N, K = push.K;
   // CPU drivers, up to 8 rows (decode): the lanes split K (ROWS_CPU in matmul.comp).
   // lavapipe, 9216×2048 f32: 4× the 8-row tiles below at 1 row, 1.4× at 8.
   const bool vec4_rows = K % 4 == 0 && push.ldx % 4 == 0 && push.ldw % 4 == 0;
-  if (cpu_gemm(d) && M <= 8 && s != Storage::bf16 && vec4_rows && !gpu::env_flag("VKGATE_DISABLE_MATVEC")) {
+  if (cpu_gemm(d, t) && M <= 8 && s != Storage::bf16 && vec4_rows && t.matvec) {
     const gpu::Grid g = gpu::grid_for((N + 7) / 8);
     return {Path::rows_cpu, Coopmat::off, g.x, g.y};
   }
   // CPU drivers, whatever M (even a decode step: ~25× the matrix-vector kernel on lavapipe).
-  if (cpu_gemm(d)) {
+  if (cpu_gemm(d, t)) {
     const gpu::Grid g = cpu_gemm_grid(M, N);
     return {Path::cpu, Coopmat::off, g.x, g.y};
   }
   // A few rows (decode): one subgroup per output column streams W once, in
   // 8-element loads where the rows allow them.
-  if (matvec_applies(d, M)) {
+  if (matvec_applies(d, t, M)) {
     const gpu::Grid g = matvec_grid(d, N);
     return {Path::matvec, Coopmat::off, g.x, g.y};
   }
-  // Tensor cores through shared memory (opt-in, VKGATE_COOPMAT_STAGED) when its
+  // Tensor cores through shared memory (opt-in, Tuning::coopmat_staged) when its
   // tiles cover the matrices and its slices fit in shared memory. Opt-in
   // because it is slower on the H100 (31 TFLOP/s at 8192³ against 39 for the
   // kernel below, BENCHMARKS.md): its fp32-accumulating products, not its
   // loads, set the pace there.
-  if (const Coopmat c = s == Storage::f16 ? coopmat_usable(d, coopmat_from_env("VKGATE_COOPMAT_STAGED", false))
-                                          : Coopmat::off;
+  if (const Coopmat c = s == Storage::f16 ? coopmat_usable(d, t.coopmat_staged) : Coopmat::off;
       c != Coopmat::off) {
     // 32 k per slice on tensor cores; 16 fits the emulation in 32 KiB. Shared
     // memory in 16-byte pieces: two slices of X (also the epilogue's 8 × 256
@@ -108,21 +106,20 @@ uint32_t split_chunk(uint32_t K, uint32_t splits) {
   return (chunk + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
 }
 // The splits a product on route `r` takes: as many as split_chunk leaves non-empty.
-uint32_t split_count(const DeviceInfo& d, const Route& r, uint32_t K) {
+uint32_t split_count(const DeviceInfo& d, const Tuning& t, const Route& r, uint32_t K) {
   if (r.path != Path::coopmat && r.path != Path::tiled) return 1;
   uint32_t n = 1;
   const uint64_t tiles = uint64_t(r.gx) * r.gy;
-  if (const char* v = std::getenv("VKGATE_MATMUL_SPLITS"); v && *v)
-    n = std::clamp<uint32_t>(uint32_t(std::strtoul(v, nullptr, 10)), 1,
-                             std::max(1u, std::min(K / kSplitAlign, d.max_workgroup_count[2])));
-  else if (d.type != "cpu" && !gpu::env_flag("VKGATE_DISABLE_SPLIT_K") && tiles < kSplitTiles)
+  if (t.matmul_splits)
+    n = std::clamp<uint32_t>(t.matmul_splits, 1, std::max(1u, std::min(K / kSplitAlign, d.max_workgroup_count[2])));
+  else if (d.type != "cpu" && t.split_k && tiles < kSplitTiles)
     n = uint32_t(std::min<uint64_t>((kSplitTiles + tiles - 1) / tiles, std::max(1u, K / kSplitMinK)));
   return n > 1 ? (K + split_chunk(K, n) - 1) / split_chunk(K, n) : 1;
 }
 }  // namespace
 
-bool cpu_gemm(const DeviceInfo& d) {
-  return cpu_kernels(d) && d.subgroup_shuffle && !gpu::env_flag("VKGATE_DISABLE_CPU_MATMUL");
+bool cpu_gemm(const DeviceInfo& d, const Tuning& t) {
+  return cpu_kernels(d) && d.subgroup_shuffle && t.cpu_matmul;
 }
 
 // One 8-lane subgroup per RM×(8·RN) tile; the taller tile (fewer loads per
@@ -136,9 +133,9 @@ gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N) {
   return {(N + 8 * kCpuRN - 1) / (8 * kCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535)};
 }
 
-uint32_t operand_stride(const DeviceInfo& d, uint32_t K, Storage s) {
+uint32_t operand_stride(const DeviceInfo& d, const Tuning& t, uint32_t K, Storage s) {
   const uint32_t e = element_bytes(s);
-  return cpu_gemm(d) && (K * e) % 128 == 0 ? K + 64 / e : K;
+  return cpu_gemm(d, t) && (K * e) % 128 == 0 ? K + 64 / e : K;
 }
 
 std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, size_t row_bytes,
@@ -150,18 +147,19 @@ std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, s
   return out;
 }
 
-uint32_t matmul_splits(const Context::Impl& ctx, uint32_t M, uint32_t N, uint32_t K, Storage s, uint32_t ldx,
-                       uint32_t ldw) {
+uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_t N, uint32_t K, Storage s,
+                       uint32_t ldx, uint32_t ldw) {
   const Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, 0, 0};
-  return split_count(ctx.info, route(ctx.info, push, s), K);
+  return split_count(d, t, route(d, t, push, s), K);
 }
 
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32,
             uint32_t ldx, uint32_t ldw, const Buffer* partial) {
   Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
-  const Route r = route(ctx.info, push, s);
-  const uint32_t splits = partial ? split_count(ctx.info, r, K) : 1;
+  const Tuning& t = rec.tuning();
+  const Route r = route(ctx.info, t, push, s);
+  const uint32_t splits = partial ? split_count(ctx.info, t, r, K) : 1;
   if (splits > 1 && partial->size() < uint64_t(splits) * M * N * 4)
     throw Error(ErrorCode::invalid_argument, "matmul: the split-K partial buffer '" + partial->name() + "' holds " +
                                                  std::to_string(partial->size()) + " bytes, " +
@@ -185,7 +183,7 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
                   {bias ? bias : &w, gpu::Access::read},
                   {residual ? residual : &x, gpu::Access::read},
                   {&out, gpu::Access::write}},
-                 &push, r.gx, r.gy, splits, label);
+                 push, r.gx, r.gy, splits, label);
   };
   const char* y32 = out_f32 ? "_y32" : "";
   switch (r.path) {
@@ -222,12 +220,11 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   rec.dispatch(ctx.pipelines->get(variant("matmul_combine", y_f32 ? Storage::f32 : s), {kCombineWG}),
                {{partial, gpu::Access::read}, {bias ? bias : partial, gpu::Access::read},
                 {residual ? residual : partial, gpu::Access::read}, {&y, gpu::Access::write}},
-               &cp, g.x, g.y, 1, "matmul.combine");
+               cp, g.x, g.y, 1, "matmul.combine");
 }
 
-bool matmul_rmsnorm_applies(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_t ldw) {
-  return matvec_applies(d, M) && norm_matvec_fits(d, M, K, ldw ? ldw : K) &&
-         !gpu::env_flag("VKGATE_DISABLE_PASS_FUSION");
+bool matmul_rmsnorm_applies(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_t K, uint32_t ldw) {
+  return matvec_applies(d, t, M) && norm_matvec_fits(d, M, K, ldw ? ldw : K) && t.pass_fusion;
 }
 
 void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
@@ -243,7 +240,7 @@ void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Bu
   rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),
                {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
                 {&norm_w, gpu::Access::read}, {&y, gpu::Access::write}},
-               &push, g.x, g.y, 1, "rmsnorm+matvec");
+               push, g.x, g.y, 1, "rmsnorm+matvec");
 }
 
 }  // namespace vkgate::ops

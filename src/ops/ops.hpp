@@ -9,12 +9,15 @@
 
 #include "gpu/memory.hpp"
 #include "gpu/recorder.hpp"
+#include "gpu/tuning.hpp"
 #include "vkgate/config.hpp"
 
 namespace vkgate::ops {
 
 using gpu::Buffer;
+using gpu::Coopmat;
 using gpu::Recorder;
+using gpu::Tuning;
 
 // Element type of an activation or weight buffer on the device; arithmetic
 // is fp32 whatever the storage.
@@ -34,12 +37,7 @@ std::string variant(const char* source, Storage s, const char* tail = "");
 bool cpu_kernels(const DeviceInfo& d);
 
 // The tensor-core kernels written for coopmat.glsl (flash_coopmat.comp,
-// matmul_staged.comp), each switched by an environment variable: unset gives
-// `on_by_default`, "0" off, any other value on tensor cores, and "emulate"
-// runs it with its products in scalar code on CPU drivers (tests;
-// shaders/coopmat.glsl).
-enum class Coopmat { off, tensor, emulated };
-Coopmat coopmat_from_env(const char* var, bool on_by_default);
+// matmul_staged.comp) are chosen by Tuning::coopmat_flash / coopmat_staged.
 // `c` where the device can run it (tensor cores, or a CPU driver with fp16
 // arithmetic for the emulation), else off.
 Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c);
@@ -49,17 +47,18 @@ uint32_t coopmat_lanes(Coopmat c);
 // Workgroup size and shader-name suffix for a shader that reduces each row in
 // one workgroup (shaders/reduce.glsl): with cpu_kernels and subgroup
 // arithmetic, one subgroup ("_sg": no shared memory or barrier; texel reads)
-// unless VKGATE_DISABLE_SUBGROUP_REDUCE is set; otherwise a power of two from
+// unless Tuning::subgroup_reduce is off; otherwise a power of two from
 // 32 up to 256, no wider than `len` needs.
 struct RowReduce {
   uint32_t wg;
   const char* suffix;
 };
-RowReduce row_reduce(const Context::Impl& ctx, uint32_t len);
+RowReduce row_reduce(const DeviceInfo& d, const Tuning& t, uint32_t len);
 
 // Mirrors `View` in shaders/common.glsl: element (bt, h, d), bt = b·T + t, at
-// base + b·sb + t·st + (h / groups)·sg + (h % groups)·sh + d.
-struct View {
+// base + b·sb + t·st + (h / groups)·sg + (h % groups)·sh + d. 16-byte
+// aligned, as std140 places a struct in a parameter block (shaders/params.glsl).
+struct alignas(16) View {
   uint32_t base = 0, sb = 0, st = 0, groups = 1, sg = 0, sh = 0;
 };
 // A contiguous [B, T, heads, dim] tensor.
@@ -77,20 +76,18 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
             bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0, const Buffer* partial = nullptr);
 // The K splits matmul() takes for this product when given a partial buffer (1:
 // none): on GPUs, for the tiled and tensor-core kernels when the output has
-// fewer than 256 tiles, each split at least 256 of K; VKGATE_MATMUL_SPLITS=N
-// forces N (at most one per 16 of K), VKGATE_DISABLE_SPLIT_K=1 none.
-uint32_t matmul_splits(const Context::Impl& ctx, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
-                       uint32_t ldx = 0, uint32_t ldw = 0);
+// fewer than 256 tiles, each split at least 256 of K; Tuning::matmul_splits
+// forces N (at most one per 16 of K), !Tuning::split_k none.
+uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_t N, uint32_t K,
+                       Storage s = Storage::f32, uint32_t ldx = 0, uint32_t ldw = 0);
 
 // y[M,N] = RMSNorm(x)·w[N,K]ᵀ (+ bias[N]) in one pass, for ≤ 8 rows on GPUs
 // (matvec.comp, NORM_X): x fp32 [M, K] dense, norm_w fp32 [K], w and y stored
 // as `s`. matmul_rmsnorm_applies says where the pass is used: not on CPU
-// drivers, for more rows, rows not 8-element multiples, or under
-// VKGATE_DISABLE_MATVEC or VKGATE_DISABLE_PASS_FUSION (the caller then runs
-// rmsnorm and matmul). It reads the environment, so a caller that records
-// again later keeps its first answer. matmul_rmsnorm throws for shapes its
-// kernel cannot take.
-bool matmul_rmsnorm_applies(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_t ldw = 0);
+// drivers, for more rows, rows not 8-element multiples, or without
+// Tuning::matvec or pass_fusion (the caller then runs rmsnorm and matmul).
+// matmul_rmsnorm throws for shapes its kernel cannot take.
+bool matmul_rmsnorm_applies(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_t K, uint32_t ldw = 0);
 void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
                     const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K,
                     Storage s = Storage::f32, uint32_t ldw = 0);
@@ -101,7 +98,7 @@ void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Bu
 // would fall into a few sets of the L1 cache (a 4 KiB row maps all of them to
 // one) and evict each other; one 64-byte line of padding spreads them over
 // every set. lavapipe, matmul 1024³ f32: 19.7 GFLOP/s dense, 28 padded.
-uint32_t operand_stride(const DeviceInfo& d, uint32_t K, Storage s);
+uint32_t operand_stride(const DeviceInfo& d, const Tuning& t, uint32_t K, Storage s);
 // `rows` rows of `row_bytes` each, copied `stride_bytes` apart (the gaps zero);
 // `dense` itself, not a copy, when there are no gaps (weights can be large).
 std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, size_t row_bytes,
@@ -109,8 +106,8 @@ std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, s
 
 // Whether GEMMs (matmul, the attention products) take the CPU-driver kernels
 // of shaders/gemm_cpu.glsl: cpu_kernels with subgroup shuffles, unless
-// VKGATE_DISABLE_CPU_MATMUL is set.
-bool cpu_gemm(const DeviceInfo& d);
+// Tuning::cpu_matmul is off.
+bool cpu_gemm(const DeviceInfo& d, const Tuning& t);
 // Spec constants {workgroup, RM, RN} of those kernels for M rows, and the grid
 // (x over columns, y over row blocks) for an M×N product.
 std::vector<uint32_t> cpu_gemm_spec(uint32_t M);
@@ -155,12 +152,13 @@ struct QkvPrepare {
 void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_t rows, uint32_t tokens,
                  uint32_t heads, uint32_t kv_heads, uint32_t dim, Storage s = Storage::f32);
 
-// In place softmax of scale·scores (+mask) over `keys`, scores [B, H, T, keys].
-// The rows may be a chunk of the queries: tokens `first`.. of `total` (0: = tokens),
-// which places them for the causal mask and in mask [B, 1, total, keys].
+// In place softmax of scale·scores (+mask) over `keys`, scores [B, H, T, keys]
+// with rows `ld` floats apart (0: keys; the mask's rows too). The rows may be a
+// chunk of the queries: tokens `first`.. of `total` (0: = tokens), which places
+// them for the causal mask and in mask [B, 1, total, keys].
 void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
              uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale, uint32_t first = 0,
-             uint32_t total = 0);
+             uint32_t total = 0, uint32_t ld = 0);
 
 struct AttentionShape {
   uint32_t batch, heads, kv_heads, tokens, keys, head_dim;
@@ -171,20 +169,25 @@ struct AttentionShape {
   uint32_t first = 0, count = 0;
   // Elements between rows (b, t) of attention_values' out: 0 is H·Dh (dense).
   uint32_t out_stride = 0;
+  // Floats between rows of the unfused score matrix: 0 is keys.
+  uint32_t score_stride = 0;
   uint32_t stride() const { return kv_stride ? kv_stride : keys; }
+  uint32_t score_row() const { return score_stride ? score_stride : keys; }
   uint32_t out_row() const { return out_stride ? out_stride : heads * head_dim; }
   uint32_t rows() const { return count ? count : tokens; }
 };
 // Queries per chunk of the unfused attention so that its score matrix stays
-// within VKGATE_SCORE_BYTES (default 64 MiB): at least 1.
-uint32_t query_chunk(const AttentionShape& s);
-// scores [B, H, T, S] (fp32) = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ (unscaled); q, k stored as `st`.
+// within Tuning::score_bytes (default 64 MiB): at least 1.
+uint32_t query_chunk(const Tuning& t, const AttentionShape& s);
+// scores [B, H, T, S] (fp32, rows s.score_row() apart) = q [B, H, T, Dh] · k [B, KV, S, Dh]ᵀ
+// (unscaled); q, k stored as `st`.
 // (T: the shape's rows(), from its first query.)
 // With `causal` (query t sees keys ≤ S − T + t), entries beyond may be left
 // unwritten: softmax(causal) writes them as zeros.
 void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const Buffer& k, const Buffer& scores,
                       const AttentionShape& s, Storage st = Storage::f32, bool causal = false);
-// out [B, T, H, Dh] = probs [B, H, T, S] (fp32) · v [B, KV, S, Dh]; v and out stored as `st`;
+// out [B, T, H, Dh] = probs [B, H, T, S] (fp32, rows s.score_row() apart) · v [B, KV, S, Dh]; v and
+// out stored as `st`;
 // rows (b, t) of out s.out_row() elements apart.
 // With `causal`, probabilities beyond each query's last key (zeros) may be skipped.
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
@@ -193,7 +196,7 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
 // Fused attention (one dispatch; two with split keys): out [B, T, H, Dh] =
 // softmax(scale·q·kᵀ + mask)·v, then ⊙ sigmoid(gate) when a gate is given.
 // Memory O(T): no score matrix. q [B, H, T, Dh], k/v [B, KV, S, Dh], mask
-// [B, 1, T, S] fp32; the new tokens are the last T keys.
+// [B, 1, T, S] fp32 with rows s.score_row() apart; the new tokens are the last T keys.
 enum class FlashKernel {
   general,           // flash_attention.comp
   decode,            // flash_decode.comp: few rows per KV group
@@ -211,16 +214,15 @@ struct FlashOptions {
   Coopmat coopmat = Coopmat::off;  // fp16 storage may take flash_coopmat.comp (where usable)
   uint32_t splits = 0;  // key splits, at most one per block of keys; 0: the plan's choice
 };
-// From VKGATE_DISABLE_SPLIT_KV, VKGATE_DISABLE_FLASH_DECODE, VKGATE_COOPMAT_FLASH
-// and VKGATE_FLASH_SPLITS.
-FlashOptions flash_options_from_env();
+// From Tuning's split_kv, flash_decode, coopmat_flash and flash_splits.
+FlashOptions flash_options(const Tuning& t);
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Whether attention should take the fused kernel rather than scores → softmax
 // → P·V (in query chunks, see query_chunk). On CPU drivers the unfused path
 // with the CPU GEMM kernels is much faster (llvmpipe runs the flash kernel's
-// shared memory and barriers slowly), unless VKGATE_DISABLE_CPU_ATTENTION is
-// set. VKGATE_DISABLE_FUSED is the caller's.
-bool flash_preferred(const DeviceInfo& d);
+// shared memory and barriers slowly), unless Tuning::cpu_attention is
+// off. Tuning::fused is the caller's.
+bool flash_preferred(const DeviceInfo& d, const Tuning& t);
 // Floats of the partial-results buffer the plan needs (1 when unsplit).
 size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p);
 struct FlashArgs {

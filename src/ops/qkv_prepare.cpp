@@ -15,7 +15,7 @@ struct Push {
 
 void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_t rows, uint32_t tokens,
                  uint32_t heads, uint32_t kv_heads, uint32_t dim, Storage s) {
-  const RowReduce r = row_reduce(ctx, dim);
+  const RowReduce r = row_reduce(ctx.info, rec.tuning(), dim);
   const gpu::Pipeline& p = ctx.pipelines->get(variant("qkv_prepare", s) + r.suffix, {r.wg});
   const uint32_t norm = !a.q_norm ? 0u : a.kind == NormKind::zero_centered ? 2u : 1u;
   const uint64_t groups = uint64_t(rows) * (heads + 2 * kv_heads);
@@ -34,7 +34,7 @@ void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_
                 {&a.q, gpu::Access::write},
                 {&a.k, gpu::Access::write},
                 {&a.v, gpu::Access::write}},
-               &push, g.x, g.y, 1, "qkv_prepare");
+               push, g.x, g.y, 1, "qkv_prepare");
 }
 
 }  // namespace vkgate::ops

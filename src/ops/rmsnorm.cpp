@@ -17,7 +17,7 @@ struct Push {
 void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
              View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
              Storage s, bool x_f32) {
-  const RowReduce r = row_reduce(ctx, dim);
+  const RowReduce r = row_reduce(ctx.info, rec.tuning(), dim);
   const gpu::Pipeline& p = ctx.pipelines->get(variant("rmsnorm", s, x_f32 ? "_x32" : "") + r.suffix, {r.wg});
   Push push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps};
   const gpu::Grid g = gpu::grid_for(uint64_t(rows) * heads);
@@ -27,7 +27,7 @@ void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const 
                {{&x, gpu::Access::read, texel ? texel_format(x_f32 ? Storage::f32 : s) : VK_FORMAT_UNDEFINED},
                 {&w, gpu::Access::read, texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED},
                 {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},
-               &push, g.x, g.y, 1, heads == 1 ? "rmsnorm" : "rmsnorm.heads");
+               push, g.x, g.y, 1, heads == 1 ? "rmsnorm" : "rmsnorm.heads");
 }
 
 }  // namespace vkgate::ops

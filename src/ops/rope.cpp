@@ -34,7 +34,7 @@ void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buf
   const gpu::Grid g = gpu::grid_for((count + kWorkgroup - 1) / kWorkgroup);
   const bool in_place = &x == &y;
   rec.dispatch(p, {{&x, gpu::Access::read}, {&table, gpu::Access::read}, {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},
-               &push, g.x, g.y, 1, rotary ? "rope" : "relayout");
+               push, g.x, g.y, 1, rotary ? "rope" : "relayout");
 }
 
 }  // namespace vkgate::ops

@@ -1,6 +1,3 @@
-#include <cstdlib>
-#include <cstring>
-
 #include "gpu/context_impl.hpp"
 #include "gpu/vk.hpp"
 #include "ops/ops.hpp"
@@ -23,13 +20,6 @@ bool cpu_kernels(const DeviceInfo& d) {
          d.max_texel_buffer_elements >= d.max_storage_buffer_range / 2;
 }
 
-Coopmat coopmat_from_env(const char* var, bool on_by_default) {
-  const char* v = std::getenv(var);
-  if (v && std::strcmp(v, "emulate") == 0) return Coopmat::emulated;
-  if (!v || !*v) return on_by_default ? Coopmat::tensor : Coopmat::off;
-  return gpu::env_flag(var) ? Coopmat::tensor : Coopmat::off;
-}
-
 Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c) {
   if (c == Coopmat::tensor) return d.coopmat_f16 ? c : Coopmat::off;
   if (c == Coopmat::emulated) return cpu_kernels(d) && d.fp16_arithmetic ? c : Coopmat::off;
@@ -38,9 +28,8 @@ Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c) {
 
 uint32_t coopmat_lanes(Coopmat c) { return c == Coopmat::emulated ? 8 : 32; }  // EMU_SG in CMakeLists.txt
 
-RowReduce row_reduce(const Context::Impl& ctx, uint32_t len) {
-  const DeviceInfo& d = ctx.info;
-  if (cpu_kernels(d) && d.subgroup_arithmetic && !gpu::env_flag("VKGATE_DISABLE_SUBGROUP_REDUCE"))
+RowReduce row_reduce(const DeviceInfo& d, const Tuning& t, uint32_t len) {
+  if (cpu_kernels(d) && d.subgroup_arithmetic && t.subgroup_reduce)
     return {8, "_sg"};
   uint32_t wg = 32;
   while (wg < len && wg < 256 && wg * 2 <= d.max_workgroup_invocations) wg *= 2;

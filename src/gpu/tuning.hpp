@@ -1,0 +1,36 @@
+// Internal: the kernel choices the VKGATE_* switches change (README
+// "Environment"), as one plain value. The Context reads the environment once,
+// when it is made (Context::Impl::tuning); every plan copies that value when it
+// is made and records with it (gpu::Recorder::tuning), so a plan replays and
+// re-records exactly the kernels its buffers were sized for, whatever the
+// environment says later. Nothing below the Context reads the environment.
+#pragma once
+
+#include <cstdint>
+
+namespace vkgate::gpu {
+
+// A tensor-core kernel written for coopmat.glsl: off, on tensor cores, or its
+// algorithm with the matrix products emulated in scalar code (CPU drivers;
+// tests).
+enum class Coopmat { off, tensor, emulated };
+
+struct Tuning {
+  bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
+  bool pass_fusion = true;      // !VKGATE_DISABLE_PASS_FUSION: qkv_prepare, RMSNorm folded into matvec
+  bool split_kv = true;         // !VKGATE_DISABLE_SPLIT_KV: split-key (flash-decoding) passes
+  bool flash_decode = true;     // !VKGATE_DISABLE_FLASH_DECODE: flash_decode.comp for few rows
+  bool direct_io = true;        // !VKGATE_DISABLE_DIRECT_IO: decode steps read/write mapped staging memory
+  bool split_k = true;          // !VKGATE_DISABLE_SPLIT_K: split-K for matmuls with few output tiles
+  bool matvec = true;           // !VKGATE_DISABLE_MATVEC: matrix-vector kernels for ≤ 8 rows
+  bool cpu_matmul = true;       // !VKGATE_DISABLE_CPU_MATMUL: the CPU-driver GEMMs (gemm_cpu.glsl)
+  bool cpu_attention = true;    // !VKGATE_DISABLE_CPU_ATTENTION: unfused attention on CPU drivers
+  bool subgroup_reduce = true;  // !VKGATE_DISABLE_SUBGROUP_REDUCE: one-subgroup row reductions on CPU drivers
+  uint32_t matmul_splits = 0;   // VKGATE_MATMUL_SPLITS: forced split-K count (0: the rule)
+  uint32_t flash_splits = 0;    // VKGATE_FLASH_SPLITS: forced key splits (0: the plan's choice)
+  uint64_t score_bytes = uint64_t(64) << 20;  // VKGATE_SCORE_BYTES: the unfused score matrix's budget
+  Coopmat coopmat_flash = Coopmat::tensor;    // VKGATE_COOPMAT_FLASH (0 | 1 | emulate)
+  Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
+};
+
+}  // namespace vkgate::gpu
