@@ -1,4 +1,5 @@
 #include "vkgate/checkpoint.hpp"
+#include "vkgate/model_config.hpp"
 
 #include "json_error.hpp"
 
@@ -121,16 +122,29 @@ std::vector<std::string> Checkpoint::names() const {
   return out;
 }
 
+namespace {
+// The tensor `full` of the checkpoint with the dtype and shape a model needs;
+// errors name the file that holds it (a shard, for an index).
+HostTensor checked_tensor(const Checkpoint& ckpt, const std::string& full, const std::vector<int64_t>& shape) {
+  const TensorView& t = ckpt.at(full);
+  const std::string& file = t.file.empty() ? ckpt.path() : t.file;
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    throw Error(ErrorCode::shape_mismatch, file + ": tensor '" + full + "' has dtype " + to_string(t.dtype) +
+                                               ", expected F32, F16 or BF16");
+  if (t.shape != shape)
+    throw Error(ErrorCode::shape_mismatch, file + ": tensor '" + full + "' has shape " + shape_text(t.shape) +
+                                               ", expected " + shape_text(shape));
+  return HostTensor{t.dtype, t.shape, t.bytes};
+}
+}  // namespace
+
 TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int layer) {
   cfg.validate();
   if (layer >= 0) cfg.check_layer(layer);
-  const std::string layer_prefix = "model.layers." + std::to_string(layer) + ".";
 
   TensorMap out;
   for (const TensorSpec& spec : expected_weights(cfg)) {
-    const std::string full = layer < 0                                 ? spec.name
-                             : spec.name == "input_layernorm.weight" ? layer_prefix + spec.name
-                                                                     : layer_prefix + "self_attn." + spec.name;
+    const std::string full = layer < 0 ? spec.name : layer_attention_name(layer, spec.name);
     if (!ckpt.contains(full)) {
       std::string hint;
       if (layer >= 0 && ckpt.contains(spec.name))
@@ -144,15 +158,20 @@ TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int laye
       throw Error(ErrorCode::missing_tensor,
                   ckpt.path() + ": tensor '" + full + "' not found" + hint);
     }
-    const TensorView& t = ckpt.at(full);
-    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
-      throw Error(ErrorCode::shape_mismatch, ckpt.path() + ": tensor '" + full + "' has dtype " +
-                                                 to_string(t.dtype) + ", expected F32, F16 or BF16");
-    if (t.shape != spec.shape)
-      throw Error(ErrorCode::shape_mismatch, ckpt.path() + ": tensor '" + full + "' has shape " +
-                                                 shape_text(t.shape) + ", expected " +
-                                                 shape_text(spec.shape));
-    out[spec.name] = HostTensor{t.dtype, t.shape, t.bytes};
+    out[spec.name] = checked_tensor(ckpt, full, spec.shape);
+  }
+  return out;
+}
+
+TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  TensorMap out;
+  for (const TensorSpec& spec : expected_model_weights(cfg)) {
+    if (!ckpt.contains(spec.name))
+      throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + spec.name + "' not found" +
+                                                 (spec.name.starts_with("model.layers.")
+                                                      ? " (num_hidden_layers is " + std::to_string(cfg.num_hidden_layers) + ")"
+                                                      : ""));
+    out[spec.name] = checked_tensor(ckpt, spec.name, spec.shape);
   }
   return out;
 }

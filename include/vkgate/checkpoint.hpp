@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vkgate/config.hpp"
+#include "vkgate/model_config.hpp"
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
 
@@ -57,5 +58,13 @@ class Checkpoint {
 // Error(shape_mismatch) with the expected and found shapes, or for a dtype
 // other than F32/F16/BF16.
 TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int layer);
+
+// Every tensor of the model (expected_model_weights(cfg)) keyed by its full
+// name, viewing the mapped data. Error(missing_tensor) names the checkpoint
+// and the tensor (and the layer count, for a layer's tensor: a config whose
+// num_hidden_layers goes beyond the tensors); Error(shape_mismatch) names
+// the file holding the tensor and both shapes (e.g. an lm_head whose vocab
+// disagrees with the embedding's) or its dtype.
+TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg);
 
 }  // namespace vkgate

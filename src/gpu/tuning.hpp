@@ -29,6 +29,9 @@ struct Tuning {
   uint32_t matmul_splits = 0;   // VKGATE_MATMUL_SPLITS: forced split-K count (0: the rule)
   uint32_t flash_splits = 0;    // VKGATE_FLASH_SPLITS: forced key splits (0: the plan's choice)
   uint64_t score_bytes = uint64_t(64) << 20;  // VKGATE_SCORE_BYTES: the unfused score matrix's budget
+  // VKGATE_VOCAB_CHUNK_ROWS: rows per chunk of the embedding table and lm_head
+  // (0: as many as one device buffer holds); for tests and triage.
+  uint32_t vocab_chunk_rows = 0;
   Coopmat coopmat_flash = Coopmat::tensor;    // VKGATE_COOPMAT_FLASH (0 | 1 | emulate)
   Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
 };

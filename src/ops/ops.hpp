@@ -11,6 +11,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "vkgate/config.hpp"
+#include "vkgate/model_config.hpp"
 
 namespace vkgate::ops {
 
@@ -247,5 +248,32 @@ void copy_shader(Context::Impl& ctx, Recorder& rec, const Buffer& src, const Buf
 void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
           uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s = Storage::f32,
           uint32_t y_stride = 0);
+
+// The MLP's gated product (shaders/glu.comp): h[r, i] = act(g[r, i]) · u[r, i]
+// for the fused projection P [rows, 2I] (gate outputs, then up outputs; rows
+// ld_p apart) into h [rows, I] (rows ld_h apart). P and h stored as `s`.
+void glu(Context::Impl& ctx, Recorder& rec, const Buffer& proj, const Buffer& h, uint32_t rows, uint32_t inter,
+         Activation act, Storage s, uint32_t ld_p = 0, uint32_t ld_h = 0);
+
+// The embedding gather (shaders/embed.comp): x[r, :] = table[ids[r] − first, :]
+// for the ids within the table chunk of `count` rows starting at row `first`
+// (others are left as they are: another chunk's dispatch writes them). ids
+// int32 [rows], table rows `ld` elements apart stored as `s`, x fp32 [rows, dim].
+void embed(Context::Impl& ctx, Recorder& rec, const Buffer& ids, const Buffer& table, const Buffer& x, uint32_t rows,
+           uint32_t dim, uint32_t ld, uint32_t first, uint32_t count, Storage s);
+
+// The paper's statistics, reduced on the device (shaders/stats.comp) into the
+// fp32 buffer `out` at float offset `at`, deterministically:
+// first_token_attn  out[at + h] = mean over (b, t) of probs[b, h, t, 0] (probs
+//                   [B, H, T, ·] fp32, rows ld apart);
+// gate_scores       out[at] = Σ sigmoid(g), out[at + 1] = the count of scores
+//                   < 0.1, over the gate view (rows · heads · gate_width values
+//                   of g, stored as `s`);
+// max_abs           out[at] = max |x| over `count` fp32 values.
+void first_token_attn(Context::Impl& ctx, Recorder& rec, const Buffer& probs, uint32_t batch, uint32_t heads,
+                      uint32_t tokens, uint32_t ld, const Buffer& out, uint32_t at);
+void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, uint32_t rows, uint32_t tokens,
+                 uint32_t heads, uint32_t gate_width, Storage s, const Buffer& out, uint32_t at);
+void max_abs(Context::Impl& ctx, Recorder& rec, const Buffer& x, uint32_t count, const Buffer& out, uint32_t at);
 
 }  // namespace vkgate::ops

@@ -1,0 +1,145 @@
+// Model: a whole decoder-only model (Qwen3 with the paper's gate flags, or
+// Llama; model_config.hpp) whose weights live on the device, and Sequence:
+// the per-sequence state (one KV cache per layer and the position) that a
+// generation keeps, so that several sequences share one copy of the weights.
+//
+//   vkgate::Model model = vkgate::Model::load(ctx, "checkpoints/1B_gate_elementwise");
+//   std::vector<float> logits = model.logits(ids, batch, tokens);      // [B, T, V]
+//   vkgate::GenerateResult r = model.generate(prompt_ids, {.max_new_tokens = 32});
+//
+// Each step shape (batch, tokens, what is returned) is recorded once into one
+// command buffer that holds every layer, and replayed: a decode step is
+// recorded once and replayed at every cache length (its positions reach the
+// recorded commands as parameters). The plans a Model or a Sequence keeps
+// are bounded (the least recently used is dropped), so a long generation
+// holds constant memory.
+//
+// Thread safety: a Model (with its Sequences) is used by one thread at a
+// time; several Models may share a Context and run on different threads.
+// A Sequence must not outlive the Model that started it.
+//
+// Faults: every failure is a vkgate::Error naming the file, tensor, key or
+// id involved; a failed construction holds no device memory afterwards.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "vkgate/block.hpp"
+#include "vkgate/context.hpp"
+#include "vkgate/model_config.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate {
+
+struct ModelOptions {
+  // Device storage of weights and activations; arithmetic is fp32, and so is
+  // the residual stream between layers.
+  Precision precision = Precision::fp32;
+  // Refuse NaN or ±Inf in a weight (and values beyond fp16's range with fp16
+  // storage) at construction, naming the tensor.
+  bool check_finite = true;
+};
+
+// The paper's measurements, per layer, from a forward with statistics.
+struct ModelStats {
+  int layers = 0, heads = 0;
+  std::vector<double> first_token_attn;  // [L, H]: attention on key 0, mean over batch and queries
+  std::vector<double> max_activation;    // [L]: max |x| of the residual stream after each layer
+  std::vector<double> gate_mean;         // [L]: mean sigmoid gate score; empty without a gate
+};
+
+// Device memory a Model holds, in bytes.
+struct MemoryUse {
+  uint64_t weights = 0;    // every tensor of the model
+  uint64_t kv_cache = 0;   // the caches of its live Sequences
+  uint64_t workspace = 0;  // the buffers of its recorded plans (scratch, inputs, outputs)
+};
+
+class Model;
+
+class Sequence {
+ public:
+  ~Sequence();
+  Sequence(Sequence&&) noexcept;
+  Sequence& operator=(Sequence&&) noexcept;
+  int batch() const;
+  int capacity() const;  // positions each row's cache holds
+  int length() const;    // positions run so far
+  // Forgets the positions from `length` on (to roll back or redo steps).
+  void truncate(int length);
+
+ private:
+  friend class Model;
+  struct Impl;
+  explicit Sequence(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct GenerateOptions {
+  int max_new_tokens = 16;
+  // Stop after emitting an id of config().eos_token_ids (it is included).
+  bool stop_at_eos = true;
+  // Called with each new id as soon as it is chosen (streaming); returning
+  // false stops the generation after that id.
+  std::function<bool(int64_t)> on_token;
+};
+
+struct GenerateResult {
+  std::vector<int64_t> ids;     // the generated ids, without the prompt
+  double prefill_ms = 0;        // the prompt's step, host wall time
+  std::vector<double> step_ms;  // each later step
+  double tokens_per_s() const;  // generated ids after the first, per second of steps
+};
+
+class Model {
+ public:
+  // Reads DIR/config.json (and generation_config.json) and DIR's checkpoint
+  // (model.safetensors, or model.safetensors.index.json and its shards),
+  // checks every tensor's presence, dtype (F32, F16, BF16) and shape, and
+  // uploads them. Errors name the file and the tensor or key.
+  static Model load(Context& ctx, const std::string& dir, const ModelOptions& options = {});
+  // From tensors under their full Hugging Face names (expected_model_weights).
+  Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, const ModelOptions& options = {});
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  // The logits [batch, tokens, V] of every position of ids [batch, tokens]
+  // (each row causal from its first token; no cache is kept). With `stats`,
+  // also the per-layer measurements. Ids outside [0, V) are an
+  // Error(invalid_argument) naming the first with its position.
+  std::vector<float> logits(std::span<const int64_t> ids, int batch, int tokens, ModelStats* stats = nullptr);
+
+  // A sequence of `batch` rows with room for `capacity` positions each.
+  Sequence start(int batch, int capacity);
+  // Runs ids [batch, tokens] as the next positions of `seq` and returns the
+  // logits [batch, V] of the last of them.
+  std::vector<float> extend(Sequence& seq, std::span<const int64_t> ids, int tokens);
+
+  // Greedy decoding of one prompt: one step for the prompt, then one replayed
+  // step per new token, on a sequence of capacity prompt + max_new_tokens.
+  GenerateResult generate(std::span<const int64_t> prompt, const GenerateOptions& options = {});
+
+  const ModelConfig& config() const;
+  Precision precision() const;
+  MemoryUse memory() const;
+  // How often command buffers were recorded (decode steps replay, recording nothing).
+  size_t recordings() const;
+  // GPU time of each dispatch of the last step (empty without timestamps).
+  std::vector<StageTime> last_timings() const;
+  // Fill every intermediate with NaN before each step (tests): an element a
+  // shader forgot to write cannot pass a comparison. Records plans again.
+  void set_poison(bool on);
+
+ private:
+  friend class Sequence;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vkgate

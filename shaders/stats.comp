@@ -1,0 +1,63 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// The paper's per-layer measurements, reduced on the device into an fp32
+// statistics buffer at out_at (one workgroup per result, each thread summing
+// a fixed stride of elements, then a fixed reduction tree: deterministic).
+//   mode 0  first-token attention: out[h] = mean over (b, t) of the
+//           probability on key 0, probs [B, H, T, ·] with rows ld apart (the
+//           unfused attention's score matrix after softmax); workgroup h.
+//   mode 1  gate scores: out[0] = Σ sigmoid(g), out[1] = the count of
+//           sigmoid(g) < 0.1, over every (bt, h, j < gate_width) of the gate
+//           view into x (the projections, storage T).
+//   mode 2  max |x| over the first `count` elements of x (the residual stream).
+// Modes 0 and 2 read fp32 (the T = F32 variant).
+#include "common.glsl"
+#include "reduce.glsl"
+#include "storage.glsl"
+#ifndef T
+#define T F32
+#endif
+
+RO(0, x, T)
+RW(1, result, F32)
+
+#include "params.glsl"
+PARAMS Push {
+  View gate_view;
+  uint mode, batch, heads, tokens, ld, gate_width, count, out_at;
+} p;
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  if (p.mode == 0) {
+    const uint h = gl_WorkGroupID.x, rows = p.batch * p.tokens;
+    float s = 0.0;
+    for (uint i = tid; i < rows; i += WG) {
+      const uint b = i / p.tokens, t = i - b * p.tokens;
+      s += x_ld(((b * p.heads + h) * p.tokens + t) * p.ld);
+    }
+    s = wg_sum(s);
+    if (tid == 0) result_st(p.out_at + h, s / float(rows));
+  } else if (p.mode == 1) {
+    const uint n = p.count * p.gate_width;  // count: B·T·H gate rows
+    float s = 0.0, below = 0.0;
+    for (uint i = tid; i < n; i += WG) {
+      const uint r = i / p.gate_width, j = i - r * p.gate_width;
+      const uint bt = r / p.heads, h = r - bt * p.heads;
+      const float g = 1.0 / (1.0 + exp(-x_ld(view_offset(p.gate_view, p.tokens, bt, h, j))));
+      s += g;
+      below += g < 0.1 ? 1.0 : 0.0;
+    }
+    s = wg_sum(s);
+    below = wg_sum(below);
+    if (tid == 0) {
+      result_st(p.out_at, s);
+      result_st(p.out_at + 1, below);
+    }
+  } else {
+    float m = 0.0;
+    for (uint i = tid; i < p.count; i += WG) m = max(m, abs(x_ld(i)));
+    m = wg_max(m);
+    if (tid == 0) result_st(p.out_at, m);
+  }
+}

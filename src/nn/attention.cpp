@@ -1,0 +1,200 @@
+#include "nn/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "vkgate/error.hpp"
+
+namespace vkgate::nn {
+
+using gpu::Recorder;
+
+// The projections P [B·T, cols] = x̂·[q_proj (+ gate_proj) ; k_proj ; v_proj]ᵀ.
+// q_proj's columns hold the gate rows in the checkpoint's layout (DESIGN.md
+// §3): Qwen3-Next interleaves [q_h | g_h] per head, the official code groups
+// [q of G heads | G gates] per KV group, and the separate layout appends
+// gate_proj's rows after all queries. All three are "groups of Gl heads, each
+// group [Gl·Dh queries | Gl·gw gates]" with Gl = 1, G and H respectively.
+Attention::Attention(Context::Impl& vk, const gpu::Tuning& tuning, const BlockConfig& cfg, const TensorMap& w,
+                     Storage act)
+    : vk_(vk), tuning_(tuning), cfg_(cfg), act_(act) {
+  const uint32_t Dh = uint32_t(cfg.head_dim), gw = uint32_t(cfg.gate_width());
+  groups_ = cfg.gate_layout == GateLayout::qwen3_next         ? 1
+            : cfg.gate_layout == GateLayout::official_grouped ? uint32_t(cfg.group_size())
+                                                              : uint32_t(cfg.num_heads);
+  group_stride_ = groups_ * (Dh + gw);
+  k_col_ = uint32_t(cfg.num_heads) * (Dh + gw);
+  v_col_ = k_col_ + uint32_t(cfg.kv_dim());
+  cols_ = v_col_ + uint32_t(cfg.kv_dim());
+
+  // Projections in the activation storage, norms and biases in fp32.
+  auto weight = [&](const std::string& name) { return stored(w.at(name), act); };
+  auto f32 = [&](const std::string& name) { return stored(w.at(name), Storage::f32); };
+  const bool separate_gate = cfg.gate_layout == GateLayout::separate && cfg.gate_kind != GateKind::none;
+  const std::vector<std::byte> none;
+  const size_t D = size_t(cfg.hidden_size), HDh = size_t(cfg.attn_dim()), e = ops::element_bytes(act);
+  ld_hidden_ = ops::operand_stride(vk.info, tuning, uint32_t(D), act);
+  ld_heads_ = ops::operand_stride(vk.info, tuning, uint32_t(HDh), act);
+  norm_w_ = upload(vk, f32("input_layernorm.weight"), "input_layernorm.weight");
+  w_qkv_ = upload(vk,
+                  ops::strided_rows(concat({weight("q_proj.weight"), separate_gate ? weight("gate_proj.weight") : none,
+                                            weight("k_proj.weight"), weight("v_proj.weight")}),
+                                    cols_, D * e, ld_hidden_ * e),
+                  "q_proj+k_proj+v_proj.weight");
+  if (cfg.qkv_bias)
+    b_qkv_ = upload(vk,
+                    concat({f32("q_proj.bias"), separate_gate ? f32("gate_proj.bias") : none, f32("k_proj.bias"),
+                            f32("v_proj.bias")}),
+                    "q_proj+k_proj+v_proj.bias");
+  if (cfg.use_qk_norm) {
+    qn_w_ = upload(vk, f32("q_norm.weight"), "q_norm.weight");
+    kn_w_ = upload(vk, f32("k_norm.weight"), "k_norm.weight");
+  }
+  w_o_ = upload(vk, ops::strided_rows(weight("o_proj.weight"), D, HDh * e, ld_heads_ * e), "o_proj.weight");
+  if (cfg.o_bias) b_o_ = upload(vk, f32("o_proj.bias"), "o_proj.bias");
+}
+
+ops::View Attention::query_view(uint32_t T) const { return {0, T * cols_, cols_, groups_, group_stride_, uint32_t(cfg_.head_dim)}; }
+ops::View Attention::gate_view(uint32_t T) const {
+  return {groups_ * uint32_t(cfg_.head_dim), T * cols_, cols_, groups_, group_stride_, gate_width()};
+}
+ops::View Attention::key_view(uint32_t T) const { return {k_col_, T * cols_, cols_, 1, uint32_t(cfg_.head_dim), 0}; }
+ops::View Attention::value_view(uint32_t T) const { return {v_col_, T * cols_, cols_, 1, uint32_t(cfg_.head_dim), 0}; }
+uint32_t Attention::gate_width() const { return uint32_t(cfg_.gate_width()); }
+uint32_t Attention::projection_columns() const { return cols_; }
+
+uint64_t Attention::weight_bytes() const {
+  uint64_t n = 0;
+  for (const Buffer* b : {&norm_w_, &w_qkv_, &b_qkv_, &qn_w_, &kn_w_, &w_o_, &b_o_}) n += b->size();
+  return n;
+}
+
+AttentionPlan Attention::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool mask, bool stats,
+                              bool resident) const {
+  AttentionPlan p;
+  p.batch = batch;
+  p.tokens = tokens;
+  p.kv_stride = kv_stride;
+  p.mask = mask;
+  p.stats = stats;
+  const uint32_t BT = batch * tokens, H = uint32_t(cfg_.num_heads), D = uint32_t(cfg_.hidden_size);
+  p.norm_in_projection = ops::matmul_rmsnorm_applies(vk_.info, tuning_, BT, D, ld_hidden_);
+  // A plan whose cache grows between replays keeps the score stride of its
+  // capacity, rounded to whole vec4s, whatever the cache's length.
+  p.score_ld = resident ? (kv_stride + 3) / 4 * 4 : kv_stride;
+  ops::AttentionShape shape{batch, H, uint32_t(cfg_.num_kv_heads), tokens, kv_stride, uint32_t(cfg_.head_dim)};
+  shape.score_stride = p.score_ld;
+  // Statistics need every probability; otherwise fused where the device prefers it.
+  p.fused = !stats && tuning_.fused && ops::flash_preferred(vk_.info, tuning_);
+  if (p.fused)
+    p.flash = ops::flash_plan(vk_.info, shape, act_, ops::flash_options(tuning_));
+  else
+    p.chunk = stats ? tokens : ops::query_chunk(tuning_, shape);
+  p.attn_ld = p.fused ? H * uint32_t(cfg_.head_dim) : ld_heads_;  // the fused kernel writes dense rows
+  return p;
+}
+
+void Attention::reserve(const AttentionPlan& p, Workspace& ws) const {
+  const size_t B = p.batch, T = p.tokens, BT = B * T, H = size_t(cfg_.num_heads), Dh = size_t(cfg_.head_dim),
+               D = size_t(cfg_.hidden_size), e = ops::element_bytes(act_);
+  if (!p.norm_in_projection) ws.need("normed", BT * ld_hidden_ * e);
+  ws.need("proj", BT * cols_ * e);
+  ws.need("q", B * H * T * Dh * e);
+  ws.need("attn", BT * p.attn_ld * e);
+  const ops::AttentionShape shape{p.batch, uint32_t(H), uint32_t(cfg_.num_kv_heads), p.tokens, p.kv_stride, uint32_t(Dh)};
+  if (p.fused)
+    ws.need("partial", ops::flash_partial_floats(shape, p.flash) * 4);
+  else
+    ws.need("scores", B * H * p.chunk * size_t(p.score_ld) * 4);
+  // Split-K where a projection's tiles would leave the GPU idle (ops::matmul_splits).
+  const size_t proj_splits = ops::matmul_splits(vk_.info, tuning_, uint32_t(BT), cols_, uint32_t(D), act_, ld_hidden_, ld_hidden_);
+  const size_t o_splits =
+      ops::matmul_splits(vk_.info, tuning_, uint32_t(BT), uint32_t(D), uint32_t(H * Dh), act_, p.attn_ld, ld_heads_);
+  if (proj_splits > 1) ws.need("split_k", proj_splits * BT * cols_ * 4);
+  if (o_splits > 1) ws.need("split_k", o_splits * BT * D * 4);
+}
+
+void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& ws, const AttentionIo& io,
+                       bool poison) const {
+  const uint32_t B = p.batch, T = p.tokens, BT = B * T, S = T + io.past;
+  const uint32_t D = uint32_t(cfg_.hidden_size), H = uint32_t(cfg_.num_heads), KV = uint32_t(cfg_.num_kv_heads),
+                 Dh = uint32_t(cfg_.head_dim);
+  if (S > p.kv_stride)
+    throw Error(ErrorCode::invalid_argument, "attention: " + std::to_string(S) + " keys exceed the cache's " +
+                                                 std::to_string(p.kv_stride) + " positions");
+  const float eps = float(cfg_.rms_norm_eps);
+  const Buffer& proj = ws["proj"];
+  const Buffer& q = ws["q"];
+  const Buffer& attn = ws["attn"];
+  const Buffer* split_k = ws.find("split_k");
+  if (poison)
+    for (const char* role : {"normed", "proj", "q", "attn", "scores"})
+      if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role == std::string("scores") ? Storage::f32 : act_));
+
+  // x̂·Wᵀ for q (+ gate rows), k, v in one product, the RMSNorm folded in where it pays.
+  const Buffer* qkv_bias = cfg_.qkv_bias ? &b_qkv_ : nullptr;
+  if (p.norm_in_projection) {
+    ops::matmul_rmsnorm(vk_, rec, io.x, norm_w_, cfg_.norm_kind, eps, w_qkv_, qkv_bias, proj, BT, cols_, D, act_,
+                        ld_hidden_);
+  } else {
+    const Buffer& normed = ws["normed"];
+    ops::rmsnorm(vk_, rec, io.x, ops::btd_view(T, 1, D), norm_w_, normed, {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0},
+                 BT, T, 1, D, cfg_.norm_kind, eps, act_, true);
+    ops::matmul(vk_, rec, normed, w_qkv_, qkv_bias, nullptr, proj, BT, cols_, D, act_, false, ld_hidden_, ld_hidden_,
+                split_k);
+  }
+
+  // q, and the new keys and values into the cache at positions past..: q/k
+  // norm and RoPE, values as they are. One pass, or the reference path of a
+  // pass per op and tensor.
+  const bool qk_norm = cfg_.use_qk_norm;
+  const uint32_t rd = uint32_t(cfg_.rotary_dim()), stride = p.kv_stride;
+  if (tuning_.pass_fusion) {
+    const ops::QkvPrepare args{proj,  query_view(T), key_view(T), value_view(T), qk_norm ? &qn_w_ : nullptr,
+                               qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, eps, io.rope, rd, q, io.keys, io.values,
+                               stride, io.past};
+    ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);
+  } else {
+    auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
+                       uint32_t first) {
+      const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
+      if (qk_norm) {
+        ops::rmsnorm(vk_, rec, proj, src, norm, dst, out, BT, T, heads, Dh, cfg_.norm_kind, eps, act_);
+        src = out;  // rotated in place
+      }
+      ops::rope(vk_, rec, qk_norm ? dst : proj, src, io.rope, dst, out, BT, T, heads, Dh, rd, act_);
+    };
+    prepare(query_view(T), qn_w_, q, H, T, 0);
+    prepare(key_view(T), kn_w_, io.keys, KV, stride, io.past);
+    ops::rope(vk_, rec, proj, value_view(T), io.rope, io.values, ops::bhsd_view(KV, stride, Dh, io.past), BT, T, KV,
+              Dh, 0, act_);
+  }
+
+  // softmax(q·kᵀ/√Dh + mask)·v, gated: fused, or in query chunks through a score matrix.
+  const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld, p.score_ld};
+  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  const bool gated = cfg_.gate_kind != GateKind::none;
+  if (p.fused) {
+    const ops::FlashArgs args{q, io.keys, io.values, io.mask, gated ? &proj : nullptr, gate_view(T), gate_width(),
+                              attn, &ws["partial"]};
+    ops::flash_attention(vk_, rec, args, shape, p.flash, cfg_.causal, scale, act_);
+  } else {
+    const Buffer& scores = ws["scores"];
+    for (uint32_t first = 0; first < T; first += p.chunk) {
+      ops::AttentionShape part = shape;
+      part.first = first;
+      part.count = std::min(p.chunk, T - first);
+      ops::attention_scores(vk_, rec, q, io.keys, scores, part, act_, cfg_.causal);
+      ops::softmax(vk_, rec, scores, io.mask, B, H, part.count, S, cfg_.causal, scale, first, T, p.score_ld);
+      if (p.stats) ops::first_token_attn(vk_, rec, scores, B, H, T, p.score_ld, *io.stats.buffer, io.stats.at);
+      ops::attention_values(vk_, rec, scores, io.values, attn, part, act_, cfg_.causal);
+    }
+    if (gated) ops::gate(vk_, rec, proj, gate_view(T), attn, BT, T, H, Dh, gate_width(), act_, p.attn_ld);
+  }
+  if (p.stats && gated)
+    ops::gate_scores(vk_, rec, proj, gate_view(T), BT, T, H, gate_width(), act_, *io.stats.buffer, io.stats.at + H);
+  ops::matmul(vk_, rec, attn, w_o_, cfg_.o_bias ? &b_o_ : nullptr, cfg_.residual ? &io.x : nullptr, io.y, BT, D, H * Dh,
+              act_, true, p.attn_ld, ld_heads_, split_k);
+}
+
+}  // namespace vkgate::nn

@@ -1,0 +1,53 @@
+// Internal: the MLP module of a decoder layer,
+//
+//   y = x + down( act(gate(x̂)) ⊙ up(x̂) ),   x̂ = post_attention_layernorm(x)
+//
+// with gate and up as one projection [gate ; up] (one product, whose output
+// the activation·product pass reads), the RMSNorm folded into that projection
+// where it pays (decode steps on GPUs), and the residual added by the down
+// projection. Records into a recorder it is given; the caller owns x, y and
+// the workspace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gpu/recorder.hpp"
+#include "gpu/tuning.hpp"
+#include "nn/storage.hpp"
+#include "nn/workspace.hpp"
+#include "vkgate/model_config.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate::nn {
+
+class Mlp {
+ public:
+  // Uploads layer `layer`'s post_attention_layernorm and mlp tensors from
+  // `weights` (full names, checked by the caller): projections in `act`,
+  // the norm and biases in fp32.
+  Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& weights, int layer,
+      Storage act);
+
+  // The scratch `rows` rows need (roles "normed", "mlp_proj", "mlp_hidden", "split_k").
+  void reserve(uint32_t rows, Workspace& ws) const;
+  // y (fp32 [rows, D]) = x (fp32 [rows, D]) + mlp(norm(x)).
+  void record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const gpu::Buffer& x, const gpu::Buffer& y,
+              bool poison = false) const;
+  uint64_t weight_bytes() const;
+
+ private:
+  bool norm_in_projection(uint32_t rows) const;
+
+  Context::Impl& vk_;
+  const gpu::Tuning tuning_;
+  uint32_t hidden_, inter_;
+  NormKind norm_kind_;
+  float eps_;
+  Activation act_fn_;
+  Storage act_;
+  uint32_t ld_hidden_ = 0, ld_inter_ = 0;  // operand row strides (ops::operand_stride)
+  Buffer norm_w_, w_gate_up_, b_gate_up_, w_down_, b_down_;
+};
+
+}  // namespace vkgate::nn

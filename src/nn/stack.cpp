@@ -1,0 +1,115 @@
+#include "nn/stack.hpp"
+
+#include "ops/ops.hpp"
+#include "vkgate/error.hpp"
+
+namespace vkgate::nn {
+
+namespace {
+// Up to this many tokens a step's shaders read the rope table from its mapped
+// staging buffer (as the block's decode steps do); longer steps copy it first.
+constexpr uint32_t kDirectTableTokens = 8;
+}  // namespace
+
+Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& w, Storage act)
+    : vk_(vk), tuning_(tuning), cfg_(cfg), act_(act) {
+  const uint32_t V = uint32_t(cfg.vocab_size), D = uint32_t(cfg.hidden_size());
+  embed_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("model.embed_tokens.weight"), V, D, act,
+                                         "model.embed_tokens.weight");
+  if (!cfg.tie_word_embeddings)
+    lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("lm_head.weight"), V, D, act, "lm_head.weight");
+  for (int i = 0; i < cfg.num_hidden_layers; ++i)
+    layers_.push_back({std::make_unique<Attention>(vk, tuning, cfg.attention, layer_attention_tensors(cfg, w, i), act),
+                       std::make_unique<Mlp>(vk, tuning, cfg, w, i, act)});
+  final_norm_ = upload(vk, stored(w.at("model.norm.weight"), Storage::f32), "model.norm.weight");
+}
+
+std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
+                                       bool all_logits, bool stats) const {
+  auto p = std::make_unique<StackPlan>();
+  p->batch = batch;
+  p->tokens = tokens;
+  p->kv_stride = kv_stride;
+  p->sequence = sequence;
+  p->all_logits = all_logits;
+  p->with_stats = stats;
+  const size_t B = batch, T = tokens, BT = B * T, D = size_t(cfg_.hidden_size()), M = p->rows(),
+               KV = size_t(cfg_.attention.num_kv_heads), Dh = size_t(cfg_.attention.head_dim),
+               e = ops::element_bytes(act_), L = layers_.size();
+  const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
+  // Every layer has the same shape: the first one's plan and scratch serve them all.
+  p->attention = layers_[0].attention->plan(batch, tokens, kv_stride, false, stats, sequence);
+  layers_[0].attention->reserve(p->attention, p->scratch);
+  layers_[0].mlp->reserve(uint32_t(BT), p->scratch);
+  if (!sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
+    p->scratch.need("keys", B * KV * kv_stride * Dh * e);
+    p->scratch.need("values", B * KV * kv_stride * Dh * e);
+  }
+  lm.reserve(uint32_t(M), p->scratch);
+  p->scratch.allocate(vk_);
+  p->ids = vk_.allocator->allocate(BT * 4, MemoryKind::upload, "input_ids (staging)");
+  const size_t table = ops::rope_table(tokens, uint32_t(cfg_.attention.rotary_dim()), cfg_.attention.rope_theta, 0).size();
+  p->rope_up = allocate(vk_, table, Storage::f32, MemoryKind::upload, "rope cos/sin table (staging)");
+  if (tokens > kDirectTableTokens) p->rope = allocate(vk_, table, Storage::f32, MemoryKind::device, "rope cos/sin table");
+  p->x = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream");
+  p->h = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream after attention");
+  if (!all_logits) p->last = allocate(vk_, B * D, Storage::f32, MemoryKind::device, "last positions");
+  p->normed = allocate(vk_, M * lm.ld(), act_, MemoryKind::device, "final norm");
+  p->logits = allocate(vk_, M * size_t(cfg_.vocab_size), Storage::f32, MemoryKind::readback, "logits (readback)");
+  if (stats) {
+    p->stats = allocate(vk_, L * stats_stride(), Storage::f32, MemoryKind::device, "statistics");
+    p->stats_down = allocate(vk_, L * stats_stride(), Storage::f32, MemoryKind::readback, "statistics (readback)");
+  }
+  p->rec = std::make_unique<gpu::Recorder>(vk_, tuning_);
+  return p;
+}
+
+void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const std::vector<LayerCache>* caches,
+                   bool poison) const {
+  if (bool(caches) != p.sequence || (caches && caches->size() != layers_.size()))
+    throw Error(ErrorCode::invalid_argument, "model: a plan recorded without the caches it was made for");
+  gpu::Recorder& rec = *p.rec;
+  const uint32_t B = p.batch, T = p.tokens, BT = B * T, D = uint32_t(cfg_.hidden_size()), M = p.rows(),
+                 H = uint32_t(cfg_.attention.num_heads);
+  const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
+  rec.begin(mode);
+  if (poison)
+    for (const Buffer* b : {&p.x, &p.h, &p.last, &p.normed})
+      if (b->valid()) rec.fill(*b, nan_word(b == &p.normed ? act_ : Storage::f32));
+  if (p.rope.valid()) rec.copy(p.rope_up, p.rope, p.rope.size());
+
+  embed_->gather(rec, p.ids, p.x, BT);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const uint32_t at = uint32_t(l) * stats_stride();
+    const AttentionIo io{p.x, p.h,
+                         caches ? (*caches)[l].keys : p.scratch["keys"],
+                         caches ? (*caches)[l].values : p.scratch["values"],
+                         past, p.rope_table(), nullptr, {p.with_stats ? &p.stats : nullptr, at}};
+    layers_[l].attention->record(rec, p.attention, p.scratch, io, poison);  // h = x + attn(norm(x))
+    layers_[l].mlp->record(rec, p.scratch, BT, p.h, p.x, poison);           // x = h + mlp(norm(h))
+    if (p.with_stats) ops::max_abs(vk_, rec, p.x, BT * D, p.stats, at + H + 2);
+  }
+
+  // lm_head(norm(x)) for every position, or for each row's last.
+  const Buffer* rows = &p.x;
+  if (!p.all_logits) {
+    std::vector<VkBufferCopy> last;
+    for (uint32_t b = 0; b < B; ++b) last.push_back({(VkDeviceSize(b) * T + T - 1) * D * 4, VkDeviceSize(b) * D * 4, D * 4});
+    rec.copy(p.x, p.last, std::move(last));
+    rows = &p.last;
+  }
+  ops::rmsnorm(vk_, rec, *rows, ops::btd_view(M, 1, D), final_norm_, p.normed, {0, M * lm.ld(), lm.ld(), 1, lm.ld(), 0},
+               M, M, 1, D, cfg_.attention.norm_kind, float(cfg_.attention.rms_norm_eps), act_, true);
+  lm.project(rec, p.scratch, p.normed, M, p.logits);
+  if (p.with_stats) rec.copy(p.stats, p.stats_down, p.stats.size());
+  rec.end();
+  p.past = past;
+}
+
+uint64_t Stack::weight_bytes() const {
+  uint64_t n = embed_->bytes() + (lm_head_ ? lm_head_->bytes() : 0) + final_norm_.size();
+  for (const Layer& l : layers_) n += l.attention->weight_bytes() + l.mlp->weight_bytes();
+  return n;
+}
+
+}  // namespace vkgate::nn

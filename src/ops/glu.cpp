@@ -1,0 +1,24 @@
+#include "gpu/context_impl.hpp"
+#include "gpu/pipeline.hpp"
+#include "ops/ops.hpp"
+
+namespace vkgate::ops {
+
+namespace {
+struct Push {
+  uint32_t rows, inter, ld_p, ld_h, act;
+};
+}  // namespace
+
+void glu(Context::Impl& ctx, Recorder& rec, const Buffer& proj, const Buffer& h, uint32_t rows, uint32_t inter,
+         Activation act, Storage s, uint32_t ld_p, uint32_t ld_h) {
+  // One subgroup per row under the CPU kernels (as the gate: llvmpipe runs a
+  // workgroup's invocations one after another), 64 invocations elsewhere.
+  const uint32_t wg = cpu_gemm(ctx.info, rec.tuning()) ? 8 : 64;
+  const Push push{rows, inter, ld_p ? ld_p : 2 * inter, ld_h ? ld_h : inter, uint32_t(act)};
+  const gpu::Grid g = gpu::grid_for(rows);
+  rec.dispatch(ctx.pipelines->get(variant("glu", s), {wg}), {{&proj, gpu::Access::read}, {&h, gpu::Access::write}},
+               push, g.x, g.y, 1, "mlp.glu");
+}
+
+}  // namespace vkgate::ops

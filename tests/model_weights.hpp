@@ -1,0 +1,83 @@
+// Random whole models for the GPU tests: a ModelConfig by the numbers, and
+// weights for it held as owned vectors plus the TensorMap / WeightMap views
+// the Model and the reference take.
+#pragma once
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vkgate/model_config.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate::test {
+
+struct TinyModel {
+  const char* model_type = "qwen3";
+  int hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, layers = 2, inter = 96, vocab = 200;
+  GateKind gate = GateKind::none;
+  bool tied = false, bias = false;  // bias: attention_bias (and mlp_bias for llama)
+  Activation act = Activation::silu;
+
+  ModelConfig config() const {
+    ModelConfig m;
+    m.model_type = model_type;
+    BlockConfig& a = m.attention;
+    a.hidden_size = hidden;
+    a.num_heads = heads;
+    a.num_kv_heads = kv_heads;
+    a.head_dim = head_dim;
+    a.rope_theta = 10000.0;
+    a.gate_kind = gate;
+    a.gate_layout = GateLayout::official_grouped;
+    a.norm_kind = NormKind::plain;
+    a.use_qk_norm = std::string(model_type) == "qwen3";
+    a.qkv_bias = a.o_bias = bias;
+    a.residual = true;
+    a.causal = true;
+    a.num_hidden_layers = layers;
+    m.num_hidden_layers = layers;
+    m.intermediate_size = inter;
+    m.vocab_size = vocab;
+    m.hidden_act = act;
+    m.mlp_bias = bias && std::string(model_type) == "llama";
+    m.tie_word_embeddings = tied;
+    m.eos_token_ids = {1};
+    return m;
+  }
+};
+
+struct RandomModel {
+  ModelConfig cfg;
+  std::map<std::string, std::vector<float>> data;
+  WeightMap map;
+  TensorMap tensors;
+
+  RandomModel(const ModelConfig& c, std::mt19937& rng) : cfg(c) {
+    for (const TensorSpec& spec : expected_model_weights(cfg)) {
+      // Linear weights ~ N(0, 1/in) keep activations O(1); norm weights near
+      // 1 (plain RMSNorm); biases small; embeddings O(1).
+      const bool norm = spec.name.find("norm") != std::string::npos;
+      const bool bias = spec.name.find(".bias") != std::string::npos;
+      const bool embed = spec.name == "model.embed_tokens.weight";
+      const double sd = norm ? 0.2 : bias ? 0.1 : embed ? 1.0 : 1.0 / std::sqrt(double(spec.shape.back()));
+      std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, float(sd));
+      auto& v = data[spec.name];
+      v.resize(size_t(spec.numel()));
+      for (float& x : v) x = dist(rng);
+    }
+    for (auto& [name, v] : data) map[name] = v;
+    tensors = as_tensors(map);
+  }
+};
+
+inline std::vector<int64_t> random_ids(std::mt19937& rng, size_t n, int vocab) {
+  std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
+  std::vector<int64_t> ids(n);
+  for (int64_t& id : ids) id = dist(rng);
+  return ids;
+}
+
+}  // namespace vkgate::test

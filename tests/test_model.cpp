@@ -1,0 +1,177 @@
+// Whole models on the device against the double-precision reference: the
+// golden qwen3 checkpoint (logits, statistics, greedy ids), qwen3 baseline /
+// headwise / elementwise and llama with biases, tied and untied, GQA and MQA,
+// batch > 1, fp16 and bf16; a prefill and replayed decode steps against the
+// full forward; vocabularies split across buffers.
+#include <cmath>
+
+#include "golden.hpp"
+#include "harness.hpp"
+#include "model_weights.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/reference_model.hpp"
+
+using namespace vkgate;
+
+namespace {
+
+std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+
+// Logits of the device model against the reference's, fresh ids.
+void check_model(test::GpuTest& t, const test::TinyModel& shape, int batch, int tokens, Precision precision,
+                 double nmse) {
+  CAPTURE(t.seed);
+  test::RandomModel m(shape.config(), t.rng);
+  Model model(t.ctx, m.cfg, m.tensors, {precision});
+  model.set_poison(true);
+  const auto ids = test::random_ids(t.rng, size_t(batch) * tokens, m.cfg.vocab_size);
+  const auto want = reference::model_forward(m.cfg, m.map, {ids, batch, tokens});
+  test::check_close(model.logits(ids, batch, tokens), want.logits, nmse);
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "model: golden w1 (qwen3, elementwise gate): logits, statistics and greedy ids") {
+  Model model = Model::load(ctx, w1_dir());
+  model.set_poison(true);
+  const SafetensorsFile input(w1_dir() + "/input.safetensors"), expected(w1_dir() + "/expected.safetensors");
+  const TensorView& ids_view = input.at("input_ids");
+  const auto ids = ids_view.to_i64();
+  const int B = int(ids_view.shape[0]), T = int(ids_view.shape[1]);
+  ModelStats stats;
+  const auto logits = model.logits(ids, B, T, &stats);
+  const auto want = expected.at("logits").to_f64();
+  test::check_close(logits, want, 1e-8);
+  auto close = [](const std::vector<double>& got, const std::vector<double>& ref, double abs, double rel) {
+    REQUIRE(got.size() == ref.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::abs(got[i] - ref[i]) <= abs + rel * std::abs(ref[i]));
+    }
+  };
+  close(stats.first_token_attn, expected.at("stats.first_token_attn").to_f64(), 1e-4, 0);
+  close(stats.gate_mean, expected.at("stats.gate_mean").to_f64(), 1e-4, 0);
+  close(stats.max_activation, expected.at("stats.max_activation").to_f64(), 0, 1e-4);
+
+  const auto gen = nlohmann::json::parse(test::read_file_text(w1_dir() + "/generate.json"));
+  const auto prompt = gen.at("prompt_ids").get<std::vector<int64_t>>();
+  GenerateOptions o;
+  o.max_new_tokens = gen.at("max_new_tokens").get<int>();
+  CHECK(model.generate(prompt, o).ids == gen.at("generated").get<std::vector<int64_t>>());
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "model: qwen3 baseline/headwise/elementwise, llama with biases, tied, GQA/MQA, batch 2") {
+  for (GateKind gate : {GateKind::none, GateKind::headwise, GateKind::elementwise}) {
+    INFO("qwen3 gate " << to_string(gate));
+    test::TinyModel s;
+    s.gate = gate;
+    check_model(*this, s, 2, 5, Precision::fp32, 1e-8);
+  }
+  test::TinyModel llama;
+  llama.model_type = "llama";
+  llama.bias = true;
+  llama.tied = true;
+  llama.kv_heads = 1;  // MQA
+  llama.act = Activation::gelu;
+  INFO("llama, biases, tied, MQA, gelu");
+  check_model(*this, llama, 2, 3, Precision::fp32, 1e-8);
+  llama.act = Activation::gelu_tanh;
+  llama.kv_heads = 4;  // MHA
+  check_model(*this, llama, 1, 1, Precision::fp32, 1e-8);
+  test::TinyModel sig;
+  sig.act = Activation::sigmoid;
+  sig.layers = 1;
+  check_model(*this, sig, 1, 4, Precision::fp32, 1e-8);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "model: fp16 and bf16 storage (logits NMSE 1e-4 and 1e-3)") {
+  if (!vk.info.storage16) return;
+  test::TinyModel s;
+  s.gate = GateKind::elementwise;
+  check_model(*this, s, 2, 4, Precision::fp16, 1e-4);
+  check_model(*this, s, 2, 4, Precision::bf16, 1e-3);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "model: a prefill and replayed decode steps equal the full forward; generate equals the reference") {
+  test::TinyModel s;
+  s.gate = GateKind::headwise;
+  test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  const int B = 2, N = 9, P = 4;
+  const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
+  const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
+  const size_t V = size_t(m.cfg.vocab_size);
+  auto last_rows = [&](int t) {  // the reference's logits of position t of each row
+    std::vector<double> out;
+    for (int b = 0; b < B; ++b)
+      out.insert(out.end(), full.logits.begin() + long((size_t(b) * N + t) * V),
+                 full.logits.begin() + long((size_t(b) * N + t + 1) * V));
+    return out;
+  };
+  auto columns = [&](int from, int count) {
+    std::vector<int64_t> out;
+    for (int b = 0; b < B; ++b) out.insert(out.end(), ids.begin() + b * N + from, ids.begin() + b * N + from + count);
+    return out;
+  };
+  Sequence seq = model.start(B, N);
+  test::check_close(model.extend(seq, columns(0, P), P), last_rows(P - 1), 1e-8);
+  const size_t recorded = model.recordings();
+  for (int t = P; t < N; ++t) {
+    CAPTURE(t);
+    test::check_close(model.extend(seq, columns(t, 1), 1), last_rows(t), 1e-8);
+  }
+  CHECK(seq.length() == N);
+  CHECK(model.recordings() == recorded + 1);  // the decode step: recorded once, replayed at each length
+  CHECK_THROWS_WITH_AS(model.extend(seq, columns(0, 1), 1), doctest::Contains("do not fit"), Error);
+  seq.truncate(P);  // redo the steps from the prefill
+  test::check_close(model.extend(seq, columns(P, 1), 1), last_rows(P), 1e-8);
+
+  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 5);
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  o.stop_at_eos = false;
+  std::vector<int64_t> streamed;
+  o.on_token = [&](int64_t id) {
+    streamed.push_back(id);
+    return true;
+  };
+  const GenerateResult r = model.generate(prompt, o);
+  CHECK(r.ids == reference::greedy_generate(m.cfg, m.map, prompt, 8, false));
+  CHECK(streamed == r.ids);
+  CHECK(r.step_ms.size() == 7);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "model: embedding and lm_head split across buffers give the same logits") {
+  test::TinyModel s;
+  s.vocab = 61;
+  for (bool tied : {false, true}) {
+    CAPTURE(tied);
+    s.tied = tied;
+    test::RandomModel m(s.config(), rng);
+    const auto ids = test::random_ids(rng, 6, m.cfg.vocab_size);
+    const auto want = reference::model_forward(m.cfg, m.map, {ids, 2, 3});
+    test::ScopedTuning tuning(ctx);
+    tuning->vocab_chunk_rows = 16;  // chunks of 16, 16, 16 and 13 rows
+    Model model(ctx, m.cfg, m.tensors);
+    model.set_poison(true);
+    test::check_close(model.logits(ids, 2, 3), want.logits, 1e-8);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "model: ids out of range and misshapen weights are errors naming them") {
+  test::TinyModel s;
+  test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  const std::vector<int64_t> bad{3, 5, 200, 7};
+  CHECK_THROWS_WITH_AS(model.logits(bad, 2, 2), doctest::Contains("input id 200 at [1, 0]"), Error);
+  const std::vector<int64_t> negative{-1};
+  CHECK_THROWS_WITH_AS(model.logits(negative, 1, 1), doctest::Contains("input id -1 at [0, 0]"), Error);
+  CHECK_THROWS_AS(model.logits(bad, 3, 2), Error);
+  TensorMap wrong = m.tensors;
+  wrong["model.layers.1.mlp.up_proj.weight"].shape = {95, 64};
+  CHECK_THROWS_WITH_AS(Model(ctx, m.cfg, wrong), doctest::Contains("model.layers.1.mlp.up_proj.weight"), Error);
+  TensorMap missing = m.tensors;
+  missing.erase("model.norm.weight");
+  CHECK_THROWS_WITH_AS(Model(ctx, m.cfg, missing), doctest::Contains("model.norm.weight"), Error);
+}
