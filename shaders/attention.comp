@@ -25,7 +25,7 @@ IN(1, b, B_T)
 RW(2, c, C_T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint M, N, K;
   uint heads, group;          // H and G = H / KV
   uint a_sb, a_sh, a_sm;      // A: batch, head, row strides (k contiguous)
@@ -36,7 +36,8 @@ PARAMS Push {
   // lies beyond (the softmax writes zeros there); the others compute all.
   uint causal, past;
   uint a_off, c_off;  // added to A's and C's (batch, head) base: a chunk of the queries
-} p;
+};
+PARAMS(Push)
 
 uint a_base, b_base;
 
@@ -65,6 +66,7 @@ float load_b(uint n, uint k) {
 #endif
 
 void main() {
+  LOAD_PARAMS;
   const uint bh = gl_WorkGroupID.z;
   const uint batch = bh / p.heads, h = bh - batch * p.heads;
   a_base = batch * p.a_sb + h * p.a_sh + p.a_off;

@@ -22,17 +22,19 @@ RO(1, g, T)
 RW(2, o, T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   View gate_view;
   uint tokens, heads, head_dim, splits;
   uint has_gate, gate_width, rows;
-} p;
+};
+PARAMS(Push)
 
 const uint DCH = 32, SLICES = WG / DCH;
 shared float w_s[WG];   // the weights of the splits in this round
 shared float sum_s[WG]; // each slice's sum, per dim
 
 void main() {
+  LOAD_PARAMS;
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;  // (b·T + t)·H + h
   if (row >= p.rows) return;  // whole workgroups only
   const uint tid = gl_LocalInvocationID.x;

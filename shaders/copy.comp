@@ -17,11 +17,13 @@ vec4 src_ld(uint i) { return src[i]; }
 layout(std430, binding = 1) writeonly buffer Dst { vec4 dst[]; };
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint count;
-} p;
+};
+PARAMS(Push)
 
 void main() {
+  LOAD_PARAMS;
   const uint stride = gl_NumWorkGroups.x * WG;
   for (uint i = gl_GlobalInvocationID.x; i < p.count; i += stride) dst[i] = src_ld(i);
 }

@@ -16,11 +16,13 @@ RO(1, table, T)
 RW(2, x, F32)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint rows, dim, ld, first, count;
-} p;
+};
+PARAMS(Push)
 
 void main() {
+  LOAD_PARAMS;
   const uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (r >= p.rows) return;
   const uint row = uint(ids[r]) - p.first;  // wraps past count for ids below first

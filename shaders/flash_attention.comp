@@ -51,6 +51,7 @@ const uint D_PER = (HEAD_DIM + CT - 1) / CT;
 const uint R_PER = (R + RT - 1) / RT;
 
 void main() {
+  LOAD_PARAMS;
   const uint G = p.heads / p.kv_heads;
   const uint kvh = gl_WorkGroupID.y;
   const uint b = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;

@@ -9,14 +9,15 @@ RW(5, o, T)
 RW(6, partial, F32)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   View gate_view;
   uint tokens, keys, kv_stride, heads, kv_heads, past;  // kv_stride: positions per (b, KV head) in k/v
   uint causal, has_mask, has_gate, gate_width;
   uint chunk, splits;  // keys per split and number of splits
   float scale;
   uint mask_ld;  // floats between rows of the mask [B, 1, T, S]
-} p;
+};
+PARAMS(Push)
 
 // Element d of the row (b, t, h), whose unnormalised output is `val`, with the
 // row's running max m and sum l. With split keys, to partial [B, splits, H,

@@ -108,6 +108,7 @@ void load_block(bool values, uint kv_base, uint kb, uint key_end) {
 }
 
 void main() {
+  LOAD_PARAMS;
   const uint G = p.heads / p.kv_heads;
   const uint kvh = gl_WorkGroupID.y;
   const uint b = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;

@@ -52,6 +52,7 @@ shared float m_sh[NSG * R], l_sh[NSG * R];
 shared float mfin_s[R], lfin_s[R];
 
 void main() {
+  LOAD_PARAMS;
   const uint G = p.heads / p.kv_heads;
   const uint kvh = gl_WorkGroupID.y;
   const uint b = gl_WorkGroupID.z / p.splits, split = gl_WorkGroupID.z % p.splits;

@@ -18,14 +18,16 @@ RO(0, g, T)
 RW(1, y, T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   View gate_view;
   uint tokens, heads, dim, gate_width;
   uint count;     // rows · heads
   uint y_stride;  // elements between rows of y
-} p;
+};
+PARAMS(Push)
 
 void main() {
+  LOAD_PARAMS;
   const uint bh = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (bh >= p.count) return;  // the grid is split in 2-D past 65535 groups
   const uint bt = bh / p.heads, h = bh - bt * p.heads;

@@ -16,9 +16,10 @@ RO(0, proj, T)
 RW(1, h, T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint rows, inter, ld_p, ld_h, act;
-} p;
+};
+PARAMS(Push)
 
 // erf by Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7, below fp32's step at
 // 1): GLSL has no erf.
@@ -37,6 +38,7 @@ float act(float x) {
 }
 
 void main() {
+  LOAD_PARAMS;
   const uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (r >= p.rows) return;  // the grid is split in 2-D past 65535 groups
   const uint g0 = r * p.ld_p, h0 = r * p.ld_h;

@@ -22,12 +22,13 @@ RO(3, res, F32)
 RW(4, y, Y_T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;  // row strides
   uint has_bias, has_residual;
   uint k_chunk;  // k per split (workgroup z); K when unsplit
-} p;
+};
+PARAMS(Push)
 
 void store_y(uint m, uint n, float v) {
   if (p.has_bias != 0) v += bias_ld(n);
@@ -46,6 +47,7 @@ layout(constant_id = 1) const uint MR = 1;  // rows (M ≤ MR ≤ 8)
 layout(constant_id = 2) const uint NB = 8;  // columns per workgroup
 
 void main() {
+  LOAD_PARAMS;
   const uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * NB;
   if (n0 >= p.N) return;  // the grid is split in 2-D past 65535 groups
   uint wrow[NB], xrow[MR];
@@ -84,6 +86,7 @@ float b_at(uint i) { return w_ld(i); }
 #include "gemm_cpu.glsl"
 
 void main() {
+  LOAD_PARAMS;
   const uint n0 = (gl_WorkGroupID.x * WG + gl_LocalInvocationID.x) * RN;
   // A grid of at most 65535 row blocks steps through taller matrices.
   for (uint m0 = gl_WorkGroupID.y * RM; m0 < p.M; m0 += gl_NumWorkGroups.y * RM) {
@@ -112,6 +115,7 @@ float load_b(uint n, uint k) { return (n < p.N && k < p.K) ? w_ld(n * p.ldw + k)
 #include "gemm_tile.glsl"
 
 void main() {
+  LOAD_PARAMS;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN, k0 = gl_WorkGroupID.z * p.k_chunk;
   gemm_tile(m0, n0, k0, min(p.K, k0 + p.k_chunk));
   [[unroll]] for (uint i = 0; i < TM; ++i) {

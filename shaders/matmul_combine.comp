@@ -15,12 +15,14 @@ RO(2, res, F32)
 RW(3, y, Y_T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint M, N, ldy, ldr;
   uint has_bias, has_residual, splits;
-} p;
+};
+PARAMS(Push)
 
 void main() {
+  LOAD_PARAMS;
   const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
   if (i >= p.M * p.N) return;
   const uint m = i / p.N, n = i - m * p.N;

@@ -45,16 +45,18 @@ RO(3, res, F32)
 RW(4, y, Y_T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
   uint k_chunk;
-} p;
+};
+PARAMS(Push)
 
 shared float tile[64 * 64];
 
 void main() {
+  LOAD_PARAMS;
   const uint sg = gl_SubgroupID;
   const uint sm = sg / 2, sn = sg % 2;
   const uint m0 = gl_WorkGroupID.y * 64 + sm * 32, n0 = gl_WorkGroupID.x * 64 + sn * 32;

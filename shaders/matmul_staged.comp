@@ -44,11 +44,12 @@ RO(3, res, F32)
 RW(4, y, Y_T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
-} p;
+};
+PARAMS(Push)
 
 const uint SCRATCH = 8 * 64;  // 256 floats per subgroup, in 16-byte pieces
 shared uvec4 x_s[max(2 * TM * LD8, SCRATCH)];  // two slices; after the loop, the epilogue's scratch
@@ -96,6 +97,7 @@ void acc_store(Acc c, uint off4) {
 }
 
 void main() {
+  LOAD_PARAMS;
   const uint tid = gl_LocalInvocationID.x, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint m0 = gl_WorkGroupID.y * TM, n0 = gl_WorkGroupID.x * TN;
   const uint sm = (sg / 4) * FM * 16, sn = (sg % 4) * FN * 16;  // the subgroup's block within the tile

@@ -45,14 +45,15 @@ RO(3, res, F32)
 RW(4, y, Y_T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
   uint k_chunk;        // (matmul.comp's split-K; unused here)
   uint zero_centered;  // NORM_X: x̂·(1 + w) instead of x̂·w
   float eps;           // NORM_X
-} p;
+};
+PARAMS(Push)
 
 #ifdef NORM_X
 float ss[MAX_M];  // this lane's share of each row's sum of squares
@@ -78,6 +79,7 @@ void accumulate(inout float acc, uint m, uint c, vec4 wl, vec4 wh) {
 #endif
 
 void main() {
+  LOAD_PARAMS;
   const uint n = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
   if (n >= p.N) return;  // whole subgroups leave together
   float acc[MAX_M];

@@ -29,14 +29,15 @@ RW(5, k_out, T)
 RW(6, v_out, T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   View q_view, k_view, v_view;  // the sources, (bt, head, d) into x
   uint tokens, heads, kv_heads, dim, rotary;
   uint seq, first;  // cache positions per (batch, KV head); where token 0 goes
   uint norm;        // 0: none; 1: x·w; 2: x·(1 + w) (zero-centred)
   float eps;
   uint rows;        // B·T·(heads + 2·kv_heads)
-} p;
+};
+PARAMS(Push)
 
 // Element i of a q or k row at src, normalised (scale: 1/rms) and weighted;
 // as it is without a norm (whose weight bindings then hold a stand-in).
@@ -53,6 +54,7 @@ void out_st(bool is_q, uint i, float val) {
 }
 
 void main() {
+  LOAD_PARAMS;
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= p.rows) return;  // the grid is split in 2-D past 65535 groups
   const uint per_token = p.heads + 2 * p.kv_heads;

@@ -25,17 +25,19 @@ IN(1, w, F32)
 RW(2, y, Y_T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   View in_view;
   View out_view;
   uint rows, tokens, heads, dim;
   uint zero_centered;
   float eps;
-} p;
+};
+PARAMS(Push)
 
 float weight(uint d) { return p.zero_centered != 0 ? 1.0 + w_ld(d) : w_ld(d); }
 
 void main() {
+  LOAD_PARAMS;
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= p.rows) return;  // the grid is split in 2-D past 65535 groups
   const uint bt = row / p.heads, h = row - bt * p.heads;

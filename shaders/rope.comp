@@ -20,14 +20,16 @@ RO(1, table, F32)
 RW(2, y, T)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   View in_view;
   View out_view;
   uint tokens, heads, dim, rotary;
   uint count;  // rows · (dim − rotary/2): one thread per pair or passed-through element
-} p;
+};
+PARAMS(Push)
 
 void main() {
+  LOAD_PARAMS;
   const uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
   if (gid >= p.count) return;
   const uint half_r = p.rotary / 2;

@@ -36,13 +36,14 @@ float score_ld(uint i) { return s_ld(i); }
 #endif
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   uint rows, keys, tokens, heads, past;
   uint causal, has_mask;
   float scale;
   uint mask_tokens, mask_first;
   uint ld;  // floats between rows of the scores and of the mask
-} p;
+};
+PARAMS(Push)
 
 #ifdef VEC4
 // A specialization constant, not the push constant: llvmpipe executes both
@@ -62,6 +63,7 @@ vec4 masked_score4(uint base4, uint mrow4, uint j, uint visible) {
 float max4(vec4 v) { return max(max(v.x, v.y), max(v.z, v.w)); }
 
 void main() {
+  LOAD_PARAMS;
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= p.rows) return;
   const uint t = row % p.tokens;
@@ -105,6 +107,7 @@ float masked_score(uint base, uint mrow, uint k) {
 }
 
 void main() {
+  LOAD_PARAMS;
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= p.rows) return;  // the grid is split in 2-D past 65535 groups
   const uint t = row % p.tokens;

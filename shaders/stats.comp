@@ -22,12 +22,14 @@ RO(0, x, T)
 RW(1, result, F32)
 
 #include "params.glsl"
-PARAMS Push {
+struct Push {
   View gate_view;
   uint mode, batch, heads, tokens, ld, gate_width, count, out_at;
-} p;
+};
+PARAMS(Push)
 
 void main() {
+  LOAD_PARAMS;
   const uint tid = gl_LocalInvocationID.x;
   if (p.mode == 0) {
     const uint h = gl_WorkGroupID.x, rows = p.batch * p.tokens;

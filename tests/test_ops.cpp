@@ -610,9 +610,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding coun
                        doctest::Contains("binding 1 has no buffer"), Error);
   // The parameter block's size is the one the shader's SPIR-V declares (copy.comp: one uint).
   CHECK(copy.param_bytes == 4);
-  const uint64_t wide = 4;
-  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&src, gpu::Access::write}}, wide, 1),
-                       doctest::Contains("parameter block is 4 bytes, the host passed 8"), Error);
+  const uint16_t narrow = 4;
+  CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&src, gpu::Access::write}}, narrow, 1),
+                       doctest::Contains("parameter block is 4 bytes, the host passed 2"), Error);
   rec.end();
 }
 

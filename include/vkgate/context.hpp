@@ -49,7 +49,6 @@ struct DeviceInfo {
   std::array<uint32_t, 3> max_workgroup_count{};  // maxComputeWorkGroupCount
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 0;
-  uint64_t min_uniform_buffer_offset_alignment = 0;
   uint64_t max_texel_buffer_elements = 0, min_texel_buffer_offset_alignment = 0;
   uint64_t max_memory_allocation_size = 0;
   uint64_t device_local_bytes = 0;          // sum of the device-local heaps

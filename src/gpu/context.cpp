@@ -250,7 +250,6 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   for (int i = 0; i < 3; ++i) d.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
   d.max_storage_buffer_range = lim.maxStorageBufferRange;
   d.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
-  d.min_uniform_buffer_offset_alignment = lim.minUniformBufferOffsetAlignment;
   d.max_texel_buffer_elements = lim.maxTexelBufferElements;
   d.min_texel_buffer_offset_alignment = lim.minTexelBufferOffsetAlignment;
 

@@ -111,10 +111,10 @@ size_t Allocator::try_new_block(VkDeviceSize bytes, MemoryKind kind, const std::
   bci.size = size;
   // Host-visible buffers are storage buffers too: a decode step's shaders read
   // its few inputs from, and write its output to, mapped memory directly.
-  // Uniform and indirect: the recorder's dispatch parameters (gpu/recorder.hpp).
+  // Indirect: the recorder's workgroup counts (gpu/param_arena.hpp).
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
-              VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT |
-              VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+              VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   const std::string doing = "allocating '" + name + "' (" + mib(bytes) + ")";
   VK_CHECK(vkCreateBuffer(ctx_.device, &bci, nullptr, &b.buffer), doing);
@@ -192,11 +192,10 @@ Buffer Allocator::allocate(VkDeviceSize bytes, MemoryKind kind, const std::strin
   // exactly its size: the layer bounds-checks shader accesses against the
   // VkBuffer's size, so inside a shared block an overrun would go unseen.
   const bool dedicated = ctx_.gpu_assisted;
-  // Texel-buffer views (the CPU-driver kernels) and the recorder's uniform
-  // parameter pages need their own alignments too; all are powers of two.
-  const VkDeviceSize align = std::max<VkDeviceSize>({ctx_.info.min_storage_buffer_offset_alignment,
-                                                     ctx_.info.min_texel_buffer_offset_alignment,
-                                                     ctx_.info.min_uniform_buffer_offset_alignment, 16});
+  // Texel-buffer views (the CPU-driver kernels) need their own alignment too;
+  // both are powers of two.
+  const VkDeviceSize align = std::max<VkDeviceSize>(
+      {ctx_.info.min_storage_buffer_offset_alignment, ctx_.info.min_texel_buffer_offset_alignment, 16});
   const VkDeviceSize reserved = dedicated ? align_up(bytes, 4) : align_up(bytes, align);
   std::lock_guard<std::mutex> lock(mutex_);
   size_t bi = blocks_.size();

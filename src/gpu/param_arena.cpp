@@ -18,7 +18,7 @@ VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a *
 }  // namespace
 
 ParamArena::ParamArena(Context::Impl& ctx)
-    : ctx_(ctx), align_(std::max<VkDeviceSize>(ctx.info.min_uniform_buffer_offset_alignment, 16)) {}
+    : ctx_(ctx), align_(std::max<VkDeviceSize>(ctx.info.min_storage_buffer_offset_alignment, 16)) {}
 
 ParamArena::~ParamArena() {
   for (Page& p : pages_)
@@ -35,7 +35,7 @@ void ParamArena::add_page() {
   Page p;
   p.host = ctx_.allocator->allocate(kPageBytes, MemoryKind::upload, "dispatch parameters (staging)");
   p.device = ctx_.allocator->allocate(kPageBytes, MemoryKind::device, "dispatch parameters");
-  const VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC, 1};
+  const VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC, 1};
   VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   ci.maxSets = 1;
   ci.poolSizeCount = 1;
@@ -53,7 +53,7 @@ void ParamArena::add_page() {
   VkWriteDescriptorSet w{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
   w.dstSet = page.set;
   w.descriptorCount = 1;
-  w.descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC;
+  w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC;
   w.pBufferInfo = &info;
   vkUpdateDescriptorSets(ctx_.device, 1, &w, 0, nullptr);
 }
@@ -81,7 +81,7 @@ void ParamArena::write(const Slot& s, std::span<const std::byte> params, uint32_
 
 void ParamArena::record_upload(VkCommandBuffer cmd) const {
   if (pages_used_ == 0) return;
-  // The previous submission read these pages (uniform reads, indirect counts):
+  // The previous submission read these pages (parameters, indirect counts):
   // the copy waits for it. Then the copy is made visible to this one.
   constexpr VkPipelineStageFlags readers =
       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
@@ -94,7 +94,7 @@ void ParamArena::record_upload(VkCommandBuffer cmd) const {
     vkCmdCopyBuffer(cmd, p.host.handle(), p.device.handle(), 1, &region);
     VkBufferMemoryBarrier b{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
     b.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    b.dstAccessMask = VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
+    b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
     b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
     b.buffer = p.device.handle();
     b.offset = p.device.offset();

@@ -2,8 +2,8 @@
 // parameter block (shaders/params.glsl) and workgroup counts get a slot in a
 // page of host-visible memory; a prologue command buffer copies the used part
 // of every page to device memory at the start of each submission, where the
-// shaders read their block as a dynamic uniform buffer and
-// vkCmdDispatchIndirect reads the counts. Rewriting a slot between
+// shaders read their block as a dynamic storage buffer (shaders/params.glsl)
+// and vkCmdDispatchIndirect reads the counts. Rewriting a slot between
 // submissions therefore changes what the next submission runs without
 // recording the command buffer again (Recorder::Mode::update: a decode step
 // whose cache grows by one position per replay).
@@ -59,7 +59,7 @@ class ParamArena {
   void add_page();
 
   Context::Impl& ctx_;
-  VkDeviceSize align_;  // of a parameter block: minUniformBufferOffsetAlignment
+  VkDeviceSize align_;  // of a parameter block: minStorageBufferOffsetAlignment
   std::vector<Page> pages_;
   uint32_t page_ = 0;       // page slots come from now
   VkDeviceSize used_ = 0;   // bytes of it handed out

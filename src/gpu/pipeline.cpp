@@ -55,7 +55,7 @@ void print_statistics(VkDevice dev, VkPipeline pipeline, const std::string& shad
 PipelineCache::PipelineCache(Context::Impl& ctx) : ctx_(ctx) {
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   VK_CHECK(vkCreatePipelineCache(ctx.device, &ci, nullptr, &cache_), "creating the pipeline cache");
-  const VkDescriptorSetLayoutBinding params{0, VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER_DYNAMIC, 1,
+  const VkDescriptorSetLayoutBinding params{0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC, 1,
                                             VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = 1;

@@ -46,7 +46,7 @@ class PipelineCache {
   // that many lanes (Error(unsupported) where !subgroup_size_ok).
   const Pipeline& get(const std::string& shader, const std::vector<uint32_t>& spec, uint32_t subgroup_size = 0);
   size_t size() const;
-  // Set 1 of every pipeline: one dynamic uniform buffer, the dispatch's parameters.
+  // Set 1 of every pipeline: one dynamic storage buffer, the dispatch's parameters.
   VkDescriptorSetLayout params_layout() const { return params_layout_; }
 
  private:

@@ -241,10 +241,8 @@ void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> 
     throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': expected " +
                                                  std::to_string(p.bindings) + " bindings, got " +
                                                  std::to_string(bindings.size()));
-  // The host mirror is the block, or the block padded to 16 bytes (C++ pads a
-  // struct that holds a 16-byte aligned View).
-  if ((params.size() != p.param_bytes && params.size() != (p.param_bytes + 15) / 16 * 16) ||
-      params.size() > ParamArena::kMaxParamBytes)
+  // Variants of one op share one host struct and may read a prefix of it.
+  if (params.size() < p.param_bytes || params.size() > ParamArena::kMaxParamBytes)
     throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': its parameter block is " +
                                                  std::to_string(p.param_bytes) + " bytes, the host passed " +
                                                  std::to_string(params.size()));

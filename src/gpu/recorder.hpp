@@ -65,8 +65,9 @@ class Recorder {
   enum class Mode { record, update };
   void begin(Mode mode = Mode::record);
   // Bindings go to bindings 0..n−1 in order. `params` is the host mirror of
-  // the shader's parameter block (shaders/params.glsl, std140): its size must
-  // match the block the pipeline's SPIR-V declares (an Error otherwise).
+  // the shader's parameter block (shaders/params.glsl, std430): it must hold
+  // at least the block the pipeline's SPIR-V declares (variants of one op may
+  // read a prefix of one host struct), an Error otherwise.
   template <typename Params>
   void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const Params& params, uint32_t groups_x,
                 uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {}) {

@@ -29,8 +29,9 @@ const Generated kGenerated[] = {
 //   texel_bindings  those whose variable is a sampled buffer image (GLSL
 //                   samplerBuffer): a variant may read a binding as a texel
 //                   buffer where its source's other variants use a storage buffer
-//   param_bytes     the size of the uniform block at set 1, binding 0 (params.glsl):
-//                   the end of its last member, from the members' Offset decorations
+//   param_bytes     the size of the parameter block at set 1, binding 0
+//                   (params.glsl): the end of its last member, from the members'
+//                   Offset decorations
 struct Interface {
   uint32_t bindings = 0, texel_bindings = 0, param_bytes = 0;
 };

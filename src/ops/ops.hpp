@@ -57,9 +57,8 @@ struct RowReduce {
 RowReduce row_reduce(const DeviceInfo& d, const Tuning& t, uint32_t len);
 
 // Mirrors `View` in shaders/common.glsl: element (bt, h, d), bt = b·T + t, at
-// base + b·sb + t·st + (h / groups)·sg + (h % groups)·sh + d. 16-byte
-// aligned, as std140 places a struct in a parameter block (shaders/params.glsl).
-struct alignas(16) View {
+// base + b·sb + t·st + (h / groups)·sg + (h % groups)·sh + d.
+struct View {
   uint32_t base = 0, sb = 0, st = 0, groups = 1, sg = 0, sh = 0;
 };
 // A contiguous [B, T, heads, dim] tensor.

@@ -1,0 +1,305 @@
+// `vkgate run` on input_ids and `vkgate generate`, as child processes: the
+// golden qwen3 model (logits, statistics, greedy ids, fp16/bf16), a sharded
+// bf16 llama checkpoint against the reference, eos handling, and malformed
+// model directories, each exiting 1 (or 2 for bad usage) with a message that
+// names the file and the tensor or key, leaving no output file.
+#ifdef VKGATE_CLI
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_harness.hpp"
+#include "golden.hpp"
+#include "model_weights.hpp"
+#include "vkgate/model_config.hpp"
+#include "vkgate/reference.hpp"
+#include "vkgate/reference_model.hpp"
+
+namespace {
+
+using nlohmann::json;
+using namespace vkgate;
+using namespace vkgate::cli_test;
+
+std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+
+std::vector<double> read_f64(const std::string& path, const std::string& tensor) {
+  return SafetensorsFile(path).at(tensor).to_f64();
+}
+
+void check_nmse(const std::vector<double>& got, const std::vector<double>& want, double bound) {
+  REQUIRE(got.size() == want.size());
+  const std::vector<float> g(got.begin(), got.end());
+  const reference::Diff d = reference::compare(g, want);
+  INFO("nmse " << d.nmse << ", max abs " << d.max_abs);
+  CHECK(d.first_bad == -1);
+  CHECK(d.nmse <= bound);
+}
+
+// A model directory written by the test: config.json and one or two shards.
+struct ModelDir {
+  TempDir dir{"model"};
+  test::RandomModel model;
+  std::map<std::string, std::vector<float>> stored;  // the values as the file holds them
+  WeightMap map;
+
+  ModelDir(const test::TinyModel& shape, std::mt19937& rng, DType dtype, bool sharded, json extra = json::object())
+      : model(shape.config(), rng) {
+    const ModelConfig& c = model.cfg;
+    json cfg = {{"model_type", c.model_type},
+                {"hidden_size", c.hidden_size()},
+                {"num_attention_heads", c.attention.num_heads},
+                {"num_key_value_heads", c.attention.num_kv_heads},
+                {"head_dim", c.attention.head_dim},
+                {"num_hidden_layers", c.num_hidden_layers},
+                {"intermediate_size", c.intermediate_size},
+                {"vocab_size", c.vocab_size},
+                {"rope_theta", c.attention.rope_theta},
+                {"rms_norm_eps", c.attention.rms_norm_eps},
+                {"attention_bias", c.attention.qkv_bias},
+                {"mlp_bias", c.mlp_bias},
+                {"tie_word_embeddings", c.tie_word_embeddings},
+                {"hidden_act", to_string(c.hidden_act)},
+                {"eos_token_id", c.eos_token_ids.empty() ? json(nullptr) : json(c.eos_token_ids[0])}};
+    if (c.attention.gate_kind == GateKind::headwise) cfg["headwise_attn_output_gate"] = true;
+    if (c.attention.gate_kind == GateKind::elementwise) cfg["elementwise_attn_output_gate"] = true;
+    cfg.update(extra);
+    write_text(dir / "config.json", cfg.dump(1));
+    FileBuilder shards[2];
+    json index = {{"metadata", json::object()}, {"weight_map", json::object()}};
+    size_t i = 0;
+    for (const TensorSpec& spec : expected_model_weights(c)) {
+      const int part = sharded ? int(i++ % 2) : 0;
+      stored[spec.name] = shards[part].add(spec.name, spec.shape, model.data.at(spec.name), dtype);
+      index["weight_map"][spec.name] = "model-0000" + std::to_string(part + 1) + "-of-00002.safetensors";
+    }
+    for (auto& [name, v] : stored) map[name] = v;
+    if (sharded) {
+      shards[0].write(dir / "model-00001-of-00002.safetensors");
+      shards[1].write(dir / "model-00002-of-00002.safetensors");
+      write_text(dir / "model.safetensors.index.json", index.dump(1));
+    } else {
+      shards[0].write(dir / "model.safetensors");
+    }
+  }
+  std::string path() const { return dir.path.string(); }
+  // An input file of token ids [B, T].
+  std::string ids_file(const std::string& name, const std::vector<int64_t>& ids, int64_t B, int64_t T,
+                       DType dtype = DType::I64) const {
+    FileBuilder f;
+    f.add_ids("input_ids", {B, T}, ids, dtype);
+    f.write(dir / name);
+    return dir / name;
+  }
+};
+
+std::vector<std::string> with_device(std::vector<std::string> args) {
+  for (const std::string& d : device_args()) args.push_back(d);
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("cli model: run on the golden w1 model writes its logits and statistics; generate prints its greedy ids") {
+  TempDir tmp("w1");
+  const std::string input = w1_dir() + "/input.safetensors", expected = w1_dir() + "/expected.safetensors";
+  const CliResult r = run_cli(with_device({"run", "--weights", w1_dir(), "--input", input, "--output", tmp / "out.safetensors", "--stats"}), tmp.path);
+  check_clean_exit(r);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("model: 2 layers, batch 1, tokens 7, fp32") != std::string::npos);
+  const std::string out = tmp / "out.safetensors";
+  check_nmse(read_f64(out, "logits"), read_f64(expected, "logits"), 1e-8);
+  auto close = [&](const char* name, double abs, double rel) {
+    CAPTURE(name);
+    const auto got = read_f64(out, name), want = read_f64(expected, name);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= abs + rel * std::abs(want[i]));
+  };
+  close("stats.first_token_attn", 1e-4, 0);
+  close("stats.gate_mean", 1e-4, 0);
+  close("stats.max_activation", 0, 1e-4);
+  CHECK(SafetensorsFile(out).at("stats.first_token_attn").shape == std::vector<int64_t>{2, 4});
+
+  for (const auto& [precision, bound] : {std::pair{"fp16", 1e-4}, std::pair{"bf16", 1e-3}}) {
+    CAPTURE(precision);
+    const std::string o = tmp / (std::string(precision) + ".safetensors");
+    const CliResult p = run_cli(with_device({"run", "--weights", w1_dir(), "--input", input, "--output", o, "--precision", precision}), tmp.path);
+    check_clean_exit(p);
+    REQUIRE(p.code == 0);
+    check_nmse(read_f64(o, "logits"), read_f64(expected, "logits"), bound);
+  }
+
+  const json gen = json::parse(test::read_file_text(w1_dir() + "/generate.json"));
+  std::string prompt, want;
+  for (int64_t id : gen.at("prompt_ids").get<std::vector<int64_t>>()) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
+  for (int64_t id : gen.at("generated").get<std::vector<int64_t>>()) want += (want.empty() ? "" : " ") + std::to_string(id);
+  const std::string n = std::to_string(gen.at("max_new_tokens").get<int>());
+  const CliResult g = run_cli(with_device({"generate", "--weights", w1_dir(), "--prompt-ids", prompt, "--max-new-tokens", n}), tmp.path);
+  check_clean_exit(g);
+  REQUIRE(g.code == 0);
+  CHECK(g.out == want + "\n");
+  const CliResult j = run_cli(with_device({"generate", "--weights", w1_dir(), "--prompt-ids", prompt, "--max-new-tokens", n, "--json"}), tmp.path);
+  check_clean_exit(j);
+  REQUIRE(j.code == 0);
+  const json doc = json::parse(j.out);
+  CHECK(doc.at("generated") == gen.at("generated"));
+  CHECK(doc.at("tokens_per_s").get<double>() > 0);
+  CHECK(doc.at("step_ms").size() == gen.at("generated").size() - 1);
+  CHECK(doc.contains("prefill_ms"));
+}
+
+TEST_CASE("cli model: a sharded bf16 llama checkpoint with biases, tied, batch 2, I32 ids, against the reference") {
+  std::mt19937 rng(std::random_device{}());
+  test::TinyModel shape;
+  shape.model_type = "llama";
+  shape.bias = shape.tied = true;
+  ModelDir m(shape, rng, DType::BF16, true);
+  const std::vector<int64_t> ids = test::random_ids(rng, 6, shape.vocab);
+  const std::string input = m.ids_file("ids.safetensors", ids, 2, 3, DType::I32);
+  const CliResult r = run_cli(with_device({"run", "--weights", m.path(), "--input", input, "--output", m.dir / "out.safetensors"}), m.dir.path);
+  check_clean_exit(r);
+  REQUIRE(r.code == 0);
+  const auto want = reference::model_forward(m.model.cfg, m.map, {ids, 2, 3});
+  check_nmse(read_f64(m.dir / "out.safetensors", "logits"), want.logits, 1e-8);
+}
+
+TEST_CASE("cli model: generate stops after eos_token_id unless --ignore-eos") {
+  std::mt19937 rng(std::random_device{}());
+  test::TinyModel shape;
+  shape.gate = GateKind::headwise;
+  const std::vector<int64_t> prompt{5, 17, 42};
+  // eos: the second id the model generates greedily.
+  test::RandomModel probe(shape.config(), rng);
+  const auto greedy = reference::greedy_generate(probe.cfg, probe.map, prompt, 4, false);
+  rng.seed(7);
+  ModelDir m(shape, rng, DType::F32, false, {{"eos_token_id", json::array({greedy[1] == 0 ? 1 : 0, greedy[1]})}});
+  const auto first4 = reference::greedy_generate(m.model.cfg, m.map, prompt, 4, false);
+  std::vector<int64_t> eos_list{first4[1]};
+  write_text(m.dir / "generation_config.json", json{{"eos_token_id", eos_list}}.dump());
+  auto text = [](std::span<const int64_t> v) {
+    std::string s;
+    for (int64_t id : v) {
+      if (!s.empty()) s += ' ';
+      s += std::to_string(id);
+    }
+    return s + "\n";
+  };
+  const CliResult stop = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids", "5,17,42", "--max-new-tokens", "4"}), m.dir.path);
+  check_clean_exit(stop);
+  REQUIRE(stop.code == 0);
+  CHECK(stop.out == text(std::span(first4).first(2)));
+  const CliResult all = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids", "5,17,42", "--max-new-tokens", "4", "--ignore-eos"}), m.dir.path);
+  check_clean_exit(all);
+  REQUIRE(all.code == 0);
+  CHECK(all.out == text(first4));
+}
+
+TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming the file and tensor or key, writing nothing") {
+  std::mt19937 rng(11);
+  test::TinyModel shape;
+  shape.layers = 2;
+  ModelDir m(shape, rng, DType::F32, true);
+  const std::string good_ids = m.ids_file("ids.safetensors", {1, 2, 3}, 1, 3);
+  struct Case {
+    std::string name;
+    std::function<void(const fs::path& dir)> damage;  // applied to a copy of the model directory
+    std::vector<std::string> args;                     // {} : run on good_ids
+    int code;
+    std::vector<std::string> mentions;
+  };
+  auto rewrite_config = [](const fs::path& dir, const json& change) {
+    json cfg = json::parse(read_text(dir / "config.json"));
+    cfg.update(change);
+    write_text(dir / "config.json", cfg.dump());
+  };
+  // Rewrites the shard holding `tensor` without it, or with it reshaped.
+  auto rewrite_tensor = [](const fs::path& dir, const std::string& tensor, std::vector<int64_t> shape) {
+    const json index = json::parse(read_text(dir / "model.safetensors.index.json"));
+    const std::string shard = (dir / index.at("weight_map").at(tensor).get<std::string>()).string();
+    std::vector<std::vector<float>> keep;
+    FileBuilder f;
+    {
+      const SafetensorsFile in(shard);
+      for (const std::string& name : in.names()) {
+        if (name == tensor && shape.empty()) continue;
+        std::vector<float> v = in.at(name).to_f32();
+        std::vector<int64_t> s = in.at(name).shape;
+        if (name == tensor) {
+          int64_t n = 1;
+          for (int64_t d : shape) n *= d;
+          v.resize(size_t(n), 0.5f);
+          s = shape;
+        }
+        f.add(name, s, v, DType::F32);
+      }
+    }
+    f.write(shard);
+  };
+  const std::vector<Case> cases = {
+      {"a layer's tensor missing", [&](const fs::path& d) { rewrite_tensor(d, "model.layers.1.mlp.up_proj.weight", {}); },
+       {}, 1, {"model.layers.1.mlp.up_proj.weight"}},
+      {"a layer's tensor misshapen", [&](const fs::path& d) { rewrite_tensor(d, "model.layers.0.self_attn.k_proj.weight", {32, 63}); },
+       {}, 1, {"model.layers.0.self_attn.k_proj.weight", "[32, 63]", "[32, 64]", ".safetensors"}},
+      {"num_hidden_layers beyond the tensors", [&](const fs::path& d) { rewrite_config(d, {{"num_hidden_layers", 3}}); },
+       {}, 1, {"model.layers.2.", "num_hidden_layers is 3"}},
+      {"vocab mismatch between embedding and lm_head", [&](const fs::path& d) { rewrite_tensor(d, "lm_head.weight", {199, 64}); },
+       {}, 1, {"lm_head.weight", "[199, 64]", "[200, 64]"}},
+      {"a bad hidden_act", [&](const fs::path& d) { rewrite_config(d, {{"hidden_act", "relu2"}}); },
+       {}, 1, {"config.json", "hidden_act", "relu2"}},
+      {"rope_scaling yarn", [&](const fs::path& d) { rewrite_config(d, {{"rope_scaling", {{"type", "yarn"}}}}); },
+       {}, 1, {"config.json", "rope_scaling"}},
+      {"an id out of range", nullptr, {"ids:1,200,3"}, 1, {"input_ids", "input id 200 at [0, 1]", "[0, 200)"}},
+      {"a negative id", nullptr, {"ids:-4,2,3"}, 1, {"input_ids", "input id -4 at [0, 0]"}},
+      {"ids of rank 1", nullptr, {"rank1"}, 1, {"input_ids", "expected [B, T]"}},
+      {"--layer with input_ids", nullptr, {"--layer", "0"}, 2, {"--layer", "input_ids"}},
+      {"generate: an id out of range", nullptr, {"generate", "--prompt-ids", "1,2,999", "--max-new-tokens", "2"}, 1,
+       {"id 999 at position 2", "[0, 200)"}},
+      {"generate: a prompt that is not a list of integers", nullptr,
+       {"generate", "--prompt-ids", "1,x,3", "--max-new-tokens", "2"}, 2, {"--prompt-ids", "'x'"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    TempDir work("bad_model");
+    const fs::path dir = work.path / "model";
+    fs::copy(m.dir.path, dir, fs::copy_options::recursive);
+    if (c.damage) c.damage(dir);
+    const std::string out = work / "out.safetensors";
+    std::vector<std::string> args;
+    if (!c.args.empty() && c.args[0] == "generate") {
+      args = {"generate", "--weights", dir.string()};
+      args.insert(args.end(), c.args.begin() + 1, c.args.end());
+    } else {
+      std::string input = good_ids;
+      if (!c.args.empty() && c.args[0].starts_with("ids:")) {
+        std::vector<int64_t> ids;
+        for (const char* p = c.args[0].c_str() + 4; *p;) {
+          char* end = nullptr;
+          ids.push_back(std::strtoll(p, &end, 10));
+          p = *end ? end + 1 : end;
+        }
+        input = m.ids_file("case_ids.safetensors", ids, 1, int64_t(ids.size()));
+      } else if (!c.args.empty() && c.args[0] == "rank1") {
+        FileBuilder f;
+        f.add_ids("input_ids", {3}, std::vector<int64_t>{1, 2, 3});
+        f.write(work / "rank1.safetensors");
+        input = work / "rank1.safetensors";
+      }
+      args = {"run", "--weights", dir.string(), "--input", input, "--output", out};
+      if (!c.args.empty() && c.args[0] == "--layer") args.insert(args.end(), c.args.begin(), c.args.end());
+    }
+    const CliResult r = run_cli(with_device(args), work.path);
+    check_clean_exit(r);
+    INFO("stderr: " << r.err);
+    CHECK(r.code == c.code);
+    for (const std::string& what : c.mentions) {
+      CAPTURE(what);
+      CHECK(r.err.find(what) != std::string::npos);
+    }
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(!fs::exists(out));
+    CHECK(r.out.empty());
+  }
+}
+
+#endif  // VKGATE_CLI

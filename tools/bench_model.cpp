@@ -1,0 +1,205 @@
+// `vkgate bench --model DIR | --model-shape NAME`: a whole model's prefill and
+// decode speed, as llama-bench measures them (the lm_head on the last position
+// only, as a generation runs it), and the device memory it holds.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "vkgate/dtype.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/model.hpp"
+
+namespace vkgate::cli {
+
+namespace {
+
+// Built-in shapes with seeded random weights (no checkpoint needed).
+ModelConfig model_shape(const std::string& name) {
+  if (name != "qwen3-0.6b") throw UsageError("bench: unknown --model-shape '" + name + "' (qwen3-0.6b)");
+  ModelConfig m;
+  m.model_type = "qwen3";
+  BlockConfig& a = m.attention;
+  a.hidden_size = 1024;
+  a.num_heads = 16;
+  a.num_kv_heads = 8;
+  a.head_dim = 128;
+  a.rope_theta = 1000000.0;
+  a.gate_kind = GateKind::none;
+  a.gate_layout = GateLayout::official_grouped;
+  a.norm_kind = NormKind::plain;
+  a.use_qk_norm = true;
+  a.residual = a.causal = true;
+  a.num_hidden_layers = m.num_hidden_layers = 28;
+  m.intermediate_size = 3072;
+  m.vocab_size = 151936;
+  m.tie_word_embeddings = true;
+  return m;
+}
+
+// Uniform values of standard deviation 1/√in (norms near 1), stored as `dtype`
+// (F32 or F16): a fast generator, since the 0.6B shape has 600M values.
+struct RandomTensors {
+  std::map<std::string, std::vector<std::byte>> data;
+  TensorMap map;
+  RandomTensors(const ModelConfig& cfg, DType dtype) {
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (const TensorSpec& spec : expected_model_weights(cfg)) {
+      const bool norm = spec.name.find("norm") != std::string::npos;
+      const double half = std::sqrt(3.0 / double(spec.shape.back()));
+      auto& bytes = data[spec.name];
+      bytes.resize(size_t(spec.numel()) * dtype_size(dtype));
+      for (int64_t i = 0; i < spec.numel(); ++i) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        const float u = float(double(state >> 11) / double(1ull << 53) * 2 - 1);
+        const float v = norm ? 1.0f + 0.1f * u : float(half) * u;
+        if (dtype == DType::F16) {
+          const uint16_t h = float_to_half(v);
+          std::memcpy(bytes.data() + 2 * i, &h, 2);
+        } else {
+          std::memcpy(bytes.data() + 4 * i, &v, 4);
+        }
+      }
+      map[spec.name] = HostTensor{dtype, spec.shape, bytes};
+    }
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double gpu_us(const Model& m) {
+  double us = 0;
+  for (const StageTime& t : m.last_timings()) us += t.microseconds;
+  return us;
+}
+
+// Logits of the same positions from two routes must agree: a prompt's last
+// position in one step, and the prompt in two halves (a prefill, then decode
+// steps). Catches a wrong cache or position on this device; the kernels
+// themselves are checked against the reference by the test suite.
+double self_check(Model& model, const std::vector<int64_t>& ids) {
+  const int T = int(ids.size());
+  Sequence whole = model.start(1, T), split = model.start(1, T);
+  const std::vector<float> a = model.extend(whole, ids, T);
+  std::vector<float> b = model.extend(split, std::span(ids).first(size_t(T) / 2), T / 2);
+  for (int t = T / 2; t < T; ++t) b = model.extend(split, std::span(ids).subspan(size_t(t), 1), 1);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(a[i]) * a[i];
+  }
+  return std::isfinite(num) && den > 0 ? num / den : INFINITY;
+}
+
+}  // namespace
+
+int bench_model(const ContextOptions& copts, const ModelBench& b) {
+  Context ctx(copts);
+  const DType dtype = b.precision == Precision::fp32 ? DType::F32 : DType::F16;
+  std::unique_ptr<Model> model;
+  std::string name = b.dir;
+  if (!b.dir.empty()) {
+    model = std::make_unique<Model>(Model::load(ctx, b.dir, {b.precision}));
+  } else {
+    const ModelConfig cfg = model_shape(b.shape);
+    name = b.shape + " (random weights)";
+    const RandomTensors w(cfg, dtype);
+    model = std::make_unique<Model>(ctx, cfg, w.map, ModelOptions{b.precision, false});
+  }
+  const ModelConfig& cfg = model->config();
+  if (!b.json)
+    std::printf("device: %s\nmodel:  %s, %d layers, hidden %d, vocab %d, %s\n", ctx.device().summary().c_str(),
+                name.c_str(), cfg.num_hidden_layers, cfg.hidden_size(), cfg.vocab_size, to_string(b.precision));
+  std::vector<int64_t> ids(size_t(*std::max_element(b.prompts.begin(), b.prompts.end())));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 7919 + 13) % size_t(cfg.vocab_size));
+  const double check = self_check(*model, std::vector<int64_t>(ids.begin(), ids.begin() + 16));
+  const double bound = b.precision == Precision::fp32 ? 1e-8 : 1e-3;
+
+  struct Row {
+    int prompt;
+    double prefill_ms, prefill_gpu_us, decode_ms, decode_gpu_us;
+  };
+  std::vector<Row> rows;
+  MemoryUse mem;
+  for (int T : b.prompts) {
+    Sequence seq = model->start(1, T + b.decode + 1);
+    const std::span<const int64_t> prompt(ids.data(), size_t(T));
+    std::vector<double> wall, gpu;
+    for (int rep = 0; rep <= b.reps; ++rep) {  // the first run records and warms up
+      seq.truncate(0);
+      const auto t0 = std::chrono::steady_clock::now();
+      model->extend(seq, prompt, T);
+      if (rep == 0) continue;
+      wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      gpu.push_back(gpu_us(*model));
+    }
+    std::vector<double> step_wall, step_gpu;
+    int64_t id = ids[size_t(T) % ids.size()];
+    for (int s = 0; s <= b.decode; ++s) {  // the first step records and warms up
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<float> logits = model->extend(seq, std::span(&id, 1), 1);
+      id = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      if (s == 0) continue;
+      step_wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      step_gpu.push_back(gpu_us(*model));
+    }
+    rows.push_back({T, median(wall), median(gpu), step_wall.empty() ? 0 : median(step_wall),
+                    step_gpu.empty() ? 0 : median(step_gpu)});
+    if (!b.json && T == b.prompts.back()) {  // where the last decode step's GPU time went, by kind of dispatch
+      std::map<std::string, std::pair<double, int>> by_label;
+      for (const StageTime& t : model->last_timings()) {
+        auto& [us, n] = by_label[t.stage];
+        us += t.microseconds;
+        ++n;
+      }
+      std::vector<std::pair<double, std::string>> order;
+      for (const auto& [label, v] : by_label) order.push_back({v.first, label});
+      std::sort(order.rbegin(), order.rend());
+      std::printf("decode step by dispatch:");
+      for (const auto& [us, label] : order)
+        std::printf(" %s %.0f us (%d)%s", label.c_str(), us, by_label[label].second, &label == &order.back().second ? "" : ",");
+      std::printf("\n");
+    }
+    mem = model->memory();
+    const Row& r = rows.back();
+    if (!b.json)
+      std::printf("prompt %5d: prefill %10.1f ms (GPU %10.1f ms) %8.2f tokens/s | decode %8.1f ms/token (GPU %8.1f ms) "
+                  "%7.2f tokens/s\n",
+                  T, r.prefill_ms, r.prefill_gpu_us / 1000, 1000.0 * T / r.prefill_ms, r.decode_ms,
+                  r.decode_gpu_us / 1000, r.decode_ms > 0 ? 1000.0 / r.decode_ms : 0.0);
+  }
+  const double mib = 1 << 20;
+  if (b.json) {
+    std::printf("{\"device\": \"%s\", \"model\": \"%s\", \"precision\": \"%s\", \"self_check_nmse\": %.3e, "
+                "\"memory_mib\": {\"weights\": %.1f, \"kv_cache\": %.1f, \"workspace\": %.1f}, \"runs\": [",
+                ctx.device().name.c_str(), name.c_str(), to_string(b.precision), check, mem.weights / mib,
+                mem.kv_cache / mib, mem.workspace / mib);
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::printf("%s{\"prompt\": %d, \"prefill_ms\": %.3f, \"prefill_gpu_ms\": %.3f, \"prefill_tokens_per_s\": %.3f, "
+                  "\"decode_ms\": %.3f, \"decode_gpu_ms\": %.3f, \"decode_tokens_per_s\": %.3f}",
+                  i ? ", " : "", rows[i].prompt, rows[i].prefill_ms, rows[i].prefill_gpu_us / 1000,
+                  1000.0 * rows[i].prompt / rows[i].prefill_ms, rows[i].decode_ms, rows[i].decode_gpu_us / 1000,
+                  rows[i].decode_ms > 0 ? 1000.0 / rows[i].decode_ms : 0.0);
+    std::printf("]}\n");
+  } else {
+    std::printf("memory: weights %.1f MiB, KV cache %.1f MiB (the last prompt's sequence), workspace %.1f MiB\n",
+                mem.weights / mib, mem.kv_cache / mib, mem.workspace / mib);
+    std::printf("check: a 16-token prompt in one step vs a prefill of 8 and 8 decode steps, NMSE %.2e (bound %.0e)\n",
+                check, bound);
+  }
+  if (validation_failed(ctx)) return 1;
+  if (!(check <= bound)) {
+    std::fprintf(stderr, "vkgate: the model's self-check failed (NMSE %.3e)\n", check);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace vkgate::cli

@@ -1,0 +1,66 @@
+// The vkgate CLI's shared pieces: argument reading, usage errors, and the
+// commands (one file each: main.cpp holds devices and demo, run.cpp,
+// generate.cpp, bench.cpp).
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "vkgate/block.hpp"
+#include "vkgate/context.hpp"
+
+namespace vkgate::cli {
+
+// Bad usage: exit status 2, one line on stderr.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Args {
+  std::vector<std::string> rest;
+  size_t i = 0;
+  bool done() const { return i >= rest.size(); }
+  const std::string& next() { return rest[i++]; }
+  std::string value(const std::string& flag) {
+    if (done()) throw UsageError(flag + " needs a value");
+    return next();
+  }
+  long number(const std::string& flag, long lo, long hi) {
+    const std::string v = value(flag);
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < lo || n > hi)
+      throw UsageError(flag + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + v + "'");
+    return n;
+  }
+};
+
+// True when the arguments ask for the command's usage text.
+bool wants_help(const std::vector<std::string>& args);
+// fp32 | fp16 | bf16 (and f32, f16) for `flag`, else a UsageError.
+Precision parse_precision(const std::string& flag, const std::string& v);
+// The run ended with messages from the validation layer (VKGATE_VALIDATION):
+// says so on stderr; the command then writes nothing and exits 1.
+bool validation_failed(const Context& ctx);
+
+// `vkgate bench --model DIR | --model-shape NAME` (bench_model.cpp).
+struct ModelBench {
+  std::string dir, shape;
+  Precision precision = Precision::fp32;
+  std::vector<int> prompts{64, 512};
+  int decode = 16, reps = 2;
+  bool json = false;
+};
+int bench_model(const ContextOptions& copts, const ModelBench& b);
+
+struct Command {
+  const char* name;
+  const char* usage;
+  int (*run)(Args& args);
+};
+extern const Command kRun, kGenerate, kBench;
+
+}  // namespace vkgate::cli

@@ -1,0 +1,393 @@
+// `vkgate run`: one block of a checkpoint on hidden states, or the whole
+// model on token ids; writes one safetensors file.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "vkgate/checkpoint.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/safetensors.hpp"
+
+namespace vkgate::cli {
+
+namespace {
+
+constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config FILE] [--layer N] --input FILE --output FILE
+                  [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite]
+
+Runs a checkpoint on the device: the whole model when the input holds input_ids,
+one gated-attention block when it holds hidden_states.
+
+  --weights PATH     a checkpoint directory (model.safetensors, or model.safetensors.index.json
+                     and its shards) or a .safetensors file (then --config is required)
+  --config FILE      Hugging Face config.json (default: PATH/config.json for a directory; a
+                     model also reads PATH/generation_config.json)
+  --input FILE       safetensors with either
+                       input_ids [B, T] (I64 or I32): the whole model (model_type qwen3 or
+                       llama) runs, each row causal from its first token; or
+                       hidden_states [B, T, D] and optionally past_key and past_value
+                       [B, KV, P, Dh] (keys after k_norm and RoPE) and an additive
+                       attention_mask [B, 1, T, P+T]: one block runs (may be the weights file)
+  --output FILE      written atomically: logits [B, T, V] (F32) for a model; output [B, T, D]
+                     (F32) for a block, with a cache also present_key / present_value
+                     [B, KV, P+T, Dh]
+  --layer N          (a block) read model.layers.N.self_attn.* and
+                     model.layers.N.input_layernorm.weight; a layer that is not full attention
+                     (Gated DeltaNet) is refused. Without it: bare names (q_proj.weight, ...)
+  --device SEL       device index or name substring (default: VKGATE_DEVICE, else the best)
+  --precision P      device storage of weights and activations: fp32 (default, whatever the
+                     checkpoint stores), fp16, bf16; arithmetic and the residual stream are fp32
+  --stats            also write the paper's measurements. A model: stats.first_token_attn
+                     [L, H] (attention on key 0, mean over batch and queries),
+                     stats.max_activation [L] (max |x| of the residual stream after each layer)
+                     and, gated, stats.gate_mean [L]. A block: stats.first_token_attn [H] and,
+                     gated, stats.gate_mean and stats.gate_frac_below_0.1
+  --check-finite     (the default) refuse NaN or Inf in the input tensors (-Inf is allowed
+                     in attention_mask) and in the weights, and an output that overflows,
+                     naming the tensor and the element
+  --no-check-finite  let NaN and Inf through to the output
+
+Exit codes: 0 success, 1 bad file, config, shape or device, 2 bad usage.
+)";
+
+// Input tensors as fp32 with their shapes checked; names the tensor and file.
+struct InputTensor {
+  std::vector<float> data;
+  std::vector<int64_t> shape;
+};
+
+using vkgate::shape_text;
+
+// "[1, 0, 17]": element `flat` of `shape` as a multi-index.
+std::string index_text(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t k = shape.size(); k-- > 0;) {
+    const int64_t d = std::max<int64_t>(shape[k], 1);
+    idx[k] = flat % d;
+    flat /= d;
+  }
+  return shape_text(idx);
+}
+
+// --check-finite: NaN or Inf in an input tensor is refused before the device is
+// touched (−Inf, a masked position, is allowed in the mask).
+void check_finite(const std::string& path, const std::string& name, const InputTensor& t, bool allow_negative_inf) {
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    const float v = t.data[i];
+    if (std::isfinite(v) || (allow_negative_inf && v < 0 && std::isinf(v))) continue;
+    const char* what = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+    throw vkgate::Error(vkgate::ErrorCode::non_finite,
+                        path + ": tensor '" + name + "' holds " + what + " at " + index_text(int64_t(i), t.shape) +
+                            (allow_negative_inf ? " (only -Inf, a masked position, is allowed)" : "") +
+                            " (--no-check-finite lets it through)");
+  }
+}
+
+InputTensor input_tensor(const vkgate::SafetensorsFile& file, const std::string& name,
+                         const std::vector<int64_t>& expected) {
+  const vkgate::TensorView& t = file.at(name);
+  if (t.shape != expected)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, file.path() + ": tensor '" + name + "' has shape " +
+                                                               shape_text(t.shape) + ", expected " +
+                                                               shape_text(expected));
+  return {t.to_f32(), t.shape};
+}
+
+struct RunOptions {
+  std::string weights, config, input, output, device;
+  int layer = -1;
+  vkgate::BlockOptions options;
+  bool stats = false;
+};
+
+RunOptions parse_run(Args& args) {
+  RunOptions o;
+  auto& [weights, config, input, output, device, layer, options, stats] = o;
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (a == "--weights") weights = args.value(a);
+    else if (a == "--config") config = args.value(a);
+    else if (a == "--layer") layer = int(args.number(a, 0, 1 << 20));
+    else if (a == "--input") input = args.value(a);
+    else if (a == "--output") output = args.value(a);
+    else if (a == "--device") device = args.value(a);
+    else if (a == "--stats") stats = true;
+    else if (a == "--check-finite") options.check_finite = true;
+    else if (a == "--no-check-finite") options.check_finite = false;
+    else if (a == "--precision") {
+      const std::string p = args.value(a);
+      if (p == "fp32") options.precision = vkgate::Precision::fp32;
+      else if (p == "fp16") options.precision = vkgate::Precision::fp16;
+      else if (p == "bf16") options.precision = vkgate::Precision::bf16;
+      else throw UsageError("--precision must be fp32, fp16 or bf16, got '" + p + "'");
+    } else {
+      throw UsageError("run: unknown option '" + a + "'");
+    }
+  }
+  if (weights.empty()) throw UsageError("run: --weights is required");
+  if (input.empty()) throw UsageError("run: --input is required");
+  if (output.empty()) throw UsageError("run: --output is required");
+  // The output replaces its path atomically: never let it be one of the inputs.
+  for (const std::string& in_path : {weights, input, config}) {
+    std::error_code ec;
+    if (!in_path.empty() && std::filesystem::equivalent(output, in_path, ec))
+      throw UsageError("run: --output " + output + " is the same file as " + in_path);
+  }
+  return o;
+}
+
+// Errors about the weights' values name the weights path.
+vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e) {
+  const bool values = e.code() == vkgate::ErrorCode::non_finite || e.code() == vkgate::ErrorCode::unsupported;
+  return values && std::string(e.what()).rfind("weight '", 0) == 0
+             ? vkgate::Error(e.code(), path + ": " + e.what() + " (--no-check-finite lets it through)")
+             : e;
+}
+
+// Writes the output file unless the validation layer objected to the run.
+bool write_output(const vkgate::Context& ctx, const RunOptions& o, const std::vector<vkgate::TensorToWrite>& tensors) {
+  if (validation_failed(ctx)) return false;
+  vkgate::write_safetensors(o.output, tensors,
+                            {{"producer", "vkgate run"},
+                             {"model", o.weights},
+                             {"device", ctx.device().name},
+                             {"precision", vkgate::to_string(o.options.precision)}});
+  return true;
+}
+
+// One gated-attention block on hidden_states (and a cache and a mask).
+int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
+  const auto& [weights, config_arg, input, output, device, layer, options, stats] = o;
+  std::string config = config_arg;
+  const vkgate::Checkpoint ckpt(weights);
+  if (config.empty()) {
+    if (!ckpt.is_directory())
+      throw UsageError("run: --config is required when --weights is a .safetensors file (" + weights + ")");
+    config = ckpt.config_path();
+  }
+  const vkgate::BlockConfig cfg = vkgate::load_config(config);
+  if (layer >= 0) cfg.check_layer(layer);
+  const vkgate::TensorMap tensors = vkgate::block_tensors(ckpt, cfg, layer);
+
+  const vkgate::TensorView& hidden_view = in_file.at("hidden_states");
+  if (hidden_view.shape.size() != 3 || hidden_view.shape[2] != cfg.hidden_size)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch,
+                        input + ": tensor 'hidden_states' has shape " + shape_text(hidden_view.shape) +
+                            ", expected [B, T, " + std::to_string(cfg.hidden_size) + "]");
+  const int64_t B = hidden_view.shape[0], T = hidden_view.shape[1], KV = cfg.num_kv_heads, Dh = cfg.head_dim;
+  if (B <= 0 || T <= 0)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, input + ": tensor 'hidden_states' has shape " +
+                                                               shape_text(hidden_view.shape) +
+                                                               ": batch and tokens must be at least 1");
+  const InputTensor hidden = input_tensor(in_file, "hidden_states", {B, T, cfg.hidden_size});
+  const bool has_key = in_file.contains("past_key"), has_value = in_file.contains("past_value");
+  if (has_key != has_value)
+    throw vkgate::Error(vkgate::ErrorCode::missing_tensor, input + ": tensor '" +
+                                                               std::string(has_key ? "past_value" : "past_key") +
+                                                               "' is missing (a cache needs both past_key and past_value)");
+  int64_t P = 0;
+  InputTensor past_key, past_value, mask;
+  if (has_key) {
+    const auto& ks = in_file.at("past_key").shape;
+    if (ks.size() != 4)
+      throw vkgate::Error(vkgate::ErrorCode::shape_mismatch,
+                          input + ": tensor 'past_key' has shape " + shape_text(ks) + ", expected [" +
+                              std::to_string(B) + ", " + std::to_string(KV) + ", P, " + std::to_string(Dh) + "]");
+    P = ks[2];
+    past_key = input_tensor(in_file, "past_key", {B, KV, P, Dh});
+    past_value = input_tensor(in_file, "past_value", {B, KV, P, Dh});
+  }
+  if (in_file.contains("attention_mask")) mask = input_tensor(in_file, "attention_mask", {B, 1, T, P + T});
+  if (options.check_finite) {
+    check_finite(input, "hidden_states", hidden, false);
+    check_finite(input, "past_key", past_key, false);
+    check_finite(input, "past_value", past_value, false);
+    check_finite(input, "attention_mask", mask, true);
+  }
+
+  vkgate::ContextOptions copts;
+  copts.device = device;
+  vkgate::Context ctx(copts);
+  std::unique_ptr<vkgate::GatedAttention> block_ptr;
+  try {
+    block_ptr = std::make_unique<vkgate::GatedAttention>(ctx, cfg, tensors, options);
+  } catch (const vkgate::Error& e) {
+    throw with_weights_path(weights, e);
+  }
+  vkgate::GatedAttention& block = *block_ptr;
+  vkgate::ForwardInputs fin;
+  fin.hidden = hidden.data;
+  fin.batch = int(B);
+  fin.tokens = int(T);
+  fin.past = int(P);
+  fin.past_key = past_key.data;
+  fin.past_value = past_value.data;
+  fin.attention_mask = mask.data;
+  fin.want_cache = has_key;
+  fin.want_stats = stats;
+  vkgate::ForwardOutputs out;
+  try {
+    out = block.run(fin);
+  } catch (const vkgate::Error& e) {
+    const std::string m = e.what();
+    if (m.rfind("forward: hidden_states row", 0) == 0)  // fp32 RMSNorm range
+      throw vkgate::Error(e.code(), input + ": " + m.substr(9));
+    throw;
+  }
+
+  double gpu_us = 0;
+  for (const auto& t : block.last_timings()) gpu_us += t.microseconds;
+  std::vector<vkgate::TensorToWrite> tensors_out;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+    tensors_out.push_back({name, vkgate::DType::F32, std::move(shape), std::as_bytes(std::span(v))});
+  };
+  add("output", {B, T, cfg.hidden_size}, out.output);
+  if (has_key) {
+    add("present_key", {B, KV, P + T, Dh}, out.present_key);
+    add("present_value", {B, KV, P + T, Dh}, out.present_value);
+  }
+  std::vector<float> gate_mean, gate_frac, first_token;
+  if (stats) {
+    const vkgate::BlockStats& st = *out.stats;
+    first_token.assign(st.first_token_attn.begin(), st.first_token_attn.end());
+    add("stats.first_token_attn", {int64_t(first_token.size())}, first_token);
+    if (cfg.gate_kind != vkgate::GateKind::none) {
+      gate_mean = {float(st.gate_mean)};
+      gate_frac = {float(st.gate_frac_below_0_1)};
+      add("stats.gate_mean", {}, gate_mean);
+      add("stats.gate_frac_below_0.1", {}, gate_frac);
+    }
+  }
+  if (!write_output(ctx, o, tensors_out)) return 1;
+  std::printf("%s: batch %lld, tokens %lld, past %lld, %s on %s, GPU %.1f us -> %s\n",
+              layer >= 0 ? ("layer " + std::to_string(layer)).c_str() : "block", static_cast<long long>(B),
+              static_cast<long long>(T), static_cast<long long>(P), vkgate::to_string(options.precision),
+              ctx.device().name.c_str(), gpu_us, output.c_str());
+  if (stats) {
+    std::printf("stats: first_token_attn mean %.4f", [&] {
+      double m = 0;
+      for (double v : out.stats->first_token_attn) m += v / double(out.stats->first_token_attn.size());
+      return m;
+    }());
+    if (cfg.gate_kind != vkgate::GateKind::none)
+      std::printf(", gate_mean %.4f, gate_frac_below_0.1 %.4f", out.stats->gate_mean, out.stats->gate_frac_below_0_1);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+// The model's config: --config FILE, else DIR/config.json (with DIR's
+// generation_config.json).
+vkgate::ModelConfig model_config(const RunOptions& o, const vkgate::Checkpoint& ckpt) {
+  if (o.config.empty()) {
+    if (!ckpt.is_directory())
+      throw UsageError("run: --config is required when --weights is a .safetensors file (" + o.weights + ")");
+    return vkgate::load_model_config(o.weights);
+  }
+  std::ifstream in(o.config, std::ios::binary);
+  if (!in) throw vkgate::Error(vkgate::ErrorCode::io, o.config + ": cannot open");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return vkgate::parse_model_config_json(text, o.config);
+}
+
+// Token ids [B, T] (I64 or I32) of the input file.
+std::vector<int64_t> input_ids(const vkgate::SafetensorsFile& file, int64_t& B, int64_t& T) {
+  const vkgate::TensorView& t = file.at("input_ids");
+  if (t.shape.size() != 2 || t.shape[0] < 1 || t.shape[1] < 1)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, file.path() + ": tensor 'input_ids' has shape " +
+                                                               shape_text(t.shape) + ", expected [B, T] with B, T >= 1");
+  B = t.shape[0];
+  T = t.shape[1];
+  return t.to_i64();
+}
+
+// The whole model on input_ids: logits [B, T, V] and, with --stats, the paper's measurements per layer.
+int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
+  const vkgate::Checkpoint ckpt(o.weights);
+  const vkgate::ModelConfig cfg = model_config(o, ckpt);
+  const vkgate::TensorMap tensors = vkgate::model_tensors(ckpt, cfg);
+  int64_t B = 0, T = 0;
+  const std::vector<int64_t> ids = input_ids(in_file, B, T);
+
+  vkgate::ContextOptions copts;
+  copts.device = o.device;
+  vkgate::Context ctx(copts);
+  std::unique_ptr<vkgate::Model> model;
+  try {
+    model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite});
+  } catch (const vkgate::Error& e) {
+    throw with_weights_path(o.weights, e);
+  }
+  vkgate::ModelStats stats;
+  std::vector<float> logits;
+  try {
+    logits = model->logits(ids, int(B), int(T), o.stats ? &stats : nullptr);
+  } catch (const vkgate::Error& e) {  // an id out of range: name the file and the tensor
+    if (std::string(e.what()).rfind("input id ", 0) == 0)
+      throw vkgate::Error(e.code(), o.input + ": tensor 'input_ids': " + e.what());
+    throw;
+  }
+  const int64_t V = cfg.vocab_size, L = cfg.num_hidden_layers, H = cfg.attention.num_heads;
+  if (o.options.check_finite)
+    if (auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
+        bad != logits.end())
+      throw vkgate::Error(vkgate::ErrorCode::non_finite,
+                          "the logits hold " + std::string(std::isnan(*bad) ? "NaN" : "Inf") + " at " +
+                              index_text(bad - logits.begin(), {B, T, V}) +
+                              " (the weights and ids are valid: an intermediate overflowed the " +
+                              vkgate::to_string(o.options.precision) + " storage or fp32 arithmetic)");
+
+  std::vector<vkgate::TensorToWrite> out;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+    out.push_back({name, vkgate::DType::F32, std::move(shape), std::as_bytes(std::span(v))});
+  };
+  add("logits", {B, T, V}, logits);
+  const std::vector<float> first(stats.first_token_attn.begin(), stats.first_token_attn.end()),
+      max_act(stats.max_activation.begin(), stats.max_activation.end()),
+      gate(stats.gate_mean.begin(), stats.gate_mean.end());
+  if (o.stats) {
+    add("stats.first_token_attn", {L, H}, first);
+    add("stats.max_activation", {L}, max_act);
+    if (!gate.empty()) add("stats.gate_mean", {L}, gate);
+  }
+  if (!write_output(ctx, o, out)) return 1;
+  double gpu_us = 0;
+  for (const auto& t : model->last_timings()) gpu_us += t.microseconds;
+  std::printf("model: %lld layers, batch %lld, tokens %lld, %s on %s, GPU %.1f us -> %s\n", static_cast<long long>(L),
+              static_cast<long long>(B), static_cast<long long>(T), vkgate::to_string(o.options.precision),
+              ctx.device().name.c_str(), gpu_us, o.output.c_str());
+  if (o.stats) {
+    auto mean = [](const std::vector<double>& v) {
+      double m = 0;
+      for (double x : v) m += x / double(v.size());
+      return m;
+    };
+    std::printf("stats: first_token_attn mean %.4f", mean(stats.first_token_attn));
+    if (!gate.empty()) std::printf(", gate_mean %.4f", mean(stats.gate_mean));
+    std::printf(", max_activation %.4g\n", *std::max_element(stats.max_activation.begin(), stats.max_activation.end()));
+  }
+  return 0;
+}
+
+int cmd_run(Args& args) {
+  const RunOptions o = parse_run(args);
+  const vkgate::SafetensorsFile in_file(o.input);
+  if (!in_file.contains("input_ids")) return run_block(o, in_file);
+  if (o.layer >= 0)
+    throw UsageError("run: --layer runs one block on hidden_states, but " + o.input +
+                     " holds input_ids (the whole model runs without --layer)");
+  return run_model(o, in_file);
+}
+
+}  // namespace
+
+const Command kRun{"run", kRunUsage, cmd_run};
+
+}  // namespace vkgate::cli
