@@ -97,6 +97,7 @@ struct Model::Impl {
   std::unique_ptr<nn::Stack> stack;
   PlanCache plans;
   std::vector<Sequence::Impl*> sequences;  // live ones
+  size_t ended_recordings = 0;             // of sequences that have ended
   std::vector<StageTime> last_timings;
   bool poison = false;
 
@@ -160,7 +161,10 @@ struct Sequence::Impl {
   std::vector<nn::LayerCache> caches;
   PlanCache plans;
 
-  ~Impl() { std::erase(model->sequences, this); }
+  ~Impl() {
+    model->ended_recordings += plans.recordings();
+    std::erase(model->sequences, this);
+  }
   uint64_t cache_bytes() const {
     uint64_t n = 0;
     for (const nn::LayerCache& c : caches) n += c.keys.size() + c.values.size();
@@ -323,7 +327,7 @@ MemoryUse Model::memory() const {
 }
 
 size_t Model::recordings() const {
-  size_t n = impl_->plans.recordings();
+  size_t n = impl_->plans.recordings() + impl_->ended_recordings;
   for (const Sequence::Impl* s : impl_->sequences) n += s->plans.recordings();
   return n;
 }

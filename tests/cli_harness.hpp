@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "vkgate/config.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/safetensors.hpp"
 
@@ -282,6 +283,41 @@ inline std::vector<float> random_mask(std::mt19937& rng, size_t n) {
   auto m = random_vec(rng, n, 0.5f);
   for (size_t i = 3; i < n; i += 7) m[i] = -std::numeric_limits<float>::infinity();
   return m;
+}
+
+// Raw safetensors bytes: u64 little-endian header length, header, data.
+inline void write_raw(const fs::path& p, const std::string& header, size_t data_bytes, uint64_t header_len = UINT64_MAX) {
+  std::string bytes(8, '\0');
+  const uint64_t n = header_len == UINT64_MAX ? header.size() : header_len;
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += header;
+  bytes.append(data_bytes, '\0');
+  write_text(p, bytes);
+}
+
+// Block configs by the numbers, and the presets as the parser documents them (src/config_json.cpp).
+inline BlockConfig shape(int D, int H, int KV, int Dh) {
+  BlockConfig c;
+  c.hidden_size = D;
+  c.num_heads = H;
+  c.num_kv_heads = KV;
+  c.head_dim = Dh;
+  return c;
+}
+
+inline BlockConfig qwen3_next(BlockConfig c) {
+  c.gate_kind = GateKind::elementwise;
+  c.gate_layout = GateLayout::qwen3_next;
+  c.norm_kind = NormKind::zero_centered;
+  c.use_qk_norm = true;
+  return c;
+}
+inline BlockConfig qwen3(BlockConfig c, GateKind gate) {
+  c.gate_kind = gate;
+  c.gate_layout = GateLayout::official_grouped;
+  c.norm_kind = NormKind::plain;
+  c.use_qk_norm = true;
+  return c;
 }
 
 }  // namespace vkgate::cli_test

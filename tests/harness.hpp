@@ -14,8 +14,10 @@
 
 #include "gpu/context_impl.hpp"
 #include "gpu/memory.hpp"
+#include "gpu/recorder.hpp"
 #include "gpu/transfer.hpp"
 #include "vkgate/context.hpp"
+#include "vkgate/dtype.hpp"
 #include "vkgate/reference.hpp"
 
 namespace vkgate::test {
@@ -97,6 +99,28 @@ struct GpuTest {
     return v;
   }
 };
+
+// Records `body` into a fresh command buffer and runs it once.
+template <class F>
+void run_once(Context::Impl& vk, F&& body) {
+  gpu::Recorder rec(vk);
+  rec.begin();
+  body(rec);
+  rec.end();
+  rec.submit("test");
+}
+
+// v in fp16 on the device, and v rounded as stored there (what a kernel reads).
+inline gpu::Buffer upload_half(GpuTest& t, std::vector<float>& v, const char* name) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    bits[i] = float_to_half(v[i]);
+    v[i] = half_to_float(bits[i]);
+  }
+  auto buf = t.device(v.size() / 2 + 1, name);
+  gpu::upload(t.vk, buf, bits.data(), bits.size() * 2);
+  return buf;
+}
 
 // NMSE and max abs error against the double reference; NaN never passes.
 inline void check_close(const std::vector<float>& got, const std::vector<double>& want, double nmse_bound = 1e-9) {

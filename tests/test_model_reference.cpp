@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
 #include "golden.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/error.hpp"
@@ -29,6 +30,10 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
+using test::expect_error;
+using test::read_text;
+using test::TempDir;
+using test::write_text;
 using reference::ModelInputs;
 using reference::ModelResult;
 
@@ -36,21 +41,6 @@ namespace {
 
 const std::string kSource = "model/config.json";
 
-// Runs `fn`, which must throw an Error with `code` whose message contains every one of `mentions`.
-void expect_error(const std::function<void()>& fn, ErrorCode code, const std::vector<std::string>& mentions) {
-  try {
-    fn();
-    FAIL("no error thrown");
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    CAPTURE(msg);
-    CHECK(to_string(e.code()) == std::string(to_string(code)));
-    for (const std::string& m : mentions) {
-      CAPTURE(m);
-      CHECK(msg.find(m) != std::string::npos);
-    }
-  }
-}
 
 std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
 
@@ -128,18 +118,6 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("vkgate_model_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream((path / name).string(), std::ios::binary) << text;
-    return (path / name).string();
-  }
-};
 
 }  // namespace
 

@@ -23,7 +23,9 @@
 
 #include "block_weights.hpp"
 #include "harness.hpp"
+#include "model_weights.hpp"
 #include "vkgate/block.hpp"
+#include "vkgate/model.hpp"
 
 using namespace vkgate;
 
@@ -153,6 +155,60 @@ TEST_CASE("soak: forwards of alternating shapes and decode steps hold memory fla
   std::printf("soak: %d forwards under the validation layer in %.1f s; %zu message(s) while running, %zu at teardown\n",
               validated_n, v.seconds, v.messages_during, messages.size() - v.messages_during);
   for (const auto& m : messages) MESSAGE(m);
+  CHECK_MESSAGE(messages.empty(), "the validation layer reported (while running, or Vulkan objects left at teardown)");
+}
+
+// A 1,000-token generation: one prefill, then decode steps recorded once and
+// replayed; the plans, the device memory and the resident memory stay as they
+// were after the first 50 tokens. Then a shorter one under the validation
+// layer, which must stay silent, also at teardown.
+TEST_CASE("soak: a 1,000-token generation holds constant plans and memory") {
+  std::vector<std::string> messages;
+  std::mt19937 rng(7);
+  test::TinyModel shape;
+  shape.gate = GateKind::elementwise;
+  const test::RandomModel m(shape.config(), rng);
+  const std::vector<int64_t> prompt{3, 14, 15, 92, 65};
+  for (bool validation : {false, true}) {
+    CAPTURE(validation);
+    Context ctx(options(validation, messages));
+    Model model(ctx, m.cfg, m.tensors);
+    GenerateOptions o;
+    o.max_new_tokens = validation ? 100 : 1000;
+    o.stop_at_eos = false;
+    uint64_t rss_warm = 0, rss_peak = 0, dev_warm = 0;
+    size_t recordings_warm = 0, n = 0;
+    MemoryUse mem_warm;
+    o.on_token = [&](int64_t) {
+      if (++n == 50) {
+        rss_warm = resident_bytes();
+        dev_warm = ctx.device_memory_allocated();
+        mem_warm = model.memory();
+        recordings_warm = model.recordings();
+      }
+      if (n > 50) {
+        rss_peak = std::max(rss_peak, resident_bytes());
+        CHECK(ctx.device_memory_allocated() == dev_warm);
+        CHECK(model.memory().workspace == mem_warm.workspace);
+        CHECK(model.memory().kv_cache == mem_warm.kv_cache);
+      }
+      return true;
+    };
+    const auto start = std::chrono::steady_clock::now();
+    const GenerateResult r = model.generate(prompt, o);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(r.ids.size() == size_t(o.max_new_tokens));
+    CHECK(model.recordings() == recordings_warm);
+    CHECK(recordings_warm == 2);  // the prompt's step and the decode step
+    std::printf("soak: %zu tokens generated in %.1f s%s; resident memory after 50 tokens %.1f MiB, peak after %.1f MiB; "
+                "device memory %.2f MiB\n",
+                r.ids.size(), s, validation ? " under the validation layer" : "", double(rss_warm) / (1 << 20),
+                double(rss_peak) / (1 << 20), double(dev_warm) / (1 << 20));
+#if !defined(__SANITIZE_ADDRESS__)
+    if (!validation) CHECK(rss_peak <= rss_warm + (4u << 20));
+#endif
+  }
+  for (const auto& msg : messages) MESSAGE(msg);
   CHECK_MESSAGE(messages.empty(), "the validation layer reported (while running, or Vulkan objects left at teardown)");
 }
 

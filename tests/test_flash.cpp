@@ -1,0 +1,168 @@
+// Fused flash attention on every kernel that can take a shape, and its plans.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "harness.hpp"
+#include "gpu/pipeline.hpp"
+#include "gpu/recorder.hpp"
+#include "ops/ops.hpp"
+#include "vkgate/dtype.hpp"
+
+using namespace vkgate;
+using test::check_close;
+using test::run_once;
+
+// Each case on every kernel that can take it: flash_attention.comp always,
+// flash_decode.comp for ≤ 16 rows per KV group, and in fp16 flash_coopmat.comp
+// (on tensor cores, or with its products emulated on CPU drivers). One test
+// per storage type, so that ctest can run them side by side.
+struct FlashTest : test::GpuTest {
+  void run_cases(ops::Storage st);
+};
+
+TEST_CASE_FIXTURE(FlashTest, "flash attention: fused online softmax with GQA, causal, mask, gate, split keys, fp32") {
+  run_cases(ops::Storage::f32);
+}
+
+TEST_CASE_FIXTURE(FlashTest, "flash attention: fused online softmax with GQA, causal, mask, gate, split keys, fp16") {
+  if (!ctx.device().storage16) {
+    MESSAGE("skipped: " << ctx.device().name << " has no 16-bit storage");
+    return;
+  }
+  run_cases(ops::Storage::f16);
+}
+
+void FlashTest::run_cases(ops::Storage st) {
+  struct Case {
+    uint32_t B, H, KV, T, S, Dh;
+    bool causal, mask;
+    uint32_t gate_width;  // 0: no gate
+    bool split;
+  };
+  const Case cases[] = {
+      {2, 4, 4, 9, 9, 64, true, false, 0, false},     // MHA prefill
+      {3, 6, 2, 5, 5, 80, false, true, 80, false},    // GQA, mask, elementwise gate
+      {1, 4, 1, 1, 1, 128, true, false, 1, false},    // MQA, T = 1, headwise gate
+      {1, 2, 1, 17, 40, 256, true, true, 256, false}, // chunked prefill after a cache
+      {2, 8, 2, 1, 1000, 64, true, false, 64, true},  // decode over a long cache: split keys
+      {1, 4, 2, 3, 700, 128, true, true, 1, true},    // split keys with a mask and T > 1
+      {1, 16, 2, 1, 600, 256, true, false, 256, true}, // Qwen3-Next decode: 8 query heads per KV head
+      {2, 12, 1, 1, 77, 72, false, true, 1, false},    // 12 rows in 2 workgroups, Dh not a power of two
+      {1, 8, 2, 21, 60, 64, true, true, 64, false},   // 84 rows: several row tiles of every kernel
+      {1, 4, 1, 10, 600, 128, true, false, 1, true},  // prefill after a cache, split keys
+  };
+  const DeviceInfo& dev = ctx.device();
+  using ops::Coopmat;
+  Coopmat tensor = ops::coopmat_usable(dev, Coopmat::tensor);
+  if (tensor == Coopmat::off) tensor = ops::coopmat_usable(dev, Coopmat::emulated);
+  if (tensor != Coopmat::tensor && st == ops::Storage::f16) {
+    const std::string why = dev.name + " has no usable cooperative matrix" +
+                            (tensor == Coopmat::emulated ? "; its algorithm runs with emulated products" : "");
+    MESSAGE("tensor-core flash attention skipped: " << why);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  int coopmat_runs = 0;
+  for (const Case& c : cases) {
+    CAPTURE(st);
+    CAPTURE(c.H);
+    CAPTURE(c.KV);
+    CAPTURE(c.T);
+    CAPTURE(c.S);
+    CAPTURE(c.Dh);
+    CAPTURE(seed);
+    // fp16 runs get inputs that fp16 holds exactly, so only the kernel's own rounding counts.
+    const bool half = st == ops::Storage::f16;
+    auto input = [&](size_t n, float scale) {
+      auto x = random(n, scale);
+      if (half)
+        for (float& e : x) e = half_to_float(float_to_half(e));
+      return x;
+    };
+    auto put = [&](const std::vector<float>& x, const char* name) {
+      if (!half) return upload(x, name);
+      std::vector<uint16_t> bits(x.size());
+      std::transform(x.begin(), x.end(), bits.begin(), float_to_half);
+      auto b = device(x.size() / 2 + 1, name);
+      gpu::upload(vk, b, bits.data(), bits.size() * 2);
+      return b;
+    };
+    const auto q = input(size_t(c.B) * c.H * c.T * c.Dh, 1.0f), k = input(size_t(c.B) * c.KV * c.S * c.Dh, 1.0f),
+               v = input(size_t(c.B) * c.KV * c.S * c.Dh, 1.0f);
+    std::vector<float> mask;
+    if (c.mask) {
+      mask = random(size_t(c.B) * c.T * c.S);
+      for (size_t i = 0; i < mask.size(); i += 4) mask[i] = -inf;
+      for (uint32_t s = 0; s < c.S; ++s) mask[s] = -inf;  // batch 0, query 0: every key masked
+    }
+    const auto g = input(size_t(c.B) * c.T * c.H * std::max(c.gate_width, 1u), 2.0f);
+    auto gq = put(q, "q"), gk = put(k, "k"), gv = put(v, "v"), gg = put(g, "gate");
+    auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
+    const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+    const double scale = 1.0 / std::sqrt(double(c.Dh));
+    auto want = reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, mask);
+    if (c.gate_width) {
+      const std::vector<float> wf(want.begin(), want.end());
+      want = reference::gate(wf, g, size_t(c.B) * c.T, c.H, c.Dh, c.gate_width);
+    }
+    const bool decode_shape = c.T * (c.H / c.KV) <= 16 && dev.subgroup_arithmetic;
+    for (ops::FlashKernel kernel : {ops::FlashKernel::general, ops::FlashKernel::decode, ops::FlashKernel::coopmat}) {
+      ops::FlashOptions o;
+      o.split = c.split;
+      o.decode = kernel == ops::FlashKernel::decode;
+      o.coopmat = kernel == ops::FlashKernel::coopmat ? tensor : Coopmat::off;
+      const ops::FlashPlan plan = ops::flash_plan(dev, shape, st, o);
+      CAPTURE(int(plan.kernel));
+      if (kernel == ops::FlashKernel::decode) {
+        CHECK((plan.kernel == kernel) == decode_shape);
+        if (!decode_shape) continue;
+      }
+      if (kernel == ops::FlashKernel::coopmat) {
+        // fp16 only, head_dim a multiple of 16, the tiles within shared memory.
+        if (plan.kernel == ops::FlashKernel::general) continue;
+        CHECK((plan.kernel == ops::FlashKernel::coopmat || plan.kernel == ops::FlashKernel::coopmat_emulated));
+        ++coopmat_runs;
+      }
+      if (c.split) CHECK(plan.splits > 1);
+      auto partial = device(ops::flash_partial_floats(shape, plan), "partial");
+      auto go = half ? put(std::vector<float>(q.size(), std::numeric_limits<float>::quiet_NaN()), "out")
+                     : poisoned(q.size(), "out");
+      run_once(vk, [&](gpu::Recorder& rec) {
+        ops::FlashArgs a{gq, gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr,
+                         ops::btd_view(c.T, c.H, std::max(c.gate_width, 1u)), c.gate_width, go, &partial};
+        ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale), st);
+      });
+      std::vector<float> got(q.size());
+      if (half) {
+        std::vector<uint16_t> bits(q.size());
+        gpu::download(vk, go, bits.data(), bits.size() * 2);
+        std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
+      } else {
+        got = download(go, q.size());
+      }
+      check_close(got, want, half ? 1e-5 : 1e-9);
+    }
+  }
+  if (tensor != Coopmat::off && st == ops::Storage::f16) CHECK(coopmat_runs > 0);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "flash plan: a forced split count (VKGATE_FLASH_SPLITS) holds, at most one split per block") {
+  // 1280 keys: 2 splits of 640 (blocks of 32 or 64 keys); the plan's own
+  // choice differs (4 on CPU drivers, more elsewhere).
+  const ops::AttentionShape shape{1, 16, 2, 1, 1280, 256};
+  for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+    ops::FlashOptions o;
+    o.coopmat = ops::Coopmat::tensor;
+    CHECK(ops::flash_plan(ctx.device(), shape, st, o).splits > 2);
+    o.splits = 2;
+    ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, st, o);
+    CHECK(plan.splits == 2);
+    CHECK(plan.chunk == 640);
+    o.splits = 100000;
+    plan = ops::flash_plan(ctx.device(), shape, st, o);
+    CHECK(plan.splits == 1280 / plan.block);
+    o.split = false;
+    CHECK(ops::flash_plan(ctx.device(), shape, st, o).splits == 1);
+  }
+}
+

@@ -1,0 +1,116 @@
+// The ops a whole model adds, against host computations on awkward shapes:
+// the MLP's gated product (every activation, padded rows, fp16), the
+// embedding gather over table chunks, and the device-side statistics.
+#include <cmath>
+#include <limits>
+
+#include "harness.hpp"
+#include "ops/ops.hpp"
+#include "vkgate/reference_model.hpp"
+
+using namespace vkgate;
+using test::check_close;
+using test::run_once;
+using test::upload_half;
+
+TEST_CASE_FIXTURE(test::GpuTest, "glu: act(gate)·up for silu, gelu, gelu_tanh and sigmoid, rows a stride apart, fp16") {
+  struct Shape {
+    uint32_t rows, inter, ld_p, ld_h;
+  };
+  for (const Shape s : {Shape{1, 1, 2, 1}, Shape{7, 33, 66, 40}, Shape{3, 96, 200, 96}, Shape{65, 5, 10, 8}})
+    for (Activation act : {Activation::silu, Activation::gelu, Activation::gelu_tanh, Activation::sigmoid})
+      for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+        if (st == ops::Storage::f16 && !vk.info.storage16) continue;
+        CAPTURE(s.rows);
+        CAPTURE(s.inter);
+        INFO("activation " << to_string(act) << (st == ops::Storage::f16 ? ", fp16" : ""));
+        const bool half = st == ops::Storage::f16;
+        auto p = random(size_t(s.rows) * s.ld_p, 2.0f);
+        auto gp = half ? upload_half(*this, p, "proj") : upload(p, "proj");
+        const size_t n = size_t(s.rows) * s.ld_h;
+        std::vector<float> nan_h(n, std::numeric_limits<float>::quiet_NaN());
+        auto gh = half ? upload_half(*this, nan_h, "h") : poisoned(n, "h");
+        run_once(vk, [&](gpu::Recorder& rec) { ops::glu(vk, rec, gp, gh, s.rows, s.inter, act, st, s.ld_p, s.ld_h); });
+        std::vector<float> got(n);
+        if (half) {
+          std::vector<uint16_t> bits(n);
+          gpu::download(vk, gh, bits.data(), n * 2);
+          for (size_t i = 0; i < n; ++i) got[i] = half_to_float(bits[i]);
+        } else {
+          got = download(gh, n);
+        }
+        std::vector<float> rows_got;
+        std::vector<double> want;
+        for (uint32_t r = 0; r < s.rows; ++r)
+          for (uint32_t i = 0; i < s.inter; ++i) {
+            rows_got.push_back(got[size_t(r) * s.ld_h + i]);
+            want.push_back(reference::activation(act, p[size_t(r) * s.ld_p + i]) * p[size_t(r) * s.ld_p + s.inter + i]);
+          }
+        check_close(rows_got, want, half ? 1e-6 : 1e-12);
+      }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "embed: rows gathered by id from a table in chunks, each chunk writing only its own ids") {
+  const uint32_t V = 37, D = 19, ld = 24, n = 11;
+  const auto table = random(size_t(V) * ld);
+  std::vector<int32_t> ids(n);
+  for (uint32_t i = 0; i < n; ++i) ids[i] = int32_t((i * 17 + 3) % V);
+  ids[0] = 0;
+  ids[n - 1] = V - 1;
+  auto gids = device(n, "ids");
+  gpu::upload(vk, gids, ids.data(), n * 4);
+  auto gx = poisoned(size_t(n) * D, "x");
+  // Chunks of 10, 10, 10 and 7 rows, each its own buffer.
+  std::vector<gpu::Buffer> chunks;
+  for (uint32_t first = 0; first < V; first += 10)
+    chunks.push_back(upload(std::vector<float>(table.begin() + long(first) * ld,
+                                               table.begin() + long(std::min(first + 10, V)) * ld),
+                            "chunk"));
+  run_once(vk, [&](gpu::Recorder& rec) {
+    for (uint32_t c = 0; c < chunks.size(); ++c)
+      ops::embed(vk, rec, gids, chunks[c], gx, n, D, ld, 10 * c, std::min(10u, V - 10 * c), ops::Storage::f32);
+  });
+  std::vector<double> want;
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t d = 0; d < D; ++d) want.push_back(table[size_t(ids[i]) * ld + d]);
+  check_close(download(gx, size_t(n) * D), want, 0);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "stats: first-token attention per head, gate scores through a view, max |x|") {
+  const uint32_t B = 2, H = 3, T = 5, ld = 9, G = 4;
+  auto probs = random(size_t(B) * H * T * ld);
+  auto gp = upload(probs, "probs");
+  // The gate rows as the official layout places them: [B·T, 2·H·G] with each
+  // head's G gates after its G query values.
+  const uint32_t cols = 2 * H * G;
+  auto proj = random(size_t(B) * T * cols, 3.0f);
+  auto gproj = upload(proj, "proj");
+  const ops::View gate_view{G, T * cols, cols, 1, 2 * G, 0};
+  auto x = random(size_t(B) * T * 7);
+  x[13] = -42.5f;
+  auto gxb = upload(x, "x");
+  auto out = poisoned(H + 3, "stats");
+  run_once(vk, [&](gpu::Recorder& rec) {
+    ops::first_token_attn(vk, rec, gp, B, H, T, ld, out, 0);
+    ops::gate_scores(vk, rec, gproj, gate_view, B * T, T, H, G, ops::Storage::f32, out, H);
+    ops::max_abs(vk, rec, gxb, uint32_t(x.size()), out, H + 2);
+  });
+  const auto got = download(out, H + 3);
+  for (uint32_t h = 0; h < H; ++h) {
+    double m = 0;
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t t = 0; t < T; ++t) m += probs[((size_t(b) * H + h) * T + t) * ld] / double(B * T);
+    CHECK(got[h] == doctest::Approx(m).epsilon(1e-6));
+  }
+  double sum = 0, below = 0;
+  for (uint32_t bt = 0; bt < B * T; ++bt)
+    for (uint32_t h = 0; h < H; ++h)
+      for (uint32_t j = 0; j < G; ++j) {
+        const double s = 1 / (1 + std::exp(-double(proj[size_t(bt) * cols + h * 2 * G + G + j])));
+        sum += s;
+        below += s < 0.1;
+      }
+  CHECK(got[H] == doctest::Approx(sum).epsilon(1e-6));
+  CHECK(got[H + 1] == below);
+  CHECK(got[H + 2] == 42.5f);
+}
