@@ -1,5 +1,16 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: attention
+// variant: attention_f16_scores A_T=F16 B_T=F16
+// variant: attention_f16_values B_T=F16 C_T=F16
+// variant: attention_bf16_scores A_T=BF16 B_T=BF16
+// variant: attention_bf16_values B_T=BF16 C_T=BF16
+// variant: attention_cpu REGISTER_TILED TEXEL
+// variant: attention_cpu_f16_scores REGISTER_TILED TEXEL A_T=F16 B_T=F16
+// variant: attention_cpu_f16_values REGISTER_TILED TEXEL B_T=F16 C_T=F16
+// variant: attention_cpu_bf16_scores REGISTER_TILED TEXEL A_T=BF16 B_T=BF16
+// variant: attention_cpu_bf16_values REGISTER_TILED TEXEL B_T=BF16 C_T=BF16
 // The two attention products as a batched GEMM over (batch, query head):
 //   C[b,h](m, n) = Σ_k A[b,h](m, k) · B[b, h / G](k, n)
 // scores: A = q [T, Dh], B(k=d, n=s) = key s   → C = raw scores [T, S]

@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: attention_combine
+// variant: attention_combine_f16 T=F16
+// variant: attention_combine_bf16 T=BF16
 // Second pass of split-KV (flash-decoding) attention: merges the partial
 // results of the key splits written by the flash kernels,
 //   O = Σ_s O_s·exp(m_s − M) / Σ_s l_s·exp(m_s − M),   M = max_s m_s,

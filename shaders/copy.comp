@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: copy
+// variant: copy_texel TEXEL
 // dst[i] = src[i] over `count` vec4s, grid-stride: the bandwidth yardstick of
 // `vkgate bench --peak` beside vkCmdCopyBuffer, since a copy command may take
 // a path (copy engine, driver blit) that shaders do not. The TEXEL variant

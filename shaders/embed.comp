@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: embed
+// variant: embed_f16 T=F16
+// variant: embed_bf16 T=BF16
 // The embedding gather: x[bt, :] = table[id(bt) − first, :] for the token
 // ids of rows first..first+count−1 of the table (a table larger than one
 // device buffer is split into row chunks, one dispatch each; ids outside this

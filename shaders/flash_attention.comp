@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: flash_attention
+// variant: flash_attention_f16 T=F16
+// variant: flash_attention_bf16 T=BF16
 // Fused attention, FlashAttention-2 style: softmax(scale·q·kᵀ + mask)·v with
 // an online softmax over blocks of BC keys, never materialising the T×S
 // scores, and the output gate applied before the single write of O.

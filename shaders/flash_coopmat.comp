@@ -1,5 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: flash_coopmat
+// variant: flash_coopmat_emulated EMULATE EMU_SG=8
 // Fused attention on tensor cores (fp16 storage): the result, bindings and
 // push constants of flash_attention.comp, with q·kᵀ and P·V as 16×16×16
 // cooperative-matrix products (fp16 inputs, fp32 accumulation).

@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: flash_decode
+// variant: flash_decode_f16 T=F16
+// variant: flash_decode_bf16 T=BF16
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 // Fused attention for a few query rows against many keys (decode, T·G ≤ R

@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: gate
+// variant: gate_f16 T=F16
+// variant: gate_bf16 T=BF16
 // The gated output: y[bt, h, d] *= sigmoid(g[bt, h, gw == 1 ? 0 : d]).
 // Headwise gates (gw = 1) scale a whole head; elementwise (gw = Dh) each
 // channel. The gate view reads the raw gate rows straight out of q_proj's

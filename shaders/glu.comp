@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: glu
+// variant: glu_f16 T=F16
+// variant: glu_bf16 T=BF16
 // The MLP's gated product: h[r, i] = act(g[r, i]) · u[r, i], where row r of
 // the fused projection P holds the gate projection's I outputs then the up
 // projection's (P [rows, 2I], rows `ld_p` apart; h rows `ld_h` apart, so the

@@ -1,5 +1,19 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: matmul
+// variant: matmul_f16 X_T=F16 Y_T=F16
+// variant: matmul_cpu REGISTER_TILED TEXEL
+// variant: matmul_rows_cpu ROWS_CPU TEXEL
+// variant: matmul_rows_cpu_f16 ROWS_CPU TEXEL X_T=F16 Y_T=F16
+// variant: matmul_rows_cpu_f16_y32 ROWS_CPU TEXEL X_T=F16
+// variant: matmul_cpu_f16 REGISTER_TILED TEXEL X_T=F16 Y_T=F16
+// variant: matmul_cpu_f16_y32 REGISTER_TILED TEXEL X_T=F16
+// variant: matmul_cpu_bf16 REGISTER_TILED TEXEL X_T=BF16 Y_T=BF16
+// variant: matmul_cpu_bf16_y32 REGISTER_TILED TEXEL X_T=BF16
+// variant: matmul_f16_y32 X_T=F16
+// variant: matmul_bf16 X_T=BF16 Y_T=BF16
+// variant: matmul_bf16_y32 X_T=BF16
 // Y = X·Wᵀ (+ b) (+ R): X [M, K], W [N, K] (PyTorch Linear layout), Y and R [M, N].
 // Storage types: X_T (X and W), Y_T; bias and residual are fp32. With TEXEL
 // (the CPU-driver variants) X and W are texel buffers.

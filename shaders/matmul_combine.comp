@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: matmul_combine
+// variant: matmul_combine_f16 Y_T=F16
+// variant: matmul_combine_bf16 Y_T=BF16
 // Second pass of a split-K matmul (matmul.comp, matmul_coopmat.comp): Y[m, n]
 // = Σ_s P[s, m, n] (+ b[n]) (+ R[m, n]), the fp32 partial sums P [splits, M, N]
 // added in split order. Storage: Y_T; P, bias and residual fp32.

@@ -1,5 +1,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: matmul_coopmat
+// variant: matmul_coopmat_f16 Y_T=F16
+// Only where the shader compiler knows GL_KHR_cooperative_matrix (CMakeLists.txt):
+// variant-khr: matmul_coopmat_khr COOPMAT_KHR
+// variant-khr: matmul_coopmat_khr_f16 COOPMAT_KHR Y_T=F16
 // Y = X·Wᵀ (+ b) (+ R) on tensor cores: fp16 X [M, K] and W [N, K], fp32
 // accumulation. Four subgroups of 32 each own a 32×32 block (2×2 fragments of
 // 16×16×16) of the workgroup's 64×64 tile; fragments are loaded straight from

@@ -1,5 +1,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: matmul_staged
+// variant: matmul_staged_f16 Y_T=F16
+// variant: matmul_staged_emulated EMULATE EMU_SG=8 TK=16
+// variant: matmul_staged_emulated_f16 EMULATE EMU_SG=8 TK=16 Y_T=F16
 // Y = X·Wᵀ (+ b) (+ R) on tensor cores through shared memory: fp16 X [M, K]
 // and W [N, K], fp32 accumulation, for M and N multiples of the workgroup
 // tile (TM × TN) and K of TK.

@@ -1,5 +1,19 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: matvec
+// variant: matvec_f16 X_T=F16 Y_T=F16
+// variant: matvec_f16_y32 X_T=F16
+// variant: matvec_bf16 X_T=BF16 Y_T=BF16
+// variant: matvec_bf16_y32 X_T=BF16
+// variant: matvec_v8 VEC8
+// variant: matvec_v8_f16 VEC8 X_T=F16 Y_T=F16
+// variant: matvec_v8_f16_y32 VEC8 X_T=F16
+// variant: matvec_v8_bf16 VEC8 X_T=BF16 Y_T=BF16
+// variant: matvec_v8_bf16_y32 VEC8 X_T=BF16
+// variant: matvec_v8_norm VEC8 NORM_X
+// variant: matvec_v8_norm_f16 VEC8 NORM_X W_T=F16 Y_T=F16
+// variant: matvec_v8_norm_bf16 VEC8 NORM_X W_T=BF16 Y_T=BF16
 #extension GL_KHR_shader_subgroup_arithmetic : require
 // Y = X·Wᵀ (+ b) (+ R) for a few rows of X (M ≤ MAX_M: decode steps), where
 // the tiled matmul would leave most of its tile idle. Memory bound on W: one

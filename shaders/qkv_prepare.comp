@@ -1,5 +1,12 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: qkv_prepare
+// variant: qkv_prepare_f16 T=F16
+// variant: qkv_prepare_bf16 T=BF16
+// variant: qkv_prepare_sg ONE_SUBGROUP TEXEL
+// variant: qkv_prepare_f16_sg T=F16 ONE_SUBGROUP TEXEL
+// variant: qkv_prepare_bf16_sg T=BF16 ONE_SUBGROUP TEXEL
 // The per-head work between the projection and attention, in one dispatch:
 // - q and the new keys: RMSNorm over each head (q_norm / k_norm, when the
 //   model has them; statistics in fp32), then rotate-half RoPE on the first

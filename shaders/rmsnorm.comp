@@ -1,5 +1,16 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: rmsnorm
+// variant: rmsnorm_f16 X_T=F16 Y_T=F16
+// variant: rmsnorm_f16_x32 Y_T=F16
+// variant: rmsnorm_bf16 X_T=BF16 Y_T=BF16
+// variant: rmsnorm_bf16_x32 Y_T=BF16
+// variant: rmsnorm_sg ONE_SUBGROUP TEXEL
+// variant: rmsnorm_f16_sg X_T=F16 Y_T=F16 ONE_SUBGROUP TEXEL
+// variant: rmsnorm_f16_x32_sg Y_T=F16 ONE_SUBGROUP TEXEL
+// variant: rmsnorm_bf16_sg X_T=BF16 Y_T=BF16 ONE_SUBGROUP TEXEL
+// variant: rmsnorm_bf16_x32_sg Y_T=BF16 ONE_SUBGROUP TEXEL
 // RMSNorm over `dim` elements of each (token, head) row, statistics in fp32:
 //   y = x / sqrt(mean(x²) + eps) · w          (plain)
 //   y = x / sqrt(mean(x²) + eps) · (1 + w)    (zero-centred, Qwen3-Next)

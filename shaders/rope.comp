@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: rope
+// variant: rope_f16 T=F16
+// variant: rope_bf16 T=BF16
 // Rotate-half RoPE on the first `rotary` dims of each head, the rest copied:
 //   y[i]        = x[i]·cos − x[i + r/2]·sin
 //   y[i + r/2]  = x[i + r/2]·cos + x[i]·sin        (i < r/2)

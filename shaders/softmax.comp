@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: softmax
+// variant: softmax_sg ONE_SUBGROUP TEXEL
+// variant: softmax_sg4 ONE_SUBGROUP TEXEL VEC4
 // Row softmax of scale·s over `keys` entries, in place, one workgroup per row.
 // Rows are (batch, head, query t) of a [B, H, T, S] score tensor whose rows
 // are `ld` ≥ S floats apart (a plan whose keys grow from step to step keeps

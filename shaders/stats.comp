@@ -1,5 +1,12 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: stats
+// variant: stats_f16 T=F16
+// variant: stats_bf16 T=BF16
+// variant: stats_sg ONE_SUBGROUP
+// variant: stats_f16_sg T=F16 ONE_SUBGROUP
+// variant: stats_bf16_sg T=BF16 ONE_SUBGROUP
 // The paper's per-layer measurements, reduced on the device into an fp32
 // statistics buffer at out_at (one workgroup per result, each thread summing
 // a fixed stride of elements, then a fixed reduction tree: deterministic).

@@ -1,7 +1,7 @@
 // Internal: the SPIR-V modules compiled from shaders/ at build time and
 // embedded in the library; the library never reads shader files at run time.
 // A module is named after its source plus its storage-type variant
-// ("matmul", "matmul_f16_y32", ...; see VKGATE_SHADER_VARIANTS in CMakeLists.txt).
+// ("matmul", "matmul_f16_y32", ...; each shader lists its variants in `// variant:` lines).
 #pragma once
 
 #include <cstdint>

@@ -26,7 +26,7 @@ Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c) {
   return Coopmat::off;
 }
 
-uint32_t coopmat_lanes(Coopmat c) { return c == Coopmat::emulated ? 8 : 32; }  // EMU_SG in CMakeLists.txt
+uint32_t coopmat_lanes(Coopmat c) { return c == Coopmat::emulated ? 8 : 32; }  // EMU_SG in the shaders' variant lines
 
 RowReduce row_reduce(const DeviceInfo& d, const Tuning& t, uint32_t len) {
   if (cpu_kernels(d) && d.subgroup_arithmetic && t.subgroup_reduce)
