@@ -15,6 +15,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/transfer.hpp"
 #include "ops/ops.hpp"
+#include "vkgate/block.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/reference.hpp"

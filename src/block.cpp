@@ -197,15 +197,6 @@ struct GatedAttention::Impl {
   }
 };
 
-const char* to_string(Precision p) noexcept {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::fp16: return "fp16";
-    case Precision::bf16: return "bf16";
-  }
-  return "?";
-}
-
 namespace {
 // The config, once validate() has accepted it: Impl derives its layout (which
 // divides by the KV heads) from it, so nothing may see it before.

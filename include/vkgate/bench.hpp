@@ -13,8 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "vkgate/block.hpp"
+#include "vkgate/config.hpp"
 #include "vkgate/context.hpp"
+#include "vkgate/precision.hpp"
 
 namespace vkgate::bench {
 

@@ -30,14 +30,10 @@
 
 #include "vkgate/config.hpp"
 #include "vkgate/context.hpp"
+#include "vkgate/precision.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate {
-
-// Device storage type of weights and activations; arithmetic is always fp32
-// (softmax and RMSNorm statistics included).
-enum class Precision { fp32, fp16, bf16 };
-const char* to_string(Precision p) noexcept;
 
 struct BlockOptions {
   Precision precision = Precision::fp32;

@@ -32,6 +32,7 @@
 #include "vkgate/block.hpp"
 #include "vkgate/context.hpp"
 #include "vkgate/model_config.hpp"
+#include "vkgate/precision.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate {

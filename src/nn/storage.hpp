@@ -13,7 +13,7 @@
 #include "gpu/context_impl.hpp"
 #include "gpu/memory.hpp"
 #include "ops/ops.hpp"
-#include "vkgate/block.hpp"
+#include "vkgate/precision.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate::nn {
