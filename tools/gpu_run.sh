@@ -105,6 +105,10 @@ PY
     VKGATE_COOPMAT_STAGED=$st $cli bench --device nvidia --op matmul --m 8192 --n 8192 --k 8192 --dtype f16 --reps 30 \
       2>&1 | grep -E "^matmul"
   done
+  echo "== whole models: qwen3-0.6b (random weights) prefill at 64 and 512 tokens and decode, fp16 and bf16"
+  for p in fp16 bf16; do
+    $cli bench --device nvidia --model-shape qwen3-0.6b --precision $p --prompts 64,512 --decode 64 2>&1 | grep -vE "^device"
+  done
   echo "== PyTorch"
   PYTHONUNBUFFERED=1 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
   tail -3 "$out/torch_bench.err"
