@@ -110,10 +110,12 @@ Vec decoder_layer(const ModelConfig& cfg, const WeightMap& weights, int layer, c
 double activation(Activation a, double x) {
   switch (a) {
     case Activation::silu: return x / (1.0 + std::exp(-x));
-    case Activation::gelu: return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+    // Written as erfc and as 2σ(2u) rather than 1 + erf and 1 + tanh(u), which
+    // cancel for negative x even in double.
+    case Activation::gelu: return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
     case Activation::gelu_tanh: {
-      const double k = std::sqrt(2.0 / std::numbers::pi);
-      return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+      const double u = std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+      return x / (1.0 + std::exp(-2.0 * u));
     }
     case Activation::sigmoid: return 1.0 / (1.0 + std::exp(-x));
   }

@@ -53,7 +53,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: MHA/GQA/MQA × none/headwise/elementwis
     for (GateKind gate : {GateKind::none, GateKind::headwise, GateKind::elementwise})
       for (bool causal : {true, false}) {
         CAPTURE(h.name);
-        INFO("gate = " << to_string(gate));
+        INFO("gate = " << std::string(to_string(gate)));
         CAPTURE(causal);
         run_block(*this, small(h, gate, causal), 2, 7);
       }
@@ -62,8 +62,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: MHA/GQA/MQA × none/headwise/elementwis
 TEST_CASE_FIXTURE(test::GpuTest, "block: every gate layout, norm kind, biases, residual, batch 3, T = 1") {
   for (GateLayout layout : {GateLayout::qwen3_next, GateLayout::official_grouped, GateLayout::separate})
     for (GateKind gate : {GateKind::headwise, GateKind::elementwise}) {
-      INFO("layout = " << to_string(layout));
-      INFO("gate = " << to_string(gate));
+      INFO("layout = " << std::string(to_string(layout)));
+      INFO("gate = " << std::string(to_string(gate)));
       BlockConfig c = small({"GQA", 6, 2}, gate, true);
       c.gate_layout = layout;
       c.norm_kind = layout == GateLayout::qwen3_next ? NormKind::zero_centered : NormKind::plain;
@@ -356,7 +356,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: fp16 and bf16 storage with fp32 accumul
     return;
   }
   for (Precision prec : {Precision::fp16, Precision::bf16}) {
-    INFO("prec = " << to_string(prec));
+    INFO("prec = " << std::string(to_string(prec)));
     const double bound = prec == Precision::fp16 ? 1e-5 : 1e-4;
     BlockConfig c = small({"GQA", 6, 2}, GateKind::elementwise, true);
     c.norm_kind = NormKind::zero_centered;

@@ -63,7 +63,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "model: golden w1 (qwen3, elementwise gate): lo
 
 TEST_CASE_FIXTURE(test::GpuTest, "model: qwen3 baseline/headwise/elementwise, llama with biases, tied, GQA/MQA, batch 2") {
   for (GateKind gate : {GateKind::none, GateKind::headwise, GateKind::elementwise}) {
-    INFO("qwen3 gate " << to_string(gate));
+    INFO("qwen3 gate " << std::string(to_string(gate)));
     test::TinyModel s;
     s.gate = gate;
     check_model(*this, s, 2, 5, Precision::fp32, 1e-8);
