@@ -1,6 +1,7 @@
 #include "vkgate/model.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <list>
@@ -303,6 +304,31 @@ GenerateResult Model::generate(std::span<const int64_t> prompt, const GenerateOp
     logits = extend(seq, std::span(&id, 1), 1);
     r.step_ms.push_back(milliseconds_since(t0));
   }
+  return r;
+}
+
+GenerateResult Model::generate(const Tokenizer& tokenizer, std::string_view prompt, const GenerateOptions& options) {
+  const std::vector<int32_t> ids32 = tokenizer.encode(prompt);
+  if (ids32.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt encodes to no tokens");
+  const std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  Tokenizer::StreamDecoder stream = tokenizer.stream_decoder();
+  std::string text;
+  GenerateOptions o = options;
+  // The text callback runs inside the id callback, so that a stop from either
+  // ends the generation after the same id.
+  o.on_token = [&](int64_t id) {
+    if (id > INT32_MAX)
+      throw Error(ErrorCode::invalid_argument, "generate: the model chose id " + std::to_string(id) +
+                                                   ", outside the vocabulary of " + tokenizer.source());
+    const std::string piece = stream.push(int32_t(id));
+    text += piece;
+    const bool more_ids = !options.on_token || options.on_token(id);
+    return (!options.on_text || options.on_text(piece)) && more_ids;
+  };
+  GenerateResult r = generate(ids, o);
+  const std::string rest = stream.finish();
+  if (!rest.empty() && options.on_text) options.on_text(rest);
+  r.text = text + rest;
   return r;
 }
 

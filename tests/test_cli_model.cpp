@@ -15,6 +15,7 @@
 #include "vkgate/model_config.hpp"
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_model.hpp"
+#include "vkgate/tokenizer.hpp"
 
 namespace {
 
@@ -193,6 +194,65 @@ TEST_CASE("cli model: generate stops after eos_token_id unless --ignore-eos") {
   check_clean_exit(all);
   REQUIRE(all.code == 0);
   CHECK(all.out == text(first4));
+}
+
+// A model whose vocabulary is exactly a small tokenizer's (tests/tokenizer/unit),
+// so every id it chooses decodes: the text on stdout is the reference's greedy
+// ids decoded, streamed piece by piece; --json carries it too.
+TEST_CASE("cli model: generate --prompt tokenizes with the model's tokenizer.json and streams the text") {
+  std::mt19937 rng(std::random_device{}());
+  const std::string unit = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json";
+  const Tokenizer tok = Tokenizer::load(unit);
+  test::TinyModel shape;
+  shape.vocab = tok.vocab_size();
+  ModelDir m(shape, rng, DType::F32, false);
+  write_text(m.dir / "tokenizer.json", test::read_file_text(unit));
+  const std::string prompt = "hello world, hello";
+  const std::vector<int32_t> ids32 = tok.encode(prompt);
+  const std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  const auto greedy = reference::greedy_generate(m.model.cfg, m.map, ids, 6, false);
+  const std::vector<int32_t> greedy32(greedy.begin(), greedy.end());
+  const std::string want = tok.decode(greedy32);
+
+  const CliResult r = run_cli(
+      with_device({"generate", "--weights", m.path(), "--prompt", prompt, "--max-new-tokens", "6", "--ignore-eos"}), m.dir.path);
+  check_clean_exit(r);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == want);
+  CHECK(r.err.find("tokens/s") != std::string::npos);
+  const CliResult j = run_cli(with_device({"generate", "--weights", m.path(), "--prompt", prompt, "--max-new-tokens",
+                                           "6", "--ignore-eos", "--json"}),
+                              m.dir.path);
+  REQUIRE(j.code == 0);
+  const json doc = json::parse(j.out);  // valid JSON even when the random ids are not UTF-8
+  bool want_is_utf8 = true;
+  try {
+    (void)json(want).dump();
+  } catch (const json::type_error&) {
+    want_is_utf8 = false;
+  }
+  if (want_is_utf8) CHECK(doc.at("text") == want);
+  else CHECK(doc.at("text").get<std::string>().find("\xEF\xBF\xBD") != std::string::npos);  // U+FFFD
+  CHECK(doc.at("generated").get<std::vector<int64_t>>() == greedy);
+  CHECK(doc.at("prompt_tokens") == ids.size());
+
+  // No tokenizer.json beside the weights: an error naming it, nothing on stdout.
+  std::filesystem::remove(m.dir / "tokenizer.json");
+  const CliResult missing = run_cli(
+      with_device({"generate", "--weights", m.path(), "--prompt", prompt, "--max-new-tokens", "2"}), m.dir.path);
+  CHECK(missing.code == 1);
+  CHECK(missing.out.empty());
+  CHECK(missing.err.find("tokenizer.json") != std::string::npos);
+  // --tokenizer names it instead; --prompt and --prompt-ids together are a usage error.
+  const CliResult named = run_cli(with_device({"generate", "--weights", m.path(), "--prompt", prompt, "--tokenizer",
+                                               unit, "--max-new-tokens", "6", "--ignore-eos"}),
+                                  m.dir.path);
+  REQUIRE(named.code == 0);
+  CHECK(named.out == want);
+  const CliResult both = run_cli(with_device({"generate", "--weights", m.path(), "--prompt", prompt, "--prompt-ids",
+                                              "1,2", "--max-new-tokens", "2"}),
+                                 m.dir.path);
+  CHECK(both.code == 2);
 }
 
 TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming the file and tensor or key, writing nothing") {

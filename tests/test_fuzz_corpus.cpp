@@ -46,6 +46,8 @@ TEST_CASE("fuzz corpus: checkpoint index seeds and regressions") {
   CHECK(replay("checkpoint_index", vkgate::fuzz::checkpoint_index) >= 4);
 }
 
+TEST_CASE("fuzz corpus: tokenizer seeds and regressions") { CHECK(replay("tokenizer", vkgate::fuzz::tokenizer) >= 4); }
+
 TEST_CASE("fuzz corpus: check_layer(INT_MAX) with full_attention_interval (found by fuzz_config)") {
   // layer_type computed (layer + 1) % interval in int: signed overflow at INT_MAX.
   vkgate::BlockConfig c = vkgate::BlockConfig::qwen3_next_attention();

@@ -44,6 +44,13 @@ CASE:
           before timing: a 16-token prompt in one step against a prefill of 8 and 8 decode
           steps (the kernels are checked against the reference by the test suite)
 
+  --tokenizer PATH [--text-file FILE] [--write-text FILE]
+          a tokenizer.json (or a directory holding one): load time, and encoding and
+          decoding throughput (MB/s, median of 5) on a 1 MiB text, generated (prose, code
+          with tabs and CRLF, digits, CJK, emoji) unless --text-file gives one; checks that
+          decode(encode(text)) is the text (after the normalizer, e.g. NFC). --write-text FILE writes the text used, so another
+          tokenizer can be timed on the same bytes (alone, it only writes the file). No device
+
   --json       print one JSON document instead of the table
 )";
 
@@ -66,6 +73,7 @@ int cmd_bench(Args& args) {
   std::map<std::string, std::string> v;  // case parameters by flag
   bool json = false, want_peak = false, block = false, sweep = false, unfused = false;
   ModelBench model;
+  TokenizerBench text;
   std::string op, config;
   while (!args.done()) {
     const std::string a = args.next();
@@ -91,6 +99,9 @@ int cmd_bench(Args& args) {
         at = comma + 1;
       }
     }
+    else if (a == "--tokenizer") text.tokenizer = args.value(a);
+    else if (a == "--text-file") text.text_file = args.value(a);
+    else if (a == "--write-text") text.write_text = args.value(a);
     else if (a == "--sweep") sweep = true;
     else if (a == "--unfused") unfused = true;
     else if (a == "--config") config = args.value(a);
@@ -110,6 +121,13 @@ int cmd_bench(Args& args) {
   const vkgate::Precision prec = v.count("precision") ? parse_precision("--dtype", v["precision"]) : vkgate::Precision::fp32;
   if (int(!op.empty()) + int(block) + int(!model.dir.empty() || !model.shape.empty()) > 1)
     throw UsageError("bench: give one of --op, --block and --model/--model-shape");
+  if (!text.tokenizer.empty() || !text.text_file.empty() || !text.write_text.empty()) {
+    if (!op.empty() || block || !model.dir.empty() || !model.shape.empty())
+      throw UsageError("bench: --tokenizer does not combine with --op, --block or --model");
+    if (text.tokenizer.empty() && text.write_text.empty()) throw UsageError("bench: --text-file needs --tokenizer");
+    text.json = json;
+    return bench_tokenizer(text);
+  }
   if (!model.dir.empty() || !model.shape.empty()) {
     if (!model.dir.empty() && !model.shape.empty()) throw UsageError("bench: give --model or --model-shape, not both");
     model.precision = prec;

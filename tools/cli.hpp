@@ -1,6 +1,6 @@
 // The vkgate CLI's shared pieces: argument reading, usage errors, and the
 // commands (one file each: main.cpp holds devices and demo, run.cpp,
-// generate.cpp, bench.cpp).
+// generate.cpp, bench.cpp, tokenize.cpp).
 #pragma once
 
 #include <cstdio>
@@ -61,6 +61,13 @@ struct Command {
   const char* usage;
   int (*run)(Args& args);
 };
-extern const Command kRun, kGenerate, kBench;
+extern const Command kRun, kGenerate, kBench, kTokenize, kDetokenize;
+
+// `vkgate bench --tokenizer PATH` (bench_tokenizer.cpp): load time and encoding throughput.
+struct TokenizerBench {
+  std::string tokenizer, text_file, write_text;
+  bool json = false;
+};
+int bench_tokenizer(const TokenizerBench& b);
 
 }  // namespace vkgate::cli

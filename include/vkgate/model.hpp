@@ -6,6 +6,7 @@
 //   vkgate::Model model = vkgate::Model::load(ctx, "checkpoints/1B_gate_elementwise");
 //   std::vector<float> logits = model.logits(ids, batch, tokens);      // [B, T, V]
 //   vkgate::GenerateResult r = model.generate(prompt_ids, {.max_new_tokens = 32});
+//   vkgate::GenerateResult t = model.generate(vkgate::Tokenizer::load(dir), "The capital of France is");
 //
 // Each step shape (batch, tokens, what is returned) is recorded once into one
 // command buffer that holds every layer, and replayed: a decode step is
@@ -27,12 +28,14 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vkgate/block.hpp"
 #include "vkgate/context.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/precision.hpp"
+#include "vkgate/tokenizer.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate {
@@ -88,10 +91,15 @@ struct GenerateOptions {
   // Called with each new id as soon as it is chosen (streaming); returning
   // false stops the generation after that id.
   std::function<bool(int64_t)> on_token;
+  // With a tokenizer (the text overload of generate): called with the text
+  // that each new id completes, whole UTF-8 characters only (may be empty
+  // while a character is split across ids); returning false stops.
+  std::function<bool(std::string_view)> on_text;
 };
 
 struct GenerateResult {
   std::vector<int64_t> ids;     // the generated ids, without the prompt
+  std::string text;             // with a tokenizer: the generated ids decoded
   double prefill_ms = 0;        // the prompt's step, host wall time
   std::vector<double> step_ms;  // each later step
   double tokens_per_s() const;  // generated ids after the first, per second of steps
@@ -125,6 +133,11 @@ class Model {
   // Greedy decoding of one prompt: one step for the prompt, then one replayed
   // step per new token, on a sequence of capacity prompt + max_new_tokens.
   GenerateResult generate(std::span<const int64_t> prompt, const GenerateOptions& options = {});
+  // Text in, text out: the prompt encoded by `tokenizer` (with the special
+  // tokens its post-processor adds), the new ids decoded as they come. An id
+  // the model chooses outside the tokenizer's vocabulary (a model may have more
+  // embedding rows than tokens) is an Error naming it.
+  GenerateResult generate(const Tokenizer& tokenizer, std::string_view prompt, const GenerateOptions& options = {});
 
   const ModelConfig& config() const;
   Precision precision() const;

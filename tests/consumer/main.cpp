@@ -5,6 +5,7 @@
 #include <vkgate/model.hpp>
 #include <vkgate/reference.hpp>
 #include <vkgate/reference_model.hpp>
+#include <vkgate/tokenizer.hpp>
 
 #include <cstdio>
 #include <random>
@@ -64,7 +65,16 @@ int main() try {
   const vkgate::GenerateResult r = model.generate(ids, gen);
   const bool same = r.ids == vkgate::reference::greedy_generate(mcfg, weights, ids, 5, false);
   std::printf("model: logits NMSE %.3e, greedy ids %s the reference's\n", mdiff.nmse, same ? "equal" : "differ from");
-  return diff.nmse <= 1e-9 && mdiff.nmse <= 1e-8 && same && ctx.validation_messages() == 0 ? 0 : 1;
+
+  // The tokenizer (Oniguruma and utf8proc come with the library): a two-letter
+  // byte-level BPE (vkgate::Tokenizer::load(dir) reads a model's tokenizer.json).
+  const vkgate::Tokenizer tok = vkgate::Tokenizer::from_json(
+      R"({"model": {"type": "BPE", "vocab": {"h": 0, "i": 1, "hi": 2}, "merges": ["h i"]}, "normalizer": {"type": "NFC"},
+          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "decoder": {"type": "ByteLevel"}})");
+  const std::vector<int32_t> text_ids = tok.encode("hihi");
+  const bool text_ok = text_ids == std::vector<int32_t>{2, 2} && tok.decode(text_ids) == "hihi";
+  std::printf("tokenizer: \"hihi\" -> %zu ids, decoded %s\n", text_ids.size(), text_ok ? "back" : "wrong");
+  return diff.nmse <= 1e-9 && mdiff.nmse <= 1e-8 && same && text_ok && ctx.validation_messages() == 0 ? 0 : 1;
 } catch (const vkgate::Error& e) {
   std::fprintf(stderr, "consumer: %s\n", e.what());
   return 1;
