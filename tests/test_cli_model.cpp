@@ -253,6 +253,12 @@ TEST_CASE("cli model: generate --prompt tokenizes with the model's tokenizer.jso
                                               "1,2", "--max-new-tokens", "2"}),
                                  m.dir.path);
   CHECK(both.code == 2);
+  const CliResult bad = run_cli(with_device({"generate", "--weights", m.path(), "--prompt", "ok\xC3(", "--tokenizer",
+                                             unit, "--max-new-tokens", "2"}),
+                                m.dir.path);
+  CHECK(bad.code == 1);
+  CHECK(bad.out.empty());
+  CHECK(bad.err.find("--prompt: the text to tokenize is not valid UTF-8 at byte offset 2") != std::string::npos);
 }
 
 TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming the file and tensor or key, writing nothing") {

@@ -112,7 +112,12 @@ int cmd_generate(Args& args) {
   std::optional<Tokenizer> tokenizer;
   if (have_text) {
     tokenizer = Tokenizer::load(tokenizer_path.empty() ? weights : tokenizer_path);
-    const std::vector<int32_t> ids = tokenizer->encode(text_prompt);
+    std::vector<int32_t> ids;
+    try {
+      ids = tokenizer->encode(text_prompt);
+    } catch (const Error& e) {
+      throw Error(e.code(), std::string("--prompt: ") + e.what());
+    }
     prompt.assign(ids.begin(), ids.end());
     if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "--prompt: the text encodes to no tokens");
   }
