@@ -8,6 +8,7 @@
 // feature (it ignores single_word; the Rust library's rule is tested here).
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
 #include <utf8proc.h>
 
 #include <cstdlib>
@@ -323,4 +324,20 @@ TEST_CASE("tokenizer: every malformed or unsupported file is refused naming the 
     mentions.push_back("models/m/tokenizer.json: ");
     expect_error([&] { from(j, "models/m/tokenizer.json"); }, c.code, mentions);
   }
+}
+
+// Oniguruma also exports regcomp/regexec/regfree/regerror: linked into the
+// program, it replaced the C library's for every library in the process (Mesa's
+// driconf among them; under AddressSanitizer the mix deadlocked). Opened with
+// RTLD_LOCAL, none of its names is visible to the process.
+TEST_CASE("tokenizer: Oniguruma's names stay out of the process (regcomp is the C library's)") {
+  const Tokenizer t = Tokenizer::load(kUnit + "/gpt2_style.json");  // compiles GPT-2's regex: Oniguruma is open
+  CHECK(t.encode("hello") == Ids{32, 259});
+  CHECK(dlsym(RTLD_DEFAULT, "onig_new") == nullptr);
+  void* regcomp_fn = dlsym(RTLD_DEFAULT, "regcomp");
+  REQUIRE(regcomp_fn);
+  Dl_info info{};
+  REQUIRE(dladdr(regcomp_fn, &info));
+  CAPTURE(info.dli_fname);
+  CHECK(std::string(info.dli_fname).find("libonig") == std::string::npos);
 }

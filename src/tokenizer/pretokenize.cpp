@@ -1,11 +1,12 @@
 // The pre-tokenizer's regular expressions (Oniguruma, as in Hugging Face's
 // `tokenizers`, so that \p{L}, \s and (?i:...) classify exactly as there) and
 // its Split steps.
+#include <dlfcn.h>
 #include <oniguruma.h>
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
+#include <type_traits>
 
 #include "tokenizer/tokenizer_impl.hpp"
 #include "vkgate/error.hpp"
@@ -14,22 +15,62 @@ namespace vkgate::tok {
 
 namespace {
 
-OnigEncoding utf8() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    OnigEncoding encodings[] = {ONIG_ENCODING_UTF8};
-    onig_initialize(encodings, 1);
-  });
-  return ONIG_ENCODING_UTF8;
+// Oniguruma is loaded with dlopen(RTLD_LOCAL), not linked. Debian's libonig also
+// exports the POSIX names regcomp/regexec/regfree/regerror; linked into a
+// program, the dynamic linker took them from it instead of the C library for
+// the whole process (Mesa's driconf calls them; under AddressSanitizer, whose
+// regexec reaches glibc's while regcomp reached Oniguruma's, the mix
+// deadlocked). Loaded locally, none of its names enter the process's scope.
+// Only decltype names its functions here, so nothing links against them.
+struct Onig {
+  decltype(&onig_new) compile;
+  decltype(&onig_free) free;
+  decltype(&onig_search) search;
+  decltype(&onig_region_new) region_new;
+  decltype(&onig_region_free) region_free;
+  decltype(&onig_error_code_to_str) error_text;
+  OnigEncoding utf8;
+  OnigSyntaxType* syntax;
+};
+
+const Onig& onig() {
+  // A throw leaves the static uninitialized: the next call tries again.
+  static const Onig lib = [] {
+    const std::string where = std::string("the tokenizer's regular expressions need Oniguruma (") + VKGATE_ONIG_SONAME +
+                              ", Debian package libonig5)";
+    void* handle = dlopen(VKGATE_ONIG_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) throw Error(ErrorCode::unsupported, where + ": " + dlerror());
+    auto symbol = [&](const char* name) {
+      void* p = dlsym(handle, name);
+      if (!p) throw Error(ErrorCode::unsupported, where + ": it has no " + name);
+      return p;
+    };
+    Onig o;
+    auto load = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(symbol(name)); };
+    load(o.compile, "onig_new");
+    load(o.free, "onig_free");
+    load(o.search, "onig_search");
+    load(o.region_new, "onig_region_new");
+    load(o.region_free, "onig_region_free");
+    load(o.error_text, "onig_error_code_to_str");
+    decltype(&onig_initialize) initialize;
+    load(initialize, "onig_initialize");
+    o.utf8 = static_cast<OnigEncoding>(symbol("OnigEncodingUTF8"));
+    o.syntax = *static_cast<OnigSyntaxType**>(symbol("OnigDefaultSyntax"));
+    OnigEncoding encodings[] = {o.utf8};
+    initialize(encodings, 1);
+    return o;
+  }();
+  return lib;
 }
 
 struct RegionFree {
-  void operator()(OnigRegion* r) const { onig_region_free(r, 1); }
+  void operator()(OnigRegion* r) const { onig().region_free(r, 1); }
 };
 
 // One region per thread: searching a compiled regex is thread-safe, its match registers are not.
 OnigRegion* thread_region() {
-  thread_local std::unique_ptr<OnigRegion, RegionFree> region(onig_region_new());
+  thread_local std::unique_ptr<OnigRegion, RegionFree> region(onig().region_new());
   return region.get();
 }
 
@@ -40,17 +81,18 @@ Regex::Regex(std::string_view pattern, const std::string& where) : re_(nullptr) 
   OnigRegex re = nullptr;
   const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
   // The default syntax and no options: what the `onig` crate's Regex::new compiles with.
-  const int rc = onig_new(&re, p, p + pattern.size(), ONIG_OPTION_NONE, utf8(), ONIG_SYNTAX_DEFAULT, &info);
+  const Onig& lib = onig();
+  const int rc = lib.compile(&re, p, p + pattern.size(), ONIG_OPTION_NONE, lib.utf8, lib.syntax, &info);
   if (rc != ONIG_NORMAL) {
     OnigUChar text[ONIG_MAX_ERROR_MESSAGE_LEN];
-    onig_error_code_to_str(text, rc, &info);
+    lib.error_text(text, rc, &info);
     throw Error(ErrorCode::io, where + ": the regular expression does not compile: " + reinterpret_cast<char*>(text));
   }
   re_ = re;
 }
 
 Regex::~Regex() {
-  if (re_) onig_free(static_cast<OnigRegex>(re_));
+  if (re_) onig().free(static_cast<OnigRegex>(re_));
 }
 
 void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t>>& out) const {
@@ -64,11 +106,11 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
   bool after_match = false;
   size_t last_end = 0;
   while (from <= text.size()) {
-    const int at = onig_search(static_cast<OnigRegex>(re_), begin, end, begin + from, end, region, ONIG_OPTION_NONE);
+    const int at = onig().search(static_cast<OnigRegex>(re_), begin, end, begin + from, end, region, ONIG_OPTION_NONE);
     if (at == ONIG_MISMATCH) return;
     if (at < 0) {
       OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
-      onig_error_code_to_str(msg, at);
+      onig().error_text(msg, at);
       throw Error(ErrorCode::out_of_memory, std::string("regular expression search failed: ") + reinterpret_cast<char*>(msg));
     }
     const size_t s = size_t(region->beg[0]), e = size_t(region->end[0]);
@@ -85,8 +127,8 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
   }
 }
 
-bool is_word_char(uint32_t cp) { return ONIGENC_IS_CODE_CTYPE(utf8(), cp, ONIGENC_CTYPE_WORD); }
-bool is_space_char(uint32_t cp) { return ONIGENC_IS_CODE_CTYPE(utf8(), cp, ONIGENC_CTYPE_SPACE); }
+bool is_word_char(uint32_t cp) { return ONIGENC_IS_CODE_CTYPE(onig().utf8, cp, ONIGENC_CTYPE_WORD); }
+bool is_space_char(uint32_t cp) { return ONIGENC_IS_CODE_CTYPE(onig().utf8, cp, ONIGENC_CTYPE_SPACE); }
 
 // Hugging Face's NormalizedString::split: the pieces of `text` (offsets and
 // whether each matched) become pre-tokens according to the behavior.
