@@ -91,7 +91,7 @@ TEST_CASE("tokenizer vectors: Llama 3 (ignore_merges, digits in threes) agrees w
 TEST_CASE("tokenizer vectors: vkgate tokenize and detokenize agree with Hugging Face on the real files") {
   vkgate::cli_test::TempDir tmp("tokenizer_vectors_cli");
   struct Expect {
-    std::string name, ids, decoded;
+    std::string tag, name, ids, decoded;  // tag: the case's files in tmp, TAG.in and TAG.out
   };
   std::vector<std::vector<std::string>> jobs;
   std::vector<Expect> expected;
@@ -107,12 +107,13 @@ TEST_CASE("tokenizer vectors: vkgate tokenize and detokenize agree with Hugging 
       vkgate::cli_test::write_text(tmp.path / (tag + ".in"), c.at("text").get<std::string>());
       jobs.push_back({"tokenize", "--tokenizer", tokenizer, "--input", tmp / (tag + ".in")});
       jobs.push_back({"detokenize", "--tokenizer", tokenizer, "--ids", ids, "--output", tmp / (tag + ".out")});
-      expected.push_back({tag + " " + c.at("name").get<std::string>(), ids, c.at("decoded").get<std::string>()});
+      expected.push_back({tag, c.at("name").get<std::string>(), ids, c.at("decoded").get<std::string>()});
     }
   }
   const std::vector<vkgate::cli_test::CliResult> results = vkgate::cli_test::run_all(jobs, tmp.path);
   for (size_t k = 0; k < expected.size(); ++k) {
     const Expect& e = expected[k];
+    CAPTURE(e.tag);
     CAPTURE(e.name);
     const auto& tokenized = results[2 * k];
     const auto& detokenized = results[2 * k + 1];
@@ -121,7 +122,7 @@ TEST_CASE("tokenizer vectors: vkgate tokenize and detokenize agree with Hugging 
     CHECK(tokenized.code == 0);
     CHECK(tokenized.out == e.ids + "\n");
     CHECK(detokenized.code == 0);
-    CHECK(vkgate::cli_test::read_text(tmp.path / (e.name.substr(0, e.name.find(' ')) + ".out")) == e.decoded);
+    CHECK(vkgate::cli_test::read_text(tmp.path / (e.tag + ".out")) == e.decoded);
   }
 }
 #endif

@@ -3,16 +3,14 @@
 // (generated here, deterministically, so that other tokenizers — the
 // JavaScript bench of tools/ — can be timed on the identical bytes).
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
-#include "vkgate/error.hpp"
 #include "vkgate/tokenizer.hpp"
 
 namespace vkgate::cli {
@@ -77,18 +75,9 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int bench_tokenizer(const TokenizerBench& b) {
-  std::string text;
-  if (!b.text_file.empty()) {
-    std::ifstream in(b.text_file, std::ios::binary);
-    if (!in) throw vkgate::Error(vkgate::ErrorCode::io, b.text_file + ": cannot open");
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  } else {
-    text = mixed_text();
-  }
+  const std::string text = b.text_file.empty() ? mixed_text() : read_file(b.text_file);
   if (!b.write_text.empty()) {
-    std::ofstream out(b.write_text, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), std::streamsize(text.size()));
-    if (!out.flush()) throw vkgate::Error(vkgate::ErrorCode::io, b.write_text + ": cannot write");
+    write_file_atomically(b.write_text, text);
     if (b.tokenizer.empty()) {
       std::fprintf(stderr, "wrote %zu bytes to %s\n", text.size(), b.write_text.c_str());
       return 0;
@@ -116,15 +105,10 @@ int bench_tokenizer(const TokenizerBench& b) {
   const double enc = encode_ms[kReps / 2], dec = decode_ms[kReps / 2];
   const bool same = back == tok.normalize(text);
   if (b.json) {
-    std::string source;
-    for (char c : tok.source()) {
-      if (c == '"' || c == '\\') source += '\\';
-      source += c;
-    }
-    std::printf("{\"tokenizer\": \"%s\", \"vocab_size\": %d, \"load_ms\": %.1f, \"text_bytes\": %zu, \"tokens\": %zu, "
+    std::printf("{\"tokenizer\": %s, \"vocab_size\": %d, \"load_ms\": %.1f, \"text_bytes\": %zu, \"tokens\": %zu, "
                 "\"encode_ms\": %.2f, \"encode_mb_per_s\": %.2f, \"decode_ms\": %.2f, \"decode_mb_per_s\": %.2f, "
                 "\"round_trip\": %s}\n",
-                source.c_str(), tok.vocab_size(), load_ms, text.size(), ids.size(), enc, mb / (enc / 1e3), dec,
+                json_string(tok.source()).c_str(), tok.vocab_size(), load_ms, text.size(), ids.size(), enc, mb / (enc / 1e3), dec,
                 mb / (dec / 1e3), same ? "true" : "false");
   } else {
     std::printf("tokenizer: %s (vocab %d)\n", tok.source().c_str(), tok.vocab_size());

@@ -3,6 +3,7 @@
 // generate.cpp, bench.cpp, tokenize.cpp).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -42,6 +43,15 @@ struct Args {
 bool wants_help(const std::vector<std::string>& args);
 // fp32 | fp16 | bf16 (and f32, f16) for `flag`, else a UsageError.
 Precision parse_precision(const std::string& flag, const std::string& v);
+// Text in and out (cli_text.cpp). Errors name the path or the flag.
+std::string read_file(const std::string& path);
+// Writes a temporary file beside `path` and renames it into place: no partial file on an error.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+// Integers separated by commas and/or whitespace (none: an empty list); else a UsageError naming `flag`.
+std::vector<int64_t> parse_id_list(const std::string& flag, const std::string& text);
+// A JSON string literal of `text`; bytes that are not UTF-8 become U+FFFD (generated
+// ids need not end on a character boundary), so the document stays valid JSON.
+std::string json_string(const std::string& text);
 // The run ended with messages from the validation layer (VKGATE_VALIDATION):
 // says so on stderr; the command then writes nothing and exits 1.
 bool validation_failed(const Context& ctx);

@@ -1,12 +1,9 @@
 // `vkgate generate`: greedy decoding with a model checkpoint. The new ids go
 // to stdout as they come (one line, space-separated), everything else to stderr.
-#include <cerrno>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli.hpp"
 #include "vkgate/error.hpp"
@@ -49,23 +46,6 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
 Exit codes: 0 success, 1 bad file, config, id or device, 2 bad usage.
 )";
 
-std::vector<int64_t> parse_ids(const std::string& flag, const std::string& text) {
-  std::vector<int64_t> ids;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end || errno == ERANGE)
-      throw UsageError(flag + " must be comma-separated integers, got '" + item + "' in '" + text + "'");
-    ids.push_back(v);
-    at = comma + 1;
-  }
-  return ids;
-}
-
 std::string json_list(const std::vector<double>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) {
@@ -74,13 +54,6 @@ std::string json_list(const std::vector<double>& v) {
     s += buf;
   }
   return s + "]";
-}
-
-// A JSON string of generated text: the ids a model chooses need not end on a
-// character boundary (or form UTF-8 at all), so invalid bytes become U+FFFD,
-// as Hugging Face's decode writes them, and the document stays valid JSON.
-std::string json_string(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 int cmd_generate(Args& args) {
@@ -93,7 +66,7 @@ int cmd_generate(Args& args) {
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--weights") weights = args.value(a);
-    else if (a == "--prompt-ids") prompt = parse_ids(a, args.value(a)), have_prompt = true;
+    else if (a == "--prompt-ids") prompt = parse_id_list(a, args.value(a)), have_prompt = true;
     else if (a == "--prompt") text_prompt = args.value(a), have_text = true;
     else if (a == "--tokenizer") tokenizer_path = args.value(a);
     else if (a == "--max-new-tokens") g.max_new_tokens = int(args.number(a, 0, 1 << 24));
@@ -105,6 +78,7 @@ int cmd_generate(Args& args) {
   }
   if (weights.empty()) throw UsageError("generate: --weights is required");
   if (have_prompt == have_text) throw UsageError("generate: give one of --prompt and --prompt-ids");
+  if (have_prompt && prompt.empty()) throw UsageError("--prompt-ids needs at least one id");
   if (!tokenizer_path.empty() && !have_text) throw UsageError("generate: --tokenizer goes with --prompt");
   if (g.max_new_tokens < 0) throw UsageError("generate: --max-new-tokens is required");
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs vkgate on the lent GPU machine (see ../shared/GPU.md) in one call:
+# Runs vkgate on a lent GPU machine (the agent tools' `run` on an H100/H200) in one call:
 # device list, the GPU test suite under the validation layer (fused and
 # unfused paths), `vkgate bench` and the PyTorch peer on the same card.
 # Carry [".gl", "build"]: .gl holds libvulkan1, vulkan-validationlayers and the

@@ -2,6 +2,7 @@
 # One command from a fresh Debian 12 machine to a running vkgate:
 #   tools/quickstart.sh demo [demo options]   install, build, run the demo on the first Vulkan device
 #   tools/quickstart.sh test [ctest options]  install, build, run the whole test suite
+#   tools/quickstart.sh deps                  install the packages only (.ci/run's first step)
 # Installs missing Debian packages when run as root; otherwise prints the
 # apt-get line to run. BUILD_DIR overrides the build directory (default: build).
 set -euo pipefail
@@ -10,8 +11,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 cmd=${1:-}
 case "$cmd" in
-  demo|test) shift ;;
-  *) echo "usage: tools/quickstart.sh demo|test [options]" >&2; exit 2 ;;
+  demo|test|deps) shift ;;
+  *) echo "usage: tools/quickstart.sh demo|test|deps [options]" >&2; exit 2 ;;
 esac
 
 packages=(cmake ninja-build g++ libvulkan-dev glslang-tools spirv-tools doctest-dev nlohmann-json3-dev pkg-config libonig-dev libutf8proc-dev
@@ -32,6 +33,8 @@ if ((${#missing[@]})); then
     exit 1
   fi
 fi
+
+[ "$cmd" = deps ] && exit 0
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build" --parallel "$(nproc)"

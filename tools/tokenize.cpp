@@ -1,15 +1,12 @@
 // `vkgate tokenize` and `vkgate detokenize`: text to token ids and back with
 // a model's tokenizer.json (include/vkgate/tokenizer.hpp).
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 
 #include "cli.hpp"
 #include "vkgate/error.hpp"
@@ -46,52 +43,6 @@ nothing added or cleaned up).
 
 Exit codes: 0 success, 1 bad file or an id outside the vocabulary (naming it), 2 bad usage.
 )";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw vkgate::Error(vkgate::ErrorCode::io, path + ": cannot open: " + std::strerror(errno));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw vkgate::Error(vkgate::ErrorCode::io, path + ": cannot read");
-  return text;
-}
-
-// Writes `bytes` to a temporary file beside `path`, then renames it into place.
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw vkgate::Error(vkgate::ErrorCode::io, path + ": cannot create " + tmp + ": " + std::strerror(errno));
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.close();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw vkgate::Error(vkgate::ErrorCode::io, path + ": cannot write " + tmp);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw vkgate::Error(vkgate::ErrorCode::io, path + ": cannot rename " + tmp + " into place: " + ec.message());
-  }
-}
-
-std::vector<int32_t> parse_id_list(const std::string& text) {
-  std::vector<int32_t> ids;
-  const char* p = text.c_str();
-  for (;;) {
-    while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') ++p;
-    if (!*p) break;
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(p, &end, 10);
-    if (end == p || errno == ERANGE || v < INT32_MIN || v > INT32_MAX || (*end && !std::strchr(" ,\t\n", *end)))
-      throw UsageError("--ids must be integers separated by spaces or commas, got '" + text + "'");
-    ids.push_back(int32_t(v));
-    p = end;
-  }
-  return ids;
-}
 
 int cmd_tokenize(Args& args) {
   std::string tokenizer, text, input;
@@ -135,7 +86,11 @@ int cmd_detokenize(Args& args) {
   }
   if (tokenizer.empty()) throw UsageError("detokenize: --tokenizer is required");
   if (!have_ids) throw UsageError("detokenize: --ids is required");
-  const std::vector<int32_t> ids = parse_id_list(ids_text);
+  std::vector<int32_t> ids;
+  for (const int64_t id : parse_id_list("--ids", ids_text)) {
+    if (id < INT32_MIN || id > INT32_MAX) throw UsageError("--ids: " + std::to_string(id) + " is not a 32-bit token id");
+    ids.push_back(int32_t(id));
+  }
   const vkgate::Tokenizer tok = vkgate::Tokenizer::load(tokenizer);
   const std::string text = tok.decode(ids);
   if (output.empty()) {
