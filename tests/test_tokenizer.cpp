@@ -262,6 +262,8 @@ TEST_CASE("tokenizer: every malformed or unsupported file is refused naming the 
       {"negative id", [](json& j) { j["model"]["vocab"]["he"] = -3; }, ErrorCode::io, {"model.vocab['he']", "-3"}},
       {"id not an integer", [](json& j) { j["model"]["vocab"]["he"] = "7"; }, ErrorCode::io, {"model.vocab['he']"}},
       {"two tokens one id", [](json& j) { j["model"]["vocab"]["he"] = 257; }, ErrorCode::io, {"model.vocab['", "257"}},
+      {"an id far beyond the vocabulary", [](json& j) { j["model"]["vocab"]["he"] = 2000000000; }, ErrorCode::unsupported,
+       {"model.vocab['he']", "id 2000000000 is too far beyond a vocabulary of 268 tokens"}},
       {"model type", [](json& j) { j["model"]["type"] = "WordPiece"; }, ErrorCode::unsupported, {"model.type", "'WordPiece' is not supported"}},
       {"byte_fallback", [](json& j) { j["model"]["byte_fallback"] = true; }, ErrorCode::unsupported, {"model.byte_fallback"}},
       {"dropout", [](json& j) { j["model"]["dropout"] = 0.1; }, ErrorCode::unsupported, {"model.dropout"}},

@@ -48,9 +48,17 @@ class Builder {
     const auto& vocab = c_.vocab;
     t_.ids.reserve(vocab.size() + 1024);
     if (t_.bpe.ignore_merges) t_.bpe.ids_by_bytes.reserve(vocab.size());
-    int32_t max_id = -1;
-    for (const auto& entry : vocab) max_id = std::max(max_id, entry.second);
-    grow(max_id);
+    // The tables are indexed by id: a vocabulary may leave unused ids (Hugging
+    // Face allows it), but not so many that one large id in a tiny file asks
+    // for gigabytes (found by fuzz_tokenizer). Duplicates are refused below.
+    const auto highest = std::max_element(vocab.begin(), vocab.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    const size_t id_limit = 4 * vocab.size() + 65536;
+    if (highest != vocab.end() && size_t(highest->second) >= id_limit)
+      r_.unsupported("model.vocab['" + highest->first + "']",
+                     "id " + std::to_string(highest->second) + " is too far beyond a vocabulary of " +
+                         std::to_string(vocab.size()) + " tokens (ids up to " + std::to_string(id_limit - 1) +
+                         " are supported)");
+    grow(highest == vocab.end() ? -1 : highest->second);
     for (const auto& [token, id] : vocab) {
       if (t_.kind[size_t(id)] != Tokenizer::Impl::absent)
         r_.malformed("model.vocab['" + token + "']",
