@@ -12,10 +12,11 @@
 // variant: attention_cpu_bf16_scores REGISTER_TILED TEXEL A_T=BF16 B_T=BF16
 // variant: attention_cpu_bf16_values REGISTER_TILED TEXEL B_T=BF16 C_T=BF16
 // The two attention products as a batched GEMM over (batch, query head):
-//   C[b,h](m, n) = Σ_k A[b,h](m, k) · B[b, h / G](k, n)
+//   C[b,h](m, n) = Σ_k A[b,h](m, k) · B[b, kv(h)](k, n)
 // scores: A = q [T, Dh], B(k=d, n=s) = key s   → C = raw scores [T, S]
 // P·V:    A = probabilities [T, S], B(k=s, n=d) = value s → C = SDPA output
-// Query head h reads KV head h / G (G = H/KV: MHA G=1, MQA G=H). Every
+// Query head h reads KV head kv(h) = h / G (G = H/KV: MHA G=1, MQA G=H), or
+// h % KV with tiled GQA (BlockConfig::gqa_mapping). Every
 // stride comes from push constants, so one pipeline serves both products.
 // Storage types: A_T, B_T, C_T (q/k/v in the activation type, scores fp32).
 // With TEXEL (the CPU-driver variants) A and B are texel buffers.
@@ -47,6 +48,7 @@ struct Push {
   // lies beyond (the softmax writes zeros there); the others compute all.
   uint causal, past;
   uint a_off, c_off;  // added to A's and C's (batch, head) base: a chunk of the queries
+  uint tiled_kv;      // KV with tiled GQA (kv(h) = h % KV); 0: kv(h) = h / group
 };
 PARAMS(Push)
 
@@ -81,7 +83,7 @@ void main() {
   const uint bh = gl_WorkGroupID.z;
   const uint batch = bh / p.heads, h = bh - batch * p.heads;
   a_base = batch * p.a_sb + h * p.a_sh + p.a_off;
-  b_base = batch * p.b_sb + (h / p.group) * p.b_sh;
+  b_base = batch * p.b_sb + (p.tiled_kv != 0 ? h % p.tiled_kv : h / p.group) * p.b_sh;
   const uint c_base = batch * p.c_sb + h * p.c_sh + p.c_off;
 #ifdef REGISTER_TILED
   const uint n0 = (gl_WorkGroupID.x * WG + gl_LocalInvocationID.x) * RN;

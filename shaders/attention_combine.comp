@@ -25,11 +25,12 @@ RO(0, partial, F32)
 RO(1, g, T)
 RW(2, o, T)
 
+#include "gate.glsl"
 #include "params.glsl"
 struct Push {
-  View gate_view;
+  Gate gate;
   uint tokens, heads, head_dim, splits;
-  uint has_gate, gate_width, rows;
+  uint has_gate, rows;
 };
 PARAMS(Push)
 
@@ -75,9 +76,6 @@ void main() {
   if (slice != 0 || d >= p.head_dim) return;
   for (uint k = 1; k < SLICES; ++k) num += sum_s[k * DCH + tid];
   float val = den > 0.0 ? num / den : 0.0;
-  if (p.has_gate != 0) {
-    const float z = g_ld(view_offset(p.gate_view, p.tokens, bt, h, p.gate_width == 1 ? 0 : d));
-    val /= 1.0 + exp(-z);
-  }
+  if (p.has_gate != 0) val = gated(p.gate, p.tokens, bt, h, d, val);
   o_st(row * p.head_dim + d, val);
 }

@@ -10,7 +10,7 @@
 //
 // A workgroup takes R rows = (query head, token) pairs of ONE KV group, so the
 // G = H/KV query heads that share a KV head share every K block it loads.
-// Rows are ordered token-major: row r → head kvh·G + r % G, token t0 + r / G.
+// Rows are ordered token-major: row r → query head r % G of the group, token t0 + r / G.
 // Keys run over [split·chunk, min(S, (split+1)·chunk)); with several splits
 // (flash-decoding) each workgroup writes its unnormalised O, running max and
 // sum to `partial` and attention_combine.comp finishes the rows.
@@ -94,7 +94,7 @@ void main() {
         const uint r = e / DC, d = d0 + e % DC, row = row0 + r;
         float val = 0.0;
         if (row < rows_total && d < HEAD_DIM) {
-          const uint h = kvh * G + row % G, t = row / G;
+          const uint h = group_head(kvh, row % G, G), t = row / G;
           val = q_ld(((b * p.heads + h) * p.tokens + t) * HEAD_DIM + d);
         }
         q_c[r * LDC + e % DC] = val;
@@ -170,7 +170,7 @@ void main() {
   [[unroll]] for (uint j = 0; j < D_PER; ++j) {
     const uint r = rgrp + i * RT, d = dcol + j * CT, row = row0 + r;
     if (r >= R || d >= HEAD_DIM || row >= rows_total) continue;
-    const uint h = kvh * G + row % G, t = row / G;
+    const uint h = group_head(kvh, row % G, G), t = row / G;
     flash_store(b, t, h, d, split, acc[i][j], m_s[r], l_s[r]);
   }
 }

@@ -8,11 +8,13 @@ RO(4, g, T)
 RW(5, o, T)
 RW(6, partial, F32)
 
+#include "gate.glsl"
 #include "params.glsl"
 struct Push {
-  View gate_view;
+  Gate gate;
   uint tokens, keys, kv_stride, heads, kv_heads, past;  // kv_stride: positions per (b, KV head) in k/v
-  uint causal, has_mask, has_gate, gate_width;
+  uint causal, has_mask, has_gate;
+  uint tiled;  // query head h reads KV head h % KV, not h / G (GqaMapping)
   uint chunk, splits;  // keys per split and number of splits
   float scale;
   uint mask_ld;  // floats between rows of the mask [B, 1, T, S]
@@ -34,9 +36,9 @@ void flash_store(uint b, uint t, uint h, uint d, uint split, float val, float m,
     return;
   }
   float out_v = l > 0.0 ? val / l : 0.0;
-  if (p.has_gate != 0) {
-    const float z = g_ld(view_offset(p.gate_view, p.tokens, b * p.tokens + t, h, p.gate_width == 1 ? 0 : d));
-    out_v /= 1.0 + exp(-z);
-  }
+  if (p.has_gate != 0) out_v = gated(p.gate, p.tokens, b * p.tokens + t, h, d, out_v);
   o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, out_v);
 }
+
+// Query head `member` (< G) of KV head kvh's group.
+uint group_head(uint kvh, uint member, uint G) { return p.tiled != 0 ? member * p.kv_heads + kvh : kvh * G + member; }

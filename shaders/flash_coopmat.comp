@@ -125,7 +125,7 @@ void main() {
     const uint r = e / CH, ch = e % CH, row = row0 + r;
     uvec4 u = uvec4(0);
     if (row < rows_total) {
-      const uint h = kvh * G + row % G, t = row / G;
+      const uint h = group_head(kvh, row % G, G), t = row / G;
       u = q8[((b * p.heads + h) * p.tokens + t) * CH + ch];
     }
     PUT8(q_s, r * LDQ + ch * 8, u);
@@ -204,7 +204,7 @@ void main() {
     for (uint e = lane; e < 256; e += SG) {
       const uint r = e / 16, d = f * 16 + e % 16, row = row0 + strip + r;
       if (row >= rows_total) continue;
-      const uint h = kvh * G + row % G, t = row / G;
+      const uint h = group_head(kvh, row % G, G), t = row / G;
       const float val = s_s[scratch + r * LDS + e % 16];
       flash_store(b, t, h, d, split, val, m_s[strip + r], l_s[strip + r]);
     }

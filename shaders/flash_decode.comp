@@ -74,10 +74,10 @@ void main() {
   if (p.causal != 0) key_end = min(key_end, row_pos[R - 1] + 1);
   const uint kv_base = (b * p.kv_heads + kvh) * p.kv_stride * CHUNKS;  // in chunks
 
-  // Row r is query head kvh·G + (row0 + r) % G of token (row0 + r) / G.
+  // Row r is query head (row0 + r) % G of the group (group_head), token (row0 + r) / G.
   for (uint e = tid; e < R * CHUNKS; e += WG) {
     const uint r = e / CHUNKS, ch = e % CHUNKS;
-    const uint row = min(row0 + r, rows_total - 1), h = kvh * G + row % G, t = row / G;
+    const uint row = min(row0 + r, rows_total - 1), h = group_head(kvh, row % G, G), t = row / G;
     vec4 lo, hi;
     q_ld8(((b * p.heads + h) * p.tokens + t) * CHUNKS + ch, lo, hi);
     rows_s[2 * e] = lo * p.scale;
@@ -195,7 +195,7 @@ void main() {
   for (uint e = tid; e < R * HEAD_DIM; e += WG) {
     const uint r = e / HEAD_DIM, d = e % HEAD_DIM, row = row0 + r;
     if (row >= rows_total) continue;
-    const uint h = kvh * G + row % G, t = row / G;
+    const uint h = group_head(kvh, row % G, G), t = row / G;
     const float val = rows_s[e / 4][e % 4];
     flash_store(b, t, h, d, split, val, mfin_s[r], lfin_s[r]);
   }

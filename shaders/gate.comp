@@ -4,10 +4,10 @@
 // variant: gate
 // variant: gate_f16 T=F16
 // variant: gate_bf16 T=BF16
-// The gated output: y[bt, h, d] *= sigmoid(g[bt, h, gw == 1 ? 0 : d]).
-// Headwise gates (gw = 1) scale a whole head; elementwise (gw = Dh) each
-// channel. The gate view reads the raw gate rows straight out of q_proj's
-// output in whichever layout the checkpoint uses.
+// A gate as a pass of its own, in place: y[bt, h, d] = gated(y, scores)
+// (shaders/gate.glsl). The unfused attention's output gate, and the gate of
+// any position when pass fusion is off. The scores are read straight out of
+// the projections in whichever layout the checkpoint uses.
 // One workgroup per (bt, h), its invocations striding over d: the index
 // arithmetic (divisions, which CPU drivers run lane by lane) is done once
 // per head row, not per element.
@@ -21,12 +21,13 @@
 RO(0, g, T)
 RW(1, y, T)
 
+#include "gate.glsl"
 #include "params.glsl"
 struct Push {
-  View gate_view;
-  uint tokens, heads, dim, gate_width;
-  uint count;     // rows · heads
-  uint y_stride;  // elements between rows of y
+  Gate gate;
+  View y_view;
+  uint tokens, heads, dim;
+  uint count;  // rows · heads
 };
 PARAMS(Push)
 
@@ -35,11 +36,6 @@ void main() {
   const uint bh = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (bh >= p.count) return;  // the grid is split in 2-D past 65535 groups
   const uint bt = bh / p.heads, h = bh - bt * p.heads;
-  const uint g0 = view_offset(p.gate_view, p.tokens, bt, h, 0);
-  const uint step = p.gate_width == 1 ? 0 : 1;
-  const uint y0 = bt * p.y_stride + h * p.dim;
-  for (uint d = gl_LocalInvocationID.x; d < p.dim; d += WG) {
-    const float z = g_ld(g0 + d * step);
-    y_st(y0 + d, y_ld(y0 + d) / (1.0 + exp(-z)));
-  }
+  const uint y0 = view_offset(p.y_view, p.tokens, bt, h, 0);
+  for (uint d = gl_LocalInvocationID.x; d < p.dim; d += WG) y_st(y0 + d, gated(p.gate, p.tokens, bt, h, d, y_ld(y0 + d)));
 }

@@ -14,12 +14,12 @@
 // variant: matmul_f16_y32 X_T=F16
 // variant: matmul_bf16 X_T=BF16 Y_T=BF16
 // variant: matmul_bf16_y32 X_T=BF16
-// Y = X·Wᵀ (+ b) (+ R): X [M, K], W [N, K] (PyTorch Linear layout), Y and R [M, N].
+// Y = X·Wᵀ (+ b) (gated) (+ R): X [M, K], W [N, K] (PyTorch Linear layout), Y and R [M, N].
 // Storage types: X_T (X and W), Y_T; bias and residual are fp32. With TEXEL
 // (the CPU-driver variants) X and W are texel buffers.
 // Split-K (the shared-memory tiled variant): workgroup z sums k in
 // [z·k_chunk, (z + 1)·k_chunk) into rows z·M.. of Y, fp32 partial sums that
-// matmul_combine.comp adds up (the host then passes no bias or residual).
+// matmul_combine.comp adds up (the host then passes no bias, gate or residual).
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T
@@ -34,6 +34,7 @@ IN(1, w, X_T)
 RO(2, bias, F32)
 RO(3, res, F32)
 RW(4, y, Y_T)
+RO(5, gate, X_T)
 
 #include "params.glsl"
 struct Push {
@@ -41,14 +42,14 @@ struct Push {
   uint ldx, ldw, ldy, ldr;  // row strides
   uint has_bias, has_residual;
   uint k_chunk;  // k per split (workgroup z); K when unsplit
+  uint zero_centered;  // (matvec.comp's)
+  float eps;
+  uint gate_act, gate_combine, gate_at, ldg;  // the dense gate (epilogue.glsl)
 };
 PARAMS(Push)
+#include "epilogue.glsl"
 
-void store_y(uint m, uint n, float v) {
-  if (p.has_bias != 0) v += bias_ld(n);
-  if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-  y_st((gl_WorkGroupID.z * p.M + m) * p.ldy + n, v);
-}
+void store_y(uint m, uint n, float v) { y_st((gl_WorkGroupID.z * p.M + m) * p.ldy + n, epilogue(m, n, v)); }
 
 #if defined(ROWS_CPU)
 // CPU drivers, a few rows (decode): one 8-lane subgroup per NB columns. The

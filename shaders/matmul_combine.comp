@@ -4,26 +4,35 @@
 // variant: matmul_combine
 // variant: matmul_combine_f16 Y_T=F16
 // variant: matmul_combine_bf16 Y_T=BF16
+// variant: matmul_combine_f16_y32 G_T=F16
+// variant: matmul_combine_bf16_y32 G_T=BF16
 // Second pass of a split-K matmul (matmul.comp, matmul_coopmat.comp): Y[m, n]
-// = Σ_s P[s, m, n] (+ b[n]) (+ R[m, n]), the fp32 partial sums P [splits, M, N]
-// added in split order. Storage: Y_T; P, bias and residual fp32.
+// = Σ_s P[s, m, n], the fp32 partial sums P [splits, M, N] added in split
+// order, then the epilogue (epilogue.glsl). Storage: Y_T; G_T for the dense
+// gate's scores; P, bias and residual fp32.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef Y_T
 #define Y_T F32
+#endif
+#ifndef G_T
+#define G_T Y_T
 #endif
 
 RO(0, part, F32)
 RO(1, bias, F32)
 RO(2, res, F32)
 RW(3, y, Y_T)
+RO(4, gate, G_T)
 
 #include "params.glsl"
 struct Push {
   uint M, N, ldy, ldr;
   uint has_bias, has_residual, splits;
+  uint gate_act, gate_combine, gate_at, ldg;  // the dense gate (epilogue.glsl)
 };
 PARAMS(Push)
+#include "epilogue.glsl"
 
 void main() {
   LOAD_PARAMS;
@@ -32,7 +41,5 @@ void main() {
   const uint m = i / p.N, n = i - m * p.N;
   float v = 0.0;
   for (uint s = 0; s < p.splits; ++s) v += part_ld(s * p.M * p.N + i);
-  if (p.has_bias != 0) v += bias_ld(n);
-  if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-  y_st(m * p.ldy + n, v);
+  y_st(m * p.ldy + n, epilogue(m, n, v));
 }

@@ -49,15 +49,19 @@ layout(std430, binding = 1) readonly buffer WBuf { float16_t w[]; };
 RO(2, bias, F32)
 RO(3, res, F32)
 RW(4, y, Y_T)
+RO(5, gate, F16)
 
 #include "params.glsl"
 struct Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
-  uint k_chunk;
+  uint k_chunk, zero_centered;  // (zero_centered and eps: matvec.comp's)
+  float eps;
+  uint gate_act, gate_combine, gate_at, ldg;  // the dense gate (epilogue.glsl)
 };
 PARAMS(Push)
+#include "epilogue.glsl"
 
 shared float tile[64 * 64];
 
@@ -84,9 +88,6 @@ void main() {
   for (uint e = gl_LocalInvocationID.x; e < 64 * 64; e += 128) {
     const uint m = gl_WorkGroupID.y * 64 + e / 64, n = gl_WorkGroupID.x * 64 + e % 64;
     if (m >= p.M || n >= p.N) continue;
-    float v = tile[e];
-    if (p.has_bias != 0) v += bias_ld(n);
-    if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-    y_st((gl_WorkGroupID.z * p.M + m) * p.ldy + n, v);
+    y_st((gl_WorkGroupID.z * p.M + m) * p.ldy + n, epilogue(m, n, tile[e]));
   }
 }

@@ -47,14 +47,19 @@ layout(std430, binding = 1) readonly buffer WBuf { uvec4 w8[]; };
 RO(2, bias, F32)
 RO(3, res, F32)
 RW(4, y, Y_T)
+RO(5, gate, F16)
 
 #include "params.glsl"
 struct Push {
   uint M, N, K;
   uint ldx, ldw, ldy, ldr;
   uint has_bias, has_residual;
+  uint k_chunk, zero_centered;  // (matmul.comp's and matvec.comp's)
+  float eps;
+  uint gate_act, gate_combine, gate_at, ldg;  // the dense gate (epilogue.glsl)
 };
 PARAMS(Push)
+#include "epilogue.glsl"
 
 const uint SCRATCH = 8 * 64;  // 256 floats per subgroup, in 16-byte pieces
 shared uvec4 x_s[max(2 * TM * LD8, SCRATCH)];  // two slices; after the loop, the epilogue's scratch
@@ -154,10 +159,7 @@ void main() {
       subgroup_sync();
       for (uint e = lane; e < 256; e += SG) {
         const uint m = m0 + sm + 16 * i + e / 16, n = n0 + sn + 16 * j + e % 16;
-        float v = uintBitsToFloat(x_s[scratch + e / 4][e % 4]);
-        if (p.has_bias != 0) v += bias_ld(n);
-        if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
-        y_st(m * p.ldy + n, v);
+        y_st(m * p.ldy + n, epilogue(m, n, uintBitsToFloat(x_s[scratch + e / 4][e % 4])));
       }
     }
 }

@@ -57,6 +57,9 @@ VEC8_RO(3, norm_w, F32)
 RO(3, res, F32)
 #endif
 RW(4, y, Y_T)
+#ifndef NORM_X
+RO(5, gate, X_T)
+#endif
 
 #include "params.glsl"
 struct Push {
@@ -66,8 +69,12 @@ struct Push {
   uint k_chunk;        // (matmul.comp's split-K; unused here)
   uint zero_centered;  // NORM_X: x̂·(1 + w) instead of x̂·w
   float eps;           // NORM_X
+  uint gate_act, gate_combine, gate_at, ldg;  // the dense gate (epilogue.glsl)
 };
 PARAMS(Push)
+#ifndef NORM_X
+#include "epilogue.glsl"
+#endif
 
 #ifdef NORM_X
 float ss[MAX_M];  // this lane's share of each row's sum of squares
@@ -135,9 +142,10 @@ void main() {
     v *= 1.0 / sqrt(subgroupAdd(ss[m]) / float(p.K) + p.eps);
 #endif
     if (subgroupElect()) {
+#ifdef NORM_X
       if (p.has_bias != 0) v += bias_ld(n);
-#ifndef NORM_X
-      if (p.has_residual != 0) v += res_ld(m * p.ldr + n);
+#else
+      v = epilogue(m, n, v);
 #endif
       y_st(m * p.ldy + n, v);
     }

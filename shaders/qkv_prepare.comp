@@ -8,10 +8,13 @@
 // variant: qkv_prepare_f16_sg T=F16 ONE_SUBGROUP TEXEL
 // variant: qkv_prepare_bf16_sg T=BF16 ONE_SUBGROUP TEXEL
 // The per-head work between the projection and attention, in one dispatch:
-// - q and the new keys: RMSNorm over each head (q_norm / k_norm, when the
-//   model has them; statistics in fp32), then rotate-half RoPE on the first
-//   `rotary` dims (as rope.comp: cos/sin from the host's table at binding 3);
-// - the new values: moved as they are.
+// - q and the new keys: the query or key gate (G4, G3) when the block has
+//   one, RMSNorm over each head (q_norm / k_norm, when the model has them;
+//   statistics in fp32), then RoPE, rotate-half or interleaved pairs, on the
+//   first `rotary` dims (as rope.comp: cos/sin from the host's table at
+//   binding 3);
+// - the new values: the value gate (G2) when the block has one, else moved
+//   as they are. The caches so hold gated values and gated keys.
 // Sources are views into the projections; q goes to [B, H, T, Dh] and the
 // keys and values to the caches [B, KV, seq, Dh] at positions first + t.
 // As separate passes (rmsnorm.comp, rope.comp) a decode step paid a dispatch
@@ -35,8 +38,13 @@ RW(4, q_out, T)
 RW(5, k_out, T)
 RW(6, v_out, T)
 
+#define GATE_LD x_ld
+#include "gate.glsl"
 #include "params.glsl"
 struct Push {
+  Gate gate;                    // its scores are in x too
+  uint gate_target;             // 0: none; 1: q; 2: k; 3: v
+  uint interleaved;             // RoPE pairs (2i, 2i + 1), else (i, i + rotary/2)
   View q_view, k_view, v_view;  // the sources, (bt, head, d) into x
   uint tokens, heads, kv_heads, dim, rotary;
   uint seq, first;  // cache positions per (batch, KV head); where token 0 goes
@@ -46,10 +54,20 @@ struct Push {
 };
 PARAMS(Push)
 
+// The row this workgroup prepares: token bt, head h; whether the gate acts on it.
+uint row_bt, row_h;
+bool row_gated;
+
+// Element i of the row at src, gated when the gate acts on this row.
+float source(uint src, uint i) {
+  const float xv = x_ld(src + i);
+  return row_gated ? gated(p.gate, p.tokens, row_bt, row_h, i, xv) : xv;
+}
+
 // Element i of a q or k row at src, normalised (scale: 1/rms) and weighted;
 // as it is without a norm (whose weight bindings then hold a stand-in).
 float normed(bool is_q, uint src, uint i, float scale) {
-  const float xv = x_ld(src + i);
+  const float xv = source(src, i);
   if (p.norm == 0) return xv;
   const float w = is_q ? qw_ld(i) : kw_ld(i);
   return xv * scale * (p.norm == 2 ? 1.0 + w : w);
@@ -70,15 +88,20 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint cache_row = p.first + t;
 
+  row_bt = bt;
   if (j >= p.heads + p.kv_heads) {
     const uint h = j - p.heads - p.kv_heads;
+    row_h = h;
+    row_gated = p.gate_target == 3;
     const uint src = view_offset(p.v_view, p.tokens, bt, h, 0);
     const uint dst = ((b * p.kv_heads + h) * p.seq + cache_row) * p.dim;
-    for (uint d = tid; d < p.dim; d += WG) v_out_st(dst + d, x_ld(src + d));
+    for (uint d = tid; d < p.dim; d += WG) v_out_st(dst + d, source(src, d));
     return;
   }
   const bool is_q = j < p.heads;
   const uint h = is_q ? j : j - p.heads;
+  row_h = h;
+  row_gated = p.gate_target == (is_q ? 1 : 2);
   const uint src = is_q ? view_offset(p.q_view, p.tokens, bt, h, 0) : view_offset(p.k_view, p.tokens, bt, h, 0);
   const uint dst = is_q ? ((b * p.heads + h) * p.tokens + t) * p.dim : ((b * p.kv_heads + h) * p.seq + cache_row) * p.dim;
 
@@ -86,19 +109,21 @@ void main() {
   if (p.norm != 0) {
     float ss = 0.0;
     for (uint d = tid; d < p.dim; d += WG) {
-      const float xv = x_ld(src + d);
+      const float xv = source(src, d);
       ss = fma(xv, xv, ss);
     }
     scale = 1.0 / sqrt(wg_sum(ss) / float(p.dim) + p.eps);
   }
-  // The rotated pairs (i, i + r/2), then the dims past `rotary`. Two loops,
-  // not one with a branch: llvmpipe runs both sides of every branch.
+  // The rotated pairs (i, i + r/2) or (2i, 2i + 1), then the dims past
+  // `rotary`. Two loops, not one with a branch: llvmpipe runs both sides of
+  // every branch.
   const uint half_r = p.rotary / 2;
   for (uint i = tid; i < half_r; i += WG) {
-    const float x0 = normed(is_q, src, i, scale), x1 = normed(is_q, src, i + half_r, scale);
+    const uint i0 = p.interleaved != 0 ? 2 * i : i, i1 = p.interleaved != 0 ? 2 * i + 1 : i + half_r;
+    const float x0 = normed(is_q, src, i0, scale), x1 = normed(is_q, src, i1, scale);
     const float c = table_ld(t * half_r + i), s = table_ld(p.tokens * half_r + t * half_r + i);
-    out_st(is_q, dst + i, x0 * c - x1 * s);
-    out_st(is_q, dst + i + half_r, x1 * c + x0 * s);
+    out_st(is_q, dst + i0, x0 * c - x1 * s);
+    out_st(is_q, dst + i1, x1 * c + x0 * s);
   }
   for (uint d = 2 * half_r + tid; d < p.dim; d += WG) out_st(is_q, dst + d, normed(is_q, src, d, scale));
 }

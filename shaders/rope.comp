@@ -4,9 +4,10 @@
 // variant: rope
 // variant: rope_f16 T=F16
 // variant: rope_bf16 T=BF16
-// Rotate-half RoPE on the first `rotary` dims of each head, the rest copied:
-//   y[i]        = x[i]·cos − x[i + r/2]·sin
-//   y[i + r/2]  = x[i + r/2]·cos + x[i]·sin        (i < r/2)
+// RoPE on the first `rotary` dims of each head, the rest copied. Rotate-half
+// pairs (a, b) = (i, i + r/2), or interleaved pairs (2i, 2i + 1):
+//   y[a] = x[a]·cos_i − x[b]·sin_i
+//   y[b] = x[b]·cos_i + x[a]·sin_i                  (i < r/2)
 // cos/sin come from a table built on the host in double precision
 // (cos at [t·r/2 + i], sin after all cosines), because Vulkan only
 // guarantees ~2⁻¹¹ for the shader's own sin/cos. With rotary = 0 this is a
@@ -29,6 +30,7 @@ struct Push {
   View out_view;
   uint tokens, heads, dim, rotary;
   uint count;  // rows · (dim − rotary/2): one thread per pair or passed-through element
+  uint interleaved;
 };
 PARAMS(Push)
 
@@ -46,9 +48,10 @@ void main() {
     const uint t = bt % p.tokens;
     const float c = table_ld(t * half_r + i);
     const float s = table_ld(p.tokens * half_r + t * half_r + i);
-    const float x0 = x_ld(src + i), x1 = x_ld(src + i + half_r);
-    y_st(dst + i, x0 * c - x1 * s);
-    y_st(dst + i + half_r, x1 * c + x0 * s);
+    const uint a = p.interleaved != 0 ? 2 * i : i, b = p.interleaved != 0 ? 2 * i + 1 : i + half_r;
+    const float x0 = x_ld(src + a), x1 = x_ld(src + b);
+    y_st(dst + a, x0 * c - x1 * s);
+    y_st(dst + b, x1 * c + x0 * s);
   } else {
     const uint d = i + half_r;  // dims rotary..dim−1
     y_st(dst + d, x_ld(src + d));

@@ -13,9 +13,10 @@
 //   mode 0  first-token attention: out[h] = mean over (b, t) of the
 //           probability on key 0, probs [B, H, T, ·] with rows ld apart (the
 //           unfused attention's score matrix after softmax); workgroup h.
-//   mode 1  gate scores: out[0] = Σ sigmoid(g), out[1] = the count of
-//           sigmoid(g) < 0.1, over every (bt, h, j < gate_width) of the gate
-//           view into x (the projections, storage T).
+//   mode 1  gate scores: out[0] = Σ s, out[1] = the count of s < 0.1, for
+//           the activated score s = act(z) (before head sharing) of every
+//           (bt, h, j < width) of the gate's view into x (the projections,
+//           storage T).
 //   mode 2  max |x| over the first `count` elements of x (the residual stream).
 // Modes 0 and 2 read fp32 (the T = F32 variant).
 #include "common.glsl"
@@ -28,10 +29,12 @@
 RO(0, x, T)
 RW(1, result, F32)
 
+#define GATE_LD x_ld
+#include "gate.glsl"
 #include "params.glsl"
 struct Push {
-  View gate_view;
-  uint mode, batch, heads, tokens, ld, gate_width, count, out_at;
+  Gate gate;
+  uint mode, batch, heads, tokens, ld, count, out_at;
 };
 PARAMS(Push)
 
@@ -48,12 +51,12 @@ void main() {
     s = wg_sum(s);
     if (tid == 0) result_st(p.out_at + h, s / float(rows));
   } else if (p.mode == 1) {
-    const uint n = p.count * p.gate_width;  // count: B·T·H gate rows
+    const uint n = p.count * p.gate.width;  // count: B·T·heads gate rows
     float s = 0.0, below = 0.0;
     for (uint i = tid; i < n; i += WG) {
-      const uint r = i / p.gate_width, j = i - r * p.gate_width;
+      const uint r = i / p.gate.width, j = i - r * p.gate.width;
       const uint bt = r / p.heads, h = r - bt * p.heads;
-      const float g = 1.0 / (1.0 + exp(-x_ld(view_offset(p.gate_view, p.tokens, bt, h, j))));
+      const float g = gate_act(p.gate.act, x_ld(view_offset(p.gate.view, p.tokens, bt, h, j)));
       s += g;
       below += g < 0.1 ? 1.0 : 0.0;
     }

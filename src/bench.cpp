@@ -221,7 +221,7 @@ Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_
     const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, s, ops::flash_options(ctx.impl().tuning));
     const Buffer& partial = b.device(ops::flash_partial_floats(shape, plan) * 4, "partial");
     b.time(c, opt, [&](gpu::Recorder& rec) {
-      const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::View{}, 0, go, &partial};
+      const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::Gate{}, go, &partial};
       ops::flash_attention(b.vk, rec, a, shape, plan, causal, float(scale), s);
     });
   } else {
@@ -348,10 +348,13 @@ Case gate(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t g
   const HostData y = random_data(n, Storage::f32, b.rng), g = random_data(ng, Storage::f32, b.rng, 3.0f);
   const Buffer& gy = b.upload(y, "y");
   const Buffer& gg = b.upload(g, "g");
-  const ops::View gv = ops::btd_view(uint32_t(rows), uint32_t(heads), uint32_t(gate_width));
+  ops::Gate gating;
+  gating.view = ops::btd_view(uint32_t(rows), uint32_t(heads), uint32_t(gate_width));
+  gating.width = uint32_t(gate_width);
+  gating.heads = uint32_t(heads);
+  const ops::View yv = ops::btd_view(uint32_t(rows), uint32_t(heads), uint32_t(head_dim));
   auto record = [&](gpu::Recorder& rec) {
-    ops::gate(b.vk, rec, gg, gv, gy, uint32_t(rows), uint32_t(rows), uint32_t(heads), uint32_t(head_dim),
-              uint32_t(gate_width));
+    ops::gate(b.vk, rec, gg, gating, gy, yv, uint32_t(rows), uint32_t(rows), uint32_t(heads), uint32_t(head_dim));
   };
   b.time(c, opt, record);
   gpu::upload(b.vk, gy, y.stored.data(), y.stored.size());

@@ -190,7 +190,7 @@ struct GatedAttention::Impl {
       out.gate_mean = out.gate_frac_below_0_1 = std::numeric_limits<double>::quiet_NaN();
       return out;
     }
-    const double n = double(p.key.batch) * p.key.tokens * H * cfg.gate_width();
+    const double n = double(p.key.batch) * p.key.tokens * double(cfg.gate_rows());
     out.gate_mean = double(st[H]) / n;
     out.gate_frac_below_0_1 = double(st[H + 1]) / n;
     return out;

@@ -32,6 +32,37 @@ const char* to_string(NormKind kind) noexcept {
   return "?";
 }
 
+const char* to_string(GatePosition position) noexcept {
+  switch (position) {
+    case GatePosition::sdpa: return "sdpa";
+    case GatePosition::value: return "value";
+    case GatePosition::key: return "key";
+    case GatePosition::query: return "query";
+    case GatePosition::dense: return "dense";
+  }
+  return "?";
+}
+
+const char* to_string(GateCombine combine) noexcept {
+  return combine == GateCombine::multiply ? "multiply" : "add";
+}
+
+const char* to_string(GateActivation activation) noexcept {
+  switch (activation) {
+    case GateActivation::sigmoid: return "sigmoid";
+    case GateActivation::silu: return "silu";
+    case GateActivation::ns_sigmoid: return "ns_sigmoid";
+    case GateActivation::identity: return "identity";
+  }
+  return "?";
+}
+
+const char* to_string(RopeStyle style) noexcept {
+  return style == RopeStyle::rotate_half ? "rotate_half" : "interleaved";
+}
+
+const char* to_string(GqaMapping mapping) noexcept { return mapping == GqaMapping::grouped ? "grouped" : "tiled"; }
+
 BlockConfig BlockConfig::qwen3_next_attention() {
   BlockConfig c;
   c.hidden_size = 2048;
@@ -74,6 +105,18 @@ void BlockConfig::validate() const {
   constexpr int64_t kMaxRows = int64_t(1) << 24;
   if (q_proj_rows() > kMaxRows || attn_dim() > kMaxRows || hidden_size > kMaxRows)
     bad("num_attention_heads", "× head_dim (" + std::to_string(q_proj_rows()) + " q_proj rows) is too large");
+  if (gate_kind != GateKind::none) {
+    const std::string where = std::string("with gate_position '") + to_string(gate_position) + "'";
+    if (gate_position != GatePosition::sdpa && gate_layout != GateLayout::separate)
+      bad("gate_layout", std::string("'") + to_string(gate_layout) + "' cannot be used " + where +
+                             ": only 'sdpa' gate rows sit in q_proj; the other positions read "
+                             "gate_proj.weight (gate_layout 'separate')");
+    if (gate_position == GatePosition::dense && gate_kind != GateKind::elementwise)
+      bad("gate_kind", std::string("'") + to_string(gate_kind) + "' cannot be used " + where +
+                           ": the dense gate is elementwise only (one score per hidden unit)");
+    if (gate_position == GatePosition::dense && gate_shared_heads)
+      bad("gate_shared_heads", "cannot be true " + where + ": the dense gate has no heads to share over");
+  }
   if (rotary_dim() % 2 != 0)
     bad("partial_rotary_factor", "gives an odd rotary dimension " + std::to_string(rotary_dim()) +
                                      " (head_dim " + std::to_string(head_dim) + ")");

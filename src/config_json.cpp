@@ -1,8 +1,9 @@
 // config.json -> BlockConfig, and which layers of a model are full attention.
 //
 // Resolution order: Hugging Face keys, then the model_type preset (DESIGN.md §3),
-// then vkgate's own keys (gate_kind, gate_layout, norm_kind, use_qk_norm, causal,
-// residual), which override the preset. The presets are transformers' own
+// then vkgate's own keys (gate_kind, gate_layout, gate_position, gate_shared_heads,
+// gate_combine, gate_activation, rope_style, gqa_mapping, norm_kind, use_qk_norm,
+// causal, residual), which override the preset. The presets are transformers' own
 // classes: qwen3_next (Qwen3NextConfig), qwen3 (Qwen3Config + the paper's gate
 // flags), llama (LlamaConfig); any other model_type reads like qwen3.
 #include <array>
@@ -61,6 +62,13 @@ constexpr std::array kGateKinds{GateKind::none, GateKind::headwise, GateKind::el
 constexpr std::array kGateLayouts{GateLayout::qwen3_next, GateLayout::official_grouped,
                                   GateLayout::separate};
 constexpr std::array kNormKinds{NormKind::plain, NormKind::zero_centered};
+constexpr std::array kGatePositions{GatePosition::sdpa, GatePosition::value, GatePosition::key, GatePosition::query,
+                                    GatePosition::dense};
+constexpr std::array kGateCombines{GateCombine::multiply, GateCombine::add};
+constexpr std::array kGateActivations{GateActivation::sigmoid, GateActivation::silu, GateActivation::ns_sigmoid,
+                                      GateActivation::identity};
+constexpr std::array kRopeStyles{RopeStyle::rotate_half, RopeStyle::interleaved};
+constexpr std::array kGqaMappings{GqaMapping::grouped, GqaMapping::tiled};
 
 // Qwen3-Next's rule (transformers' Qwen3NextConfig): layer i is full attention iff
 // (i + 1) % full_attention_interval == 0, else linear attention (Gated DeltaNet).
@@ -145,6 +153,12 @@ BlockConfig block_config_from_json(const json& root, const std::string& source) 
   c.gate_kind = r.enumeration("gate_kind", kGateKinds).value_or(c.gate_kind);
   c.gate_layout = r.enumeration("gate_layout", kGateLayouts).value_or(c.gate_layout);
   c.norm_kind = r.enumeration("norm_kind", kNormKinds).value_or(c.norm_kind);
+  c.gate_position = r.enumeration("gate_position", kGatePositions).value_or(c.gate_position);
+  c.gate_shared_heads = r.boolean("gate_shared_heads").value_or(false);
+  c.gate_combine = r.enumeration("gate_combine", kGateCombines).value_or(c.gate_combine);
+  c.gate_activation = r.enumeration("gate_activation", kGateActivations).value_or(c.gate_activation);
+  c.rope_style = r.enumeration("rope_style", kRopeStyles).value_or(c.rope_style);
+  c.gqa_mapping = r.enumeration("gqa_mapping", kGqaMappings).value_or(c.gqa_mapping);
   c.use_qk_norm = r.boolean("use_qk_norm").value_or(c.use_qk_norm);
   c.causal = r.boolean("causal").value_or(true);
   c.residual = r.boolean("residual").value_or(false);

@@ -142,7 +142,7 @@ struct Model::Impl {
     const uint32_t stride = stack->stats_stride();
     const float* s = static_cast<const float*>(p.stats_down.mapped());
     const bool gated = cfg.attention.gate_kind != GateKind::none;
-    const double gate_values = double(p.batch) * p.tokens * H * cfg.attention.gate_width();
+    const double gate_values = double(p.batch) * p.tokens * double(cfg.attention.gate_rows());
     ModelStats out;
     out.layers = L;
     out.heads = H;

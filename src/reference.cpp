@@ -97,7 +97,7 @@ namespace {
 // ---- the ops on double activations (sizes already checked) ----
 
 Vec rope_d(std::span<const double> x, int64_t batch, int64_t tokens, int64_t heads,
-           int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0) {
+           int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0, RopeStyle style) {
   Vec y(x.begin(), x.end());
   const int64_t half = rotary_dim / 2;
   for (int64_t b = 0; b < batch; ++b) {
@@ -106,11 +106,13 @@ Vec rope_d(std::span<const double> x, int64_t batch, int64_t tokens, int64_t hea
       for (int64_t i = 0; i < half; ++i) {
         const double inv_freq = std::pow(theta, -2.0 * double(i) / double(rotary_dim));
         const double c = std::cos(pos * inv_freq), s = std::sin(pos * inv_freq);
+        const int64_t first = style == RopeStyle::rotate_half ? i : 2 * i;
+        const int64_t second = style == RopeStyle::rotate_half ? i + half : 2 * i + 1;
         for (int64_t h = 0; h < heads; ++h) {
           const size_t base = size_t(((b * tokens + t) * heads + h) * head_dim);
-          const double x1 = x[base + size_t(i)], x2 = x[base + size_t(i + half)];
-          y[base + size_t(i)] = x1 * c - x2 * s;
-          y[base + size_t(i + half)] = x2 * c + x1 * s;
+          const double x1 = x[base + size_t(first)], x2 = x[base + size_t(second)];
+          y[base + size_t(first)] = x1 * c - x2 * s;
+          y[base + size_t(second)] = x2 * c + x1 * s;
         }
       }
     }
@@ -157,12 +159,15 @@ struct AttentionOut {
 AttentionOut attention_d(std::span<const double> q, std::span<const double> k,
                          std::span<const double> v, int64_t batch, int64_t heads, int64_t kv_heads,
                          int64_t tokens, int64_t keys, int64_t head_dim, double scale, bool causal,
-                         std::span<const float> mask) {
+                         std::span<const float> mask, GqaMapping mapping) {
   const int64_t group = heads / kv_heads;
+  auto kv_head_of = [&](int64_t h) {
+    return mapping == GqaMapping::grouped ? h / group : h % kv_heads;
+  };
   Vec scores = zeros(batch * heads * tokens * keys);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
-      const int64_t kvh = h / group;
+      const int64_t kvh = kv_head_of(h);
       for (int64_t t = 0; t < tokens; ++t) {
         const double* qr = q.data() + ((b * heads + h) * tokens + t) * head_dim;
         for (int64_t s = 0; s < keys; ++s) {
@@ -179,7 +184,7 @@ AttentionOut attention_d(std::span<const double> q, std::span<const double> k,
   r.out = zeros(batch * tokens * heads * head_dim);
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
-      const int64_t kvh = h / group;
+      const int64_t kvh = kv_head_of(h);
       for (int64_t t = 0; t < tokens; ++t) {
         double* o = r.out.data() + ((b * tokens + t) * heads + h) * head_dim;
         for (int64_t s = 0; s < keys; ++s) {
@@ -195,17 +200,45 @@ AttentionOut attention_d(std::span<const double> q, std::span<const double> k,
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-Vec gate_d(std::span<const double> y, std::span<const double> g, int64_t rows, int64_t heads,
-           int64_t head_dim, int64_t gate_width) {
+Vec activate_d(std::span<const double> z, GateActivation activation) {
+  Vec s(z.begin(), z.end());
+  for (double& v : s) {
+    switch (activation) {
+      case GateActivation::sigmoid: v = sigmoid(v); break;
+      case GateActivation::silu: v = v * sigmoid(v); break;
+      case GateActivation::ns_sigmoid: v = 0.5 + 0.5 * sigmoid(v); break;
+      case GateActivation::identity: break;
+    }
+  }
+  return s;
+}
+
+// Scores s [rows, heads, gw] -> every head's scores replaced by the mean over the row's heads.
+Vec share_heads(std::span<const double> s, int64_t rows, int64_t heads, int64_t gate_width) {
+  Vec out = zeros(rows * heads * gate_width);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < gate_width; ++j) {
+      double sum = 0;
+      for (int64_t h = 0; h < heads; ++h) sum += s[size_t((r * heads + h) * gate_width + j)];
+      for (int64_t h = 0; h < heads; ++h)
+        out[size_t((r * heads + h) * gate_width + j)] = sum / double(heads);
+    }
+  }
+  return out;
+}
+
+// y [rows, heads, head_dim] met by the activated scores s [rows, heads, gw].
+Vec gate_d(std::span<const double> y, std::span<const double> s, int64_t rows, int64_t heads,
+           int64_t head_dim, int64_t gate_width, GateCombine combine) {
   Vec out = zeros(rows * heads * head_dim);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t d = 0; d < head_dim; ++d) {
         // Headwise (gw = 1) reuses the head's one score for every channel.
         const int64_t gi = gate_width == 1 ? 0 : d;
-        const double score = g[size_t((r * heads + h) * gate_width + gi)];
+        const double score = s[size_t((r * heads + h) * gate_width + gi)];
         const size_t i = size_t((r * heads + h) * head_dim + d);
-        out[i] = y[i] * sigmoid(score);
+        out[i] = combine == GateCombine::multiply ? y[i] * score : y[i] + score;
       }
     }
   }
@@ -246,12 +279,13 @@ std::vector<double> rms_norm(std::span<const float> x, std::span<const float> w,
 }
 
 std::vector<double> rope(std::span<const float> x, int64_t batch, int64_t tokens, int64_t heads,
-                         int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0) {
+                         int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0,
+                         RopeStyle style) {
   check_size("rope", "x", x.size(), {batch, tokens, heads, head_dim});
   if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
     bad_argument("rope", "rotary_dim " + std::to_string(rotary_dim) +
                              " must be even and in [0, head_dim " + std::to_string(head_dim) + "]");
-  return rope_d(widen(x), batch, tokens, heads, head_dim, rotary_dim, theta, pos0);
+  return rope_d(widen(x), batch, tokens, heads, head_dim, rotary_dim, theta, pos0, style);
 }
 
 std::vector<double> softmax(std::span<const float> scores, int64_t batch, int64_t heads,
@@ -266,7 +300,8 @@ std::vector<double> softmax(std::span<const float> scores, int64_t batch, int64_
 std::vector<double> attention(std::span<const float> q, std::span<const float> k,
                               std::span<const float> v, int64_t batch, int64_t heads,
                               int64_t kv_heads, int64_t tokens, int64_t keys, int64_t head_dim,
-                              double scale, bool causal, std::span<const float> mask) {
+                              double scale, bool causal, std::span<const float> mask,
+                              GqaMapping mapping) {
   check_gqa("attention", heads, kv_heads);
   check_size("attention", "q", q.size(), {batch, heads, tokens, head_dim});
   check_size("attention", "k", k.size(), {batch, kv_heads, keys, head_dim});
@@ -274,18 +309,20 @@ std::vector<double> attention(std::span<const float> q, std::span<const float> k
   if (!mask.empty()) check_size("attention", "mask", mask.size(), {batch, 1, tokens, keys});
   check_causal_keys("attention", causal, tokens, keys);
   return attention_d(widen(q), widen(k), widen(v), batch, heads, kv_heads, tokens, keys, head_dim,
-                     scale, causal, mask)
+                     scale, causal, mask, mapping)
       .out;
 }
 
 std::vector<double> gate(std::span<const float> y, std::span<const float> g, int64_t rows,
-                         int64_t heads, int64_t head_dim, int64_t gate_width) {
+                         int64_t heads, int64_t head_dim, int64_t gate_width,
+                         GateActivation activation, GateCombine combine) {
   if (gate_width != 1 && gate_width != head_dim)
     bad_argument("gate", "gate_width " + std::to_string(gate_width) + " must be 1 or head_dim (" +
                              std::to_string(head_dim) + ")");
   check_size("gate", "y", y.size(), {rows, heads, head_dim});
   check_size("gate", "g", g.size(), {rows, heads, gate_width});
-  return gate_d(widen(y), widen(g), rows, heads, head_dim, gate_width);
+  return gate_d(widen(y), activate_d(widen(g), activation), rows, heads, head_dim, gate_width,
+                combine);
 }
 
 // ---- the whole block ----
@@ -303,8 +340,9 @@ QueryAndGate split_q_proj(const BlockConfig& cfg, const Vec& qp, int64_t rows) {
   const int64_t H = cfg.num_heads, Dh = cfg.head_dim, gw = cfg.gate_width();
   const int64_t G = cfg.group_size(), width = cfg.q_proj_rows();
   QueryAndGate r;
+  const bool gates_in_q_proj = cfg.gate_layout != GateLayout::separate;
   r.q.resize(size_t(rows * H * Dh));
-  r.gate.resize(size_t(rows * H * gw));
+  if (gates_in_q_proj) r.gate.resize(size_t(rows * H * gw));
   for (int64_t row = 0; row < rows; ++row) {
     const double* src = qp.data() + row * width;
     for (int64_t h = 0; h < H; ++h) {
@@ -326,7 +364,7 @@ QueryAndGate split_q_proj(const BlockConfig& cfg, const Vec& qp, int64_t rows) {
           break;
       }
       for (int64_t d = 0; d < Dh; ++d) r.q[size_t((row * H + h) * Dh + d)] = src[q_at + d];
-      if (cfg.gate_layout != GateLayout::separate)
+      if (gates_in_q_proj)
         for (int64_t j = 0; j < gw; ++j) r.gate[size_t((row * H + h) * gw + j)] = src[g_at + j];
     }
   }
@@ -405,21 +443,39 @@ Result internal::forward_d(const BlockConfig& cfg, const WeightMap& weights, std
       linear_d(xn, weights.at("q_proj.weight"), bias_or_empty(weights, cfg.qkv_bias, "q_proj.bias"),
                rows, cfg.q_proj_rows(), D);
   QueryAndGate qg = split_q_proj(cfg, qp, rows);
-  if (has_gate && cfg.gate_layout == GateLayout::separate)
-    qg.gate = linear_d(xn, weights.at("gate_proj.weight"),
-                       bias_or_empty(weights, cfg.qkv_bias, "gate_proj.bias"), rows, H * gw, D);
+  Vec q = std::move(qg.q);
   Vec k = linear_d(xn, weights.at("k_proj.weight"),
                    bias_or_empty(weights, cfg.qkv_bias, "k_proj.bias"), rows, KV * Dh, D);
-  const Vec v = linear_d(xn, weights.at("v_proj.weight"),
-                         bias_or_empty(weights, cfg.qkv_bias, "v_proj.bias"), rows, KV * Dh, D);
+  Vec v = linear_d(xn, weights.at("v_proj.weight"),
+                   bias_or_empty(weights, cfg.qkv_bias, "v_proj.bias"), rows, KV * Dh, D);
 
-  Vec q = std::move(qg.q);
+  // s = act(z) [rows, gate_heads, gw], kept for Result::gate; `applied` is what meets the tensor.
+  Vec scores, applied;
+  if (has_gate) {
+    const Vec z = cfg.gate_layout == GateLayout::separate
+                      ? linear_d(xn, weights.at("gate_proj.weight"),
+                                 bias_or_empty(weights, cfg.qkv_bias, "gate_proj.bias"), rows,
+                                 cfg.gate_rows(), D)
+                      : std::move(qg.gate);
+    scores = activate_d(z, cfg.gate_activation);
+    applied = cfg.gate_shared_heads ? share_heads(scores, rows, cfg.gate_heads(), gw) : scores;
+  }
+  // One call per place a gate can sit keeps the order of the stages visible below.
+  auto gate_at = [&](GatePosition position, Vec& y, int64_t heads, int64_t width) {
+    if (has_gate && cfg.gate_position == position)
+      y = gate_d(y, applied, rows, heads, width, gw, cfg.gate_combine);
+  };
+  // The query, key and value gates act on the raw projections: before the norms and RoPE.
+  gate_at(GatePosition::query, q, H, Dh);
+  gate_at(GatePosition::key, k, KV, Dh);
+  gate_at(GatePosition::value, v, KV, Dh);
+
   if (cfg.use_qk_norm) {
     q = rms_norm_d(q, weights.at("q_norm.weight"), rows * H, Dh, cfg.rms_norm_eps, cfg.norm_kind);
     k = rms_norm_d(k, weights.at("k_norm.weight"), rows * KV, Dh, cfg.rms_norm_eps, cfg.norm_kind);
   }
-  q = rope_d(q, B, T, H, Dh, cfg.rotary_dim(), cfg.rope_theta, P);
-  k = rope_d(k, B, T, KV, Dh, cfg.rotary_dim(), cfg.rope_theta, P);
+  q = rope_d(q, B, T, H, Dh, cfg.rotary_dim(), cfg.rope_theta, P, cfg.rope_style);
+  k = rope_d(k, B, T, KV, Dh, cfg.rotary_dim(), cfg.rope_theta, P, cfg.rope_style);
 
   Result r;
   r.q = heads_first(q, B, T, H, Dh);
@@ -427,21 +483,17 @@ Result internal::forward_d(const BlockConfig& cfg, const WeightMap& weights, std
   r.v = append_to_cache(in.past_value, heads_first(v, B, T, KV, Dh), B, KV, P, T, Dh);
 
   AttentionOut att = attention_d(r.q, r.k, r.v, B, H, KV, T, S, Dh, 1.0 / std::sqrt(double(Dh)),
-                                 cfg.causal, in.attention_mask);
+                                 cfg.causal, in.attention_mask, cfg.gqa_mapping);
   r.sdpa = std::move(att.out);
-
-  if (has_gate) {
-    r.gated = gate_d(r.sdpa, qg.gate, rows, H, Dh, gw);
-    r.gate.resize(qg.gate.size());
-    for (size_t i = 0; i < qg.gate.size(); ++i) r.gate[i] = sigmoid(qg.gate[i]);
-  } else {
-    r.gated = r.sdpa;  // [B, T, H, Dh] is already [B, T, H·Dh]
-  }
+  r.gated = r.sdpa;  // [B, T, H, Dh] is already [B, T, H·Dh]
+  gate_at(GatePosition::sdpa, r.gated, H, Dh);
 
   r.output = linear_d(r.gated, weights.at("o_proj.weight"),
                       bias_or_empty(weights, cfg.o_bias, "o_proj.bias"), rows, D, H * Dh);
+  gate_at(GatePosition::dense, r.output, 1, D);
   if (cfg.residual)
     for (size_t i = 0; i < r.output.size(); ++i) r.output[i] += x[i];
+  r.gate = std::move(scores);
 
   r.first_token_attn = zeros(H);
   for (int64_t b = 0; b < B; ++b)

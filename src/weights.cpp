@@ -28,12 +28,12 @@ std::vector<TensorSpec> expected_weights(const BlockConfig& cfg) {
   s.push_back({"v_proj.weight", {cfg.kv_dim(), D}});
   s.push_back({"o_proj.weight", {D, cfg.attn_dim()}});
   const bool separate_gate = cfg.gate_layout == GateLayout::separate && cfg.gate_kind != GateKind::none;
-  if (separate_gate) s.push_back({"gate_proj.weight", {int64_t(cfg.num_heads) * cfg.gate_width(), D}});
+  if (separate_gate) s.push_back({"gate_proj.weight", {cfg.gate_rows(), D}});
   if (cfg.qkv_bias) {
     s.push_back({"q_proj.bias", {cfg.q_proj_rows()}});
     s.push_back({"k_proj.bias", {cfg.kv_dim()}});
     s.push_back({"v_proj.bias", {cfg.kv_dim()}});
-    if (separate_gate) s.push_back({"gate_proj.bias", {int64_t(cfg.num_heads) * cfg.gate_width()}});
+    if (separate_gate) s.push_back({"gate_proj.bias", {cfg.gate_rows()}});
   }
   if (cfg.o_bias) s.push_back({"o_proj.bias", {D}});
   if (cfg.use_qk_norm) {

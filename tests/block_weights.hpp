@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "vkgate/dtype.hpp"
+#include "vkgate/precision.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate::test {
@@ -41,6 +43,30 @@ struct RandomWeights {
     }
     for (auto& [name, v] : data) map[name] = v;
   }
+};
+
+// Random weights stored as fp16 or bf16 tensors (`tensors`, for the device),
+// and the values those hold as floats (`rounded_map`, for the reference).
+struct StoredWeights {
+  std::map<std::string, std::vector<uint16_t>> bits;
+  std::map<std::string, std::vector<float>> rounded;
+  TensorMap tensors;
+  WeightMap rounded_map;
+
+  StoredWeights(const BlockConfig& cfg, std::mt19937& rng, Precision prec) {
+    const bool fp16 = prec == Precision::fp16;
+    for (auto& [name, v] : RandomWeights(cfg, rng).data) {
+      auto& b = bits[name];
+      auto& r = rounded[name];
+      for (float x : v) {
+        b.push_back(fp16 ? float_to_half(x) : float_to_bf16(x));
+        r.push_back(fp16 ? half_to_float(b.back()) : bf16_to_float(b.back()));
+      }
+      tensors[name] = HostTensor{fp16 ? DType::F16 : DType::BF16, {}, std::as_bytes(std::span(b))};
+      rounded_map[name] = r;
+    }
+  }
+  StoredWeights(const StoredWeights&) = delete;  // the maps point into the vectors
 };
 
 }  // namespace vkgate::test

@@ -18,6 +18,7 @@ struct TinyModel {
   const char* model_type = "qwen3";
   int hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, layers = 2, inter = 96, vocab = 200;
   GateKind gate = GateKind::none;
+  GatePosition gate_position = GatePosition::sdpa;  // other positions read gate_proj (separate layout)
   bool tied = false, bias = false;  // bias: attention_bias (and mlp_bias for llama)
   Activation act = Activation::silu;
 
@@ -31,7 +32,8 @@ struct TinyModel {
     a.head_dim = head_dim;
     a.rope_theta = 10000.0;
     a.gate_kind = gate;
-    a.gate_layout = GateLayout::official_grouped;
+    a.gate_position = gate_position;
+    a.gate_layout = gate_position == GatePosition::sdpa ? GateLayout::official_grouped : GateLayout::separate;
     a.norm_kind = NormKind::plain;
     a.use_qk_norm = std::string(model_type) == "qwen3";
     a.qkv_bias = a.o_bias = bias;

@@ -362,22 +362,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: fp16 and bf16 storage with fp32 accumul
     c.norm_kind = NormKind::zero_centered;
     c.residual = true;
     // Weights given as stored bf16/fp16 tensors: the reference sees exactly those values.
-    test::RandomWeights w(c, rng);
-    std::map<std::string, std::vector<uint16_t>> half;
-    std::map<std::string, std::vector<float>> rounded;
-    TensorMap tensors;
-    WeightMap ref_weights;
-    for (auto& [name, v] : w.data) {
-      auto& h = half[name];
-      auto& r = rounded[name];
-      for (float x : v) {
-        h.push_back(prec == Precision::fp16 ? float_to_half(x) : float_to_bf16(x));
-        r.push_back(prec == Precision::fp16 ? half_to_float(h.back()) : bf16_to_float(h.back()));
-      }
-      tensors[name] = HostTensor{prec == Precision::fp16 ? DType::F16 : DType::BF16, {}, std::as_bytes(std::span(h))};
-      ref_weights[name] = r;
-    }
-    GatedAttention block(ctx, c, tensors, BlockOptions{prec});
+    const test::StoredWeights w(c, rng, prec);
+    GatedAttention block(ctx, c, w.tensors, BlockOptions{prec});
     block.set_poison(true);
     const int B = 2, T = 3, P = 4;
     const auto x = random(size_t(B) * T * 96), pk = random(size_t(B) * 2 * P * 32), pv = random(size_t(B) * 2 * P * 32);
@@ -397,7 +383,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: fp16 and bf16 storage with fp32 accumul
     rin.past = P;
     rin.past_key = pk;
     rin.past_value = pv;
-    const auto want = reference::forward(c, ref_weights, rin);
+    const auto want = reference::forward(c, w.rounded_map, rin);
     test::check_close(out.output, want.output, bound);
     test::check_close(out.present_key, want.k, bound);
     test::check_close(out.present_value, want.v, bound);

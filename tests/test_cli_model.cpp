@@ -165,6 +165,36 @@ TEST_CASE("cli model: a sharded bf16 llama checkpoint with biases, tied, batch 2
   check_nmse(read_f64(m.dir / "out.safetensors", "logits"), want.logits, 1e-8);
 }
 
+TEST_CASE("cli model: a qwen3 model with a G2 value gate (self_attn.gate_proj) through run --stats and generate") {
+  std::mt19937 rng(std::random_device{}());
+  test::TinyModel shape;
+  shape.gate = GateKind::elementwise;
+  shape.gate_position = GatePosition::value;
+  ModelDir m(shape, rng, DType::F32, false,
+             {{"gate_position", "value"}, {"gate_layout", "separate"}, {"gate_activation", "sigmoid"}});
+  const std::vector<int64_t> ids = test::random_ids(rng, 6, shape.vocab);
+  const std::string input = m.ids_file("ids.safetensors", ids, 1, 6);
+  const std::string out = m.dir / "out.safetensors";
+  const CliResult r = run_cli(with_device({"run", "--weights", m.path(), "--input", input, "--output", out, "--stats"}), m.dir.path);
+  check_clean_exit(r);
+  REQUIRE(r.code == 0);
+  const auto want = reference::model_forward(m.model.cfg, m.map, {ids, 1, 6});
+  check_nmse(read_f64(out, "logits"), want.logits, 1e-8);
+  const auto gate_mean = read_f64(out, "stats.gate_mean");
+  REQUIRE(gate_mean.size() == want.gate_mean.size());
+  for (size_t l = 0; l < gate_mean.size(); ++l) CHECK(std::abs(gate_mean[l] - want.gate_mean[l]) <= 1e-4);
+  // Each step attends to the earlier tokens' values as the cache holds them: gated.
+  const auto greedy = reference::greedy_generate(m.model.cfg, m.map, std::vector<int64_t>(ids.begin(), ids.begin() + 3), 5, false);
+  std::string expect;
+  for (int64_t id : greedy) expect += (expect.empty() ? "" : " ") + std::to_string(id);
+  const CliResult g = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids",
+                                           std::to_string(ids[0]) + "," + std::to_string(ids[1]) + "," + std::to_string(ids[2]),
+                                           "--max-new-tokens", "5", "--ignore-eos"}), m.dir.path);
+  check_clean_exit(g);
+  REQUIRE(g.code == 0);
+  CHECK(g.out == expect + "\n");
+}
+
 TEST_CASE("cli model: generate stops after eos_token_id unless --ignore-eos") {
   std::mt19937 rng(std::random_device{}());
   test::TinyModel shape;

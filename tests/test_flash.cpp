@@ -39,21 +39,23 @@ void FlashTest::run_cases(ops::Storage st) {
     bool causal, mask;
     uint32_t gate_width;  // 0: no gate
     bool split;
+    bool tiled;         // tiled GQA: query head h reads KV head h % KV
     bool under_gpu_av;  // GPU-assisted validation compiles each instrumented pipeline for minutes on
                         // lavapipe: it runs the cases that between them reach every kernel, gate, mask,
                         // split and a head_dim that is not a power of two
   };
   const Case cases[] = {
-      {2, 4, 4, 9, 9, 64, true, false, 0, false, true},     // MHA prefill
-      {3, 6, 2, 5, 5, 80, false, true, 80, false, true},    // GQA, mask, elementwise gate
-      {1, 4, 1, 1, 1, 128, true, false, 1, false, false},    // MQA, T = 1, headwise gate
-      {1, 2, 1, 17, 40, 256, true, true, 256, false, false}, // chunked prefill after a cache
-      {2, 8, 2, 1, 1000, 64, true, false, 64, true, true},  // decode over a long cache: split keys
-      {1, 4, 2, 3, 700, 128, true, true, 1, true, true},    // split keys with a mask and T > 1
-      {1, 16, 2, 1, 600, 256, true, false, 256, true, false}, // Qwen3-Next decode: 8 query heads per KV head
-      {2, 12, 1, 1, 77, 72, false, true, 1, false, true},    // 12 rows in 2 workgroups, Dh not a power of two
-      {1, 8, 2, 21, 60, 64, true, true, 64, false, true},   // 84 rows: several row tiles of every kernel
-      {1, 4, 1, 10, 600, 128, true, false, 1, true, false},  // prefill after a cache, split keys
+      {2, 4, 4, 9, 9, 64, true, false, 0, false, false, true},     // MHA prefill
+      {3, 6, 2, 5, 5, 80, false, true, 80, false, false, true},    // GQA, mask, elementwise gate
+      {1, 4, 1, 1, 1, 128, true, false, 1, false, false, false},    // MQA, T = 1, headwise gate
+      {1, 2, 1, 17, 40, 256, true, true, 256, false, false, false}, // chunked prefill after a cache
+      {2, 8, 2, 1, 1000, 64, true, false, 64, true, false, true},  // decode over a long cache: split keys
+      {1, 4, 2, 3, 700, 128, true, true, 1, true, true, true},     // split keys with a mask and T > 1, tiled
+      {1, 16, 2, 1, 600, 256, true, false, 256, true, false, false}, // Qwen3-Next decode: 8 query heads per KV head
+      {2, 12, 1, 1, 77, 72, false, true, 1, false, false, true},    // 12 rows in 2 workgroups, Dh not a power of two
+      {1, 8, 2, 21, 60, 64, true, true, 64, false, true, true},    // 84 rows: several row tiles of every kernel, tiled
+      {1, 4, 1, 10, 600, 128, true, false, 1, true, false, false},  // prefill after a cache, split keys
+      {1, 8, 2, 1, 50, 64, true, false, 64, false, true, false},    // tiled decode: 4 query heads per KV head
   };
   const DeviceInfo& dev = ctx.device();
   using ops::Coopmat;
@@ -103,9 +105,23 @@ void FlashTest::run_cases(ops::Storage st) {
     const auto g = input(size_t(c.B) * c.T * c.H * std::max(c.gate_width, 1u), 2.0f);
     auto gq = put(q, "q"), gk = put(k, "k"), gv = put(v, "v"), gg = put(g, "gate");
     auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
-    const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+    ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+    shape.tiled = c.tiled;
     const double scale = 1.0 / std::sqrt(double(c.Dh));
-    auto want = reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, mask);
+    // Tiled GQA is grouped GQA with query head h renumbered (h % KV)·G + h / KV.
+    const uint32_t G = c.H / c.KV;
+    auto grouped_head = [&](uint32_t h) { return c.tiled ? (h % c.KV) * G + h / c.KV : h; };
+    std::vector<float> q_grouped(q.size());
+    for (uint32_t b = 0; b < c.B; ++b)
+      for (uint32_t h = 0; h < c.H; ++h)
+        std::copy_n(q.begin() + long((b * c.H + h) * c.T * c.Dh), c.T * c.Dh,
+                    q_grouped.begin() + long((b * c.H + grouped_head(h)) * c.T * c.Dh));
+    const auto by_group = reference::attention(q_grouped, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, mask);
+    std::vector<double> want(by_group.size());
+    for (uint32_t bt = 0; bt < c.B * c.T; ++bt)
+      for (uint32_t h = 0; h < c.H; ++h)
+        std::copy_n(by_group.begin() + long((bt * c.H + grouped_head(h)) * c.Dh), c.Dh,
+                    want.begin() + long((bt * c.H + h) * c.Dh));
     if (c.gate_width) {
       const std::vector<float> wf(want.begin(), want.end());
       want = reference::gate(wf, g, size_t(c.B) * c.T, c.H, c.Dh, c.gate_width);
@@ -133,8 +149,11 @@ void FlashTest::run_cases(ops::Storage st) {
       auto go = half ? put(std::vector<float>(q.size(), std::numeric_limits<float>::quiet_NaN()), "out")
                      : poisoned(q.size(), "out");
       run_once(vk, [&](gpu::Recorder& rec) {
-        ops::FlashArgs a{gq, gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr,
-                         ops::btd_view(c.T, c.H, std::max(c.gate_width, 1u)), c.gate_width, go, &partial};
+        ops::Gate gating;
+        gating.view = ops::btd_view(c.T, c.H, std::max(c.gate_width, 1u));
+        gating.width = c.gate_width;
+        gating.heads = c.H;
+        ops::FlashArgs a{gq, gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr, gating, go, &partial};
         ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale), st);
       });
       std::vector<float> got(q.size());

@@ -142,6 +142,39 @@ TEST_CASE_FIXTURE(test::GpuTest, "model: a prefill and replayed decode steps equ
   CHECK(r.step_ms.size() == 7);
 }
 
+// The paper's G2 in every layer: model.layers.{i}.self_attn.gate_proj gates the
+// values, so the cache of each layer holds gated values; decode steps must
+// equal the whole sequence, and generation the reference's.
+TEST_CASE_FIXTURE(test::GpuTest, "model: a qwen3 model with a G2 value gate: logits, cached decode, generate, gate_mean") {
+  test::TinyModel s;
+  s.gate = GateKind::elementwise;
+  s.gate_position = GatePosition::value;
+  test::RandomModel m(s.config(), rng);
+  CHECK(m.map.count("model.layers.1.self_attn.gate_proj.weight") == 1);
+  Model model(ctx, m.cfg, m.tensors);
+  model.set_poison(true);
+  const int N = 7, P = 4;
+  const auto ids = test::random_ids(rng, N, m.cfg.vocab_size);
+  const auto full = reference::model_forward(m.cfg, m.map, {ids, 1, N});
+  const size_t V = size_t(m.cfg.vocab_size);
+  auto row = [&](int t) { return std::vector<double>(full.logits.begin() + long(t * V), full.logits.begin() + long((t + 1) * V)); };
+  Sequence seq = model.start(1, N);
+  test::check_close(model.extend(seq, std::vector<int64_t>(ids.begin(), ids.begin() + P), P), row(P - 1), 1e-8);
+  for (int t = P; t < N; ++t) {
+    CAPTURE(t);
+    test::check_close(model.extend(seq, std::span(&ids[size_t(t)], 1), 1), row(t), 1e-8);
+  }
+  ModelStats st;
+  model.logits(ids, 1, N, &st);
+  REQUIRE(st.gate_mean.size() == full.gate_mean.size());
+  for (size_t l = 0; l < st.gate_mean.size(); ++l) CHECK(st.gate_mean[l] == doctest::Approx(full.gate_mean[l]).epsilon(1e-5));
+  GenerateOptions o;
+  o.max_new_tokens = 5;
+  o.stop_at_eos = false;
+  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 3);
+  CHECK(model.generate(prompt, o).ids == reference::greedy_generate(m.cfg, m.map, prompt, 5, false));
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "model: embedding and lm_head split across buffers give the same logits") {
   test::TinyModel s;
   s.vocab = 61;

@@ -273,8 +273,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "qkv_prepare: q/k norm + RoPE and v, from the p
     const bool norm = c.norm >= 0;
     const NormKind kind = norm ? NormKind(c.norm) : NormKind::plain;
     run_once(vk, [&](gpu::Recorder& rec) {
-      const ops::QkvPrepare a{gp,    qv,     kv,   vv, norm ? &gqw : nullptr, norm ? &gkw : nullptr, kind, 1e-6f,
-                              table, c.rotary, gq, gk, gv,                     seq,                   c.first};
+      const ops::QkvPrepare a{gp,    qv,       kv,          vv, norm ? &gqw : nullptr, norm ? &gkw : nullptr, kind, 1e-6f,
+                              table, c.rotary, RopeStyle::rotate_half, ops::GateTarget::none, ops::Gate{},
+                              gq,    gk,       gv,          seq, c.first};
       ops::qkv_prepare(vk, rec, a, uint32_t(BT), c.T, c.H, c.KV, c.Dh);
     });
 
@@ -394,8 +395,12 @@ TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates, 
       std::vector<float> spread(size_t(rows) * row, std::numeric_limits<float>::quiet_NaN());
       for (uint32_t r = 0; r < rows; ++r) std::copy_n(y.begin() + long(r) * H * Dh, H * Dh, spread.begin() + long(r) * row);
       auto gy = upload(spread, "y"), gg = upload(g, "g");
+      ops::Gate gating;
+      gating.view = ops::btd_view(rows, H, gw);
+      gating.width = gw;
+      gating.heads = H;
       run_once(vk, [&](gpu::Recorder& rec) {
-        ops::gate(vk, rec, gg, ops::btd_view(rows, H, gw), gy, rows, rows, H, Dh, gw, ops::Storage::f32, y_stride);
+        ops::gate(vk, rec, gg, gating, gy, {0, 0, row, 1, Dh, 0}, rows, rows, H, Dh, ops::Storage::f32);
       });
       const auto got = download(gy, spread.size());
       std::vector<float> dense;

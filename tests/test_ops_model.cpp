@@ -106,14 +106,17 @@ TEST_CASE_FIXTURE(test::GpuTest, "stats: first-token attention per head, gate sc
   const uint32_t cols = 2 * H * G;
   auto proj = random(size_t(B) * T * cols, 3.0f);
   auto gproj = upload(proj, "proj");
-  const ops::View gate_view{G, T * cols, cols, 1, 2 * G, 0};
+  ops::Gate gating;
+  gating.view = {G, T * cols, cols, 1, 2 * G, 0};
+  gating.width = G;
+  gating.heads = H;
   auto x = random(size_t(B) * T * 7);
   x[13] = -42.5f;
   auto gxb = upload(x, "x");
   auto out = poisoned(H + 3, "stats");
   run_once(vk, [&](gpu::Recorder& rec) {
     ops::first_token_attn(vk, rec, gp, B, H, T, ld, out, 0);
-    ops::gate_scores(vk, rec, gproj, gate_view, B * T, T, H, G, ops::Storage::f32, out, H);
+    ops::gate_scores(vk, rec, gproj, gating, B * T, T, ops::Storage::f32, out, H);
     ops::max_abs(vk, rec, gxb, uint32_t(x.size()), out, H + 2);
   });
   const auto got = download(out, H + 3);

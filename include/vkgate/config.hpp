@@ -13,15 +13,35 @@
 
 namespace vkgate {
 
-// Where the gate multiplies the SDPA output: not at all, one scalar per head,
-// or one value per channel of each head.
+// How many scores the gate computes: none, one per head at its position, or
+// one per channel (for `dense`: one per hidden unit, D per token).
 enum class GateKind { none, headwise, elementwise };
+
+// Where the gate acts (the paper's G1–G5, README "Gate positions"):
+//   sdpa   G1: on each head's attention output, before o_proj
+//   value  G2: on v_proj's output (per KV head), so the cache holds gated values
+//   key    G3: on k_proj's output (per KV head), before k_norm and RoPE
+//   query  G4: on q_proj's output (per query head), before q_norm and RoPE
+//   dense  G5: on o_proj's output (after its bias, before any residual add)
+enum class GatePosition { sdpa, value, key, query, dense };
+// How the activated score s meets the gated tensor y: y·s or y + s.
+enum class GateCombine { multiply, add };
+// s = act(x·W_g): sigmoid, silu (x·sigmoid(x)), ns_sigmoid (0.5 + 0.5·sigmoid,
+// the paper's non-sparse control) or identity.
+enum class GateActivation { sigmoid, silu, ns_sigmoid, identity };
+// RoPE's pairs: (i, i + r/2) as HF Llama/Qwen (rotate_half), or (2i, 2i + 1)
+// as the complex-number form of GPT-J, GLM and Meta's original checkpoints.
+enum class RopeStyle { rotate_half, interleaved };
+// Which KV head query head h reads: h / (H/KV) (grouped, HF) or h % KV
+// (tiled: the repeat-by-tiling of seed 002's expand/flatten code).
+enum class GqaMapping { grouped, tiled };
 
 // Where the gate rows live in the weights (DESIGN.md §3):
 //   qwen3_next       q_proj rows per query head: [q_h (Dh) | g_h (gw)]
 //   official_grouped q_proj rows per KV group of G = H/KV heads:
 //                    [q of the G heads (G·Dh) | gates of the G heads (G·gw)]
-//   separate         q_proj holds only queries; gate_proj.weight is [H·gw, D]
+//   separate         q_proj holds only queries; gate_proj.weight is
+//                    [gate_rows(), D] (the only layout of the non-sdpa positions)
 enum class GateLayout { qwen3_next, official_grouped, separate };
 
 // RMSNorm scale form: plain x̂·w, or zero-centred x̂·(1+w) (Qwen3-Next).
@@ -30,6 +50,11 @@ enum class NormKind { plain, zero_centered };
 const char* to_string(GateKind kind) noexcept;
 const char* to_string(GateLayout layout) noexcept;
 const char* to_string(NormKind kind) noexcept;
+const char* to_string(GatePosition position) noexcept;
+const char* to_string(GateCombine combine) noexcept;
+const char* to_string(GateActivation activation) noexcept;
+const char* to_string(RopeStyle style) noexcept;
+const char* to_string(GqaMapping mapping) noexcept;
 
 struct BlockConfig {
   int hidden_size = 0;   // D
@@ -41,6 +66,14 @@ struct BlockConfig {
   double partial_rotary_factor = 1.0;  // rotary dims = int(Dh · factor)
   GateKind gate_kind = GateKind::elementwise;
   GateLayout gate_layout = GateLayout::qwen3_next;
+  GatePosition gate_position = GatePosition::sdpa;
+  // The per-head scores are averaged over the heads at the position and the
+  // mean gates every head (the paper's head-shared rows).
+  bool gate_shared_heads = false;
+  GateCombine gate_combine = GateCombine::multiply;
+  GateActivation gate_activation = GateActivation::sigmoid;
+  RopeStyle rope_style = RopeStyle::rotate_half;
+  GqaMapping gqa_mapping = GqaMapping::grouped;
   NormKind norm_kind = NormKind::plain;  // input_layernorm, q_norm and k_norm
   bool use_qk_norm = true;
   bool qkv_bias = false;  // q_proj/k_proj/v_proj (and gate_proj) carry .bias
@@ -69,9 +102,21 @@ struct BlockConfig {
 
   int group_size() const { return num_heads / num_kv_heads; }  // G = H / KV
   int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
-  int gate_width() const {  // gw: values of gate per head
-    return gate_kind == GateKind::none ? 0 : gate_kind == GateKind::headwise ? 1 : head_dim;
+  // Heads at the gate's position: H (sdpa, query), KV (key, value), 1 (dense).
+  int gate_heads() const {
+    switch (gate_position) {
+      case GatePosition::key:
+      case GatePosition::value: return num_kv_heads;
+      case GatePosition::dense: return 1;
+      default: return num_heads;
+    }
   }
+  int gate_width() const {  // gw: scores per head at the position (dense: D)
+    if (gate_kind == GateKind::none) return 0;
+    if (gate_kind == GateKind::headwise) return 1;
+    return gate_position == GatePosition::dense ? hidden_size : head_dim;
+  }
+  int64_t gate_rows() const { return int64_t(gate_heads()) * gate_width(); }  // gate scores per token
   // Rows of q_proj.weight: queries, plus the gates unless they are separate.
   // Products in 64 bits: validate() bounds them, but they are also used to
   // describe a config that failed validation.

@@ -26,11 +26,13 @@ std::vector<double> linear(std::span<const float> x, std::span<const float> w,
 std::vector<double> rms_norm(std::span<const float> x, std::span<const float> w, int64_t rows,
                              int64_t dim, double eps, NormKind kind);
 
-// Rotate-half RoPE on x [batch, tokens, heads, head_dim]: token t has position
-// pos0 + t; dims i and i + rd/2 (i < rd/2) rotate by angle pos·θ^(−2i/rd);
-// dims ≥ rotary_dim pass through.
+// RoPE on x [batch, tokens, heads, head_dim]: token t has position pos0 + t;
+// pair i (i < rd/2) rotates by angle pos·θ^(−2i/rd). The pair is dims
+// (i, i + rd/2) for rotate_half, (2i, 2i + 1) for interleaved; dims ≥ rotary_dim
+// pass through.
 std::vector<double> rope(std::span<const float> x, int64_t batch, int64_t tokens, int64_t heads,
-                         int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0);
+                         int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0,
+                         RopeStyle style = RopeStyle::rotate_half);
 
 // Row softmax of scale·scores over the last axis; scores [batch, heads, tokens, keys].
 // causal: query t (absolute position keys − tokens + t) sees keys s ≤ that position.
@@ -40,18 +42,21 @@ std::vector<double> softmax(std::span<const float> scores, int64_t batch, int64_
                             int64_t tokens, int64_t keys, double scale, bool causal,
                             std::span<const float> mask);
 
-// Scaled dot-product attention with GQA (query head h reads KV head h / (H/KV)).
-// q [B, H, T, Dh], k and v [B, KV, S, Dh] (S ≥ T; the last T keys are the new
-// tokens), mask as in softmax. Returns [B, T, H, Dh].
+// Scaled dot-product attention with GQA: query head h reads KV head h / (H/KV)
+// (grouped) or h % KV (tiled). q [B, H, T, Dh], k and v [B, KV, S, Dh] (S ≥ T;
+// the last T keys are the new tokens), mask as in softmax. Returns [B, T, H, Dh].
 std::vector<double> attention(std::span<const float> q, std::span<const float> k,
                               std::span<const float> v, int64_t batch, int64_t heads,
                               int64_t kv_heads, int64_t tokens, int64_t keys, int64_t head_dim,
-                              double scale, bool causal, std::span<const float> mask);
+                              double scale, bool causal, std::span<const float> mask,
+                              GqaMapping mapping = GqaMapping::grouped);
 
-// y [rows, heads·Dh] times sigmoid(g) with g [rows, heads·gw]; gw = 1 (headwise:
-// one scalar per head) or Dh (elementwise).
+// y [rows, heads·Dh] combined with s = act(g) (y·s or y + s), g [rows, heads·gw];
+// gw = 1 (headwise: one score per head) or Dh (elementwise).
 std::vector<double> gate(std::span<const float> y, std::span<const float> g, int64_t rows,
-                         int64_t heads, int64_t head_dim, int64_t gate_width);
+                         int64_t heads, int64_t head_dim, int64_t gate_width,
+                         GateActivation activation = GateActivation::sigmoid,
+                         GateCombine combine = GateCombine::multiply);
 
 // ---- the whole block ----
 
@@ -60,19 +65,21 @@ struct Inputs {
   int64_t batch = 1;
   int64_t tokens = 1;
   int64_t past = 0;                   // P: cached positions before the new tokens
-  std::span<const float> past_key;    // [batch, KV, P, Dh], after k_norm and RoPE
-  std::span<const float> past_value;  // [batch, KV, P, Dh]
+  std::span<const float> past_key;    // [batch, KV, P, Dh], after the key gate, k_norm and RoPE
+  std::span<const float> past_value;  // [batch, KV, P, Dh], after the value gate
   std::span<const float> attention_mask;  // optional additive [batch, 1, T, P+T]
 };
 
 struct Result {
   std::vector<double> output;            // [B, T, D]
-  std::vector<double> q;                 // [B, H, T, Dh] after q_norm and RoPE
-  std::vector<double> k;                 // [B, KV, P+T, Dh] the whole cache after k_norm and RoPE
-  std::vector<double> v;                 // [B, KV, P+T, Dh]
-  std::vector<double> sdpa;              // [B, T, H, Dh] before the gate
-  std::vector<double> gate;              // [B, T, H, gw] sigmoid scores (empty if no gate)
-  std::vector<double> gated;             // [B, T, H·Dh] input of o_proj
+  std::vector<double> q;                 // [B, H, T, Dh] after the query gate, q_norm and RoPE
+  std::vector<double> k;                 // [B, KV, P+T, Dh] the whole cache (as past_key)
+  std::vector<double> v;                 // [B, KV, P+T, Dh] the whole cache (as past_value)
+  std::vector<double> sdpa;              // [B, T, H, Dh] before an sdpa gate
+  // [B, T, gate_heads(), gw] the activated scores s, before head sharing and
+  // combining (empty if no gate); their mean is the stats' gate_mean.
+  std::vector<double> gate;
+  std::vector<double> gated;             // [B, T, H·Dh] input of o_proj (gated only at sdpa)
   std::vector<double> first_token_attn;  // [H] mean probability on key 0
 };
 

@@ -12,18 +12,20 @@ using gpu::Recorder;
 // The projections P [B·T, cols] = x̂·[q_proj (+ gate_proj) ; k_proj ; v_proj]ᵀ.
 // q_proj's columns hold the gate rows in the checkpoint's layout (DESIGN.md
 // §3): Qwen3-Next interleaves [q_h | g_h] per head, the official code groups
-// [q of G heads | G gates] per KV group, and the separate layout appends
-// gate_proj's rows after all queries. All three are "groups of Gl heads, each
-// group [Gl·Dh queries | Gl·gw gates]" with Gl = 1, G and H respectively.
+// [q of G heads | G gates] per KV group. Both are "groups of Gl heads, each
+// group [Gl·Dh queries | Gl·gw gates]" with Gl = 1 and G. The separate layout
+// (every gate position) appends gate_proj's rows, gate_heads × gw, after all
+// queries. Every gate reads its raw scores from P: the query, key and value
+// gates in the q/k/v preparation pass, the sdpa gate in attention's
+// epilogue, the dense gate in o_proj's.
 Attention::Attention(Context::Impl& vk, const gpu::Tuning& tuning, const BlockConfig& cfg, const TensorMap& w,
                      Storage act)
     : vk_(vk), tuning_(tuning), cfg_(cfg), act_(act) {
-  const uint32_t Dh = uint32_t(cfg.head_dim), gw = uint32_t(cfg.gate_width());
-  groups_ = cfg.gate_layout == GateLayout::qwen3_next         ? 1
-            : cfg.gate_layout == GateLayout::official_grouped ? uint32_t(cfg.group_size())
-                                                              : uint32_t(cfg.num_heads);
+  const uint32_t Dh = uint32_t(cfg.head_dim), gw = uint32_t(cfg.gate_width()), H = uint32_t(cfg.num_heads);
+  const bool separate = cfg.gate_layout == GateLayout::separate;
+  groups_ = cfg.gate_layout == GateLayout::qwen3_next ? 1 : separate ? H : uint32_t(cfg.group_size());
   group_stride_ = groups_ * (Dh + gw);
-  k_col_ = uint32_t(cfg.num_heads) * (Dh + gw);
+  k_col_ = separate ? H * Dh + uint32_t(cfg.gate_rows()) : H * (Dh + gw);
   v_col_ = k_col_ + uint32_t(cfg.kv_dim());
   cols_ = v_col_ + uint32_t(cfg.kv_dim());
 
@@ -55,12 +57,22 @@ Attention::Attention(Context::Impl& vk, const gpu::Tuning& tuning, const BlockCo
 }
 
 ops::View Attention::query_view(uint32_t T) const { return {0, T * cols_, cols_, groups_, group_stride_, uint32_t(cfg_.head_dim)}; }
-ops::View Attention::gate_view(uint32_t T) const {
-  return {groups_ * uint32_t(cfg_.head_dim), T * cols_, cols_, groups_, group_stride_, gate_width()};
+ops::Gate Attention::gating(uint32_t T) const {
+  const uint32_t gw = uint32_t(cfg_.gate_width()), heads = uint32_t(cfg_.gate_heads());
+  ops::Gate g;
+  // Separate: one group of all the position's heads, gw apart, after the queries.
+  g.view = cfg_.gate_layout == GateLayout::separate
+               ? ops::View{uint32_t(cfg_.attn_dim()), T * cols_, cols_, heads, 0, gw}
+               : ops::View{groups_ * uint32_t(cfg_.head_dim), T * cols_, cols_, groups_, group_stride_, gw};
+  g.width = gw;
+  g.heads = heads;
+  g.shared_heads = cfg_.gate_shared_heads ? 1 : 0;
+  g.activation = uint32_t(cfg_.gate_activation);
+  g.combine = uint32_t(cfg_.gate_combine);
+  return g;
 }
 ops::View Attention::key_view(uint32_t T) const { return {k_col_, T * cols_, cols_, 1, uint32_t(cfg_.head_dim), 0}; }
 ops::View Attention::value_view(uint32_t T) const { return {v_col_, T * cols_, cols_, 1, uint32_t(cfg_.head_dim), 0}; }
-uint32_t Attention::gate_width() const { return uint32_t(cfg_.gate_width()); }
 uint32_t Attention::projection_columns() const { return cols_; }
 
 uint64_t Attention::weight_bytes() const {
@@ -84,6 +96,7 @@ AttentionPlan Attention::plan(uint32_t batch, uint32_t tokens, uint32_t kv_strid
   p.score_ld = resident ? (kv_stride + 3) / 4 * 4 : kv_stride;
   ops::AttentionShape shape{batch, H, uint32_t(cfg_.num_kv_heads), tokens, kv_stride, uint32_t(cfg_.head_dim)};
   shape.score_stride = p.score_ld;
+  shape.tiled = cfg_.gqa_mapping == GqaMapping::tiled;
   // Statistics need every probability; otherwise fused where the device prefers it.
   p.fused = !stats && tuning_.fused && ops::flash_preferred(vk_.info, tuning_);
   if (p.fused)
@@ -144,17 +157,30 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
                 split_k);
   }
 
-  // q, and the new keys and values into the cache at positions past..: q/k
-  // norm and RoPE, values as they are. One pass, or the reference path of a
-  // pass per op and tensor.
-  const bool qk_norm = cfg_.use_qk_norm;
+  // q, and the new keys and values into the cache at positions past..: the
+  // query, key or value gate, q/k norm and RoPE. One pass, or the reference
+  // path of a pass per op and tensor.
+  const bool qk_norm = cfg_.use_qk_norm, gated = cfg_.gate_kind != GateKind::none;
+  const GatePosition at = cfg_.gate_position;
+  const ops::Gate gating = this->gating(T);
+  const ops::GateTarget target = !gated                        ? ops::GateTarget::none
+                                 : at == GatePosition::query ? ops::GateTarget::query
+                                 : at == GatePosition::key   ? ops::GateTarget::key
+                                 : at == GatePosition::value ? ops::GateTarget::value
+                                                             : ops::GateTarget::none;
   const uint32_t rd = uint32_t(cfg_.rotary_dim()), stride = p.kv_stride;
   if (tuning_.pass_fusion) {
     const ops::QkvPrepare args{proj,  query_view(T), key_view(T), value_view(T), qk_norm ? &qn_w_ : nullptr,
-                               qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, eps, io.rope, rd, q, io.keys, io.values,
-                               stride, io.past};
+                               qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, eps, io.rope, rd, cfg_.rope_style, target,
+                               gating, q, io.keys, io.values, stride, io.past};
     ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);
   } else {
+    if (target != ops::GateTarget::none) {  // in place in the projections
+      const ops::View y = target == ops::GateTarget::query ? query_view(T)
+                          : target == ops::GateTarget::key ? key_view(T)
+                                                           : value_view(T);
+      ops::gate(vk_, rec, proj, gating, proj, y, BT, T, gating.heads, Dh, act_);
+    }
     auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
                        uint32_t first) {
       const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
@@ -162,7 +188,7 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
         ops::rmsnorm(vk_, rec, proj, src, norm, dst, out, BT, T, heads, Dh, cfg_.norm_kind, eps, act_);
         src = out;  // rotated in place
       }
-      ops::rope(vk_, rec, qk_norm ? dst : proj, src, io.rope, dst, out, BT, T, heads, Dh, rd, act_);
+      ops::rope(vk_, rec, qk_norm ? dst : proj, src, io.rope, dst, out, BT, T, heads, Dh, rd, act_, cfg_.rope_style);
     };
     prepare(query_view(T), qn_w_, q, H, T, 0);
     prepare(key_view(T), kn_w_, io.keys, KV, stride, io.past);
@@ -171,12 +197,12 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
   }
 
   // softmax(q·kᵀ/√Dh + mask)·v, gated: fused, or in query chunks through a score matrix.
-  const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld, p.score_ld};
+  const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld, p.score_ld,
+                                  cfg_.gqa_mapping == GqaMapping::tiled};
   const float scale = float(1.0 / std::sqrt(double(Dh)));
-  const bool gated = cfg_.gate_kind != GateKind::none;
+  const bool sdpa_gate = gated && at == GatePosition::sdpa;
   if (p.fused) {
-    const ops::FlashArgs args{q, io.keys, io.values, io.mask, gated ? &proj : nullptr, gate_view(T), gate_width(),
-                              attn, &ws["partial"]};
+    const ops::FlashArgs args{q, io.keys, io.values, io.mask, sdpa_gate ? &proj : nullptr, gating, attn, &ws["partial"]};
     ops::flash_attention(vk_, rec, args, shape, p.flash, cfg_.causal, scale, act_);
   } else {
     const Buffer& scores = ws["scores"];
@@ -189,12 +215,12 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
       if (p.stats) ops::first_token_attn(vk_, rec, scores, B, H, T, p.score_ld, *io.stats.buffer, io.stats.at);
       ops::attention_values(vk_, rec, scores, io.values, attn, part, act_, cfg_.causal);
     }
-    if (gated) ops::gate(vk_, rec, proj, gate_view(T), attn, BT, T, H, Dh, gate_width(), act_, p.attn_ld);
+    if (sdpa_gate) ops::gate(vk_, rec, proj, gating, attn, {0, T * p.attn_ld, p.attn_ld, 1, Dh, 0}, BT, T, H, Dh, act_);
   }
-  if (p.stats && gated)
-    ops::gate_scores(vk_, rec, proj, gate_view(T), BT, T, H, gate_width(), act_, *io.stats.buffer, io.stats.at + H);
+  if (p.stats && gated) ops::gate_scores(vk_, rec, proj, gating, BT, T, act_, *io.stats.buffer, io.stats.at + H);
+  const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
   ops::matmul(vk_, rec, attn, w_o_, cfg_.o_bias ? &b_o_ : nullptr, cfg_.residual ? &io.x : nullptr, io.y, BT, D, H * Dh,
-              act_, true, p.attn_ld, ld_heads_, split_k);
+              act_, true, p.attn_ld, ld_heads_, split_k, gated && at == GatePosition::dense ? &dense : nullptr);
 }
 
 }  // namespace vkgate::nn

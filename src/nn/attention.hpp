@@ -4,6 +4,9 @@
 //   RMSNorm(x) → [q (+gate rows) ; k ; v] = x̂·Wᵀ → q/k norm, RoPE, new keys and
 //   values into the cache → softmax(q·kᵀ/√Dh + mask)·v → ⊙ sigmoid(gate) → ·W_oᵀ (+ x)
 //
+// with the gate at any of the paper's positions (BlockConfig::gate_position),
+// each inside the pass that already holds its tensor.
+//
 // into a recorder it is given, reading and writing buffers it is handed: the
 // caller owns the input, the output, the KV cache and the workspace. A plan
 // (AttentionPlan) fixes the shape and every kernel choice once; record() may
@@ -76,9 +79,9 @@ class Attention {
   const BlockConfig& config() const { return cfg_; }
   // The kernel choices the module was made with (its weight layout follows them).
   const gpu::Tuning& tuning() const { return tuning_; }
-  // Where the raw gate rows sit in the projections ("proj" scratch), per token count.
-  ops::View gate_view(uint32_t tokens) const;
-  uint32_t gate_width() const;
+  // The gate as its passes read it: raw scores in the projections ("proj"
+  // scratch) for `tokens` tokens, and how they act.
+  ops::Gate gating(uint32_t tokens) const;
   uint32_t projection_columns() const;
   uint64_t weight_bytes() const;
 

@@ -14,6 +14,7 @@ struct Push {
   uint32_t c_sb, c_sh, c_sm;
   uint32_t causal, past;
   uint32_t a_off, c_off;  // added to A's and C's (batch, head) base
+  uint32_t tiled_kv;      // KV with tiled GQA, else 0
 };
 
 // 32×32 tiles, 2×4 per thread: 128 threads, within every device's limits.
@@ -44,7 +45,16 @@ void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b
 // of a group become the G rows of one product against their shared keys or
 // values, instead of G products of one row each (whose tiles would compute
 // RM − 1 clamped copies of it). Every key is visible to the one query.
+// A group's heads are G consecutive heads, or every KV-th with tiled GQA:
+// `head` is the stride from one group to the next, `member` from one of its
+// heads to the next, in units of one head's row.
 bool group_rows(const AttentionShape& s) { return s.tokens == 1 && s.heads > s.kv_heads; }
+struct GroupStrides {
+  uint32_t head, member;
+};
+GroupStrides group_strides(const AttentionShape& s) {
+  return s.tiled ? GroupStrides{1, s.kv_heads} : GroupStrides{s.heads / s.kv_heads, 1};
+}
 
 }  // namespace
 
@@ -59,11 +69,12 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
                  L = s.score_row();
   if (group_rows(s)) {
     const uint32_t G = H / KV;
+    const GroupStrides gs = group_strides(s);
     const Push push{G, S, Dh, KV, 1,
-                    H * Dh, G * Dh, Dh,                            // q [B, H, 1, Dh]: a group's heads as rows
+                    H * Dh, gs.head * Dh, gs.member * Dh,          // q [B, H, 1, Dh]: a group's heads as rows
                     KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]
-                    H * L, G * L, L,                               // scores [B, H, 1, S], rows L apart
-                    0, 0, 0, 0};
+                    H * L, gs.head * L, gs.member * L,             // scores [B, H, 1, S], rows L apart
+                    0, 0, 0, 0, 0};
     product(ctx, rec, q, k, scores, push, s.batch * KV, st, st, st, "_scores", "attention.scores");
     return;
   }
@@ -72,7 +83,7 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
             KV * s.stride() * Dh, s.stride() * Dh, 1, Dh,  // k [B, KV, S, Dh]: k index = d, n index = s
             H * R * L, R * L, L,          // scores [B, H, R, S], rows L apart
             causal ? 1u : 0u, S - T + s.first,
-            s.first * Dh, 0};
+            s.first * Dh, 0, s.tiled ? KV : 0u};
   product(ctx, rec, q, k, scores, push, s.batch * H, st, st, st, "_scores", "attention.scores");
 }
 
@@ -82,11 +93,12 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
                  L = s.score_row();
   if (group_rows(s)) {
     const uint32_t G = H / KV;
+    const GroupStrides gs = group_strides(s);
     const Push push{G, Dh, S, KV, 1,
-                    H * L, G * L, L,                               // probs [B, H, 1, S]: a group's heads as rows
+                    H * L, gs.head * L, gs.member * L,             // probs [B, H, 1, S]: a group's heads as rows
                     KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]
-                    s.out_row(), G * Dh, Dh,                       // out [B, 1, H, Dh]
-                    0, 0, 0, 0};
+                    s.out_row(), gs.head * Dh, gs.member * Dh,     // out [B, 1, H, Dh]
+                    0, 0, 0, 0, 0};
     product(ctx, rec, probs, v, out, push, s.batch * KV, st, Storage::f32, st, "_values", "attention.values");
     return;
   }
@@ -95,7 +107,7 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
             KV * s.stride() * Dh, s.stride() * Dh, Dh, 1,  // v [B, KV, S, Dh]: k index = s, n index = d
             T * s.out_row(), Dh, s.out_row(),  // out [B, T, H, Dh], rows first..
             causal ? 2u : 0u, S - T + s.first,
-            0, s.first * s.out_row()};
+            0, s.first * s.out_row(), s.tiled ? KV : 0u};
   product(ctx, rec, probs, v, out, push, s.batch * H, st, Storage::f32, st, "_values", "attention.values");
 }
 

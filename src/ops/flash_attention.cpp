@@ -9,17 +9,17 @@ namespace vkgate::ops {
 
 namespace {
 struct Push {
-  View gate_view;
+  Gate gate;
   uint32_t tokens, keys, kv_stride, heads, kv_heads, past;
-  uint32_t causal, has_mask, has_gate, gate_width;
+  uint32_t causal, has_mask, has_gate, tiled;
   uint32_t chunk, splits;
   float scale;
   uint32_t mask_ld;
 };
 struct CombinePush {
-  View gate_view;
+  Gate gate;
   uint32_t tokens, heads, head_dim, splits;
-  uint32_t has_gate, gate_width, rows;
+  uint32_t has_gate, rows;
 };
 constexpr uint32_t kWorkgroup = 128;
 
@@ -141,8 +141,8 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
       break;
   }
   const uint32_t G = s.heads / s.kv_heads;
-  Push push{a.gate_view, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
-            a.mask ? 1u : 0u, a.gate ? 1u : 0u, a.gate_width, plan.chunk, plan.splits, scale, s.score_row()};
+  Push push{a.gating, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
+            a.mask ? 1u : 0u, a.gate ? 1u : 0u, s.tiled ? 1u : 0u, plan.chunk, plan.splits, scale, s.score_row()};
   if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
     throw Error(ErrorCode::invalid_argument, "flash attention: batch × splits exceeds 65535");
   const Buffer& partial = a.partial ? *a.partial : a.out;
@@ -161,7 +161,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   const uint32_t wg = ctx.info.type == "cpu" ? 64 : 256;
   const gpu::Pipeline& c = ctx.pipelines->get(variant("attention_combine", st), {wg});
   const uint32_t rows = s.batch * s.tokens * s.heads;
-  CombinePush cp{a.gate_view, s.tokens, s.heads, s.head_dim, plan.splits, a.gate ? 1u : 0u, a.gate_width, rows};
+  CombinePush cp{a.gating, s.tokens, s.heads, s.head_dim, plan.splits, a.gate ? 1u : 0u, rows};
   const gpu::Grid grid = gpu::grid_for(rows);
   rec.dispatch(c, {{&partial, gpu::Access::read}, {a.gate ? a.gate : &partial, gpu::Access::read}, {&a.out, gpu::Access::write}},
                cp, grid.x, grid.y, (s.head_dim + 31) / 32, "attention_combine");

@@ -10,14 +10,23 @@ namespace {
 // The register tile of matmul.comp's REGISTER_TILED variant (CPU_RM, CPU_RN).
 constexpr uint32_t kCpuRN = 8;
 
-// The tiled kernels read k_chunk too (split-K) and matvec.comp the last two
-// fields (NORM_X); matmul_staged.comp only the first nine.
+// Every kernel reads the whole struct; k_chunk only the tiled ones (split-K),
+// zero_centered and eps only matvec.comp's NORM_X.
 struct Push {
   uint32_t M, N, K, ldx, ldw, ldy, ldr, has_bias, has_residual;
   uint32_t k_chunk = 0;  // set by the dispatch: K, or k per split
   uint32_t zero_centered = 0;
   float eps = 0;
+  uint32_t gate_act = 0, gate_combine = 0, gate_at = 0, ldg = 0;  // shaders/epilogue.glsl
 };
+// The epilogue's gate fields for `gate` (none: gate_act 0).
+void set_gate(const EpilogueGate* gate, uint32_t& act, uint32_t& combine, uint32_t& at, uint32_t& ld) {
+  if (!gate) return;
+  act = uint32_t(gate->activation) + 1;
+  combine = uint32_t(gate->combine);
+  at = gate->at;
+  ld = gate->ld;
+}
 
 // The subgroup matrix-vector kernel (GPUs, ≤ 8 rows), and its 8-wide loads.
 bool matvec_applies(const DeviceInfo& d, const Tuning& t, uint32_t M) {
@@ -155,8 +164,9 @@ uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_
 
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32,
-            uint32_t ldx, uint32_t ldw, const Buffer* partial) {
+            uint32_t ldx, uint32_t ldw, const Buffer* partial, const EpilogueGate* gate) {
   Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
+  set_gate(gate, push.gate_act, push.gate_combine, push.gate_at, push.ldg);
   const Tuning& t = rec.tuning();
   const Route r = route(ctx.info, t, push, s);
   const uint32_t splits = partial ? split_count(ctx.info, t, r, K) : 1;
@@ -165,12 +175,12 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
                                                  std::to_string(partial->size()) + " bytes, " +
                                                  std::to_string(uint64_t(splits) * M * N * 4) + " needed");
   // With split-K the kernel writes fp32 partial sums, rows z·M.. of `partial`,
-  // and matmul_combine.comp adds them, the bias and the residual into y.
+  // and matmul_combine.comp adds them and applies the epilogue into y.
   const Buffer& out = splits > 1 ? *partial : y;
   const bool out_f32 = splits > 1 || y_f32;
   if (splits > 1) {
     push.k_chunk = split_chunk(K, splits);
-    push.has_bias = push.has_residual = 0;
+    push.has_bias = push.has_residual = push.gate_act = 0;
   }
   // Every variant has the same interface; absent operands are bound to a
   // buffer the shader never reads, to keep one pipeline per variant.
@@ -182,7 +192,8 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
                   {&w, gpu::Access::read, texel},
                   {bias ? bias : &w, gpu::Access::read},
                   {residual ? residual : &x, gpu::Access::read},
-                  {&out, gpu::Access::write}},
+                  {&out, gpu::Access::write},
+                  {gate ? &gate->scores : &x, gpu::Access::read}},
                  push, r.gx, r.gy, splits, label);
   };
   const char* y32 = out_f32 ? "_y32" : "";
@@ -213,13 +224,16 @@ void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w,
   }
   if (splits == 1) return;
   constexpr uint32_t kCombineWG = 256;
-  const struct {
+  struct {
     uint32_t M, N, ldy, ldr, has_bias, has_residual, splits;
+    uint32_t gate_act = 0, gate_combine = 0, gate_at = 0, ldg = 0;
   } cp{M, N, N, N, bias ? 1u : 0u, residual ? 1u : 0u, splits};
+  set_gate(gate, cp.gate_act, cp.gate_combine, cp.gate_at, cp.ldg);
   const gpu::Grid g = gpu::grid_for((uint64_t(M) * N + kCombineWG - 1) / kCombineWG);
-  rec.dispatch(ctx.pipelines->get(variant("matmul_combine", y_f32 ? Storage::f32 : s), {kCombineWG}),
+  rec.dispatch(ctx.pipelines->get(variant("matmul_combine", s, y_f32 ? "_y32" : ""), {kCombineWG}),
                {{partial, gpu::Access::read}, {bias ? bias : partial, gpu::Access::read},
-                {residual ? residual : partial, gpu::Access::read}, {&y, gpu::Access::write}},
+                {residual ? residual : partial, gpu::Access::read}, {&y, gpu::Access::write},
+                {gate ? &gate->scores : partial, gpu::Access::read}},
                cp, g.x, g.y, 1, "matmul.combine");
 }
 
@@ -239,8 +253,8 @@ void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Bu
   const gpu::Grid g = matvec_grid(ctx.info, N);
   rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),
                {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
-                {&norm_w, gpu::Access::read}, {&y, gpu::Access::write}},
-               push, g.x, g.y, 1, "rmsnorm+matvec");
+                {&norm_w, gpu::Access::read}, {&y, gpu::Access::write}, {&w, gpu::Access::read}},
+               push, g.x, g.y, 1, "rmsnorm+matvec");  // binding 5: the other variants' gate
 }
 
 }  // namespace vkgate::ops

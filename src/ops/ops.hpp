@@ -63,17 +63,40 @@ struct View {
 };
 // A contiguous [B, T, heads, dim] tensor.
 View btd_view(uint32_t tokens, uint32_t heads, uint32_t dim);
+
+// Mirrors `Gate` in shaders/gate.glsl: how a gate reads its raw scores out of
+// the projections (element (bt, head at the gate's position, j < width) of
+// `view`), activates them, shares them over the heads and combines them with
+// the gated value.
+struct Gate {
+  View view;
+  uint32_t width = 0;   // scores per head: 1, or the gated row's dim
+  uint32_t heads = 1;   // heads at the position (the shared mean's count)
+  uint32_t shared_heads = 0;  // 1: every head takes the mean over `heads`
+  uint32_t activation = uint32_t(GateActivation::sigmoid);
+  uint32_t combine = uint32_t(GateCombine::multiply);
+};
 // A contiguous [B, heads, S, dim] tensor whose token t sits at position `first + t`.
 View bhsd_view(uint32_t heads, uint32_t seq, uint32_t dim, uint32_t first = 0);
 
-// y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (+ residual[M,N]); bias/residual may be null
-// and are fp32. x and w are stored as `s`; y as `s`, or fp32 when y_f32. Rows
-// of x and w are ldx and ldw elements apart (0: K). With `partial` (at least
-// matmul_splits(...)·M·N floats) the tiled GPU kernels may split K across
-// workgroups and add the fp32 partial sums in a second pass.
+// The dense gate (G5) in matmul's epilogue: each output y[m, n] (after the
+// bias, before the residual) combined with act(scores[at + m·ld + n]), the
+// raw scores stored as the product's storage.
+struct EpilogueGate {
+  const Buffer& scores;
+  uint32_t at, ld;
+  GateActivation activation;
+  GateCombine combine;
+};
+// y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (gated) (+ residual[M,N]); bias/residual
+// may be null and are fp32. x and w are stored as `s`; y as `s`, or fp32 when
+// y_f32. Rows of x and w are ldx and ldw elements apart (0: K). With `partial`
+// (at least matmul_splits(...)·M·N floats) the tiled GPU kernels may split K
+// across workgroups and add the fp32 partial sums in a second pass.
 void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
             const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
-            bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0, const Buffer* partial = nullptr);
+            bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0, const Buffer* partial = nullptr,
+            const EpilogueGate* gate = nullptr);
 // The K splits matmul() takes for this product when given a partial buffer (1:
 // none): on GPUs, for the tiled and tensor-core kernels when the output has
 // fewer than 256 tiles, each split at least 256 of K; Tuning::matmul_splits
@@ -119,22 +142,25 @@ void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const 
              View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
              Storage s = Storage::f32, bool x_f32 = false);
 
-// Rotate-half RoPE on the first `rotary` dims, the rest copied. `table` holds
-// cos then sin, each [tokens, rotary/2] (see rope_table). x and y may be the same buffer.
+// RoPE on the first `rotary` dims in `style`'s pairs, the rest copied. `table`
+// holds cos then sin, each [tokens, rotary/2] (see rope_table). x and y may be
+// the same buffer.
 void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& table, const Buffer& y,
           View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary,
-          Storage s = Storage::f32);
+          Storage s = Storage::f32, RopeStyle style = RopeStyle::rotate_half);
 
 // cos/sin for positions first..first+tokens−1, computed in double, as floats.
 std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, uint32_t first);
 
 // The per-head passes between the projection and attention in one dispatch
-// (shaders/qkv_prepare.comp): q and the new keys get RMSNorm (with q_norm and
-// k_norm; none when q_norm is null) and RoPE on `rotary` dims (cos/sin from
-// `table`, see rope_table), the new values are moved as they are. Sources are
-// views into `proj`; q goes to [B, heads, T, dim], the keys and values to
-// caches [B, kv_heads, seq, dim] at positions first.. . All stored as `s`;
-// weights and table fp32.
+// (shaders/qkv_prepare.comp): q and the new keys get the gate when it acts on
+// them (`gate_target`, scores in `proj`), RMSNorm (with q_norm and k_norm;
+// none when q_norm is null) and RoPE on `rotary` dims in `rope_style`'s pairs
+// (cos/sin from `table`, see rope_table); the new values get their gate when
+// it acts on them, else are moved as they are. Sources are views into `proj`;
+// q goes to [B, heads, T, dim], the keys and values to caches [B, kv_heads,
+// seq, dim] at positions first.. . All stored as `s`; weights and table fp32.
+enum class GateTarget : uint32_t { none, query, key, value };
 struct QkvPrepare {
   const Buffer& proj;
   View q_view, k_view, v_view;
@@ -144,6 +170,9 @@ struct QkvPrepare {
   float eps;
   const Buffer& table;
   uint32_t rotary;
+  RopeStyle rope_style;
+  GateTarget gate_target;
+  Gate gating;
   const Buffer& q;
   const Buffer& k;
   const Buffer& v;
@@ -171,6 +200,8 @@ struct AttentionShape {
   uint32_t out_stride = 0;
   // Floats between rows of the unfused score matrix: 0 is keys.
   uint32_t score_stride = 0;
+  // Query head h reads KV head h % KV (GqaMapping::tiled), else h / (H/KV).
+  bool tiled = false;
   uint32_t stride() const { return kv_stride ? kv_stride : keys; }
   uint32_t score_row() const { return score_stride ? score_stride : keys; }
   uint32_t out_row() const { return out_stride ? out_stride : heads * head_dim; }
@@ -194,7 +225,7 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
                       const AttentionShape& s, Storage st = Storage::f32, bool causal = false);
 
 // Fused attention (one dispatch; two with split keys): out [B, T, H, Dh] =
-// softmax(scale·q·kᵀ + mask)·v, then ⊙ sigmoid(gate) when a gate is given.
+// softmax(scale·q·kᵀ + mask)·v, then gated (ops::Gate) when a gate is given.
 // Memory O(T): no score matrix. q [B, H, T, Dh], k/v [B, KV, S, Dh], mask
 // [B, 1, T, S] fp32 with rows s.score_row() apart; the new tokens are the last T keys.
 enum class FlashKernel {
@@ -231,8 +262,7 @@ struct FlashArgs {
   const Buffer& v;
   const Buffer* mask;  // may be null
   const Buffer* gate;  // may be null: no gate
-  View gate_view;
-  uint32_t gate_width;
+  Gate gating;
   const Buffer& out;
   const Buffer* partial;  // needed when the plan has splits > 1
 };
@@ -242,11 +272,11 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
 // dst = src for the first `bytes` (a multiple of 16) by a shader, not a copy command.
 void copy_shader(Context::Impl& ctx, Recorder& rec, const Buffer& src, const Buffer& dst, uint64_t bytes);
 
-// y [rows, heads, dim] *= sigmoid(gate) read through `gate_view`; gate_width 1 or dim.
-// Rows of y are y_stride elements apart (0: heads·dim).
-void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, const Buffer& y, uint32_t rows,
-          uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t gate_width, Storage s = Storage::f32,
-          uint32_t y_stride = 0);
+// y (bt, h, d) = gated(y, scores of g), for bt < rows, h < heads, d < dim, in
+// place, y read and written through `y_view` (a pass of its own: the unfused
+// attention's gate, and any position's gate when Tuning::pass_fusion is off).
+void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate& gating, const Buffer& y, View y_view,
+          uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, Storage s = Storage::f32);
 
 // The MLP's gated product (shaders/glu.comp): h[r, i] = act(g[r, i]) · u[r, i]
 // for the fused projection P [rows, 2I] (gate outputs, then up outputs; rows
@@ -265,14 +295,14 @@ void embed(Context::Impl& ctx, Recorder& rec, const Buffer& ids, const Buffer& t
 // fp32 buffer `out` at float offset `at`, deterministically:
 // first_token_attn  out[at + h] = mean over (b, t) of probs[b, h, t, 0] (probs
 //                   [B, H, T, ·] fp32, rows ld apart);
-// gate_scores       out[at] = Σ sigmoid(g), out[at + 1] = the count of scores
-//                   < 0.1, over the gate view (rows · heads · gate_width values
-//                   of g, stored as `s`);
+// gate_scores       out[at] = Σ s, out[at + 1] = the count of s < 0.1, over
+//                   the activated scores s (before head sharing) of every
+//                   (bt < rows, head, j < width) of the gate (g stored as `s`);
 // max_abs           out[at] = max |x| over `count` fp32 values.
 void first_token_attn(Context::Impl& ctx, Recorder& rec, const Buffer& probs, uint32_t batch, uint32_t heads,
                       uint32_t tokens, uint32_t ld, const Buffer& out, uint32_t at);
-void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, uint32_t rows, uint32_t tokens,
-                 uint32_t heads, uint32_t gate_width, Storage s, const Buffer& out, uint32_t at);
+void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate& gating, uint32_t rows,
+                 uint32_t tokens, Storage s, const Buffer& out, uint32_t at);
 void max_abs(Context::Impl& ctx, Recorder& rec, const Buffer& x, uint32_t count, const Buffer& out, uint32_t at);
 
 }  // namespace vkgate::ops

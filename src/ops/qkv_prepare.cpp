@@ -6,6 +6,8 @@ namespace vkgate::ops {
 
 namespace {
 struct Push {
+  Gate gate;
+  uint32_t gate_target, interleaved;
   View q, k, v;
   uint32_t tokens, heads, kv_heads, dim, rotary, seq, first, norm;
   float eps;
@@ -19,7 +21,8 @@ void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_
   const gpu::Pipeline& p = ctx.pipelines->get(variant("qkv_prepare", s) + r.suffix, {r.wg});
   const uint32_t norm = !a.q_norm ? 0u : a.kind == NormKind::zero_centered ? 2u : 1u;
   const uint64_t groups = uint64_t(rows) * (heads + 2 * kv_heads);
-  const Push push{a.q_view, a.k_view, a.v_view, tokens, heads, kv_heads, dim, a.rotary, a.seq, a.first, norm, a.eps,
+  const Push push{a.gating, uint32_t(a.gate_target), a.rope_style == RopeStyle::interleaved ? 1u : 0u,
+                  a.q_view, a.k_view, a.v_view, tokens, heads, kv_heads, dim, a.rotary, a.seq, a.first, norm, a.eps,
                   uint32_t(groups)};
   const bool texel = p.texel_bindings != 0;
   const VkFormat x_format = texel ? texel_format(s) : VK_FORMAT_UNDEFINED,

@@ -9,7 +9,7 @@ namespace vkgate::ops {
 namespace {
 struct Push {
   View in, out;
-  uint32_t tokens, heads, dim, rotary, count;
+  uint32_t tokens, heads, dim, rotary, count, interleaved;
 };
 constexpr uint32_t kWorkgroup = 64;
 }  // namespace
@@ -27,10 +27,11 @@ std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, ui
 }
 
 void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& table, const Buffer& y,
-          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary, Storage s) {
+          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary, Storage s,
+          RopeStyle style) {
   const gpu::Pipeline& p = ctx.pipelines->get(variant("rope", s), {kWorkgroup});
   const uint64_t count = uint64_t(rows) * heads * (dim - rotary / 2);
-  Push push{in, out, tokens, heads, dim, rotary, uint32_t(count)};
+  Push push{in, out, tokens, heads, dim, rotary, uint32_t(count), style == RopeStyle::interleaved ? 1u : 0u};
   const gpu::Grid g = gpu::grid_for((count + kWorkgroup - 1) / kWorkgroup);
   const bool in_place = &x == &y;
   rec.dispatch(p, {{&x, gpu::Access::read}, {&table, gpu::Access::read}, {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},

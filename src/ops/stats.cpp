@@ -6,8 +6,8 @@ namespace vkgate::ops {
 
 namespace {
 struct Push {
-  View gate_view;
-  uint32_t mode, batch, heads, tokens, ld, gate_width, count, out_at;
+  Gate gate;
+  uint32_t mode, batch, heads, tokens, ld, count, out_at;
 };
 
 // One workgroup per result: a wide one (or one subgroup on CPU drivers).
@@ -21,18 +21,17 @@ void reduce(Context::Impl& ctx, Recorder& rec, const Buffer& x, Storage s, const
 
 void first_token_attn(Context::Impl& ctx, Recorder& rec, const Buffer& probs, uint32_t batch, uint32_t heads,
                       uint32_t tokens, uint32_t ld, const Buffer& out, uint32_t at) {
-  reduce(ctx, rec, probs, Storage::f32, out, Push{{}, 0, batch, heads, tokens, ld, 0, 0, at}, heads,
+  reduce(ctx, rec, probs, Storage::f32, out, Push{{}, 0, batch, heads, tokens, ld, 0, at}, heads,
          "stats.first_token_attn");
 }
 
-void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, View gate_view, uint32_t rows, uint32_t tokens,
-                 uint32_t heads, uint32_t gate_width, Storage s, const Buffer& out, uint32_t at) {
-  reduce(ctx, rec, g, s, out, Push{gate_view, 1, 0, heads, tokens, 0, gate_width, rows * heads, at}, 1,
-         "stats.gate");
+void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate& gating, uint32_t rows,
+                 uint32_t tokens, Storage s, const Buffer& out, uint32_t at) {
+  reduce(ctx, rec, g, s, out, Push{gating, 1, 0, gating.heads, tokens, 0, rows * gating.heads, at}, 1, "stats.gate");
 }
 
 void max_abs(Context::Impl& ctx, Recorder& rec, const Buffer& x, uint32_t count, const Buffer& out, uint32_t at) {
-  reduce(ctx, rec, x, Storage::f32, out, Push{{}, 2, 0, 0, 0, 0, 0, count, at}, 1, "stats.max_abs");
+  reduce(ctx, rec, x, Storage::f32, out, Push{{}, 2, 0, 0, 0, 0, count, at}, 1, "stats.max_abs");
 }
 
 }  // namespace vkgate::ops
