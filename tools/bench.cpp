@@ -36,6 +36,9 @@ CASE:
   --block [--config FILE] [--batch B] [--T T] [--past P] [--precision fp32|fp16|bf16]
           (default: the Qwen3-Next attention shape, T 64; --past P --T 1 is a decode step)
   --block --sweep [--sweep-max T]   prefill at T = 128, 256, ... up to T (default 8192)
+  --block --gate-positions   the block (--config's shape, or the default) with an elementwise
+          sigmoid gate from gate_proj at each of the paper's positions G1 sdpa, G2 value,
+          G3 key, G4 query, G5 dense, and without a gate; each time as a ratio to G1's
   --model DIR | --model-shape qwen3-0.6b [--prompts 64,512] [--decode N] [--precision ...]
           a whole model (a checkpoint directory, or a built-in shape with seeded random
           weights): prefill tokens/s per prompt length (the lm_head on the last position
@@ -71,7 +74,7 @@ int cmd_bench(Args& args) {
   vkgate::ContextOptions copts;
   vkgate::bench::Options opt;
   std::map<std::string, std::string> v;  // case parameters by flag
-  bool json = false, want_peak = false, block = false, sweep = false, unfused = false;
+  bool json = false, want_peak = false, block = false, sweep = false, unfused = false, gate_positions = false;
   ModelBench model;
   TokenizerBench text;
   std::string op, config;
@@ -103,6 +106,7 @@ int cmd_bench(Args& args) {
     else if (a == "--text-file") text.text_file = args.value(a);
     else if (a == "--write-text") text.write_text = args.value(a);
     else if (a == "--sweep") sweep = true;
+    else if (a == "--gate-positions") gate_positions = true;
     else if (a == "--unfused") unfused = true;
     else if (a == "--config") config = args.value(a);
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
@@ -167,6 +171,31 @@ int cmd_bench(Args& args) {
     if (sweep) {
       for (int64_t T = 128; T <= get("sweep-max", 8192); T *= 2)
         add(b::block(ctx, cfg, int(get("batch", 1)), int(T), 0, prec, opt));
+    } else if (gate_positions) {
+      // Each variant's config, the last without a gate. Two rounds, the first
+      // untimed: on lavapipe whichever block runs first in a process measured
+      // up to 1.6x slower at a decode step (BENCHMARKS.md).
+      std::vector<std::pair<std::string, vkgate::BlockConfig>> variants;
+      using P = vkgate::GatePosition;
+      for (P at : {P::sdpa, P::value, P::key, P::query, P::dense}) {
+        vkgate::BlockConfig c = cfg;
+        c.gate_position = at;
+        c.gate_kind = vkgate::GateKind::elementwise;
+        c.gate_layout = vkgate::GateLayout::separate;
+        c.gate_shared_heads = false;
+        variants.emplace_back(std::string(" gate ") + to_string(at), c);
+      }
+      variants.emplace_back(" no gate", cfg);
+      variants.back().second.gate_kind = vkgate::GateKind::none;
+      for (int round = 0; round < 2; ++round)
+        for (const auto& [suffix, c] : variants) {
+          vkgate::bench::Case k = b::block(ctx, c, int(get("batch", 1)), int(get("T", 64)), int(get("past", 0)), prec, opt);
+          k.name += suffix;
+          if (round == 1) add(std::move(k));
+        }
+      if (!json)
+        for (const auto& k : cases)
+          std::printf("  %-44s %6.3f x G1 sdpa\n", k.name.c_str(), k.time.median_us / cases.front().time.median_us);
     } else {
       add(b::block(ctx, cfg, int(get("batch", 1)), int(get("T", 64)), int(get("past", 0)), prec, opt));
     }
