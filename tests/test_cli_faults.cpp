@@ -250,6 +250,33 @@ const std::vector<Malformed>& malformed_table() {
          return f.args();
        },
        1, {"config.json", "'headwise_attn_output_gate' and 'elementwise_attn_output_gate' are both true"}},
+      {"a value gate with its rows in q_proj (official_grouped)",
+       [](Fixture& f) {
+         f.patch_config({{"gate_position", "value"}});
+         return f.args();
+       },
+       1, {"config.json", "gate_layout", "'official_grouped' cannot be used with gate_position 'value'"}},
+      {"a dense headwise gate",
+       [](Fixture& f) {
+         f.patch_config({{"gate_position", "dense"}, {"gate_layout", "separate"}, {"gate_kind", "headwise"}});
+         return f.args();
+       },
+       1, {"config.json", "gate_kind", "elementwise only"}},
+      {"an unknown gate activation",
+       [](Fixture& f) {
+         f.patch_config({{"gate_activation", "tanh"}});
+         return f.args();
+       },
+       1, {"config.json", "gate_activation", "one of sigmoid, silu, ns_sigmoid, identity"}},
+      {"a value gate_proj of the sdpa gate's shape",
+       [](Fixture& f) {
+         f.patch_config({{"gate_position", "value"}, {"gate_layout", "separate"}});
+         f.cfg.gate_position = GatePosition::value;
+         f.cfg.gate_layout = GateLayout::separate;
+         f.write_weights("", {{"gate_proj.weight", {128, 64}}});
+         return f.args();
+       },
+       1, {"w.safetensors", "tensor 'gate_proj.weight' has shape [128, 64], expected [64, 64]"}},
       {"input file missing",
        [](Fixture& f) {
          fs::remove(f.input);
