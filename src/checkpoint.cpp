@@ -163,6 +163,28 @@ TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int laye
   return out;
 }
 
+TensorMap gla_layer_tensors(const Checkpoint& ckpt, const GlaConfig& cfg) {
+  cfg.validate();
+  TensorMap present;  // which optional forms the file holds decides what is expected
+  for (const std::string& name : ckpt.names()) {
+    const TensorView& t = ckpt.at(name);
+    present[name] = HostTensor{t.dtype, t.shape, t.bytes};
+  }
+  GlaForms forms;
+  try {
+    forms = gla_forms(cfg, present);
+  } catch (const Error& e) {
+    throw Error(e.code(), ckpt.path() + ": " + e.what());
+  }
+  TensorMap out;
+  for (const TensorSpec& spec : gla_expected_weights(cfg, forms)) {
+    if (!ckpt.contains(spec.name))
+      throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + spec.name + "' not found");
+    out[spec.name] = checked_tensor(ckpt, spec.name, spec.shape);
+  }
+  return out;
+}
+
 TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
   TensorMap out;
   for (const TensorSpec& spec : expected_model_weights(cfg)) {

@@ -49,8 +49,10 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return t + "]";
 }
 
-void check_weights(const BlockConfig& cfg, const TensorMap& weights) {
-  for (const TensorSpec& spec : expected_weights(cfg)) {
+void check_weights(const BlockConfig& cfg, const TensorMap& weights) { check_tensors(expected_weights(cfg), weights); }
+
+void check_tensors(const std::vector<TensorSpec>& specs, const TensorMap& weights) {
+  for (const TensorSpec& spec : specs) {
     auto it = weights.find(spec.name);
     if (it == weights.end())
       throw Error(ErrorCode::missing_tensor, "weights: tensor '" + spec.name + "' is missing");

@@ -12,6 +12,7 @@
 #include "cli.hpp"
 #include "vkgate/checkpoint.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/gla.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/safetensors.hpp"
 
@@ -162,31 +163,76 @@ bool write_output(const vkgate::Context& ctx, const RunOptions& o, const std::ve
   return true;
 }
 
-// One gated-attention block on hidden_states (and a cache and a mask).
+// The config of a block or layer run: --config, else the checkpoint directory's.
+std::string layer_config_path(const RunOptions& o, const vkgate::Checkpoint& ckpt) {
+  if (!o.config.empty()) return o.config;
+  if (!ckpt.is_directory())
+    throw UsageError("run: --config is required when --weights is a .safetensors file (" + o.weights + ")");
+  return ckpt.config_path();
+}
+
+// hidden_states [B, T, D] of the input file, its shape checked against D.
+InputTensor hidden_states(const std::string& input, const vkgate::SafetensorsFile& in_file, int64_t D) {
+  const vkgate::TensorView& view = in_file.at("hidden_states");
+  if (view.shape.size() != 3 || view.shape[2] != D || view.shape[0] <= 0 || view.shape[1] <= 0)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch,
+                        input + ": tensor 'hidden_states' has shape " + shape_text(view.shape) + ", expected [B, T, " +
+                            std::to_string(D) + "] with B and T at least 1");
+  return input_tensor(in_file, "hidden_states", view.shape);
+}
+
+// One gated linear attention layer (`"mixer": "gla"`) on hidden_states and an
+// optional initial_state: output and final_state.
+int run_gla(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const vkgate::Checkpoint& ckpt,
+            const std::string& config) {
+  if (o.layer >= 0) throw UsageError("run: --layer reads a softmax-attention layer; a GLA layer file has bare names");
+  if (o.stats) throw UsageError("run: --stats measures softmax attention; a GLA layer has no attention probabilities");
+  const vkgate::GlaConfig cfg = vkgate::load_gla_config(config);
+  const vkgate::TensorMap tensors = vkgate::gla_layer_tensors(ckpt, cfg);
+  const InputTensor hidden = hidden_states(o.input, in_file, cfg.hidden_size);
+  const int64_t B = hidden.shape[0], T = hidden.shape[1];
+  const std::vector<int64_t> state_shape{B, cfg.num_heads, cfg.head_k_dim(), cfg.head_v_dim()};
+  InputTensor state;
+  if (in_file.contains("initial_state")) state = input_tensor(in_file, "initial_state", state_shape);
+  if (o.options.check_finite) {
+    check_finite(o.input, "hidden_states", hidden, false);
+    check_finite(o.input, "initial_state", state, false);
+  }
+  vkgate::ContextOptions copts;
+  copts.device = o.device;
+  vkgate::Context ctx(copts);
+  std::unique_ptr<vkgate::GlaLayer> layer;
+  try {
+    layer = std::make_unique<vkgate::GlaLayer>(ctx, cfg, tensors, o.options);
+  } catch (const vkgate::Error& e) {
+    throw with_weights_path(o.weights, e);
+  }
+  const vkgate::GlaOutputs out = layer->forward(hidden.data, int(B), int(T), state.data);
+  std::vector<vkgate::TensorToWrite> tensors_out{
+      {"output", vkgate::DType::F32, {B, T, cfg.hidden_size}, std::as_bytes(std::span(out.output))},
+      {"final_state", vkgate::DType::F32, state_shape, std::as_bytes(std::span(out.final_state))}};
+  if (!write_output(ctx, o, tensors_out)) return 1;
+  std::printf("gla layer: batch %lld, tokens %lld, %s on %s -> %s\n", static_cast<long long>(B),
+              static_cast<long long>(T), vkgate::to_string(o.options.precision), ctx.device().name.c_str(),
+              o.output.c_str());
+  return 0;
+}
+
+// One gated-attention block on hidden_states (and a cache and a mask), or a GLA layer.
 int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   const auto& [weights, config_arg, input, output, device, layer, options, stats] = o;
-  std::string config = config_arg;
   const vkgate::Checkpoint ckpt(weights);
-  if (config.empty()) {
-    if (!ckpt.is_directory())
-      throw UsageError("run: --config is required when --weights is a .safetensors file (" + weights + ")");
-    config = ckpt.config_path();
-  }
+  const std::string config = layer_config_path(o, ckpt);
+  // A file that cannot be read is left to load_config, whose error says why.
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(config, ec) && vkgate::is_gla_config_json(read_file(config), config))
+    return run_gla(o, in_file, ckpt, config);
   const vkgate::BlockConfig cfg = vkgate::load_config(config);
   if (layer >= 0) cfg.check_layer(layer);
   const vkgate::TensorMap tensors = vkgate::block_tensors(ckpt, cfg, layer);
 
-  const vkgate::TensorView& hidden_view = in_file.at("hidden_states");
-  if (hidden_view.shape.size() != 3 || hidden_view.shape[2] != cfg.hidden_size)
-    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch,
-                        input + ": tensor 'hidden_states' has shape " + shape_text(hidden_view.shape) +
-                            ", expected [B, T, " + std::to_string(cfg.hidden_size) + "]");
-  const int64_t B = hidden_view.shape[0], T = hidden_view.shape[1], KV = cfg.num_kv_heads, Dh = cfg.head_dim;
-  if (B <= 0 || T <= 0)
-    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, input + ": tensor 'hidden_states' has shape " +
-                                                               shape_text(hidden_view.shape) +
-                                                               ": batch and tokens must be at least 1");
-  const InputTensor hidden = input_tensor(in_file, "hidden_states", {B, T, cfg.hidden_size});
+  const InputTensor hidden = hidden_states(input, in_file, cfg.hidden_size);
+  const int64_t B = hidden.shape[0], T = hidden.shape[1], KV = cfg.num_kv_heads, Dh = cfg.head_dim;
   const bool has_key = in_file.contains("past_key"), has_value = in_file.contains("past_value");
   if (has_key != has_value)
     throw vkgate::Error(vkgate::ErrorCode::missing_tensor, input + ": tensor '" +

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vkgate/config.hpp"
+#include "vkgate/gla_config.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
@@ -66,5 +67,9 @@ TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int laye
 // the file holding the tensor and both shapes (e.g. an lm_head whose vocab
 // disagrees with the embedding's) or its dtype.
 TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg);
+// A GLA layer's tensors under their bare names (q_proj.weight, ...): the forms
+// the checkpoint holds (gla_forms: low-rank or single forget gate, output
+// norm, attn_norm), each tensor checked as block_tensors does.
+TensorMap gla_layer_tensors(const Checkpoint& ckpt, const GlaConfig& cfg);
 
 }  // namespace vkgate

@@ -53,5 +53,8 @@ std::vector<TensorSpec> expected_weights(const BlockConfig& cfg);
 // or element count, or a dtype other than F32/F16/BF16.
 void check_weights(const BlockConfig& cfg, const TensorMap& weights);
 void check_weights(const BlockConfig& cfg, const WeightMap& weights);
+// Each of `specs` present in `weights` with its shape and a float dtype (the
+// messages of check_weights).
+void check_tensors(const std::vector<TensorSpec>& specs, const TensorMap& weights);
 
 }  // namespace vkgate

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "vkgate/config.hpp"
+#include "vkgate/gla_config.hpp"
 #include "vkgate/model_config.hpp"
 
 namespace vkgate::ops {
@@ -304,5 +306,42 @@ void first_token_attn(Context::Impl& ctx, Recorder& rec, const Buffer& probs, ui
 void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate& gating, uint32_t rows,
                  uint32_t tokens, Storage s, const Buffer& out, uint32_t at);
 void max_abs(Context::Impl& ctx, Recorder& rec, const Buffer& x, uint32_t count, const Buffer& out, uint32_t at);
+
+// Gated linear attention by its recurrence (shaders/gla_recurrent.comp), for
+// `tokens` tokens against the carried state [B, H, dk, dv] (fp32, read at
+// the start and written back at the end): o [B·T, H, dv] fp32. q, k, v and
+// the forget gate's logits are read through views ((bt, head, d); q over the
+// H query heads, the others over the KV heads, head h reading KV head
+// h / (H/KV)); the projections stored as `s`. dk is a pipeline constant
+// (the state's rows live in registers).
+struct GlaScan {
+  const Buffer& proj;
+  const Buffer& gk;  // may be `proj`
+  View q_view, k_view, v_view, gk_view;
+  const Buffer& state;
+  const Buffer& o;
+  uint32_t batch, tokens, heads, kv_heads, dk, dv;
+  FeatureMap feature_map;
+  bool convex;
+  float normalizer;
+  std::optional<double> clamp_min;
+  float scale;
+};
+void gla_recurrent(Context::Impl& ctx, Recorder& rec, const GlaScan& a, Storage s = Storage::f32);
+
+// GLA's per-head output before o_proj (shaders/gla_output.comp): y[bt,
+// h·dv + d] = RMSNorm(o)·w (with `norm`) ⊙ swish(g) (with `gate`, g read
+// through `g_view` in `proj`); y rows y_ld apart, stored as `s`.
+struct GlaOutput {
+  const Buffer& o;
+  const Buffer& proj;
+  View g_view;
+  const Buffer* norm;  // the output norm's weight, fp32 [dv]; null: none
+  bool gate;
+  float eps;
+  const Buffer& y;
+  uint32_t y_ld, rows, tokens, heads, dv;  // rows: B·T
+};
+void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s = Storage::f32);
 
 }  // namespace vkgate::ops

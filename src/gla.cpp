@@ -1,0 +1,156 @@
+#include "vkgate/gla.hpp"
+
+#include <cstring>
+#include <map>
+
+#include "finite.hpp"
+#include "gpu/context_impl.hpp"
+#include "gpu/recorder.hpp"
+#include "nn/gla.hpp"
+#include "nn/storage.hpp"
+#include "vkgate/error.hpp"
+
+namespace vkgate {
+
+using gpu::Buffer;
+using gpu::MemoryKind;
+using nn::Storage;
+
+// The facade over one nn::Gla module: a recorded plan per (batch, tokens).
+struct GlaLayer::Impl {
+  Context::Impl& vk;
+  GlaConfig cfg;
+  BlockOptions options;
+  Storage act;
+  std::unique_ptr<nn::Gla> gla;
+  bool poison = false;
+
+  struct Plan {
+    nn::Workspace scratch;
+    Buffer x_up, x, y, y_down, state_up, state, state_down;
+    std::unique_ptr<gpu::Recorder> rec;
+  };
+  std::map<std::pair<int, int>, std::unique_ptr<Plan>> plans;
+
+  Impl(Context& c, const GlaConfig& config, const BlockOptions& opts)
+      : vk(c.impl()), cfg(config), options(opts), act(nn::storage_of(opts.precision)) {
+    if (act != Storage::f32 && !vk.info.storage16)
+      throw Error(ErrorCode::unsupported, std::string("precision ") + to_string(opts.precision) +
+                                              " needs 16-bit storage buffers (storageBuffer16BitAccess), which " +
+                                              vk.info.name + " does not support");
+  }
+
+  size_t state_elements(int batch) const {
+    return size_t(batch) * size_t(cfg.num_heads) * size_t(cfg.head_k_dim()) * size_t(cfg.head_v_dim());
+  }
+
+  Plan& plan(int batch, int tokens) {
+    auto& slot = plans[{batch, tokens}];
+    if (slot) return *slot;
+    auto p = std::make_unique<Plan>();
+    const size_t BT = size_t(batch) * size_t(tokens), D = size_t(cfg.hidden_size), S = state_elements(batch);
+    // Without attn_norm the projection reads the input as it is: in the activation storage.
+    const Storage x_storage = gla->has_attn_norm() ? Storage::f32 : act;
+    gla->reserve(uint32_t(batch), uint32_t(tokens), p->scratch);
+    p->scratch.allocate(vk);
+    p->x_up = nn::allocate(vk, BT * D, x_storage, MemoryKind::upload, "hidden_states (staging)");
+    p->x = nn::allocate(vk, BT * D, x_storage, MemoryKind::device, "hidden_states");
+    p->y = nn::allocate(vk, BT * D, Storage::f32, MemoryKind::device, "output");
+    p->y_down = nn::allocate(vk, BT * D, Storage::f32, MemoryKind::readback, "output (readback)");
+    p->state_up = nn::allocate(vk, S, Storage::f32, MemoryKind::upload, "initial_state (staging)");
+    p->state = nn::allocate(vk, S, Storage::f32, MemoryKind::device, "state");
+    p->state_down = nn::allocate(vk, S, Storage::f32, MemoryKind::readback, "final_state (readback)");
+    p->rec = std::make_unique<gpu::Recorder>(vk, vk.tuning);
+    gpu::Recorder& rec = *p->rec;
+    rec.begin();
+    if (poison) rec.fill(p->y, nn::nan_word(Storage::f32));
+    rec.copy(p->x_up, p->x, p->x.size());
+    rec.copy(p->state_up, p->state, p->state.size());
+    rec.mark("upload inputs");
+    gla->record(rec, p->scratch, uint32_t(batch), uint32_t(tokens), {p->x, p->y, p->state, nullptr}, poison);
+    rec.copy(p->y, p->y_down, p->y.size());
+    rec.copy(p->state, p->state_down, p->state.size());
+    rec.mark("download outputs");
+    rec.end();
+    slot = std::move(p);
+    return *slot;
+  }
+};
+
+GlaLayer::GlaLayer(Context& ctx, const GlaConfig& cfg, const TensorMap& weights, const BlockOptions& options) {
+  cfg.validate();
+  impl_ = std::make_unique<Impl>(ctx, cfg, options);
+  const GlaForms forms = check_gla_weights(cfg, weights);
+  if (options.check_finite)
+    for (const TensorSpec& spec : gla_expected_weights(cfg, forms)) {
+      const HostTensor& t = weights.at(spec.name);
+      detail::require_finite(t, "weight '" + spec.name + "'", spec.shape);
+      if (options.precision == Precision::fp16) detail::require_fp16_range(t, "weight '" + spec.name + "'", spec.shape);
+    }
+  impl_->gla = std::make_unique<nn::Gla>(impl_->vk, impl_->vk.tuning, cfg, weights, impl_->act);
+}
+
+GlaLayer::GlaLayer(Context& ctx, const GlaConfig& cfg, const WeightMap& weights, const BlockOptions& options)
+    : GlaLayer(ctx, cfg, as_tensors(weights), options) {}
+
+GlaLayer::~GlaLayer() = default;
+
+const GlaConfig& GlaLayer::config() const { return impl_->cfg; }
+const GlaForms& GlaLayer::forms() const { return impl_->gla->forms(); }
+
+void GlaLayer::set_poison(bool on) {
+  if (impl_->poison != on) impl_->plans.clear();  // recorded with the other setting
+  impl_->poison = on;
+}
+
+GlaOutputs GlaLayer::forward(std::span<const float> hidden, int batch, int tokens,
+                             std::span<const float> initial_state) {
+  Impl& im = *impl_;
+  const GlaConfig& c = im.cfg;
+  if (batch <= 0 || tokens <= 0)
+    throw Error(ErrorCode::invalid_argument, "gla forward: batch and tokens must be positive, got batch " +
+                                                 std::to_string(batch) + ", tokens " + std::to_string(tokens));
+  const size_t BT = size_t(batch) * size_t(tokens), D = size_t(c.hidden_size), S = im.state_elements(batch);
+  const int64_t H = c.num_heads, dk = c.head_k_dim(), dv = c.head_v_dim();
+  const uint64_t most = im.vk.info.max_storage_buffer_range / 4;
+  if (BT * std::max<size_t>(D, size_t(H * std::max(dk, dv)) * 2) > most || S > most)
+    throw Error(ErrorCode::unsupported, "gla forward: batch " + std::to_string(batch) + " × tokens " +
+                                            std::to_string(tokens) + " needs buffers beyond maxStorageBufferRange (" +
+                                            std::to_string(most * 4) + " bytes); split the batch or the sequence");
+  if (hidden.size() != BT * D)
+    throw Error(ErrorCode::shape_mismatch, "gla forward: hidden_states has " + std::to_string(hidden.size()) +
+                                               " elements, expected [" + std::to_string(batch) + ", " +
+                                               std::to_string(tokens) + ", " + std::to_string(D) + "]");
+  if (!initial_state.empty() && initial_state.size() != S)
+    throw Error(ErrorCode::shape_mismatch, "gla forward: initial_state has " + std::to_string(initial_state.size()) +
+                                               " elements, expected [" + std::to_string(batch) + ", " +
+                                               std::to_string(H) + ", " + std::to_string(dk) + ", " +
+                                               std::to_string(dv) + "]");
+  const std::vector<int64_t> hs{batch, tokens, int64_t(D)}, ss{batch, H, dk, dv};
+  if (im.options.check_finite) {
+    detail::require_finite(hidden, "gla forward: hidden_states", hs);
+    if (!initial_state.empty()) detail::require_finite(initial_state, "gla forward: initial_state", ss);
+  }
+  Impl::Plan& p = im.plan(batch, tokens);
+  if (im.gla->has_attn_norm())
+    std::memcpy(p.x_up.mapped(), hidden.data(), hidden.size_bytes());
+  else
+    nn::encode(hidden, im.act, p.x_up.mapped());
+  if (initial_state.empty())
+    std::memset(p.state_up.mapped(), 0, S * sizeof(float));
+  else
+    std::memcpy(p.state_up.mapped(), initial_state.data(), initial_state.size_bytes());
+  p.rec->submit("running the gated linear attention layer");
+  GlaOutputs out;
+  out.output.resize(BT * D);
+  out.final_state.resize(S);
+  std::memcpy(out.output.data(), p.y_down.mapped(), out.output.size() * sizeof(float));
+  std::memcpy(out.final_state.data(), p.state_down.mapped(), out.final_state.size() * sizeof(float));
+  if (im.options.check_finite) {
+    detail::require_finite(out.output, "gla forward: output", hs);
+    detail::require_finite(out.final_state, "gla forward: final_state", ss);
+  }
+  return out;
+}
+
+}  // namespace vkgate

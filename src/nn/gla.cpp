@@ -1,0 +1,120 @@
+#include "nn/gla.hpp"
+
+#include <algorithm>
+
+#include "ops/ops.hpp"
+
+namespace vkgate::nn {
+
+Gla::Gla(Context::Impl& vk, const gpu::Tuning& tuning, const GlaConfig& cfg, const TensorMap& w, Storage act)
+    : vk_(vk), tuning_(tuning), cfg_(cfg), forms_(check_gla_weights(cfg, w)), act_(act) {
+  D_ = uint32_t(cfg.hidden_size);
+  H_ = uint32_t(cfg.num_heads);
+  KV_ = uint32_t(cfg.num_kv_heads);
+  dk_ = uint32_t(cfg.head_k_dim());
+  dv_ = uint32_t(cfg.head_v_dim());
+  rank_ = uint32_t(forms_.low_rank_dim);
+  const bool gate = cfg.use_output_gate, single = rank_ == 0;
+  q_col_ = rank_;
+  k_col_ = q_col_ + H_ * dk_;
+  v_col_ = k_col_ + KV_ * dk_;
+  g_col_ = v_col_ + KV_ * dv_;
+  gk_col_ = g_col_ + (gate ? H_ * dv_ : 0);
+  cols_ = gk_col_ + (single ? KV_ * dk_ : 0);
+
+  auto weight = [&](const char* name) { return stored(w.at(name), act); };
+  auto f32 = [&](const std::string& name) { return stored(w.at(name), Storage::f32); };
+  const std::vector<std::byte> none;
+  const size_t e = ops::element_bytes(act);
+  ld_hidden_ = ops::operand_stride(vk.info, tuning, D_, act);
+  ld_rank_ = ops::operand_stride(vk.info, tuning, rank_, act);
+  ld_out_ = ops::operand_stride(vk.info, tuning, H_ * dv_, act);
+  if (forms_.attn_norm) norm_w_ = upload(vk, f32("attn_norm.weight"), "attn_norm.weight");
+  w_proj_ = upload(vk,
+                   ops::strided_rows(concat({single ? none : weight("gk_proj.0.weight"), weight("q_proj.weight"),
+                                             weight("k_proj.weight"), weight("v_proj.weight"),
+                                             gate ? weight("g_proj.weight") : none,
+                                             single ? weight("gk_proj.weight") : none}),
+                                     cols_, D_ * e, ld_hidden_ * e),
+                   "gk_proj+q_proj+k_proj+v_proj+g_proj.weight");
+  if (single) {  // the forget gate's bias after zeros for the other columns
+    std::vector<std::byte> bias((cols_ - KV_ * dk_) * sizeof(float));
+    const auto gk_bias = f32("gk_proj.bias");
+    bias.insert(bias.end(), gk_bias.begin(), gk_bias.end());
+    b_proj_ = upload(vk, bias, "gk_proj.bias");
+  } else {
+    w_gk1_ = upload(vk, ops::strided_rows(weight("gk_proj.1.weight"), KV_ * dk_, rank_ * e, ld_rank_ * e),
+                    "gk_proj.1.weight");
+    b_gk1_ = upload(vk, f32("gk_proj.1.bias"), "gk_proj.1.bias");
+  }
+  if (!forms_.output_norm.empty()) out_norm_w_ = upload(vk, f32(forms_.output_norm), forms_.output_norm);
+  w_o_ = upload(vk, ops::strided_rows(weight("o_proj.weight"), D_, H_ * dv_ * e, ld_out_ * e), "o_proj.weight");
+}
+
+uint64_t Gla::weight_bytes() const {
+  uint64_t n = 0;
+  for (const Buffer* b : {&norm_w_, &w_proj_, &b_proj_, &w_gk1_, &b_gk1_, &out_norm_w_, &w_o_}) n += b->size();
+  return n;
+}
+
+void Gla::reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const {
+  const size_t BT = size_t(batch) * tokens, e = ops::element_bytes(act_);
+  if (forms_.attn_norm) ws.need("normed", BT * ld_hidden_ * e);
+  ws.need("gla_proj", BT * cols_ * e);
+  if (rank_) ws.need("gla_gk", BT * KV_ * dk_ * e);
+  ws.need("gla_o", BT * H_ * dv_ * 4);
+  ws.need("gla_attn", BT * ld_out_ * e);
+  const uint32_t rows = uint32_t(BT);
+  // Split-K partial sums of the widest of the three products (ops::matmul_splits).
+  const uint32_t splits = std::max({ops::matmul_splits(vk_.info, tuning_, rows, cols_, D_, act_, ld_hidden_, ld_hidden_),
+                                    rank_ ? ops::matmul_splits(vk_.info, tuning_, rows, KV_ * dk_, rank_, act_, cols_, ld_rank_) : 1u,
+                                    ops::matmul_splits(vk_.info, tuning_, rows, D_, H_ * dv_, act_, ld_out_, ld_out_)});
+  if (splits > 1) ws.need("split_k", splits * BT * std::max(cols_, D_) * 4);
+}
+
+void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32_t tokens, const GlaIo& io,
+                 bool poison) const {
+  const uint32_t T = tokens, BT = batch * tokens;
+  const Buffer& proj = ws["gla_proj"];
+  const Buffer& o = ws["gla_o"];
+  const Buffer& attn = ws["gla_attn"];
+  const Buffer* split_k = ws.find("split_k");
+  if (poison)
+    for (const char* role : {"normed", "gla_proj", "gla_gk", "gla_o", "gla_attn"})
+      if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role == std::string("gla_o") ? Storage::f32 : act_));
+
+  // x̂·Wᵀ for every projection in one product (x̂: attn_norm(x), or x as given).
+  const Buffer* x = &io.x;
+  uint32_t ldx = D_;
+  if (forms_.attn_norm) {
+    const Buffer& normed = ws["normed"];
+    ops::rmsnorm(vk_, rec, io.x, ops::btd_view(T, 1, D_), norm_w_, normed, {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0},
+                 BT, T, 1, D_, NormKind::plain, float(cfg_.norm_eps), act_, true);
+    x = &normed;
+    ldx = ld_hidden_;
+  }
+  ops::matmul(vk_, rec, *x, w_proj_, b_proj_.valid() ? &b_proj_ : nullptr, nullptr, proj, BT, cols_, D_, act_, false,
+              ldx, ld_hidden_, split_k);
+  // The low-rank forget gate's second product reads the first rank_ columns.
+  const Buffer* gk = &proj;
+  ops::View gk_view{gk_col_, T * cols_, cols_, 1, dk_, 0};
+  if (rank_) {
+    gk = &ws["gla_gk"];
+    ops::matmul(vk_, rec, proj, w_gk1_, &b_gk1_, nullptr, *gk, BT, KV_ * dk_, rank_, act_, false, cols_, ld_rank_,
+                split_k);
+    gk_view = {0, T * KV_ * dk_, KV_ * dk_, 1, dk_, 0};
+  }
+
+  auto view = [&](uint32_t col, uint32_t dim) { return ops::View{col, T * cols_, cols_, 1, dim, 0}; };
+  const ops::GlaScan scan{proj, *gk, view(q_col_, dk_), view(k_col_, dk_), view(v_col_, dv_), gk_view, io.state, o,
+                          batch, T, H_, KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
+                          float(cfg_.gate_logit_normalizer), cfg_.clamp_min, float(cfg_.scale())};
+  ops::gla_recurrent(vk_, rec, scan, act_);
+  const ops::GlaOutput out{o, proj, view(g_col_, dv_), out_norm_w_.valid() ? &out_norm_w_ : nullptr,
+                           cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_};
+  ops::gla_output(vk_, rec, out, act_);
+  ops::matmul(vk_, rec, attn, w_o_, nullptr, io.residual, io.y, BT, D_, H_ * dv_, act_, true, ld_out_, ld_out_,
+              split_k);
+}
+
+}  // namespace vkgate::nn

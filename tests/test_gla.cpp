@@ -1,0 +1,189 @@
+// The gated linear attention layer on the device against the double-precision
+// reference (include/vkgate/reference_gla.hpp): GQA, each feature map, the
+// convex coupling, clamp_min, both forget-gate forms, the output norm and gate
+// on and off, batch > 1, an initial state; a sequence run in pieces carrying
+// the state equals the whole; fp16/bf16 storage with the state in fp32; the
+// golden fla case; malformed inputs.
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+
+#include "golden.hpp"
+#include "harness.hpp"
+#include "vkgate/dtype.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/gla.hpp"
+#include "vkgate/reference_gla.hpp"
+#include "vkgate/safetensors.hpp"
+
+using namespace vkgate;
+
+namespace {
+
+// D 64, 4 heads over 2 KV heads: d_k 8, d_v 16 (fla's expand_k 0.5, expand_v 1).
+GlaConfig small_gla(int kv_heads = 2) {
+  GlaConfig c;
+  c.hidden_size = 64;
+  c.num_heads = 4;
+  c.num_kv_heads = kv_heads;
+  return c;
+}
+
+// Random weights of `cfg` in the given forms: linear weights ~ N(0, 1/in),
+// norm weights near 1, the forget gate's bias around 2 (α near 1, as trained
+// GLA layers keep most of their state).
+struct GlaWeights {
+  std::map<std::string, std::vector<float>> data;
+  WeightMap map;
+  GlaWeights(const GlaConfig& cfg, const GlaForms& forms, std::mt19937& rng) {
+    for (const TensorSpec& spec : gla_expected_weights(cfg, forms)) {
+      const bool norm = spec.name.find("norm") != std::string::npos, bias = spec.name.find(".bias") != std::string::npos;
+      std::normal_distribution<float> dist(norm ? 1.0f : bias ? 2.0f : 0.0f,
+                                           norm ? 0.2f : bias ? 1.0f : float(1.0 / std::sqrt(double(spec.shape.back()))));
+      auto& v = data[spec.name];
+      v.resize(size_t(spec.numel()));
+      for (float& x : v) x = dist(rng);
+    }
+    for (auto& [name, v] : data) map[name] = v;
+  }
+};
+
+GlaForms forms(int rank, const char* output_norm, bool attn_norm) { return {rank, output_norm, attn_norm}; }
+
+size_t state_size(const GlaConfig& c, int batch) {
+  return size_t(batch) * size_t(c.num_heads) * size_t(c.head_k_dim()) * size_t(c.head_v_dim());
+}
+
+// One forward of the layer against the reference, from a random initial state.
+void check_gla(test::GpuTest& t, const GlaConfig& cfg, const GlaForms& f, int batch, int tokens) {
+  CAPTURE(t.seed);
+  GlaWeights w(cfg, f, t.rng);
+  GlaLayer layer(t.ctx, cfg, w.map);
+  layer.set_poison(true);
+  const auto x = t.random(size_t(batch) * tokens * cfg.hidden_size);
+  const auto s0 = t.random(state_size(cfg, batch));
+  const GlaOutputs got = layer.forward(x, batch, tokens, s0);
+  const auto want = reference::gla_forward(cfg, w.map, {x, batch, tokens, s0});
+  test::check_close(got.output, want.output);
+  test::check_close(got.final_state, want.final_state);
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "gla: the layer against the reference over GQA, feature maps, couplings and forms") {
+  struct Row {
+    const char* what;
+    int kv_heads;
+    FeatureMap phi;
+    KeyCoupling coupling;
+    bool clamp, gate;
+    GlaForms forms;
+  };
+  const Row rows[] = {
+      {"fla defaults, low-rank gate, swish-gate norm", 4, FeatureMap::none, KeyCoupling::none, false, true,
+       forms(8, "g_norm_swish_gate.weight", false)},
+      {"GQA 4/2, single gate, g_norm, attn_norm", 2, FeatureMap::none, KeyCoupling::none, false, true,
+       forms(0, "g_norm.weight", true)},
+      {"MQA, relu, no output gate, no norm", 1, FeatureMap::relu, KeyCoupling::none, false, false, forms(8, "", false)},
+      {"elu + 1, convex coupling, clamp_min", 2, FeatureMap::elu_plus_one, KeyCoupling::convex, true, true,
+       forms(0, "g_norm_swish_gate.weight", true)},
+      {"convex coupling, output gate without norm", 4, FeatureMap::none, KeyCoupling::convex, false, true,
+       forms(4, "", false)},
+  };
+  for (const Row& r : rows) {
+    INFO(r.what);
+    GlaConfig c = small_gla(r.kv_heads);
+    c.feature_map = r.phi;
+    c.key_coupling = r.coupling;
+    if (r.clamp) c.clamp_min = -0.05;
+    c.use_output_gate = r.gate;
+    check_gla(*this, c, r.forms, 2, 5);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150; a sequence in pieces carrying the state equals the whole") {
+  const GlaConfig c = small_gla();
+  const GlaForms f = forms(8, "g_norm_swish_gate.weight", true);
+  GlaWeights w(c, f, rng);
+  GlaLayer layer(ctx, c, w.map);
+  layer.set_poison(true);
+  const int D = c.hidden_size;
+  for (int T : {1, 63, 64, 65, 150}) {
+    CAPTURE(T);
+    const auto x = random(size_t(T) * D);
+    const auto want = reference::gla_forward(c, w.map, {x, 1, T, {}});
+    const GlaOutputs whole = layer.forward(x, 1, T);
+    test::check_close(whole.output, want.output);
+    test::check_close(whole.final_state, want.final_state);
+    if (T < 63) continue;
+    // Pieces of 40, 1, 8 and the rest, as a prefill and decode steps would run.
+    std::vector<float> state, out;
+    for (int at = 0; at < T;) {
+      const int n = std::min(T - at, at == 0 ? 40 : at == 40 ? 1 : 8);
+      const GlaOutputs piece =
+          layer.forward(std::span(x).subspan(size_t(at) * D, size_t(n) * D), 1, n, state);
+      out.insert(out.end(), piece.output.begin(), piece.output.end());
+      state = piece.final_state;
+      at += n;
+    }
+    test::check_close(out, want.output);
+    test::check_close(state, want.final_state);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gla: golden w3, fla's GLA layer with GQA and an initial state") {
+  const std::string base = test::golden_dir() + "/wave2/w3_gla_fla_gqa_T5_state";
+  const GlaConfig c = load_gla_config(base + ".json");
+  const SafetensorsFile file(base + ".safetensors");
+  TensorMap weights;
+  for (const std::string& name : file.names())
+    if (name.ends_with(".weight") || name.ends_with(".bias")) {
+      const TensorView& t = file.at(name);
+      weights[name] = HostTensor{t.dtype, t.shape, t.bytes};
+    }
+  GlaLayer layer(ctx, c, weights);
+  layer.set_poison(true);
+  const TensorView& hidden = file.at("hidden_states");
+  const GlaOutputs got = layer.forward(hidden.to_f32(), int(hidden.shape.at(0)), int(hidden.shape.at(1)),
+                                       file.at("initial_state").to_f32());
+  test::check_close(got.output, file.at("output").to_f64());
+  test::check_close(got.final_state, file.at("final_state").to_f64());
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gla: fp16 and bf16 storage, the state in fp32 (NMSE 1e-5 and 3e-4)") {
+  if (!ctx.device().storage16) {
+    MESSAGE("skipped: the device has no 16-bit storage buffers");
+    return;
+  }
+  const GlaConfig c = small_gla();
+  for (const GlaForms& f : {forms(8, "g_norm_swish_gate.weight", true), forms(0, "", false)})
+    for (Precision prec : {Precision::fp16, Precision::bf16}) {
+      INFO("prec = " << std::string(to_string(prec)) << ", attn_norm " << f.attn_norm);
+      GlaWeights w(c, f, rng);
+      // The weights as the storage holds them, so only the kernels' rounding counts.
+      for (auto& [name, v] : w.data)
+        for (float& x : v) x = prec == Precision::fp16 ? half_to_float(float_to_half(x)) : bf16_to_float(float_to_bf16(x));
+      GlaLayer layer(ctx, c, w.map, BlockOptions{prec});
+      layer.set_poison(true);
+      const auto x = random(size_t(2) * 9 * c.hidden_size);
+      const auto s0 = random(state_size(c, 2));
+      const GlaOutputs got = layer.forward(x, 2, 9, s0);
+      const auto want = reference::gla_forward(c, w.map, {x, 2, 9, s0});
+      const double bound = prec == Precision::fp16 ? 1e-5 : 3e-4;
+      test::check_close(got.output, want.output, bound);
+      test::check_close(got.final_state, want.final_state, bound);
+    }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gla: a misshapen input or state and a missing forget gate are errors naming them") {
+  const GlaConfig c = small_gla();
+  const GlaForms f = forms(0, "", false);
+  GlaWeights w(c, f, rng);
+  GlaLayer layer(ctx, c, w.map);
+  const auto x = random(size_t(3) * c.hidden_size);
+  CHECK_THROWS_WITH_AS(layer.forward(x, 1, 4), doctest::Contains("hidden_states"), Error);
+  CHECK_THROWS_WITH_AS(layer.forward(x, 1, 3, std::vector<float>(7)), doctest::Contains("initial_state"), Error);
+  w.map.erase("gk_proj.weight");
+  CHECK_THROWS_WITH_AS(GlaLayer(ctx, c, w.map), doctest::Contains("gk_proj"), Error);
+}
