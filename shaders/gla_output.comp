@@ -8,8 +8,8 @@
 // variant: gla_output_f16_sg T=F16 ONE_SUBGROUP
 // variant: gla_output_bf16_sg T=BF16 ONE_SUBGROUP
 // GLA's per-head output before o_proj: y = RMSNorm(o)·w (when the layer has an
-// output norm) ⊙ swish(g) (when it has an output gate), o the recurrence's
-// fp32 output [B·T, H, d_v], g read from the projections. One workgroup per
+// output norm) ⊙ swish(g) (when it has an output gate), o the sum of the
+// recurrence's fp32 parts [B·T, H, parts, d_v], g read from the projections. One workgroup per
 // (token, head) row, statistics in fp32. Storage: T for g and y.
 #include "common.glsl"
 #include "reduce.glsl"
@@ -27,10 +27,17 @@ RW(3, y, T)   // [B·T, y_ld], head h at h·d_v
 struct Push {
   View g_view;
   uint tokens, heads, dv, rows;  // rows: B·T·H
-  uint has_norm, has_gate, y_ld;
+  uint has_norm, has_gate, y_ld, parts;
   float eps;
 };
 PARAMS(Push)
+
+// Element d of row `row` of o: the sum of its parts.
+float o_at(uint row, uint d) {
+  float v = 0.0;
+  for (uint c = 0; c < p.parts; ++c) v += o_ld((row * p.parts + c) * p.dv + d);
+  return v;
+}
 
 void main() {
   LOAD_PARAMS;
@@ -41,14 +48,14 @@ void main() {
   if (p.has_norm != 0) {
     float ss = 0.0;
     for (uint d = tid; d < p.dv; d += WG) {
-      const float v = o_ld(row * p.dv + d);
+      const float v = o_at(row, d);
       ss = fma(v, v, ss);
     }
     scale = 1.0 / sqrt(wg_sum(ss) / float(p.dv) + p.eps);
   }
   const uint g0 = view_offset(p.g_view, p.tokens, bt, h, 0);
   for (uint d = tid; d < p.dv; d += WG) {
-    float v = o_ld(row * p.dv + d) * scale;
+    float v = o_at(row, d) * scale;
     if (p.has_norm != 0) v *= w_ld(d);
     if (p.has_gate != 0) {
       const float g = x_ld(g0 + d);

@@ -4,16 +4,27 @@
 // variant: gla_recurrent
 // variant: gla_recurrent_f16 T=F16
 // variant: gla_recurrent_bf16 T=BF16
+// variant: gla_recurrent_cpu TEXEL
+// variant: gla_recurrent_f16_cpu T=F16 TEXEL
+// variant: gla_recurrent_bf16_cpu T=BF16 TEXEL
+// variant: gla_prepare PREPARE
+// variant: gla_prepare_f16 PREPARE T=F16
+// variant: gla_prepare_bf16 PREPARE T=BF16
 // Gated linear attention by its definition (include/vkgate/gla_config.hpp),
 // token after token against a carried state:
 //   log α_t = max(logsigmoid(gk_t) / normalizer, clamp_min)
 //   k̃_t = φ(k_t), or (1 − α_t) ⊙ φ(k_t) with the convex coupling
 //   S_t = diag(α_t)·S_{t−1} + k̃_tᵀ v_t          [d_k, d_v] per query head, fp32
 //   o_t = scale · φ(q_t) · S_t
-// One workgroup per (column tile, query head, batch); invocation j owns the
-// state's column j, all DK rows of it in registers, so o_t[j] needs no
-// reduction across invocations. Per token the workgroup stages φ(q)·scale, k̃
-// and α (shared by every column) in shared memory once.
+// Two dispatches. PREPARE computes, once per element, what every column of
+// the state shares: qs = scale·φ(q) [B·T, H, DK], and per KV head k̃ and α
+// [B·T, KV, DK] (fp32). The scan then runs one workgroup per (column tile,
+// query head and block of RK state rows, batch); invocation j owns RK rows of
+// the state's column j in registers and writes its part of o_t[j], which
+// gla_output.comp sums over the DK/RK blocks. The token loop has no barrier
+// (on llvmpipe a barrier per token, staging these vectors in shared memory,
+// made the scan 5x slower) and RK stays small (llvmpipe, Mesa 22.3, computed
+// wrong results with a 256-float array per invocation).
 // The state is read from `state` at the start and written back at the end (in
 // place: each invocation reads and writes only its own column): the initial
 // state in, the final state out, or a decode step's carried state.
@@ -25,11 +36,24 @@
 #endif
 
 layout(constant_id = 1) const uint DK = 64;  // d_k: the state's rows
+layout(constant_id = 2) const uint RK = 32;  // state rows per invocation (divides DK)
 
-RO(0, x, T)        // the projections: q, k, v (and the single forget gate's logits)
-RO(1, gk, T)       // the forget gate's logits (may be x)
+// The TEXEL variants (CPU drivers) read through texel views: on llvmpipe a
+// storage-buffer load is a loop over the lanes, and the scan's inner loop is
+// three loads per two FMAs (T 256, d_k 256, d_v 512, 4 heads: 537 → 199 ms).
+IN(0, x, T)        // the projections: q, k, v (and the single forget gate's logits)
+IN(1, gk, T)       // the forget gate's logits (may be x)
 RW(2, state, F32)  // [B, H, d_k, d_v]
-RW(3, o, F32)      // [B·T, H, d_v]
+RW(3, o, F32)      // [B·T, H, DK/RK, d_v]: each row block's part of o
+#ifdef PREPARE
+RW(4, qs, F32)     // [B·T, H, DK]: scale·φ(q)
+RW(5, ks, F32)     // [B·T, KV, DK]: k̃
+RW(6, as, F32)     // [B·T, KV, DK]: α
+#else
+IN(4, qs, F32)
+IN(5, ks, F32)
+IN(6, as, F32)
+#endif
 
 #include "params.glsl"
 struct Push {
@@ -38,10 +62,9 @@ struct Push {
   uint feature_map;  // 0 none, 1 relu, 2 elu + 1
   uint convex;       // KeyCoupling::convex
   float normalizer, clamp_min, scale;  // clamp_min −inf when unset
+  uint batch_tokens;                    // B·T (PREPARE)
 };
 PARAMS(Push)
-
-shared float q_s[DK], k_s[DK], a_s[DK];
 
 float phi(float v) { return p.feature_map == 1 ? max(v, 0.0) : p.feature_map == 2 ? (v > 0.0 ? v + 1.0 : exp(v)) : v; }
 
@@ -51,36 +74,44 @@ float log_sigmoid(float v) { return v < 0.0 ? v - log1p_pos(exp(v)) : -log1p_pos
 // 1 − e^l for l ≤ 0, exact to rounding where e^l is close to 1.
 float one_minus_exp(float l) { return l > -1e-2 ? -l * (1.0 + l * (0.5 + l * (1.0 / 6.0 + l / 24.0))) : 1.0 - exp(l); }
 
+#ifdef PREPARE
+// One invocation per element of q (H heads) and of k and α (KV heads) of every token.
 void main() {
   LOAD_PARAMS;
-  const uint tid = gl_LocalInvocationID.x;
-  const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, kvh = h / (p.heads / p.kv_heads);
-  const uint j = gl_WorkGroupID.x * WG + tid;
-  const bool column = j < p.dv;
-  const uint base = (b * p.heads + h) * DK * p.dv + j;
-  float s[DK];
-  [[unroll]] for (uint i = 0; i < DK; ++i) s[i] = column ? state_ld(base + i * p.dv) : 0.0;
-  for (uint t = 0; t < p.tokens; ++t) {
-    const uint bt = b * p.tokens + t;
-    for (uint i = tid; i < DK; i += WG) {
-      const float la = max(log_sigmoid(gk_ld(view_offset(p.gk_view, p.tokens, bt, kvh, i))) / p.normalizer, p.clamp_min);
-      const float k = phi(x_ld(view_offset(p.k_view, p.tokens, bt, kvh, i)));
-      q_s[i] = p.scale * phi(x_ld(view_offset(p.q_view, p.tokens, bt, h, i)));
-      k_s[i] = p.convex != 0 ? one_minus_exp(la) * k : k;
-      a_s[i] = exp(la);
-    }
-    barrier();
-    if (column) {
-      const float v = x_ld(view_offset(p.v_view, p.tokens, bt, kvh, j));
-      float acc = 0.0;
-      [[unroll]] for (uint i = 0; i < DK; ++i) {
-        s[i] = fma(a_s[i], s[i], k_s[i] * v);
-        acc = fma(q_s[i], s[i], acc);
-      }
-      o_st((bt * p.heads + h) * p.dv + j, acc);
-    }
-    barrier();  // the next token overwrites the staged vectors
+  const uint id = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * WG;
+  const uint per_token = (p.heads + p.kv_heads) * DK, rows = p.batch_tokens;
+  if (id >= rows * per_token) return;
+  const uint bt = id / per_token, r = id - bt * per_token, h = r / DK, i = r - h * DK;
+  if (h < p.heads) {
+    qs_st((bt * p.heads + h) * DK + i, p.scale * phi(x_ld(view_offset(p.q_view, p.tokens, bt, h, i))));
+    return;
   }
-  if (column)
-    [[unroll]] for (uint i = 0; i < DK; ++i) state_st(base + i * p.dv, s[i]);
+  const uint kvh = h - p.heads, at = (bt * p.kv_heads + kvh) * DK + i;
+  const float la = max(log_sigmoid(gk_ld(view_offset(p.gk_view, p.tokens, bt, kvh, i))) / p.normalizer, p.clamp_min);
+  const float k = phi(x_ld(view_offset(p.k_view, p.tokens, bt, kvh, i)));
+  ks_st(at, p.convex != 0 ? one_minus_exp(la) * k : k);
+  as_st(at, exp(la));
 }
+#else
+void main() {
+  LOAD_PARAMS;
+  const uint blocks = DK / RK, block = gl_WorkGroupID.y % blocks, r0 = block * RK;
+  const uint h = gl_WorkGroupID.y / blocks, b = gl_WorkGroupID.z, kvh = h / (p.heads / p.kv_heads);
+  const uint j = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
+  if (j >= p.dv) return;  // no barriers below
+  const uint base = ((b * p.heads + h) * DK + r0) * p.dv + j;
+  float s[RK];
+  [[unroll]] for (uint i = 0; i < RK; ++i) s[i] = state_ld(base + i * p.dv);
+  for (uint t = 0; t < p.tokens; ++t) {
+    const uint bt = b * p.tokens + t, q0 = (bt * p.heads + h) * DK + r0, k0 = (bt * p.kv_heads + kvh) * DK + r0;
+    const float v = x_ld(view_offset(p.v_view, p.tokens, bt, kvh, j));
+    float acc = 0.0;
+    [[unroll]] for (uint i = 0; i < RK; ++i) {
+      s[i] = fma(as_ld(k0 + i), s[i], ks_ld(k0 + i) * v);
+      acc = fma(qs_ld(q0 + i), s[i], acc);
+    }
+    o_st(((bt * p.heads + h) * blocks + block) * p.dv + j, acc);
+  }
+  [[unroll]] for (uint i = 0; i < RK; ++i) state_st(base + i * p.dv, s[i]);
+}
+#endif

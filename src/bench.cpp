@@ -19,6 +19,8 @@
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/reference.hpp"
+#include "vkgate/reference_gla.hpp"
+#include "nn/gla.hpp"
 
 namespace vkgate::bench {
 
@@ -460,6 +462,52 @@ Case block(Context& ctx, const BlockConfig& cfg, int batch, int tokens, int past
   c.flop = 2.0 * BT * weight_elems + 4.0 * double(batch) * double(cfg.num_heads) * double(tokens) * S * double(Dh);
   const double elt = precision == Precision::fp32 ? 4 : 2;
   c.bytes = weight_elems * elt + 2.0 * BT * double(D) * 4 + 2.0 * double(batch) * double(KV) * S * double(Dh) * elt;
+  return c;
+}
+
+Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision precision, const Options& opt) {
+  cfg.validate();
+  Bench b(ctx);
+  const GlaForms forms{16, "g_norm_swish_gate.weight", true};
+  std::map<std::string, std::vector<float>> data;
+  WeightMap weights;
+  double weight_elems = 0;
+  for (const TensorSpec& spec : gla_expected_weights(cfg, forms)) {
+    const bool norm = spec.name.find("norm") != std::string::npos, bias = spec.name.ends_with(".bias");
+    std::normal_distribution<float> dist(norm ? 1.0f : bias ? 2.0f : 0.0f,
+                                         norm ? 0.1f : bias ? 1.0f : float(1.0 / std::sqrt(double(spec.shape.back()))));
+    auto& v = data[spec.name];
+    v.resize(size_t(spec.numel()));
+    for (float& x : v) x = dist(b.rng);
+    weights[spec.name] = v;
+    weight_elems += double(spec.numel());
+  }
+  const Storage act = precision == Precision::fp16 ? Storage::f16 : precision == Precision::bf16 ? Storage::bf16 : Storage::f32;
+  const nn::Gla layer(b.vk, b.vk.tuning, cfg, as_tensors(weights), act);
+  const uint32_t B = uint32_t(batch), T = uint32_t(tokens), D = uint32_t(cfg.hidden_size);
+  const size_t S = size_t(B) * cfg.num_heads * cfg.head_k_dim() * cfg.head_v_dim();
+  const HostData x = random_data(size_t(B) * T * D, Storage::f32, b.rng);
+  const Buffer& gx = b.upload(x, "hidden_states");
+  const Buffer& gy = b.device(size_t(B) * T * D * 4, "output");
+  const Buffer& zeros = b.upload(HostData{std::vector<float>(S), std::vector<std::byte>(S * 4)}, "zero state");
+  const Buffer& state = b.device(S * 4, "state");
+  nn::Workspace ws;
+  layer.reserve(B, T, ws);
+  ws.allocate(b.vk);
+  Case c;
+  c.name = "gla B" + std::to_string(batch) + " T" + std::to_string(tokens) + " H" + std::to_string(cfg.num_heads) +
+           " dk" + std::to_string(cfg.head_k_dim()) + " dv" + std::to_string(cfg.head_v_dim()) + " " +
+           to_string(precision);
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    rec.copy(zeros, state, S * 4);  // every run from the zero state
+    layer.record(rec, ws, B, T, {gx, gy, state, nullptr});
+  });
+  const auto want = reference::gla_forward(cfg, weights, {x.values, batch, tokens, {}});
+  record_check(c, b.download(gy, size_t(B) * T * D), want.output, "whole output");
+  const double BT = double(B) * T, H = cfg.num_heads, dk = cfg.head_k_dim(), dv = cfg.head_v_dim();
+  // The projections, then the recurrence (a state update and an output product per token).
+  c.flop = 2 * BT * weight_elems + 4 * BT * H * dk * dv;
+  c.bytes = weight_elems * double(ops::element_bytes(act)) + 2 * BT * D * 4 + 2 * double(S) * 4;
   return c;
 }
 

@@ -33,6 +33,10 @@ CASE:
   --op rope --rows R --heads H --head-dim Dh [--rotary N]
   --op softmax --rows R --keys S
   --op gate --rows R --heads H --head-dim Dh [--gate-width 1|Dh]
+  --op gla --T T --heads H --dk DK --dv DV [--dim D] [--batch B] [--precision ...]
+          a gated linear attention layer (hidden D, default 2048; low-rank forget gate,
+          output norm and gate) from a zero state: the projections and the recurrence
+  --op gla --sweep [--sweep-max T] ...   the same at T = 128, 256, ... up to T
   --block [--config FILE] [--batch B] [--T T] [--past P] [--precision fp32|fp16|bf16]
           (default: the Qwen3-Next attention shape, T 64; --past P --T 1 is a decode step)
   --block --sweep [--sweep-max T]   prefill at T = 128, 256, ... up to T (default 8192)
@@ -112,7 +116,8 @@ int cmd_bench(Args& args) {
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
              a == "--head-dim" || a == "--batch" || a == "--causal" || a == "--rows" || a == "--dim" ||
-             a == "--rotary" || a == "--keys" || a == "--gate-width" || a == "--past" || a == "--sweep-max")
+             a == "--rotary" || a == "--keys" || a == "--gate-width" || a == "--past" || a == "--sweep-max" ||
+             a == "--dk" || a == "--dv")
       v[a.substr(2)] = std::to_string(args.number(a, 0, 1L << 30));
     else throw UsageError("bench: unknown option '" + a + "'");
   }
@@ -164,8 +169,19 @@ int cmd_bench(Args& args) {
   } else if (op == "gate") {
     const int64_t Dh = get("head-dim", -1);
     add(b::gate(ctx, get("rows", -1), get("heads", -1), Dh, get("gate-width", Dh), opt));
+  } else if (op == "gla") {
+    vkgate::GlaConfig g;
+    g.hidden_size = int(get("dim", 2048));
+    g.num_heads = g.num_kv_heads = int(get("heads", -1));
+    // fla's head sizes are int(D·expand) / H: expand = H·d / D gives them back.
+    g.expand_k = double(get("dk", -1) * g.num_heads) / g.hidden_size;
+    g.expand_v = double(get("dv", -1) * g.num_heads) / g.hidden_size;
+    if (g.head_k_dim() != get("dk", -1) || g.head_v_dim() != get("dv", -1))
+      throw UsageError("bench: --dk and --dv times --heads must not exceed --dim");
+    for (int64_t T = sweep ? 128 : get("T", -1); T <= (sweep ? get("sweep-max", 8192) : get("T", -1)); T *= 2)
+      add(b::gla(ctx, g, int(get("batch", 1)), int(T), prec, opt));
   } else if (!op.empty()) {
-    throw UsageError("bench: unknown --op '" + op + "' (matmul, attention, rmsnorm, rope, softmax, gate)");
+    throw UsageError("bench: unknown --op '" + op + "' (matmul, attention, rmsnorm, rope, softmax, gate, gla)");
   } else if (block) {
     const vkgate::BlockConfig cfg = config.empty() ? vkgate::BlockConfig::qwen3_next_attention() : vkgate::load_config(config);
     if (sweep) {

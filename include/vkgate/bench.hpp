@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "vkgate/config.hpp"
+#include "vkgate/gla_config.hpp"
 #include "vkgate/context.hpp"
 #include "vkgate/precision.hpp"
 
@@ -60,6 +61,10 @@ Case gate(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t g
 // The whole block with seeded random weights: prefill (past = 0) or decode.
 Case block(Context& ctx, const BlockConfig& cfg, int batch, int tokens, int past, Precision precision,
            const Options& opt);
+// A gated linear attention layer (fla's forms: low-rank forget gate of rank
+// 16, swish-gate output norm, attn_norm) with seeded random weights on
+// `tokens` tokens from a zero state; checked against reference::gla_forward.
+Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision precision, const Options& opt);
 Peak peak(Context& ctx, const Options& opt);
 
 // One JSON document: device, peak (if measured) and every case with at least

@@ -62,7 +62,10 @@ void Gla::reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const {
   if (forms_.attn_norm) ws.need("normed", BT * ld_hidden_ * e);
   ws.need("gla_proj", BT * cols_ * e);
   if (rank_) ws.need("gla_gk", BT * KV_ * dk_ * e);
-  ws.need("gla_o", BT * H_ * dv_ * 4);
+  ws.need("gla_o", BT * H_ * ops::gla_row_blocks(dk_) * dv_ * 4);
+  ws.need("gla_qs", BT * H_ * dk_ * 4);
+  ws.need("gla_ks", BT * KV_ * dk_ * 4);
+  ws.need("gla_as", BT * KV_ * dk_ * 4);
   ws.need("gla_attn", BT * ld_out_ * e);
   const uint32_t rows = uint32_t(BT);
   // Split-K partial sums of the widest of the three products (ops::matmul_splits).
@@ -106,12 +109,12 @@ void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32
   }
 
   auto view = [&](uint32_t col, uint32_t dim) { return ops::View{col, T * cols_, cols_, 1, dim, 0}; };
-  const ops::GlaScan scan{proj, *gk, view(q_col_, dk_), view(k_col_, dk_), view(v_col_, dv_), gk_view, io.state, o,
-                          batch, T, H_, KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
+  const ops::GlaScan scan{proj,   *gk, view(q_col_, dk_), view(k_col_, dk_), view(v_col_, dv_), gk_view, io.state, o,
+                          ws["gla_qs"], ws["gla_ks"], ws["gla_as"], batch, T, H_, KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
                           float(cfg_.gate_logit_normalizer), cfg_.clamp_min, float(cfg_.scale())};
   ops::gla_recurrent(vk_, rec, scan, act_);
   const ops::GlaOutput out{o, proj, view(g_col_, dv_), out_norm_w_.valid() ? &out_norm_w_ : nullptr,
-                           cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_};
+                           cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dk_, dv_};
   ops::gla_output(vk_, rec, out, act_);
   ops::matmul(vk_, rec, attn, w_o_, nullptr, io.residual, io.y, BT, D_, H_ * dv_, act_, true, ld_out_, ld_out_,
               split_k);

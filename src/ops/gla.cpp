@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,29 +13,56 @@ struct ScanPush {
   View q, k, v, gk;
   uint32_t tokens, heads, kv_heads, dv, feature_map, convex;
   float normalizer, clamp_min, scale;
+  uint32_t batch_tokens;
 };
 struct OutputPush {
   View g;
-  uint32_t tokens, heads, dv, rows, has_norm, has_gate, y_ld;
+  uint32_t tokens, heads, dv, rows, has_norm, has_gate, y_ld, parts;
   float eps;
 };
 }  // namespace
+
+uint32_t gla_row_blocks(uint32_t dk) {
+  uint32_t rows = std::min(dk, 32u);  // the largest divisor of dk up to 32
+  while (dk % rows) --rows;
+  return dk / rows;
+}
 
 void gla_recurrent(Context::Impl& ctx, Recorder& rec, const GlaScan& a, Storage s) {
   // A column per invocation: as many as d_v needs, 8 to 64 (CPU drivers run a
   // workgroup on one thread, so more workgroups keep every core busy).
   uint32_t wg = 8;
   while (wg < a.dv && wg < 64) wg *= 2;
-  const gpu::Pipeline& p = ctx.pipelines->get(variant("gla_recurrent", s), {wg, a.dk});
   const ScanPush push{a.q_view, a.k_view, a.v_view, a.gk_view, a.tokens, a.heads, a.kv_heads, a.dv,
                       uint32_t(a.feature_map), a.convex ? 1u : 0u, a.normalizer,
-                      a.clamp_min ? float(*a.clamp_min) : -std::numeric_limits<float>::infinity(), a.scale};
-  rec.dispatch(p,
+                      a.clamp_min ? float(*a.clamp_min) : -std::numeric_limits<float>::infinity(), a.scale,
+                      a.batch * a.tokens};
+  constexpr uint32_t kPrepareWG = 64;
+  const gpu::Grid g = gpu::grid_for((uint64_t(a.batch) * a.tokens * (a.heads + a.kv_heads) * a.dk + kPrepareWG - 1) / kPrepareWG);
+  rec.dispatch(ctx.pipelines->get(variant("gla_prepare", s), {kPrepareWG, a.dk}),
                {{&a.proj, gpu::Access::read},
                 {&a.gk, gpu::Access::read},
+                {&a.state, gpu::Access::read},
+                {&a.o, gpu::Access::read},
+                {&a.qs, gpu::Access::write},
+                {&a.ks, gpu::Access::write},
+                {&a.as, gpu::Access::write}},
+               push, g.x, g.y, 1, "gla.prepare");
+  const uint32_t blocks = gla_row_blocks(a.dk);
+  const gpu::Pipeline& p = ctx.pipelines->get(variant("gla_recurrent", s) + (cpu_gemm(ctx.info, rec.tuning()) ? "_cpu" : ""),
+                                              {wg, a.dk, a.dk / blocks});
+  const bool texel = p.texel_bindings != 0;
+  const VkFormat x_format = texel ? texel_format(s) : VK_FORMAT_UNDEFINED,
+                 f32_format = texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED;
+  rec.dispatch(p,
+               {{&a.proj, gpu::Access::read, x_format},
+                {&a.gk, gpu::Access::read, x_format},
                 {&a.state, gpu::Access::read_write},
-                {&a.o, gpu::Access::write}},
-               push, (a.dv + wg - 1) / wg, a.heads, a.batch, "gla.recurrent");
+                {&a.o, gpu::Access::write},
+                {&a.qs, gpu::Access::read, f32_format},
+                {&a.ks, gpu::Access::read, f32_format},
+                {&a.as, gpu::Access::read, f32_format}},
+               push, (a.dv + wg - 1) / wg, a.heads * blocks, a.batch, "gla.recurrent");
 }
 
 void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s) {
@@ -42,7 +70,7 @@ void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s
   const gpu::Pipeline& p = ctx.pipelines->get(variant("gla_output", s) + r.suffix, {r.wg});
   const uint64_t rows = uint64_t(a.rows) * a.heads;
   const OutputPush push{a.g_view, a.tokens, a.heads, a.dv, uint32_t(rows), a.norm ? 1u : 0u, a.gate ? 1u : 0u,
-                        a.y_ld, a.eps};
+                        a.y_ld, gla_row_blocks(a.dk), a.eps};
   const gpu::Grid g = gpu::grid_for(rows);
   rec.dispatch(p,
                {{&a.o, gpu::Access::read},

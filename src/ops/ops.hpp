@@ -307,7 +307,8 @@ void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate&
                  uint32_t tokens, Storage s, const Buffer& out, uint32_t at);
 void max_abs(Context::Impl& ctx, Recorder& rec, const Buffer& x, uint32_t count, const Buffer& out, uint32_t at);
 
-// Gated linear attention by its recurrence (shaders/gla_recurrent.comp), for
+// Gated linear attention by its recurrence (shaders/gla_recurrent.comp: a
+// pass computing scale·φ(q), k̃ and α per element, then the scan), for
 // `tokens` tokens against the carried state [B, H, dk, dv] (fp32, read at
 // the start and written back at the end): o [B·T, H, dv] fp32. q, k, v and
 // the forget gate's logits are read through views ((bt, head, d); q over the
@@ -319,7 +320,10 @@ struct GlaScan {
   const Buffer& gk;  // may be `proj`
   View q_view, k_view, v_view, gk_view;
   const Buffer& state;
-  const Buffer& o;
+  const Buffer& o;   // fp32 [B·T, H, gla_row_blocks(dk), dv]: parts that gla_output sums
+  const Buffer& qs;  // scratch, fp32: [B·T, H, dk], and [B·T, KV, dk] each for ks and as
+  const Buffer& ks;
+  const Buffer& as;
   uint32_t batch, tokens, heads, kv_heads, dk, dv;
   FeatureMap feature_map;
   bool convex;
@@ -328,6 +332,8 @@ struct GlaScan {
   float scale;
 };
 void gla_recurrent(Context::Impl& ctx, Recorder& rec, const GlaScan& a, Storage s = Storage::f32);
+// The blocks of state rows the scan splits d_k into (each ≤ 32 rows).
+uint32_t gla_row_blocks(uint32_t dk);
 
 // GLA's per-head output before o_proj (shaders/gla_output.comp): y[bt,
 // h·dv + d] = RMSNorm(o)·w (with `norm`) ⊙ swish(g) (with `gate`, g read
@@ -340,7 +346,7 @@ struct GlaOutput {
   bool gate;
   float eps;
   const Buffer& y;
-  uint32_t y_ld, rows, tokens, heads, dv;  // rows: B·T
+  uint32_t y_ld, rows, tokens, heads, dk, dv;  // rows: B·T
 };
 void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s = Storage::f32);
 
