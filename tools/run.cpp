@@ -24,7 +24,9 @@ constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config 
                   [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite]
 
 Runs a checkpoint on the device: the whole model when the input holds input_ids,
-one gated-attention block when it holds hidden_states.
+one gated-attention block when it holds hidden_states, or one gated linear
+attention layer when the config says "mixer": "gla" (hidden_states and an
+optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
 
   --weights PATH     a checkpoint directory (model.safetensors, or model.safetensors.index.json
                      and its shards) or a .safetensors file (then --config is required)
