@@ -21,6 +21,7 @@
 
 #include "vkgate/checkpoint.hpp"
 #include "vkgate/config.hpp"
+#include "vkgate/gla_config.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model_config.hpp"
@@ -91,11 +92,25 @@ inline void model_config(std::string_view text) {
   }
 }
 
+// A GLA layer's config.json: parsed, then its head sizes, scale and tensor
+// list in both forget-gate forms.
+inline void gla_config(std::string_view text) {
+  try {
+    if (!is_gla_config_json(text, "fuzz.json")) return;
+    const GlaConfig g = parse_gla_config_json(text, "fuzz.json");
+    volatile double sink = g.head_k_dim() + g.head_v_dim() + g.scale();
+    for (const GlaForms& forms : {GlaForms{16, "g_norm_swish_gate.weight", true}, GlaForms{0, "", false}})
+      for (const TensorSpec& spec : gla_expected_weights(g, forms)) sink = sink + double(spec.numel());
+  } catch (const Error&) {
+  }
+}
+
 // A config.json: parsed as a block, then every derived quantity and layer
-// check, and parsed as a whole model.
+// check, and parsed as a whole model and as a GLA layer.
 inline int config(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   model_config(text);
+  gla_config(text);
   try {
     const BlockConfig c = parse_config_json(text, "fuzz.json");
     try {

@@ -487,23 +487,46 @@ Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision pr
   const uint32_t B = uint32_t(batch), T = uint32_t(tokens), D = uint32_t(cfg.hidden_size);
   const size_t S = size_t(B) * cfg.num_heads * cfg.head_k_dim() * cfg.head_v_dim();
   const HostData x = random_data(size_t(B) * T * D, Storage::f32, b.rng);
-  const Buffer& gx = b.upload(x, "hidden_states");
-  const Buffer& gy = b.device(size_t(B) * T * D * 4, "output");
+  // Segments of the tokens that the device's buffers hold, as GlaLayer runs
+  // them, here recorded into one command buffer with the state carried on the device.
+  const uint32_t seg = uint32_t(std::clamp<uint64_t>(b.vk.info.max_storage_buffer_range / (B * layer.largest_token_bytes()), 1, T));
+  struct Segment {
+    uint32_t first, tokens;
+    const Buffer *x, *y;
+  };
+  std::vector<Segment> segments;
+  for (uint32_t at = 0; at < T; at += seg) {
+    const uint32_t n = std::min(seg, T - at);
+    HostData part;
+    for (uint32_t r = 0; r < B; ++r)
+      part.values.insert(part.values.end(), x.values.begin() + (size_t(r) * T + at) * D,
+                         x.values.begin() + (size_t(r) * T + at + n) * D);
+    const auto* bytes = reinterpret_cast<const std::byte*>(part.values.data());
+    part.stored.assign(bytes, bytes + part.values.size() * 4);
+    segments.push_back({at, n, &b.upload(part, "hidden_states"), &b.device(size_t(B) * n * D * 4, "output")});
+  }
   const Buffer& zeros = b.upload(HostData{std::vector<float>(S), std::vector<std::byte>(S * 4)}, "zero state");
   const Buffer& state = b.device(S * 4, "state");
   nn::Workspace ws;
-  layer.reserve(B, T, ws);
+  layer.reserve(B, std::min(seg, T), ws);
   ws.allocate(b.vk);
   Case c;
   c.name = "gla B" + std::to_string(batch) + " T" + std::to_string(tokens) + " H" + std::to_string(cfg.num_heads) +
            " dk" + std::to_string(cfg.head_k_dim()) + " dv" + std::to_string(cfg.head_v_dim()) + " " +
-           to_string(precision);
+           to_string(precision) + (segments.size() > 1 ? " (" + std::to_string(segments.size()) + " segments)" : "");
   b.time(c, opt, [&](gpu::Recorder& rec) {
     rec.copy(zeros, state, S * 4);  // every run from the zero state
-    layer.record(rec, ws, B, T, {gx, gy, state, nullptr});
+    for (const Segment& s : segments) layer.record(rec, ws, B, s.tokens, {*s.x, *s.y, state, nullptr});
   });
+  std::vector<float> y(size_t(B) * T * D);
+  for (const Segment& s : segments) {
+    const auto part = b.download(*s.y, size_t(B) * s.tokens * D);
+    for (uint32_t r = 0; r < B; ++r)
+      std::copy_n(part.begin() + long(size_t(r) * s.tokens * D), size_t(s.tokens) * D,
+                  y.begin() + long((size_t(r) * T + s.first) * D));
+  }
   const auto want = reference::gla_forward(cfg, weights, {x.values, batch, tokens, {}});
-  record_check(c, b.download(gy, size_t(B) * T * D), want.output, "whole output");
+  record_check(c, y, want.output, "whole output");
   const double BT = double(B) * T, H = cfg.num_heads, dk = cfg.head_k_dim(), dv = cfg.head_v_dim();
   // The projections, then the recurrence (a state update and an output product per token).
   c.flop = 2 * BT * weight_elems + 4 * BT * H * dk * dv;

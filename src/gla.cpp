@@ -1,5 +1,6 @@
 #include "vkgate/gla.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -60,7 +61,7 @@ struct GlaLayer::Impl {
     p->state_up = nn::allocate(vk, S, Storage::f32, MemoryKind::upload, "initial_state (staging)");
     p->state = nn::allocate(vk, S, Storage::f32, MemoryKind::device, "state");
     p->state_down = nn::allocate(vk, S, Storage::f32, MemoryKind::readback, "final_state (readback)");
-    p->rec = std::make_unique<gpu::Recorder>(vk, vk.tuning);
+    p->rec = std::make_unique<gpu::Recorder>(vk, gla->tuning());
     gpu::Recorder& rec = *p->rec;
     rec.begin();
     if (poison) rec.fill(p->y, nn::nan_word(Storage::f32));
@@ -112,11 +113,17 @@ GlaOutputs GlaLayer::forward(std::span<const float> hidden, int batch, int token
                                                  std::to_string(batch) + ", tokens " + std::to_string(tokens));
   const size_t BT = size_t(batch) * size_t(tokens), D = size_t(c.hidden_size), S = im.state_elements(batch);
   const int64_t H = c.num_heads, dk = c.head_k_dim(), dv = c.head_v_dim();
-  const uint64_t most = im.vk.info.max_storage_buffer_range / 4;
-  if (BT * std::max<size_t>(D, size_t(H * std::max(dk, dv)) * 2) > most || S > most)
-    throw Error(ErrorCode::unsupported, "gla forward: batch " + std::to_string(batch) + " × tokens " +
-                                            std::to_string(tokens) + " needs buffers beyond maxStorageBufferRange (" +
-                                            std::to_string(most * 4) + " bytes); split the batch or the sequence");
+  // A long sequence runs in segments that fit the device's buffers, each
+  // starting from the state the one before left (the recurrence is sequential
+  // anyway).
+  const uint64_t range = im.vk.info.max_storage_buffer_range, row = uint64_t(batch) * im.gla->largest_token_bytes();
+  if (row > range || S * 4 > range)
+    throw Error(ErrorCode::unsupported, "gla forward: batch " + std::to_string(batch) +
+                                            " needs buffers beyond maxStorageBufferRange (" + std::to_string(range) +
+                                            " bytes) for a single token; split the batch");
+  uint64_t segment_tokens = std::min<uint64_t>(uint64_t(tokens), range / row);
+  if (const uint32_t forced = im.gla->tuning().gla_segment_tokens) segment_tokens = std::min<uint64_t>(segment_tokens, forced);
+  const int segment = int(segment_tokens);
   if (hidden.size() != BT * D)
     throw Error(ErrorCode::shape_mismatch, "gla forward: hidden_states has " + std::to_string(hidden.size()) +
                                                " elements, expected [" + std::to_string(batch) + ", " +
@@ -131,21 +138,27 @@ GlaOutputs GlaLayer::forward(std::span<const float> hidden, int batch, int token
     detail::require_finite(hidden, "gla forward: hidden_states", hs);
     if (!initial_state.empty()) detail::require_finite(initial_state, "gla forward: initial_state", ss);
   }
-  Impl::Plan& p = im.plan(batch, tokens);
-  if (im.gla->has_attn_norm())
-    std::memcpy(p.x_up.mapped(), hidden.data(), hidden.size_bytes());
-  else
-    nn::encode(hidden, im.act, p.x_up.mapped());
-  if (initial_state.empty())
-    std::memset(p.state_up.mapped(), 0, S * sizeof(float));
-  else
-    std::memcpy(p.state_up.mapped(), initial_state.data(), initial_state.size_bytes());
-  p.rec->submit("running the gated linear attention layer");
   GlaOutputs out;
   out.output.resize(BT * D);
-  out.final_state.resize(S);
-  std::memcpy(out.output.data(), p.y_down.mapped(), out.output.size() * sizeof(float));
-  std::memcpy(out.final_state.data(), p.state_down.mapped(), out.final_state.size() * sizeof(float));
+  out.final_state.assign(S, 0.0f);
+  if (!initial_state.empty()) std::copy(initial_state.begin(), initial_state.end(), out.final_state.begin());
+  const size_t x_bytes = ops::element_bytes(im.gla->has_attn_norm() ? Storage::f32 : im.act);
+  for (int at = 0; at < tokens; at += segment) {
+    const int n = std::min(segment, tokens - at);
+    Impl::Plan& p = im.plan(batch, n);
+    for (int b = 0; b < batch; ++b) {  // rows at.. of each sequence, as the plan's [B, n, D]
+      const auto rows = hidden.subspan((size_t(b) * tokens + at) * D, size_t(n) * D);
+      std::byte* dst = static_cast<std::byte*>(p.x_up.mapped()) + size_t(b) * n * D * x_bytes;
+      if (im.gla->has_attn_norm()) std::memcpy(dst, rows.data(), rows.size_bytes());
+      else nn::encode(rows, im.act, dst);
+    }
+    std::memcpy(p.state_up.mapped(), out.final_state.data(), S * sizeof(float));
+    p.rec->submit("running the gated linear attention layer");
+    for (int b = 0; b < batch; ++b)
+      std::memcpy(out.output.data() + (size_t(b) * tokens + at) * D,
+                  static_cast<const float*>(p.y_down.mapped()) + size_t(b) * n * D, size_t(n) * D * sizeof(float));
+    std::memcpy(out.final_state.data(), p.state_down.mapped(), S * sizeof(float));
+  }
   if (im.options.check_finite) {
     detail::require_finite(out.output, "gla forward: output", hs);
     detail::require_finite(out.final_state, "gla forward: final_state", ss);

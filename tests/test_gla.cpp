@@ -132,6 +132,22 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150; a sequence in pie
   }
 }
 
+TEST_CASE_FIXTURE(test::GpuTest, "gla: a long input in segments (VKGATE_GLA_SEGMENT_TOKENS) equals one recording, batch 2") {
+  const GlaConfig c = small_gla();
+  const GlaForms f = forms(0, "g_norm.weight", false);
+  GlaWeights w(c, f, rng);
+  const int T = 23, D = c.hidden_size;
+  const auto x = random(size_t(2) * T * D), s0 = random(state_size(c, 2));
+  const auto want = reference::gla_forward(c, w.map, {x, 2, T, s0});
+  test::ScopedTuning tuning(ctx);
+  tuning->gla_segment_tokens = 5;  // 5, 5, 5, 5 and 3 tokens
+  GlaLayer layer(ctx, c, w.map);
+  layer.set_poison(true);
+  const GlaOutputs got = layer.forward(x, 2, T, s0);
+  test::check_close(got.output, want.output);
+  test::check_close(got.final_state, want.final_state);
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "gla: golden w3, fla's GLA layer with GQA and an initial state") {
   const std::string base = test::golden_dir() + "/wave2/w3_gla_fla_gqa_T5_state";
   const GlaConfig c = load_gla_config(base + ".json");

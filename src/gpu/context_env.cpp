@@ -44,6 +44,7 @@ Tuning tuning_from_environment() {
   t.flash_splits = uint32_t(number("VKGATE_FLASH_SPLITS", 0));
   t.score_bytes = number("VKGATE_SCORE_BYTES", t.score_bytes);
   t.vocab_chunk_rows = uint32_t(number("VKGATE_VOCAB_CHUNK_ROWS", 0));
+  t.gla_segment_tokens = uint32_t(number("VKGATE_GLA_SEGMENT_TOKENS", 0));
   t.coopmat_flash = coopmat_switch("VKGATE_COOPMAT_FLASH", t.coopmat_flash);
   t.coopmat_staged = coopmat_switch("VKGATE_COOPMAT_STAGED", t.coopmat_staged);
   return t;

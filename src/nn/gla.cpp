@@ -57,6 +57,12 @@ uint64_t Gla::weight_bytes() const {
   return n;
 }
 
+uint64_t Gla::largest_token_bytes() const {
+  const uint64_t e = ops::element_bytes(act_);
+  return std::max({uint64_t(cols_) * e, uint64_t(H_) * ops::gla_row_blocks(dk_) * dv_ * 4, uint64_t(ld_out_) * e,
+                   uint64_t(ld_hidden_) * e, uint64_t(D_) * 4, uint64_t(H_) * dk_ * 4});
+}
+
 void Gla::reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const {
   const size_t BT = size_t(batch) * tokens, e = ops::element_bytes(act_);
   if (forms_.attn_norm) ws.need("normed", BT * ld_hidden_ * e);

@@ -44,8 +44,12 @@ class Gla {
               bool poison = false) const;
 
   const GlaConfig& config() const { return cfg_; }
+  const gpu::Tuning& tuning() const { return tuning_; }  // the Context's when the module was made
   const GlaForms& forms() const { return forms_; }
   bool has_attn_norm() const { return forms_.attn_norm; }
+  // The bytes per token of the largest buffer a recording uses (its input,
+  // output or a scratch role): what bounds the tokens of one recording.
+  uint64_t largest_token_bytes() const;
   uint64_t weight_bytes() const;
 
  private:
