@@ -6,11 +6,27 @@
 #include <string>
 #include <vector>
 
+#include "vkgate/block.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/precision.hpp"
+#include "vkgate/reference.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate::test {
+
+// The reference's inputs for a device forward (hidden states, shape, an
+// explicit cache, a mask).
+inline reference::Inputs reference_inputs(const ForwardInputs& in) {
+  reference::Inputs r;
+  r.hidden = in.hidden;
+  r.batch = in.batch;
+  r.tokens = in.tokens;
+  r.past = in.past;
+  r.past_key = in.past_key;
+  r.past_value = in.past_value;
+  r.attention_mask = in.attention_mask;
+  return r;
+}
 
 // A small GQA block (64 wide, 4 heads over 2 KV heads of 16, half rotary,
 // zero-centred norms) for tests that need a block, not a particular one.

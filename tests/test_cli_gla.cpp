@@ -11,6 +11,7 @@
 
 #include "cli_harness.hpp"
 #include "golden.hpp"
+#include "harness.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_gla.hpp"
@@ -20,14 +21,6 @@ namespace {
 using nlohmann::json;
 using namespace vkgate;
 using namespace vkgate::cli_test;
-
-void check_nmse(const std::vector<float>& got, const std::vector<double>& want, double bound) {
-  REQUIRE(got.size() == want.size());
-  const reference::Diff d = reference::compare(got, want);
-  INFO("nmse " << d.nmse << ", max abs " << d.max_abs);
-  CHECK(d.first_bad == -1);
-  CHECK(d.nmse <= bound);
-}
 
 // A GLA layer file (weights and inputs in one safetensors) and its config.
 struct GlaFiles {
@@ -92,8 +85,8 @@ TEST_CASE("cli gla: the golden fla layer (w3) writes its output and final state"
   REQUIRE(r.code == 0);
   CHECK(r.out.find("gla layer: batch 1, tokens 5") != std::string::npos);
   const SafetensorsFile got(out), want(base + ".safetensors");
-  check_nmse(got.at("output").to_f32(), want.at("output").to_f64(), 1e-9);
-  check_nmse(got.at("final_state").to_f32(), want.at("final_state").to_f64(), 1e-9);
+  test::check_close(got.at("output").to_f32(), want.at("output").to_f64(), 1e-9);
+  test::check_close(got.at("final_state").to_f32(), want.at("final_state").to_f64(), 1e-9);
 }
 
 TEST_CASE("cli gla: a generated layer (elu + 1, convex, clamp_min, GQA, attn_norm) in fp32 and fp16 against the reference") {
@@ -108,8 +101,8 @@ TEST_CASE("cli gla: a generated layer (elu + 1, convex, clamp_min, GQA, attn_nor
     const GlaConfig c = load_gla_config(g.cfg);
     const auto want = reference::gla_forward(c, g.map, {g.values.at("hidden_states"), 2, 7, g.values.at("initial_state")});
     const SafetensorsFile got(g.out);
-    check_nmse(got.at("output").to_f32(), want.output, bound);
-    check_nmse(got.at("final_state").to_f32(), want.final_state, bound);
+    test::check_close(got.at("output").to_f32(), want.output, bound);
+    test::check_close(got.at("final_state").to_f32(), want.final_state, bound);
     CHECK(got.at("final_state").shape == std::vector<int64_t>{2, 4, 8, 16});
   }
 }

@@ -57,11 +57,7 @@ void check_variant(test::GpuTest& t, const BlockConfig& c, int batch, int tokens
   in.tokens = tokens;
   in.want_stats = true;
   const auto out = block.run(in);
-  reference::Inputs rin;
-  rin.hidden = x;
-  rin.batch = batch;
-  rin.tokens = tokens;
-  const auto want = reference::forward(c, w.map, rin);
+  const auto want = reference::forward(c, w.map, test::reference_inputs(in));
   test::check_close(out.output, want.output);
   REQUIRE(out.stats.has_value());
   if (c.gate_kind == GateKind::none) return;
@@ -153,11 +149,11 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: value and key gates with a KV cache —
       const size_t B = 2, N = 8, D = 48, KV = 2, Dh = 16;
       if (resident) block.reserve_cache(int(B), int(N));
       const auto x = random(B * N * D);
-      reference::Inputs rin;
-      rin.hidden = x;
-      rin.batch = int(B);
-      rin.tokens = int(N);
-      const auto full = reference::forward(c, w.map, rin);
+      ForwardInputs whole;
+      whole.hidden = x;
+      whole.batch = int(B);
+      whole.tokens = int(N);
+      const auto full = reference::forward(c, w.map, test::reference_inputs(whole));
       std::vector<float> key, value;
       size_t past = 0;
       for (size_t step : {5, 1, 2}) {
@@ -245,14 +241,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: gate variants in fp16 and bf16 storage 
       in.past = P;
       in.past_key = pk;
       in.past_value = pv;
-      reference::Inputs rin;
-      rin.hidden = x;
-      rin.batch = B;
-      rin.tokens = T;
-      rin.past = P;
-      rin.past_key = pk;
-      rin.past_value = pv;
-      test::check_close(block.run(in).output, reference::forward(c, w.rounded_map, rin).output,
+      test::check_close(block.run(in).output, reference::forward(c, w.rounded_map, test::reference_inputs(in)).output,
                         prec == Precision::fp16 ? 1e-5 : 1e-4);
     }
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "random_floats.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/reference.hpp"
@@ -37,13 +38,7 @@ const std::string kGoldenName = "wave2/w3_gla_fla_gqa_T5_state";
 
 std::string golden_path(const std::string& ext) { return test::golden_dir() + "/" + kGoldenName + ext; }
 
-std::vector<float> random_floats(size_t n, unsigned seed, float lo = -1, float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 double max_abs_diff(const Vec& a, const Vec& b) {
   REQUIRE(a.size() == b.size());

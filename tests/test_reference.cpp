@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "random_floats.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/reference.hpp"
@@ -34,13 +35,7 @@ namespace {
 constexpr double kGoldenNmse = 1e-12;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-std::vector<float> random_floats(size_t n, unsigned seed, float lo = -1, float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   REQUIRE(a.size() == b.size());
