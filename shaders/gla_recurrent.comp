@@ -7,6 +7,9 @@
 // variant: gla_recurrent_cpu TEXEL
 // variant: gla_recurrent_f16_cpu T=F16 TEXEL
 // variant: gla_recurrent_bf16_cpu T=BF16 TEXEL
+// variant: gla_recurrent_cpu4 TEXEL ROWS4
+// variant: gla_recurrent_f16_cpu4 T=F16 TEXEL ROWS4
+// variant: gla_recurrent_bf16_cpu4 T=BF16 TEXEL ROWS4
 // variant: gla_prepare PREPARE
 // variant: gla_prepare_f16 PREPARE T=F16
 // variant: gla_prepare_bf16 PREPARE T=BF16
@@ -40,7 +43,8 @@ layout(constant_id = 2) const uint RK = 32;  // state rows per invocation (divid
 
 // The TEXEL variants (CPU drivers) read through texel views: on llvmpipe a
 // storage-buffer load is a loop over the lanes, and the scan's inner loop is
-// three loads per two FMAs (T 256, d_k 256, d_v 512, 4 heads: 537 → 199 ms).
+// three loads per two FMAs; ROWS4 fetches four rows at once (T 256, d_k 256,
+// d_v 512, 4 heads: 42 ms, where one row per fetch measured several times that).
 IN(0, x, T)        // the projections: q, k, v (and the single forget gate's logits)
 IN(1, gk, T)       // the forget gate's logits (may be x)
 RW(2, state, F32)  // [B, H, d_k, d_v]
@@ -49,6 +53,11 @@ RW(3, o, F32)      // [B·T, H, DK/RK, d_v]: each row block's part of o
 RW(4, qs, F32)     // [B·T, H, DK]: scale·φ(q)
 RW(5, ks, F32)     // [B·T, KV, DK]: k̃
 RW(6, as, F32)     // [B·T, KV, DK]: α
+#elif defined(ROWS4)
+// Four rows per fetch (RGBA32F views; DK and RK multiples of 4): a quarter of the gathers.
+layout(binding = 4) uniform samplerBuffer qs4;
+layout(binding = 5) uniform samplerBuffer ks4;
+layout(binding = 6) uniform samplerBuffer as4;
 #else
 IN(4, qs, F32)
 IN(5, ks, F32)
@@ -106,10 +115,21 @@ void main() {
     const uint bt = b * p.tokens + t, q0 = (bt * p.heads + h) * DK + r0, k0 = (bt * p.kv_heads + kvh) * DK + r0;
     const float v = x_ld(view_offset(p.v_view, p.tokens, bt, kvh, j));
     float acc = 0.0;
+#ifdef ROWS4
+    [[unroll]] for (uint i = 0; i < RK; i += 4) {
+      const vec4 a = texelFetch(as4, int((k0 + i) >> 2)), k = texelFetch(ks4, int((k0 + i) >> 2)),
+                 q = texelFetch(qs4, int((q0 + i) >> 2));
+      [[unroll]] for (uint c = 0; c < 4; ++c) {
+        s[i + c] = fma(a[c], s[i + c], k[c] * v);
+        acc = fma(q[c], s[i + c], acc);
+      }
+    }
+#else
     [[unroll]] for (uint i = 0; i < RK; ++i) {
       s[i] = fma(as_ld(k0 + i), s[i], ks_ld(k0 + i) * v);
       acc = fma(qs_ld(q0 + i), s[i], acc);
     }
+#endif
     o_st(((bt * p.heads + h) * blocks + block) * p.dv + j, acc);
   }
   [[unroll]] for (uint i = 0; i < RK; ++i) state_st(base + i * p.dv, s[i]);

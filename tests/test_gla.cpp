@@ -100,6 +100,11 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: the layer against the reference over GQA,
     c.use_output_gate = r.gate;
     check_gla(*this, c, r.forms, 2, 5);
   }
+  // d_k 6: the scan's row blocks are not whole groups of 4 (one row per fetch on CPU drivers).
+  GlaConfig c = small_gla();
+  c.expand_k = 0.375;
+  REQUIRE(c.head_k_dim() == 6);
+  check_gla(*this, c, forms(8, "g_norm_swish_gate.weight", true), 2, 5);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150; a sequence in pieces carrying the state equals the whole") {

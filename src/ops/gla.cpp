@@ -48,12 +48,14 @@ void gla_recurrent(Context::Impl& ctx, Recorder& rec, const GlaScan& a, Storage 
                 {&a.ks, gpu::Access::write},
                 {&a.as, gpu::Access::write}},
                push, g.x, g.y, 1, "gla.prepare");
-  const uint32_t blocks = gla_row_blocks(a.dk);
-  const gpu::Pipeline& p = ctx.pipelines->get(variant("gla_recurrent", s) + (cpu_gemm(ctx.info, rec.tuning()) ? "_cpu" : ""),
-                                              {wg, a.dk, a.dk / blocks});
+  const uint32_t blocks = gla_row_blocks(a.dk), rows = a.dk / blocks;
+  // CPU drivers: texel reads, four rows per fetch where the row blocks allow.
+  const bool cpu = cpu_gemm(ctx.info, rec.tuning()), rows4 = cpu && rows % 4 == 0;
+  const gpu::Pipeline& p =
+      ctx.pipelines->get(variant("gla_recurrent", s) + (rows4 ? "_cpu4" : cpu ? "_cpu" : ""), {wg, a.dk, rows});
   const bool texel = p.texel_bindings != 0;
   const VkFormat x_format = texel ? texel_format(s) : VK_FORMAT_UNDEFINED,
-                 f32_format = texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED;
+                 f32_format = rows4 ? VK_FORMAT_R32G32B32A32_SFLOAT : texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED;
   rec.dispatch(p,
                {{&a.proj, gpu::Access::read, x_format},
                 {&a.gk, gpu::Access::read, x_format},
