@@ -584,7 +584,7 @@ TEST_CASE("cli: no Vulkan driver at all (VK_LOADER_DRIVERS_DISABLE='*'): one lin
   CHECK_FALSE(fs::exists(dir / "out.safetensors"));
 }
 
-TEST_CASE("cli: NaN and Inf in the input or the weights are refused by default; --no-check-finite lets them through") {
+TEST_CASE("cli: NaN and Inf in the input or the weights are refused by default, --no-check-finite lets them through") {
   TempDir dir("finite");
   std::mt19937 rng(12);
   const std::string out = dir / "out.safetensors";

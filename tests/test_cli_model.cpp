@@ -102,7 +102,7 @@ std::vector<std::string> with_device(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("cli model: run on the golden w1 model writes its logits and statistics; generate prints its greedy ids") {
+TEST_CASE("cli model: run on the golden w1 model writes its logits and statistics, generate prints its greedy ids") {
   TempDir tmp("w1");
   const std::string input = w1_dir() + "/input.safetensors", expected = w1_dir() + "/expected.safetensors";
   const CliResult r = run_cli(with_device({"run", "--weights", w1_dir(), "--input", input, "--output", tmp / "out.safetensors", "--stats"}), tmp.path);

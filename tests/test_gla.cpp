@@ -107,7 +107,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: the layer against the reference over GQA,
   check_gla(*this, c, forms(8, "g_norm_swish_gate.weight", true), 2, 5);
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150; a sequence in pieces carrying the state equals the whole") {
+TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150, and a sequence in pieces carrying the state equals the whole") {
   const GlaConfig c = small_gla();
   const GlaForms f = forms(8, "g_norm_swish_gate.weight", true);
   GlaWeights w(c, f, rng);

@@ -93,7 +93,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "model: fp16 and bf16 storage (logits NMSE 1e-4
   check_model(*this, s, 2, 4, Precision::bf16, 1e-3);
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "model: a prefill and replayed decode steps equal the full forward; generate equals the reference") {
+TEST_CASE_FIXTURE(test::GpuTest, "model: a prefill and replayed decode steps equal the full forward, generate equals the reference") {
   test::TinyModel s;
   s.gate = GateKind::headwise;
   test::RandomModel m(s.config(), rng);

@@ -271,7 +271,7 @@ TEST_CASE("model reference: one llama layer is embedding, block, MLP, norm and l
   CHECK(r.gate_mean.empty());  // llama has no gate
 }
 
-TEST_CASE("model reference: tied embeddings are lm_head; layers compose") {
+TEST_CASE("model reference: tied embeddings are lm_head, layers compose") {
   json j = llama_json(2);
   const ModelConfig untied = parse_model(j);
   j["tie_word_embeddings"] = true;

@@ -49,7 +49,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding coun
 // for the next submission without recording the command buffer again; a
 // sequence that differs from the recording is refused, and the recorder then
 // submits nothing until it records again.
-TEST_CASE_FIXTURE(test::GpuTest, "recorder: an update rewrites parameters and counts; a different sequence is refused") {
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: an update rewrites parameters and counts, a different sequence is refused") {
   const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
   const auto x = random(4 * 64 * 8);
   auto src = upload(x, "src"), other = upload(x, "other");

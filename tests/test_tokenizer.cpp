@@ -160,7 +160,7 @@ TEST_CASE("tokenizer: added tokens: special and not, longest first, lstrip, rstr
   CHECK(q.decode(Ids{104, 105, 269, 121, 111}) == "hi<|end|>yo");
 }
 
-TEST_CASE("tokenizer: TemplateProcessing adds the BOS; the ByteLevel post-processor adds nothing") {
+TEST_CASE("tokenizer: TemplateProcessing adds the BOS, the ByteLevel post-processor adds nothing") {
   const Tokenizer q = Tokenizer::load(kUnit + "/qwen_style.json");
   CHECK(q.encode("hello") == Ids{268, 259});
   CHECK(q.encode("hello", false) == Ids{259});
