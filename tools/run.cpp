@@ -176,10 +176,11 @@ std::string layer_config_path(const RunOptions& o, const vkgate::Checkpoint& ckp
 // hidden_states [B, T, D] of the input file, its shape checked against D.
 InputTensor hidden_states(const std::string& input, const vkgate::SafetensorsFile& in_file, int64_t D) {
   const vkgate::TensorView& view = in_file.at("hidden_states");
-  if (view.shape.size() != 3 || view.shape[2] != D || view.shape[0] <= 0 || view.shape[1] <= 0)
-    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch,
-                        input + ": tensor 'hidden_states' has shape " + shape_text(view.shape) + ", expected [B, T, " +
-                            std::to_string(D) + "] with B and T at least 1");
+  const std::string has = input + ": tensor 'hidden_states' has shape " + shape_text(view.shape);
+  if (view.shape.size() != 3 || view.shape[2] != D)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, has + ", expected [B, T, " + std::to_string(D) + "]");
+  if (view.shape[0] <= 0 || view.shape[1] <= 0)
+    throw vkgate::Error(vkgate::ErrorCode::shape_mismatch, has + ": batch and tokens must be at least 1");
   return input_tensor(in_file, "hidden_states", view.shape);
 }
 
