@@ -22,15 +22,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 std::vector<double> reference_output(const BlockConfig& c, const WeightMap& w, const ForwardInputs& in) {
-  reference::Inputs r;
-  r.hidden = in.hidden;
-  r.batch = in.batch;
-  r.tokens = in.tokens;
-  r.past = in.past;
-  r.past_key = in.past_key;
-  r.past_value = in.past_value;
-  r.attention_mask = in.attention_mask;
-  return reference::forward(c, w, r).output;
+  return reference::forward(c, w, test::reference_inputs(in)).output;
 }
 
 }  // namespace
