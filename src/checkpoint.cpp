@@ -188,6 +188,13 @@ TensorMap gla_layer_tensors(const Checkpoint& ckpt, const GlaConfig& cfg) {
 TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
   TensorMap out;
   for (const TensorSpec& spec : expected_model_weights(cfg)) {
+    // Older fla GLA files name the embedding model.embed_tokens.weight; it is
+    // read under the one name the rest of vkgate knows.
+    if (cfg.gla && spec.name == cfg.embedding_name() && !ckpt.contains(spec.name) &&
+        ckpt.contains("model.embed_tokens.weight")) {
+      out[spec.name] = checked_tensor(ckpt, "model.embed_tokens.weight", spec.shape);
+      continue;
+    }
     if (!ckpt.contains(spec.name))
       throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + spec.name + "' not found" +
                                                  (spec.name.starts_with("model.layers.")

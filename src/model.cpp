@@ -200,6 +200,8 @@ Model Model::load(Context& ctx, const std::string& dir, const ModelOptions& opti
 Model::Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(ctx, cfg, options)) {
   cfg.validate();
+  if (cfg.gla)  // the CPU reference runs GLA models; the device layers for them are not built yet
+    throw Error(ErrorCode::unsupported, "model_type gla: vkgate runs GLA models on the CPU reference only so far");
   const nn::Storage act = nn::storage_of(options.precision);
   if (act != nn::Storage::f32 && !impl_->vk.info.storage16)
     throw Error(ErrorCode::unsupported, std::string("precision ") + to_string(options.precision) +

@@ -6,6 +6,7 @@
 #include "vkgate/model_config.hpp"
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -51,12 +52,12 @@ void check_rows(const char* key, int value) {
 }
 
 // model_type decides the presets; vkgate's models are the two whose transformers classes it
-// matches. Anything else (mistral, qwen2, qwen3_next, ...) differs in some convention.
+// matches, and fla's GLA. Anything else (mistral, qwen2, qwen3_next, ...) differs in some convention.
 std::string read_model_type(const KeyReader& r) {
   const std::optional<std::string> type = r.string("model_type");
-  if (!type) r.fail("key 'model_type' is required: \"qwen3\" or \"llama\"");
-  if (*type != "qwen3" && *type != "llama")
-    r.fail("key 'model_type' is " + json(*type).dump() + ": vkgate's models are \"qwen3\" or \"llama\"");
+  if (!type) r.fail("key 'model_type' is required: \"qwen3\", \"llama\" or \"gla\"");
+  if (*type != "qwen3" && *type != "llama" && *type != "gla")
+    r.fail("key 'model_type' is " + json(*type).dump() + ": vkgate's models are \"qwen3\", \"llama\" or \"gla\"");
   return *type;
 }
 
@@ -94,16 +95,62 @@ void check_full_attention(const KeyReader& r, const BlockConfig& a) {
   }
 }
 
+// fla's GLAMLP: with intermediate_size null, int(D · hidden_ratio · 2/3) rounded up to a multiple of 256.
+int gla_intermediate_size(const KeyReader& r, int hidden_size) {
+  // Checked even when intermediate_size makes it unused, as fla's GLAConfig holds both.
+  const double ratio =
+      r.number("hidden_ratio", [](double x) { return x > 0 && std::isfinite(x); }, "a positive number").value_or(4);
+  if (const std::optional<int> given = r.positive_int("intermediate_size")) return *given;
+  const double raw = std::floor(double(hidden_size) * ratio * 2 / 3);
+  const double rounded = 256 * std::ceil(raw / 256);
+  if (!(rounded >= 1 && rounded <= double(kMaxRows)))
+    r.fail("key 'hidden_ratio' gives intermediate_size " + std::to_string(rounded) + ", outside 1.." +
+           std::to_string(kMaxRows));
+  return int(rounded);
+}
+
+// The keys of fla's GLAConfig around the mixer (parse_gla_config_json reads the mixer's).
+void read_gla_model(const KeyReader& r, std::string_view json_text, const std::string& source, ModelConfig& m) {
+  m.gla = parse_gla_config_json(json_text, source);
+  const GlaConfig& g = *m.gla;
+  m.intermediate_size = gla_intermediate_size(r, g.hidden_size);
+  // fla passes hidden_act to each layer as its output gate's function too, and
+  // vkgate's GLA gate is swish: swish (fla's default) or silu, the same function.
+  const std::string act = r.string("hidden_act").value_or("swish");
+  if (act != "swish" && act != "silu")
+    r.fail("key 'hidden_act' is " + json(act).dump() +
+           ": a GLA model's MLP and output gate are \"swish\" (or \"silu\"), the only gate vkgate's GLA has");
+  m.hidden_act = Activation::silu;
+  if (!r.boolean("elementwise_affine").value_or(true))
+    r.fail("key 'elementwise_affine' is false: vkgate's GLA models have a weight in every norm");
+  if (const json* attn = r.find("attn"); attn && !attn->is_null())
+    r.fail("key 'attn' is set: a hybrid of GLA and softmax-attention layers is not supported");
+  m.gla_forms.low_rank_dim = r.positive_int("gate_low_rank_dim").value_or(16);
+  // fla fuses the norm and the gate into g_norm_swish_gate only for gate_fn spelled "swish"
+  // with fuse_norm and the output gate; otherwise the layer holds g_norm (same arithmetic).
+  const bool fused = act == "swish" && g.use_output_gate && r.boolean("fuse_norm").value_or(true);
+  m.gla_forms.output_norm = fused ? "g_norm_swish_gate.weight" : "g_norm.weight";
+  m.gla_forms.attn_norm = true;
+}
+
 }  // namespace
 
 void ModelConfig::validate() const {
-  attention.validate();
+  if (gla) {
+    gla->validate();
+    check_rows("gate_low_rank_dim", gla_forms.low_rank_dim);
+    if (gla_forms.output_norm != "g_norm_swish_gate.weight" && gla_forms.output_norm != "g_norm.weight")
+      bad("fuse_norm", "must give the output norm g_norm_swish_gate.weight or g_norm.weight");
+    if (!gla_forms.attn_norm) bad("attn_norm", "must be present: a GLA model's layer normalizes its input");
+  } else {
+    attention.validate();
+  }
   if (num_hidden_layers <= 0) bad("num_hidden_layers", "must be positive, got " + std::to_string(num_hidden_layers));
   check_rows("intermediate_size", intermediate_size);
   check_rows("vocab_size", vocab_size);
   // A decoder layer adds its input back (h = x + attn(norm(x))) and never sees later tokens.
-  if (!attention.residual) bad("residual", "must be true in a model: each layer adds its input back");
-  if (!attention.causal) bad("causal", "must be true in a model: a decoder attends to earlier tokens only");
+  if (!gla && !attention.residual) bad("residual", "must be true in a model: each layer adds its input back");
+  if (!gla && !attention.causal) bad("causal", "must be true in a model: a decoder attends to earlier tokens only");
   for (int64_t id : eos_token_ids)
     if (id < 0 || id >= vocab_size)
       bad("eos_token_id", "holds " + std::to_string(id) + ", outside [0, vocab_size " +
@@ -115,6 +162,15 @@ ModelConfig parse_model_config_json(std::string_view json_text, const std::strin
   const KeyReader r(root, source);
   ModelConfig m;
   m.model_type = read_model_type(r);
+  if (m.model_type == "gla") {
+    read_gla_model(r, json_text, source, m);
+    m.num_hidden_layers = r.required_positive_int("num_hidden_layers");
+    m.vocab_size = r.required_positive_int("vocab_size");
+    m.tie_word_embeddings = r.boolean("tie_word_embeddings").value_or(false);
+    m.eos_token_ids = read_eos(r);
+    validate_as(source, [&] { m.validate(); });
+    return m;
+  }
   m.attention = block_config_from_json(root, source);
   m.attention.residual = true;
   m.attention.causal = true;
@@ -160,14 +216,20 @@ std::string layer_attention_name(int layer, const std::string& bare) {
   return layer_tensor_name(layer, bare == "input_layernorm.weight" ? bare : "self_attn." + bare);
 }
 
+std::string layer_gla_name(int layer, const std::string& bare) {
+  return layer_tensor_name(layer, bare == "attn_norm.weight" ? bare : "attn." + bare);
+}
+
 std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg) {
   cfg.validate();
   const int64_t D = cfg.hidden_size(), I = cfg.intermediate_size, V = cfg.vocab_size;
-  const std::vector<TensorSpec> block = expected_weights(cfg.attention);
-  std::vector<TensorSpec> s{{"model.embed_tokens.weight", {V, D}}};
+  const std::vector<TensorSpec> mixer =
+      cfg.gla ? gla_expected_weights(*cfg.gla, cfg.gla_forms) : expected_weights(cfg.attention);
+  const auto mixer_name = cfg.gla ? layer_gla_name : layer_attention_name;
+  std::vector<TensorSpec> s{{cfg.embedding_name(), {V, D}}};
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
-    for (const TensorSpec& t : block) s.push_back({layer_attention_name(i, t.name), t.shape});
-    s.push_back({layer_tensor_name(i, "post_attention_layernorm.weight"), {D}});
+    for (const TensorSpec& t : mixer) s.push_back({mixer_name(i, t.name), t.shape});
+    s.push_back({layer_tensor_name(i, cfg.mlp_norm_name()), {D}});
     s.push_back({layer_tensor_name(i, "mlp.gate_proj.weight"), {I, D}});
     s.push_back({layer_tensor_name(i, "mlp.up_proj.weight"), {I, D}});
     s.push_back({layer_tensor_name(i, "mlp.down_proj.weight"), {D, I}});
@@ -184,6 +246,8 @@ std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg) {
 
 TensorMap layer_attention_tensors(const ModelConfig& cfg, const TensorMap& model, int layer) {
   cfg.validate();
+  if (cfg.gla)
+    throw Error(ErrorCode::invalid_argument, "model_type gla: the layers are GLA layers, not attention blocks");
   if (layer < 0 || layer >= cfg.num_hidden_layers)
     throw Error(ErrorCode::invalid_argument, "layer " + std::to_string(layer) + " is out of range: the model has " +
                                                  std::to_string(cfg.num_hidden_layers) + " layers, 0.." +

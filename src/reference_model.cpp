@@ -1,7 +1,8 @@
 // The CPU oracle of whole models: the MLP, the pre-norm decoder layer, the
 // model and greedy decoding. The residual stream stays in double from the
 // embeddings to the logits; each layer's attention is the block's oracle
-// (reference.cpp) run on double hidden states. Shares no code with the GPU path.
+// (reference.cpp), or a GLA model's layer the GLA oracle (reference_gla.cpp),
+// run on double hidden states. Shares no code with the GPU path.
 #include "vkgate/reference_model.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "vkgate/error.hpp"
 #include "vkgate/reference.hpp"
+#include "vkgate/reference_gla.hpp"
 
 #include "reference_internal.hpp"
 
@@ -81,6 +83,19 @@ double max_abs(const Vec& v) {
   return m;
 }
 
+// h + mlp(norm(h)) for the residual stream h [rows, D] after layer `layer`'s mixer.
+Vec mlp_residual(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& h, int64_t rows) {
+  const int64_t D = cfg.hidden_size(), I = cfg.intermediate_size;
+  const Vec hn = rms_norm_d(h, weights.at(layer_tensor_name(layer, cfg.mlp_norm_name())), rows, D, cfg.norm_eps(),
+                            cfg.norm_kind());
+  auto w = [&](const char* name) { return weights.at(layer_tensor_name(layer, name)); };
+  auto b = [&](const char* name) { return bias_or_empty(weights, cfg.mlp_bias, layer_tensor_name(layer, name)); };
+  Vec out = mlp(hn, rows, D, I, cfg.hidden_act, w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"),
+                w("mlp.down_proj.weight"), b("mlp.gate_proj.bias"), b("mlp.up_proj.bias"), b("mlp.down_proj.bias"));
+  for (size_t i = 0; i < out.size(); ++i) out[i] += h[i];
+  return out;
+}
+
 // One pre-norm decoder layer on the residual stream x [B, T, D]:
 // h = x + attn(input_layernorm(x)) (the block's oracle with its residual), then
 // h + mlp(post_attention_layernorm(h)). Appends the layer's attention statistics to `r`.
@@ -92,17 +107,21 @@ Vec decoder_layer(const ModelConfig& cfg, const WeightMap& weights, int layer, c
   const Result att = internal::forward_d(cfg.attention, attention_weights(cfg, weights, layer), x, block_in);
   r.first_token_attn.insert(r.first_token_attn.end(), att.first_token_attn.begin(), att.first_token_attn.end());
   if (cfg.attention.gate_kind != GateKind::none) r.gate_mean.push_back(mean(att.gate));
+  return mlp_residual(cfg, weights, layer, att.output, in.batch * in.tokens);
+}
 
-  const Vec& h = att.output;
-  const int64_t rows = in.batch * in.tokens, D = cfg.hidden_size(), I = cfg.intermediate_size;
-  const Vec hn = rms_norm_d(h, weights.at(layer_tensor_name(layer, "post_attention_layernorm.weight")), rows, D,
-                            cfg.attention.rms_norm_eps, cfg.attention.norm_kind);
-  auto w = [&](const char* name) { return weights.at(layer_tensor_name(layer, name)); };
-  auto b = [&](const char* name) { return bias_or_empty(weights, cfg.mlp_bias, layer_tensor_name(layer, name)); };
-  Vec out = mlp(hn, rows, D, I, cfg.hidden_act, w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"),
-                w("mlp.down_proj.weight"), b("mlp.gate_proj.bias"), b("mlp.up_proj.bias"), b("mlp.down_proj.bias"));
-  for (size_t i = 0; i < out.size(); ++i) out[i] += h[i];
-  return out;
+// One GLA layer on x [B, T, D]: h = x + gla(attn_norm(x)) from a zero state
+// (gla_forward_d applies attn_norm, found under its bare name), then h + mlp(mlp_norm(h)).
+Vec gla_layer(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& x, const ModelInputs& in) {
+  WeightMap bare;
+  for (const TensorSpec& spec : gla_expected_weights(*cfg.gla, cfg.gla_forms))
+    bare[spec.name] = weights.at(layer_gla_name(layer, spec.name));
+  GlaInputs gla_in;
+  gla_in.batch = int(in.batch);
+  gla_in.tokens = int(in.tokens);
+  Vec h = internal::gla_forward_d(*cfg.gla, bare, x, gla_in).output;
+  for (size_t i = 0; i < h.size(); ++i) h[i] += x[i];
+  return mlp_residual(cfg, weights, layer, h, in.batch * in.tokens);
 }
 
 }  // namespace
@@ -149,15 +168,16 @@ ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, cons
 
   const int64_t rows = in.batch * in.tokens, D = cfg.hidden_size();
   ModelResult r;
-  r.hidden_states.push_back(embed(cfg, weights.at("model.embed_tokens.weight"), in));
+  r.hidden_states.push_back(embed(cfg, weights.at(cfg.embedding_name()), in));
   for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
-    Vec next = decoder_layer(cfg, weights, layer, r.hidden_states.back(), in, r);
+    Vec next = cfg.gla ? gla_layer(cfg, weights, layer, r.hidden_states.back(), in)
+                       : decoder_layer(cfg, weights, layer, r.hidden_states.back(), in, r);
     r.max_activation.push_back(max_abs(next));
     r.hidden_states.push_back(std::move(next));
   }
-  r.final_norm = rms_norm_d(r.hidden_states.back(), weights.at("model.norm.weight"), rows, D,
-                            cfg.attention.rms_norm_eps, cfg.attention.norm_kind);
-  const char* head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  r.final_norm = rms_norm_d(r.hidden_states.back(), weights.at("model.norm.weight"), rows, D, cfg.norm_eps(),
+                            cfg.norm_kind());
+  const char* head = cfg.tie_word_embeddings ? cfg.embedding_name() : "lm_head.weight";
   r.logits = linear_d(r.final_norm, weights.at(head), {}, rows, cfg.vocab_size, D);
   return r;
 }

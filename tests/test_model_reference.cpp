@@ -6,12 +6,14 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -19,10 +21,12 @@
 
 #include "test_util.hpp"
 #include "golden.hpp"
+#include "vkgate/checkpoint.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/reference.hpp"
+#include "vkgate/reference_gla.hpp"
 #include "vkgate/reference_model.hpp"
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
@@ -99,6 +103,15 @@ json qwen3_json() {
 }
 
 ModelConfig parse_model(const json& j) { return parse_model_config_json(j.dump(), kSource); }
+
+// A tiny fla GLA model: D 64, H 4 over KV 2 (d_k 8, d_v 16), the default low-rank forget gate (r 16).
+json gla_json(int layers = 2) {
+  return {{"model_type", "gla"},   {"hidden_size", 64},      {"num_hidden_layers", layers},
+          {"num_heads", 4},        {"num_kv_heads", 2},      {"expand_k", 0.5},
+          {"expand_v", 1},         {"hidden_act", "swish"},  {"norm_eps", 1e-5},
+          {"vocab_size", 100},     {"intermediate_size", 96}, {"eos_token_id", 2},
+          {"tie_word_embeddings", false}};
+}
 
 // Plain RMSNorm x̂·w of rows of `dim` doubles, written out here as the check of the oracle's.
 std::vector<double> rms_norm_by_hand(const std::vector<double>& x, std::span<const float> w, size_t dim, double eps) {
@@ -548,4 +561,268 @@ TEST_CASE("model config: layer_attention_tensors views a layer under bare names"
   CHECK_NOTHROW(layer_attention_tensors(cfg, model, 0));
   expect_error([&] { layer_attention_tensors(cfg, model, 2); }, ErrorCode::invalid_argument,
                {"layer 2 is out of range", "0..1"});
+}
+
+// ---- GLA models (model_type "gla", fla's layout) ----
+
+namespace {
+
+// The GLA model's logits [B·T, V] composed here from its pieces: the embedding
+// rows, per layer h = x + gla(attn_norm(x)) (the layer oracle, fed fla's
+// tensor names by hand) and x = h + mlp(mlp_norm(h)), then lm_head(norm(x)).
+std::vector<double> gla_logits_by_hand(const ModelConfig& cfg, const Weights& w, const std::vector<int64_t>& ids,
+                                       int batch, int tokens) {
+  const size_t D = 64, V = 100, rows = ids.size();
+  const double eps = 1e-5;
+  const std::vector<float>& table = w.store.at("model.embeddings.weight");
+  std::vector<double> x;
+  for (int64_t id : ids) x.insert(x.end(), table.begin() + id * int64_t(D), table.begin() + (id + 1) * int64_t(D));
+  for (int i = 0; i < cfg.num_hidden_layers; ++i) {
+    const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    WeightMap bare{{"attn_norm.weight", w.map.at(prefix + "attn_norm.weight")}};
+    for (const char* name : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "g_proj.weight", "gk_proj.0.weight",
+                             "gk_proj.1.weight", "gk_proj.1.bias", "g_norm_swish_gate.weight", "o_proj.weight"})
+      bare[name] = w.map.at(prefix + "attn." + name);
+    reference::GlaInputs in;
+    in.batch = batch;
+    in.tokens = tokens;
+    const std::vector<double> att = reference::internal::gla_forward_d(*cfg.gla, bare, x, in).output;
+    std::vector<double> h(x.size());
+    for (size_t j = 0; j < h.size(); ++j) h[j] = x[j] + att[j];
+    const std::vector<double> m =
+        reference::mlp(rms_norm_by_hand(h, w.map.at(prefix + "mlp_norm.weight"), D, eps), int64_t(rows), 64, 96,
+                       Activation::silu, w.map.at(prefix + "mlp.gate_proj.weight"),
+                       w.map.at(prefix + "mlp.up_proj.weight"), w.map.at(prefix + "mlp.down_proj.weight"));
+    for (size_t j = 0; j < h.size(); ++j) x[j] = h[j] + m[j];
+  }
+  const std::vector<double> xn = rms_norm_by_hand(x, w.map.at("model.norm.weight"), D, eps);
+  const std::span<const float> head =
+      cfg.tie_word_embeddings ? w.map.at("model.embeddings.weight") : w.map.at("lm_head.weight");
+  std::vector<double> logits(rows * V);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t v = 0; v < V; ++v) {
+      double acc = 0;
+      for (size_t d = 0; d < D; ++d) acc += xn[r * D + d] * double(head[v * D + d]);
+      logits[r * V + v] = acc;
+    }
+  return logits;
+}
+
+}  // namespace
+
+TEST_CASE("gla model reference: logits are embedding, GLA layers, MLPs, norm and lm_head composed") {
+  for (const bool tied : {false, true}) {
+    CAPTURE(tied);
+    json j = gla_json();
+    j["tie_word_embeddings"] = tied;
+    const ModelConfig cfg = parse_model(j);
+    const Weights w = random_weights(cfg, tied ? 41 : 42);
+    const std::vector<int64_t> ids = random_ids(10, cfg.vocab_size, 43);
+    const ModelResult r = reference::model_forward(cfg, w.map, {ids, 2, 5});
+    CHECK(max_abs_diff(r.logits, gla_logits_by_hand(cfg, w, ids, 2, 5)) < 1e-10);
+    CHECK(r.hidden_states.size() == 3);
+    CHECK(r.max_activation.size() == 2);
+    CHECK(r.max_activation[1] > 0);
+    // No attention probabilities and no sigmoid gate in a GLA layer.
+    CHECK(r.first_token_attn.empty());
+    CHECK(r.gate_mean.empty());
+
+    // Each sequence of a batch carries its own state: batched rows are the sequences run alone.
+    const ModelResult second = reference::model_forward(cfg, w.map, {std::span(ids).subspan(5), 1, 5});
+    CHECK(std::equal(second.logits.begin(), second.logits.end(), r.logits.begin() + 5 * 100));
+  }
+}
+
+TEST_CASE("gla model reference: tied is lm_head = embeddings; the first layer is a one-layer model's") {
+  const ModelConfig untied = parse_model(gla_json());
+  json j = gla_json();
+  j["tie_word_embeddings"] = true;
+  const ModelConfig tied = parse_model(j);
+  Weights w = random_weights(untied, 51);
+  w.set("lm_head.weight", w.store.at("model.embeddings.weight"));
+  WeightMap without_head = w.map;
+  without_head.erase("lm_head.weight");
+  const std::vector<int64_t> ids = random_ids(6, untied.vocab_size, 52);
+  CHECK(reference::model_forward(untied, w.map, {ids, 1, 6}).logits ==
+        reference::model_forward(tied, without_head, {ids, 1, 6}).logits);
+  const ModelResult one = reference::model_forward(parse_model(gla_json(1)), w.map, {ids, 2, 3});
+  const ModelResult two = reference::model_forward(untied, w.map, {ids, 2, 3});
+  CHECK(one.hidden_states.at(1) == two.hidden_states.at(1));
+
+  WeightMap missing = w.map;
+  missing.erase("model.layers.1.attn.gk_proj.1.bias");
+  expect_error([&] { reference::model_forward(untied, missing, {ids, 2, 3}); }, ErrorCode::missing_tensor,
+               {"'model.layers.1.attn.gk_proj.1.bias'"});
+}
+
+TEST_CASE("gla model reference: greedy decoding feeds back the arg-max and stops at eos") {
+  const ModelConfig cfg = parse_model(gla_json());
+  const Weights w = random_weights(cfg, 61);
+  const std::vector<int64_t> prompt = random_ids(4, cfg.vocab_size, 62);
+  const std::vector<int64_t> out = reference::greedy_generate(cfg, w.map, prompt, 5, false);
+  REQUIRE(out.size() == 5);
+  std::vector<int64_t> ids = prompt;
+  for (int64_t next : out) {
+    const ModelResult r = reference::model_forward(cfg, w.map, {ids, 1, int64_t(ids.size())});
+    const auto last = r.logits.end() - cfg.vocab_size;
+    CHECK(std::max_element(last, r.logits.end()) - last == next);
+    ids.push_back(next);
+  }
+  ModelConfig stop = cfg;
+  stop.eos_token_ids = {out[1]};
+  const std::vector<int64_t> stopped = reference::greedy_generate(stop, w.map, prompt, 5);
+  CHECK(stopped.size() <= 2);
+  CHECK(stopped.back() == out[1]);
+}
+
+TEST_CASE("gla model reference: config keys, fla's defaults and the forms they decide") {
+  const ModelConfig m = parse_model(gla_json());
+  CHECK(m.model_type == "gla");
+  REQUIRE(m.gla);
+  CHECK(m.gla->hidden_size == 64);
+  CHECK(m.gla->num_heads == 4);
+  CHECK(m.gla->num_kv_heads == 2);
+  CHECK(m.gla->head_k_dim() == 8);
+  CHECK(m.gla->head_v_dim() == 16);
+  CHECK(m.hidden_size() == 64);
+  CHECK(m.norm_eps() == 1e-5);
+  CHECK(m.norm_kind() == NormKind::plain);
+  CHECK(m.hidden_act == Activation::silu);  // swish
+  CHECK(m.intermediate_size == 96);
+  CHECK(m.vocab_size == 100);
+  CHECK(m.eos_token_ids == std::vector<int64_t>{2});
+  CHECK(m.gla_forms.low_rank_dim == 16);
+  CHECK(m.gla_forms.output_norm == "g_norm_swish_gate.weight");
+  CHECK(m.gla_forms.attn_norm);
+  CHECK(!parse_model(qwen3_json()).gla);
+
+  // fla's GLAMLP: int(D · hidden_ratio · 2/3), rounded up to a multiple of 256.
+  auto inter = [](int hidden, std::optional<double> ratio) {
+    json j = gla_json();
+    j.erase("intermediate_size");
+    j["hidden_size"] = hidden;
+    if (ratio) j["hidden_ratio"] = *ratio;
+    return parse_model(j).intermediate_size;
+  };
+  CHECK(inter(64, {}) == 256);     // 170 -> 256
+  CHECK(inter(1024, {}) == 2816);  // 2730 -> 2816
+  CHECK(inter(384, 2.0) == 512);   // already a multiple
+  CHECK(inter(2048, 3.5) == 4864);  // 4778 -> 4864
+
+  json j = gla_json();
+  j["gate_low_rank_dim"] = 8;
+  j["use_output_gate"] = false;
+  const ModelConfig no_gate = parse_model(j);
+  CHECK(no_gate.gla_forms.low_rank_dim == 8);
+  CHECK(no_gate.gla_forms.output_norm == "g_norm.weight");
+  j = gla_json();
+  j["fuse_norm"] = false;
+  CHECK(parse_model(j).gla_forms.output_norm == "g_norm.weight");
+  // fla fuses the norm into the gate only for gate_fn spelled "swish"; silu is the same function.
+  j = gla_json();
+  j["hidden_act"] = "silu";
+  const ModelConfig silu = parse_model(j);
+  CHECK(silu.hidden_act == Activation::silu);
+  CHECK(silu.gla_forms.output_norm == "g_norm.weight");
+  j.erase("hidden_act");
+  CHECK(parse_model(j).gla_forms.output_norm == "g_norm_swish_gate.weight");
+}
+
+TEST_CASE("gla model reference: refused configs name the file and the key") {
+  auto refused = [](const char* key, const json& value, const std::vector<std::string>& mentions) {
+    json j = gla_json();
+    if (value.is_null()) j.erase(key);
+    else j[key] = value;
+    const std::string key_name = key;
+    CAPTURE(key_name);
+    std::vector<std::string> all{kSource};
+    all.insert(all.end(), mentions.begin(), mentions.end());
+    expect_error([&] { parse_model(j); }, ErrorCode::invalid_config, all);
+  };
+  refused("use_short_conv", true, {"use_short_conv"});
+  refused("use_gv", true, {"use_gv"});
+  refused("use_gk", false, {"use_gk"});
+  refused("elementwise_affine", false, {"elementwise_affine"});
+  refused("attn", json{{"layers", {1}}, {"num_heads", 4}}, {"attn"});
+  refused("hidden_act", "relu", {"hidden_act"});
+  refused("hidden_act", "gelu", {"hidden_act", "swish"});
+  refused("vocab_size", nullptr, {"vocab_size"});
+  refused("num_hidden_layers", 0, {"num_hidden_layers"});
+  refused("gate_low_rank_dim", 0, {"gate_low_rank_dim"});
+  refused("hidden_ratio", -1, {"hidden_ratio"});
+  refused("expand_k", 0.3, {"expand_k"});
+  refused("eos_token_id", 100, {"eos_token_id", "vocab_size 100"});
+  refused("model_type", "rwkv7", {"model_type", "\"gla\""});
+}
+
+TEST_CASE("gla model reference: expected weights are fla's names") {
+  const ModelConfig cfg = parse_model(gla_json());
+  const std::vector<TensorSpec> specs = expected_model_weights(cfg);
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> first{
+      {"model.embeddings.weight", {100, 64}},
+      {"model.layers.0.attn_norm.weight", {64}},
+      {"model.layers.0.attn.q_proj.weight", {32, 64}},
+      {"model.layers.0.attn.k_proj.weight", {16, 64}},
+      {"model.layers.0.attn.v_proj.weight", {32, 64}},
+      {"model.layers.0.attn.g_proj.weight", {64, 64}},
+      {"model.layers.0.attn.gk_proj.0.weight", {16, 64}},
+      {"model.layers.0.attn.gk_proj.1.weight", {16, 16}},
+      {"model.layers.0.attn.gk_proj.1.bias", {16}},
+      {"model.layers.0.attn.g_norm_swish_gate.weight", {16}},
+      {"model.layers.0.attn.o_proj.weight", {64, 64}},
+      {"model.layers.0.mlp_norm.weight", {64}},
+      {"model.layers.0.mlp.gate_proj.weight", {96, 64}},
+      {"model.layers.0.mlp.up_proj.weight", {96, 64}},
+      {"model.layers.0.mlp.down_proj.weight", {64, 96}},
+  };
+  REQUIRE(specs.size() == 1 + 2 * (first.size() - 1) + 2);
+  for (size_t i = 0; i < first.size(); ++i) {
+    CHECK(specs[i].name == first[i].first);
+    CHECK(specs[i].shape == first[i].second);
+  }
+  CHECK(specs[first.size()].name == "model.layers.1.attn_norm.weight");
+  CHECK(specs[specs.size() - 2].name == "model.norm.weight");
+  CHECK(specs.back().name == "lm_head.weight");
+  CHECK(layer_gla_name(3, "attn_norm.weight") == "model.layers.3.attn_norm.weight");
+  CHECK(layer_gla_name(3, "o_proj.weight") == "model.layers.3.attn.o_proj.weight");
+
+  json j = gla_json();
+  j["tie_word_embeddings"] = true;
+  j["use_output_gate"] = false;
+  const std::vector<TensorSpec> tied = expected_model_weights(parse_model(j));
+  CHECK(tied.back().name == "model.norm.weight");
+  std::set<std::string> names;
+  for (const TensorSpec& t : tied) names.insert(t.name);
+  CHECK(names.count("model.layers.1.attn.g_norm.weight") == 1);
+  CHECK(names.count("model.layers.1.attn.g_proj.weight") == 0);
+
+  expect_error([&] { layer_attention_tensors(cfg, {}, 0); }, ErrorCode::invalid_argument, {"gla"});
+}
+
+TEST_CASE("gla model reference: model_tensors reads the older model.embed_tokens.weight as model.embeddings.weight") {
+  const ModelConfig cfg = parse_model(gla_json(1));
+  const Weights w = random_weights(cfg, 71);
+  TempDir dir;
+  auto write = [&](const std::string& file, const std::string& embed_name) {
+    std::vector<TensorToWrite> tensors;
+    for (const TensorSpec& spec : expected_model_weights(cfg)) {
+      const std::vector<float>& v = w.store.at(spec.name);
+      tensors.push_back({spec.name == "model.embeddings.weight" ? embed_name : spec.name, DType::F32, spec.shape,
+                         std::as_bytes(std::span(v))});
+    }
+    const std::string path = (dir.path / file).string();
+    write_safetensors(path, tensors);
+    return path;
+  };
+  for (const char* name : {"model.embeddings.weight", "model.embed_tokens.weight"}) {
+    CAPTURE(name);
+    const Checkpoint ckpt(write(std::string(name) + ".safetensors", name));
+    const TensorMap t = model_tensors(ckpt, cfg);
+    CHECK(t.size() == expected_model_weights(cfg).size());
+    REQUIRE(t.count("model.embeddings.weight") == 1);
+    CHECK(t.count("model.embed_tokens.weight") == 0);
+    CHECK(t.at("model.embeddings.weight").shape == std::vector<int64_t>{100, 64});
+  }
+  const Checkpoint neither(write("neither.safetensors", "model.wte.weight"));
+  expect_error([&] { model_tensors(neither, cfg); }, ErrorCode::missing_tensor, {"'model.embeddings.weight'"});
 }

@@ -65,7 +65,9 @@ TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int laye
 // and the tensor (and the layer count, for a layer's tensor: a config whose
 // num_hidden_layers goes beyond the tensors); Error(shape_mismatch) names
 // the file holding the tensor and both shapes (e.g. an lm_head whose vocab
-// disagrees with the embedding's) or its dtype.
+// disagrees with the embedding's) or its dtype. A gla model's embedding is
+// read from model.embed_tokens.weight (older fla files) when the file has no
+// model.embeddings.weight, and keyed model.embeddings.weight either way.
 TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg);
 // A GLA layer's tensors under their bare names (q_proj.weight, ...): the forms
 // the checkpoint holds (gla_forms: low-rank or single forget gate, output

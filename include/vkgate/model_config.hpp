@@ -1,11 +1,14 @@
 // ModelConfig: the shape and conventions of a whole decoder-only model
 // (Hugging Face `config.json`, `model_type` "qwen3" — the paper's released
-// checkpoints, with the official gate flags — or "llama"), and the names and
-// shapes of its tensors.
+// checkpoints, with the official gate flags — "llama", or "gla": fla's GLA
+// models, whose layers are gated linear attention), and the names and shapes
+// of its tensors.
 //
 //   input_ids ─> embed_tokens ─> [ layer 0 … L−1 ] ─> norm ─> lm_head ─> logits
 //   layer:  h = x + attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h))
 //   mlp:    down( act(gate(x)) ⊙ up(x) )
+//   gla:    embeddings, and h = x + attn(attn_norm(x)); out = h + mlp(mlp_norm(h))
+//           with attn a GLA layer (gla_config.hpp); every norm plain RMSNorm with norm_eps
 //
 // Thread safety: ModelConfig is a plain value; the parsing functions have no
 // shared state and may run on any thread. A malformed config.json is rejected
@@ -17,7 +20,10 @@
 #include <string_view>
 #include <vector>
 
+#include <optional>
+
 #include "vkgate/config.hpp"
+#include "vkgate/gla_config.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate {
@@ -29,10 +35,20 @@ enum class Activation { silu, gelu, gelu_tanh, sigmoid };
 const char* to_string(Activation a) noexcept;  // the config.json spelling
 
 struct ModelConfig {
-  std::string model_type;  // "qwen3" or "llama"
+  std::string model_type;  // "qwen3", "llama" or "gla"
   // Every layer's attention: residual = true (the layer adds x), causal.
   // Its norm fields (norm_kind, rms_norm_eps) are the model's RMSNorms too.
+  // Unused (default) when gla is set.
   BlockConfig attention;
+  // Set iff model_type is "gla": every layer's mixer instead of `attention`;
+  // its norm_eps is every norm's of the model.
+  std::optional<GlaConfig> gla;
+  // The forms of every GLA layer's tensors, decided by the config (fla builds
+  // them so): low_rank_dim = gate_low_rank_dim (fla's gk_proj is always the
+  // low-rank pair), output_norm g_norm_swish_gate.weight when use_output_gate,
+  // fuse_norm (default true) and hidden_act spelled "swish", else g_norm.weight;
+  // attn_norm true.
+  GlaForms gla_forms;
   int num_hidden_layers = 0;  // L
   int intermediate_size = 0;  // I
   int vocab_size = 0;         // V
@@ -47,12 +63,19 @@ struct ModelConfig {
   // Throws Error(invalid_config) naming the key when the config is impossible
   // (attention.validate() included).
   void validate() const;
-  int hidden_size() const { return attention.hidden_size; }
+  int hidden_size() const { return gla ? gla->hidden_size : attention.hidden_size; }
+  // The model's RMSNorms (each layer's MLP norm, model.norm): gla: plain with norm_eps.
+  double norm_eps() const { return gla ? gla->norm_eps : attention.rms_norm_eps; }
+  NormKind norm_kind() const { return gla ? NormKind::plain : attention.norm_kind; }
+  // model.embeddings.weight (gla) or model.embed_tokens.weight.
+  const char* embedding_name() const { return gla ? "model.embeddings.weight" : "model.embed_tokens.weight"; }
+  // The bare name of a layer's MLP norm: mlp_norm.weight (gla) or post_attention_layernorm.weight.
+  const char* mlp_norm_name() const { return gla ? "mlp_norm.weight" : "post_attention_layernorm.weight"; }
 };
 
 // Parses a Hugging Face config.json of a whole model. `source` (the file
 // path) starts every error message. Keys (README "Models"):
-//   model_type            "qwen3" or "llama" (anything else: an error naming the key)
+//   model_type            "qwen3", "llama" or "gla" (anything else: an error naming the key)
 //   hidden_size, num_attention_heads, num_hidden_layers, intermediate_size, vocab_size  (required)
 //   num_key_value_heads   default num_attention_heads
 //   head_dim              default 128 for qwen3 (HF's Qwen3Config), hidden/heads for llama
@@ -68,6 +91,15 @@ struct ModelConfig {
 //   eos_token_id          an integer or a list of integers, each in [0, vocab_size)
 //   use_sliding_window    must be false or absent; layer_types (when given) must be all
 //                         "full_attention": a model runs full causal attention in every layer
+// model_type "gla" (fla's GLAConfig) instead: the mixer keys as
+// parse_gla_config_json reads them (num_heads, num_kv_heads, expand_k, ...,
+// norm_eps), num_hidden_layers and vocab_size (required), intermediate_size
+// (default fla's: int(hidden_size · hidden_ratio · 2/3) rounded up to a
+// multiple of 256, hidden_ratio default 4), hidden_act (swish, fla's default,
+// or silu: also the layers' output gate, so nothing else), gate_low_rank_dim (default 16), fuse_norm (default true: the
+// forms above), tie_word_embeddings, eos_token_id; refused: use_short_conv,
+// use_gv, use_gk false (as the layer), elementwise_affine false (norms
+// without weights), and a non-null attn (a hybrid with softmax-attention layers).
 // The attention is read by parse_config_json (the block's presets, vkgate's own
 // keys included), so `vkgate run --layer N` reads the same block; then
 // attention.residual and attention.causal are set.
@@ -85,6 +117,11 @@ ModelConfig load_model_config(const std::string& dir);
 // .mlp.{gate,up}_proj.weight [I, D], .mlp.down_proj.weight [D, I], and when
 // mlp_bias .mlp.{gate,up}_proj.bias [I], .mlp.down_proj.bias [D];
 // model.norm.weight [D]; lm_head.weight [V, D] unless tie_word_embeddings.
+// gla: model.embeddings.weight [V, D]; per layer gla_expected_weights(*gla,
+// gla_forms) under layer_gla_name (model.layers.{i}.attn_norm.weight,
+// .attn.q_proj.weight, ...), then .mlp_norm.weight and the MLP as above (no
+// bias); model.norm.weight; lm_head.weight unless tied. (model_tensors reads
+// an older file's model.embed_tokens.weight under model.embeddings.weight.)
 // Validates cfg first.
 std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg);
 
@@ -96,11 +133,16 @@ std::string layer_tensor_name(int layer, const std::string& name);
 // (model.layers.{layer}.self_attn.q_proj.weight, ...).
 std::string layer_attention_name(int layer, const std::string& bare);
 
+// The GLA layer's tensor `bare` (a name of gla_expected_weights) in layer
+// `layer`: attn_norm.weight sits beside the layer's attn, the others under it.
+std::string layer_gla_name(int layer, const std::string& bare);
+
 // The attention block's tensors of layer `layer` under their bare names
 // ("q_proj.weight", ..., "input_layernorm.weight"), as expected_weights(cfg.attention)
 // lists them, viewed from a map of full names (no copy). Error(missing_tensor)
 // names the full tensor name; Error(invalid_argument) a layer outside
-// [0, num_hidden_layers). Validates cfg first.
+// [0, num_hidden_layers), Error(invalid_argument) a gla model (no attention
+// block). Validates cfg first.
 TensorMap layer_attention_tensors(const ModelConfig& cfg, const TensorMap& model, int layer);
 
 }  // namespace vkgate

@@ -41,14 +41,16 @@ struct ModelResult {
   // (the residual stream after its MLP's residual add). The final norm is not applied.
   std::vector<std::vector<double>> hidden_states;
   std::vector<double> final_norm;  // [B, T, D]: model.norm of the last hidden state, lm_head's input
-  // Per layer, as the block defines them (reference.hpp):
+  // Per layer, as the block defines them (reference.hpp). A GLA model has no
+  // attention probabilities and no sigmoid gate scores: first_token_attn and
+  // gate_mean stay empty, max_activation is filled.
   std::vector<double> first_token_attn;  // [L, H]: probability on key 0, mean over batch and queries
   std::vector<double> max_activation;    // [L]: max |x| of the residual stream after the layer
   std::vector<double> gate_mean;         // [L]: mean sigmoid gate score; empty for a model without a gate
 };
 
 // The whole model on token ids (no cache: every position attends causally to
-// the ones before it). `weights` holds fp32 views keyed by full Hugging Face
+// the ones before it; a GLA model's layers start from a zero state). `weights` holds fp32 views keyed by full Hugging Face
 // name (expected_model_weights(cfg)). Validates cfg, the weights (Error naming
 // the tensor) and the ids (Error(invalid_argument) naming the first id out of
 // range, with its position).
