@@ -1,0 +1,215 @@
+// vkgate.GatedAttention: one block on the device, numpy in and out.
+#include <filesystem>
+
+#include "common.hpp"
+#include "vkgate/block.hpp"
+#include "vkgate/checkpoint.hpp"
+
+namespace vkgate::py_bind {
+
+namespace {
+
+struct PyBlock {
+  std::unique_ptr<GatedAttention> block;
+  Busy busy;
+};
+
+}  // namespace
+
+static py::dict stats_dict(const BlockStats& s) {
+  py::dict r;
+  r["gate_mean"] = s.gate_mean;
+  r["gate_frac_below_0_1"] = s.gate_frac_below_0_1;
+  std::vector<double> ft = s.first_token_attn;
+  r["first_token_attn"] = to_numpy(std::move(ft), {int64_t(s.first_token_attn.size())});
+  return r;
+}
+
+// A GatedAttention from a dict or a checkpoint path (shared with the GLA layer's pattern).
+static std::unique_ptr<GatedAttention> make_block(Context& ctx, const py::object& config, const py::object& weights,
+                                                  const py::object& layer, const BlockOptions& opts) {
+  if (py::isinstance<py::dict>(weights)) {
+    if (config.is_none()) fail(ErrorCode::invalid_argument, "config: a BlockConfig is needed with a weights dict");
+    if (!layer.is_none())
+      fail(ErrorCode::invalid_argument, "layer: only for a checkpoint (a weights dict holds one block's tensors)");
+    const BlockConfig cfg = config.cast<BlockConfig>();
+    std::vector<py::array> holders;
+    const TensorMap map = tensor_map(weights.cast<py::dict>(), holders, "weights");
+    py::gil_scoped_release nogil;
+    return std::make_unique<GatedAttention>(ctx, cfg, map, opts);
+  }
+  const std::string path = checkpoint_path(weights);
+  const int layer_index = layer.is_none() ? -1 : layer.cast<int>();
+  std::optional<BlockConfig> cfg;
+  if (!config.is_none()) cfg = config.cast<BlockConfig>();
+  py::gil_scoped_release nogil;
+  Checkpoint ckpt(path);
+  if (!cfg) {
+    if (!ckpt.is_directory())
+      fail(ErrorCode::invalid_argument, "config: needed with a .safetensors file (" + path + " has no config.json beside it)");
+    cfg = load_config(ckpt.config_path());
+  }
+  const TensorMap map = block_tensors(ckpt, *cfg, layer_index);
+  return std::make_unique<GatedAttention>(ctx, *cfg, map, opts);
+}
+
+void bind_block(py::module_& m) {
+  py::class_<PyBlock>(m, "GatedAttention",
+                      "One gated-attention block whose weights live on the device.\n\n"
+                      "GatedAttention(ctx, config, weights, layer=None, precision='fp32', check_finite=True)\n\n"
+                      "ctx: the vkgate.Context to run on (kept alive by the block).\n"
+                      "config: a vkgate.BlockConfig; None reads config.json from the checkpoint directory.\n"
+                      "weights: a dict {bare name: float32 or float16 array} ('q_proj.weight', ...,\n"
+                      "  vkgate.expected_weights(config) lists them, PyTorch [out, in] layout), or the path of\n"
+                      "  a checkpoint (.safetensors file or model directory).\n"
+                      "layer: with a checkpoint, the model layer whose attention to take\n"
+                      "  (model.layers.{layer}.self_attn.*); None reads the bare names.\n"
+                      "precision: device storage, 'fp32', 'fp16' or 'bf16' (arithmetic is fp32).\n"
+                      "check_finite: refuse NaN/Inf in weights, inputs and outputs (vkgate.Error 'non_finite').\n\n"
+                      "A missing or misshapen weight raises vkgate.Error here, naming it. One block is used\n"
+                      "by one thread at a time; give each thread its own.")
+      .def(py::init([](Context& ctx, const py::object& config, const py::object& weights, const py::object& layer,
+                       const std::string& precision, bool check_finite) {
+             BlockOptions opts;
+             opts.precision = parse_precision(precision);
+             opts.check_finite = check_finite;
+             auto b = std::make_unique<PyBlock>();
+             b->block = make_block(ctx, config, weights, layer, opts);
+             return b;
+           }),
+           py::arg("ctx"), py::arg("config"), py::arg("weights"), py::arg("layer") = py::none(),
+           py::arg("precision") = "fp32", py::arg("check_finite") = true, py::keep_alive<1, 2>())
+      .def(
+          "forward",
+          [](PyBlock& self, const py::object& x, const py::object& past_key, const py::object& past_value,
+             const py::object& attention_mask, bool stats, bool return_cache, bool use_device_cache) -> py::object {
+            Busy::Scope guard(self.busy, "this GatedAttention");
+            const BlockConfig& cfg = self.block->config();
+            FloatArg h = float_arg(x, "x", 3);
+            if (h.shape[2] != cfg.hidden_size)
+              fail(ErrorCode::shape_mismatch, "x: expected [batch, tokens, " + std::to_string(cfg.hidden_size) +
+                                                  "], got " + shape_text(h.shape));
+            const int64_t B = h.shape[0], T = h.shape[1];
+            if (past_key.is_none() != past_value.is_none())
+              fail(ErrorCode::invalid_argument, "past_key, past_value: give both or neither");
+            FloatArg pk = optional_float_arg(past_key, "past_key", 4);
+            FloatArg pv = optional_float_arg(past_value, "past_value", 4);
+            int64_t P = 0;
+            if (!past_key.is_none()) {
+              if (use_device_cache)
+                fail(ErrorCode::invalid_argument, "past_key: not with use_device_cache (the block's own cache is read)");
+              P = pk.shape[2];
+              expect_shape(pk.shape, {B, cfg.num_kv_heads, P, cfg.head_dim}, "past_key");
+              expect_shape(pv.shape, {B, cfg.num_kv_heads, P, cfg.head_dim}, "past_value");
+            }
+            FloatArg mask = optional_float_arg(attention_mask, "attention_mask", 4);
+            const int64_t keys = P + T + (use_device_cache ? self.block->cache_length() : 0);
+            if (!attention_mask.is_none()) expect_shape(mask.shape, {B, 1, T, keys}, "attention_mask");
+            if (B > INT32_MAX || T > INT32_MAX || P > INT32_MAX)
+              fail(ErrorCode::invalid_argument, "x: batch, tokens and past must fit in 32 bits");
+            ForwardInputs in;
+            in.hidden = h.data;
+            in.batch = int(B);
+            in.tokens = int(T);
+            in.past = int(P);
+            in.past_key = pk.data;
+            in.past_value = pv.data;
+            in.attention_mask = mask.data;
+            in.want_cache = return_cache;
+            in.want_stats = stats;
+            in.use_device_cache = use_device_cache;
+            ForwardOutputs out;
+            {
+              py::gil_scoped_release nogil;
+              out = self.block->run(in);
+            }
+            py::object y = to_numpy(std::move(out.output), {B, T, cfg.hidden_size});
+            if (!return_cache && !stats) return y;
+            py::list r;
+            r.append(y);
+            if (return_cache) {
+              const int64_t S = int64_t(out.present_key.size()) / std::max<int64_t>(1, B * cfg.kv_dim());
+              r.append(to_numpy(std::move(out.present_key), {B, cfg.num_kv_heads, S, cfg.head_dim}));
+              r.append(to_numpy(std::move(out.present_value), {B, cfg.num_kv_heads, S, cfg.head_dim}));
+            }
+            if (stats) r.append(out.stats ? py::object(stats_dict(*out.stats)) : py::object(py::none()));
+            return py::tuple(r);
+          },
+          py::arg("x"), py::arg("past_key") = py::none(), py::arg("past_value") = py::none(),
+          py::arg("attention_mask") = py::none(), py::arg("stats") = false, py::arg("return_cache") = false,
+          py::arg("use_device_cache") = false,
+          "forward(x, past_key=None, past_value=None, attention_mask=None, stats=False,\n"
+          "        return_cache=False, use_device_cache=False)\n\n"
+          "x: float32 [batch, tokens, hidden_size] (other layouts are copied once; other dtypes refused).\n"
+          "past_key, past_value: a KV cache of P earlier positions, float32 [batch, KV, P, head_dim]\n"
+          "  (keys after k_norm and RoPE, values raw); the new tokens sit at positions P..P+tokens-1.\n"
+          "attention_mask: additive float32 [batch, 1, tokens, keys] (keys: every position attended to).\n"
+          "stats: also return the paper's statistics, a dict: gate_mean, gate_frac_below_0_1,\n"
+          "  first_token_attn [H].\n"
+          "return_cache: also return present_key, present_value [batch, KV, P+tokens, head_dim].\n"
+          "use_device_cache: attend to the block's device-resident cache (reserve_cache/load_cache)\n"
+          "  and append the new tokens to it.\n\n"
+          "Returns the output [batch, tokens, hidden_size]; with return_cache or stats a tuple\n"
+          "(output[, present_key, present_value][, stats]). The GIL is released while the device runs.")
+      .def(
+          "reserve_cache",
+          [](PyBlock& self, int batch, int capacity) {
+            Busy::Scope guard(self.busy, "this GatedAttention");
+            py::gil_scoped_release nogil;
+            self.block->reserve_cache(batch, capacity);
+          },
+          py::arg("batch"), py::arg("capacity"),
+          "An empty device-resident KV cache with room for `capacity` positions per batch row.")
+      .def(
+          "load_cache",
+          [](PyBlock& self, const py::object& key, const py::object& value, const py::object& capacity) {
+            Busy::Scope guard(self.busy, "this GatedAttention");
+            const BlockConfig& cfg = self.block->config();
+            FloatArg k = float_arg(key, "key", 4), v = float_arg(value, "value", 4);
+            const int64_t B = k.shape[0], L = k.shape[2];
+            expect_shape(k.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "key");
+            expect_shape(v.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "value");
+            const int cap = capacity.is_none() ? int(L) : capacity.cast<int>();
+            py::gil_scoped_release nogil;
+            self.block->load_cache(k.data, v.data, int(B), int(L), cap);
+          },
+          py::arg("key"), py::arg("value"), py::arg("capacity") = py::none(),
+          "Fills the device-resident cache from key, value [batch, KV, length, head_dim] (keys after\n"
+          "k_norm and RoPE), with room for `capacity` positions (None: length).")
+      .def_property_readonly(
+          "cache_length",
+          [](PyBlock& self) {
+            Busy::Scope guard(self.busy, "this GatedAttention");
+            return self.block->cache_length();
+          },
+          "Positions held by the device-resident cache.")
+      .def(
+          "truncate_cache",
+          [](PyBlock& self, int length) {
+            Busy::Scope guard(self.busy, "this GatedAttention");
+            self.block->truncate_cache(length);
+          },
+          py::arg("length"), "Forgets the cached positions from `length` on.")
+      .def(
+          "last_timings",
+          [](PyBlock& self) {
+            Busy::Scope guard(self.busy, "this GatedAttention");
+            py::list r;
+            for (const StageTime& t : self.block->last_timings()) r.append(py::make_tuple(t.stage, t.microseconds));
+            return r;
+          },
+          "[(stage, microseconds)] of the last forward's dispatches (empty without GPU timestamps).")
+      .def(
+          "set_poison",
+          [](PyBlock& self, bool on) {
+            Busy::Scope guard(self.busy, "this GatedAttention");
+            self.block->set_poison(on);
+          },
+          py::arg("on"), "Fill every intermediate with NaN before each forward (tests).")
+      .def_property_readonly("config", [](PyBlock& self) { return self.block->config(); }, "A copy of the BlockConfig.")
+      .def_property_readonly("precision", [](PyBlock& self) { return std::string(to_string(self.block->precision())); })
+      .def_property_readonly("recorded_shapes", [](PyBlock& self) { return self.block->recorded_shapes(); })
+      .def_property_readonly("recordings", [](PyBlock& self) { return self.block->recordings(); });
+}
+
+}  // namespace vkgate::py_bind

@@ -1,0 +1,209 @@
+// BlockConfig, ModelConfig, GlaConfig: every field a read/write attribute,
+// enums as the strings config.json uses; the parsers and the expected tensors.
+#include <array>
+#include <optional>
+
+#include "common.hpp"
+#include "vkgate/config.hpp"
+#include "vkgate/gla_config.hpp"
+#include "vkgate/model_config.hpp"
+
+namespace vkgate::py_bind {
+
+namespace {
+
+// Binds fields and remembers their names, so that Config(**kwargs) can refuse
+// a misspelt keyword instead of ignoring it.
+template <class C>
+struct Fields {
+  py::class_<C>& cls;
+  const char* cls_name;
+  std::vector<std::string> names;
+
+  template <class T>
+  Fields& field(const char* name, T C::*member, const char* doc) {
+    cls.def_readwrite(name, member, doc);
+    names.emplace_back(name);
+    return *this;
+  }
+
+  // An enum as its config.json spelling; a wrong string is Error(invalid_config) naming the field.
+  template <class E, size_t N>
+  Fields& enum_field(const char* name, E C::*member, std::array<E, N> values, const char* doc) {
+    std::string field = std::string(cls_name) + "." + name;
+    cls.def_property(
+        name, [member](const C& c) { return std::string(to_string(c.*member)); },
+        [member, values, field](C& c, const std::string& s) {
+          c.*member = parse_enum(s, values, field, ErrorCode::invalid_config);
+        },
+        doc);
+    names.emplace_back(name);
+    return *this;
+  }
+
+  // Config(**fields) and repr() listing every field.
+  void finish() {
+    auto names_copy = names;
+    std::string cname = cls_name;
+    cls.def(py::init([names_copy, cname](const py::kwargs& kw) {
+              auto c = std::make_unique<C>();
+              py::object view = py::cast(c.get(), py::return_value_policy::reference);
+              for (auto [key, value] : kw) {
+                const std::string k = py::str(key).cast<std::string>();
+                if (std::find(names_copy.begin(), names_copy.end(), k) == names_copy.end())
+                  fail(ErrorCode::invalid_config, cname + ": no field '" + k + "'");
+                py::setattr(view, key, value);
+              }
+              return c;
+            }),
+            ("Any field as a keyword argument: " + cname + "(hidden_size=64, ...).").c_str());
+    cls.def("__repr__", [names_copy, cname](const py::object& self) {
+      std::string r = cname + "(";
+      for (size_t i = 0; i < names_copy.size(); ++i)
+        r += (i ? ", " : "") + names_copy[i] + "=" + std::string(py::repr(self.attr(names_copy[i].c_str())));
+      return r + ")";
+    });
+    cls.def("copy", [](const C& c) { return C(c); }, "An independent copy.");
+    cls.attr("FIELDS") = py::tuple(py::cast(names_copy));
+  }
+};
+
+py::dict spec_dict(const std::vector<TensorSpec>& specs) {
+  py::dict r;
+  for (const TensorSpec& s : specs) r[py::str(s.name)] = py::tuple(py::cast(s.shape));
+  return r;
+}
+
+void bind_block_config(py::module_& m) {
+  py::class_<BlockConfig> cls(m, "BlockConfig",
+                              "The shape and conventions of one gated-attention block (include/vkgate/config.hpp).\n"
+                              "Enum fields are strings as config.json spells them.");
+  Fields<BlockConfig> f{cls, "BlockConfig"};
+  f.field("hidden_size", &BlockConfig::hidden_size, "D")
+      .field("num_heads", &BlockConfig::num_heads, "H, query heads")
+      .field("num_kv_heads", &BlockConfig::num_kv_heads, "KV heads")
+      .field("head_dim", &BlockConfig::head_dim, "Dh")
+      .field("rms_norm_eps", &BlockConfig::rms_norm_eps, "epsilon of every RMSNorm")
+      .field("rope_theta", &BlockConfig::rope_theta, "RoPE base")
+      .field("partial_rotary_factor", &BlockConfig::partial_rotary_factor, "rotary dims = int(head_dim * factor)")
+      .enum_field("gate_kind", &BlockConfig::gate_kind,
+                  kGateKinds, "'none', 'headwise' or 'elementwise'")
+      .enum_field("gate_layout", &BlockConfig::gate_layout,
+                  kGateLayouts,
+                  "where the gate rows live: 'qwen3_next', 'official_grouped' or 'separate' (gate_proj.weight)")
+      .enum_field("gate_position", &BlockConfig::gate_position,
+                  kGatePositions,
+                  "the paper's G1-G5: 'sdpa', 'value', 'key', 'query', 'dense'")
+      .field("gate_shared_heads", &BlockConfig::gate_shared_heads, "one score averaged over the heads gates them all")
+      .enum_field("gate_combine", &BlockConfig::gate_combine, kGateCombines,
+                  "'multiply' or 'add'")
+      .enum_field("gate_activation", &BlockConfig::gate_activation,
+                  kGateActivations,
+                  "'sigmoid', 'silu', 'ns_sigmoid' or 'identity'")
+      .enum_field("rope_style", &BlockConfig::rope_style, kRopeStyles,
+                  "'rotate_half' or 'interleaved'")
+      .enum_field("gqa_mapping", &BlockConfig::gqa_mapping, kGqaMappings,
+                  "'grouped' (h // G) or 'tiled' (h % KV)")
+      .enum_field("norm_kind", &BlockConfig::norm_kind, kNormKinds,
+                  "'plain' x*w or 'zero_centered' x*(1+w)")
+      .field("use_qk_norm", &BlockConfig::use_qk_norm, "q_norm/k_norm per head")
+      .field("qkv_bias", &BlockConfig::qkv_bias, "q/k/v (and gate) projections carry .bias")
+      .field("o_bias", &BlockConfig::o_bias, "o_proj carries .bias")
+      .field("causal", &BlockConfig::causal, "causal mask")
+      .field("residual", &BlockConfig::residual, "output = x + block(x)")
+      .field("num_hidden_layers", &BlockConfig::num_hidden_layers, "layers of the model (0: unknown)")
+      .field("layer_types", &BlockConfig::layer_types, "config.json's layer_types")
+      .field("full_attention_interval", &BlockConfig::full_attention_interval, "every k-th layer is full attention")
+      .field("model_type", &BlockConfig::model_type, "config.json's model_type");
+  f.finish();
+  cls.def("validate", &BlockConfig::validate, "Raises vkgate.Error('invalid_config') naming the field when impossible.")
+      .def("check_layer", &BlockConfig::check_layer, py::arg("layer"),
+           "Raises vkgate.Error('invalid_argument') when `layer` is not a full-attention layer of the model.")
+      .def_property_readonly("group_size", &BlockConfig::group_size)
+      .def_property_readonly("rotary_dim", &BlockConfig::rotary_dim)
+      .def_property_readonly("gate_width", &BlockConfig::gate_width)
+      .def_property_readonly("kv_dim", &BlockConfig::kv_dim)
+      .def_property_readonly("attn_dim", &BlockConfig::attn_dim)
+      .def_static("qwen3_next_attention", &BlockConfig::qwen3_next_attention,
+                  "Qwen3-Next-80B-A3B's attention (the demo's shape).");
+
+  m.def("load_config", &load_config, py::arg("path"),
+        "A Hugging Face config.json file as a BlockConfig (vkgate.Error naming the file and key).");
+  m.def("parse_config_json", &parse_config_json, py::arg("json_text"), py::arg("source") = "config.json",
+        "config.json text as a BlockConfig; `source` starts every error message.");
+  m.def("expected_weights", [](const BlockConfig& c) { return spec_dict(expected_weights(c)); }, py::arg("config"),
+        "{name: shape} of every tensor the block needs (bare names, PyTorch [out, in] layout), in order.");
+}
+
+void bind_gla_config(py::module_& m) {
+  py::class_<GlaConfig> cls(m, "GlaConfig",
+                            "One gated linear attention layer (include/vkgate/gla_config.hpp: fla's keys).");
+  Fields<GlaConfig> f{cls, "GlaConfig"};
+  f.field("hidden_size", &GlaConfig::hidden_size, "D")
+      .field("num_heads", &GlaConfig::num_heads, "H")
+      .field("num_kv_heads", &GlaConfig::num_kv_heads, "KV heads")
+      .field("expand_k", &GlaConfig::expand_k, "d_k = int(D * expand_k) / H")
+      .field("expand_v", &GlaConfig::expand_v, "d_v = int(D * expand_v) / H")
+      .enum_field("feature_map", &GlaConfig::feature_map,
+                  kFeatureMaps,
+                  "phi on q and k: 'none', 'relu', 'elu_plus_one'")
+      .field("use_output_gate", &GlaConfig::use_output_gate, "times swish(g) after the output norm")
+      .field("gate_logit_normalizer", &GlaConfig::gate_logit_normalizer, "log a = logsigmoid(gk) / normalizer")
+      .field("clamp_min", &GlaConfig::clamp_min, "lower bound of log a, or None")
+      .field("norm_eps", &GlaConfig::norm_eps, "epsilon of the norms")
+      .enum_field("key_coupling", &GlaConfig::key_coupling, kKeyCouplings,
+                  "'none' (fla) or 'convex' ((1 - a) * phi(k))")
+      .field("gla_scale", &GlaConfig::gla_scale, "output scale, or None for d_k^-0.5");
+  f.finish();
+  cls.def("validate", &GlaConfig::validate)
+      .def_property_readonly("head_k_dim", &GlaConfig::head_k_dim)
+      .def_property_readonly("head_v_dim", &GlaConfig::head_v_dim)
+      .def_property_readonly("scale", &GlaConfig::scale);
+  m.def("load_gla_config", &load_gla_config, py::arg("path"), "A GLA layer's or model's config.json as a GlaConfig.");
+  m.def("parse_gla_config_json", &parse_gla_config_json, py::arg("json_text"), py::arg("source") = "config.json");
+  m.def(
+      "gla_expected_weights",
+      [](const GlaConfig& c, int low_rank_dim, const std::string& output_norm, bool attn_norm) {
+        GlaForms forms{low_rank_dim, output_norm, attn_norm};
+        return spec_dict(gla_expected_weights(c, forms));
+      },
+      py::arg("config"), py::arg("low_rank_dim") = 0, py::arg("output_norm") = "", py::arg("attn_norm") = false,
+      "{name: shape} of a GLA layer's tensors in the given forms: low_rank_dim r > 0 for the\n"
+      "gk_proj.0/gk_proj.1 pair (0: one gk_proj), output_norm 'g_norm_swish_gate.weight',\n"
+      "'g_norm.weight' or '' (none), attn_norm for attn_norm.weight on the input.");
+}
+
+void bind_model_config(py::module_& m) {
+  py::class_<ModelConfig> cls(m, "ModelConfig",
+                              "A whole decoder-only model: qwen3, llama or gla (include/vkgate/model_config.hpp).");
+  Fields<ModelConfig> f{cls, "ModelConfig"};
+  f.field("model_type", &ModelConfig::model_type, "'qwen3', 'llama' or 'gla'")
+      .field("attention", &ModelConfig::attention, "every layer's attention block (BlockConfig)")
+      .field("gla", &ModelConfig::gla, "every layer's GLA mixer (GlaConfig) for a gla model, else None")
+      .field("num_hidden_layers", &ModelConfig::num_hidden_layers, "L")
+      .field("intermediate_size", &ModelConfig::intermediate_size, "I")
+      .field("vocab_size", &ModelConfig::vocab_size, "V")
+      .enum_field("hidden_act", &ModelConfig::hidden_act,
+                  kActivations,
+                  "'silu', 'gelu', 'gelu_pytorch_tanh' or 'sigmoid'")
+      .field("mlp_bias", &ModelConfig::mlp_bias, "the MLP's projections carry .bias")
+      .field("tie_word_embeddings", &ModelConfig::tie_word_embeddings, "lm_head reuses the embedding")
+      .field("eos_token_ids", &ModelConfig::eos_token_ids, "generation stops after any of these");
+  f.finish();
+  cls.def("validate", &ModelConfig::validate).def_property_readonly("hidden_size", &ModelConfig::hidden_size);
+  m.def("load_model_config", &load_model_config, py::arg("dir"),
+        "DIR/config.json (and generation_config.json) as a ModelConfig.");
+  m.def("parse_model_config_json", &parse_model_config_json, py::arg("json_text"), py::arg("source") = "config.json");
+  m.def("expected_model_weights", [](const ModelConfig& c) { return spec_dict(expected_model_weights(c)); },
+        py::arg("config"), "{full Hugging Face name: shape} of every tensor of the model, in order.");
+}
+
+}  // namespace
+
+void bind_config(py::module_& m) {
+  bind_block_config(m);
+  bind_gla_config(m);
+  bind_model_config(m);
+}
+
+}  // namespace vkgate::py_bind

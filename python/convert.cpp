@@ -1,0 +1,176 @@
+// numpy arrays in and out, and the small value conversions every binding uses.
+#include <cstring>
+
+#include "common.hpp"
+#include "vkgate/dtype.hpp"
+
+namespace vkgate::py_bind {
+
+namespace {
+
+std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
+
+std::vector<int64_t> shape_of(const py::array& a) {
+  return std::vector<int64_t>(a.shape(), a.shape() + a.ndim());
+}
+
+void check_ndim(const py::array& a, const char* what, int ndim) {
+  if (ndim >= 0 && a.ndim() != ndim)
+    fail(ErrorCode::shape_mismatch, std::string(what) + ": expected a " + std::to_string(ndim) + "-D array, got " +
+                                        std::to_string(a.ndim()) + "-D " + shape_text(shape_of(a)));
+}
+
+bool is_c_contiguous_aligned(const py::array& a) {
+  return (a.flags() & py::array::c_style) && (a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_);
+}
+
+}  // namespace
+
+FloatArg float_arg(const py::handle& obj, const char* what, int ndim) {
+  FloatArg r;
+  if (!py::isinstance<py::array>(obj)) {
+    // A list or scalar: numpy decides whether it is numeric; the conversion is the one copy.
+    py::array a;
+    try {
+      a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(obj);
+    } catch (py::error_already_set&) {
+    }
+    if (!a) {
+      PyErr_Clear();
+      fail(ErrorCode::invalid_argument, std::string(what) + ": expected a float32 numpy array, got " +
+                                            py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
+    }
+    r.holder = a;
+  } else {
+    py::array a = py::reinterpret_borrow<py::array>(obj);
+    if (!a.dtype().is(py::dtype::of<float>())) {
+      // Widening or narrowing another dtype silently would hide a caller's
+      // mistake (float64 halves its precision here), so it is refused.
+      fail(ErrorCode::invalid_argument, std::string(what) + ": expected a float32 array, got " + dtype_name(a) +
+                                            " (convert it with .astype(numpy.float32))");
+    }
+    r.holder = is_c_contiguous_aligned(a) ? a : py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+  }
+  check_ndim(r.holder, what, ndim);
+  r.shape = shape_of(r.holder);
+  r.data = std::span<const float>(static_cast<const float*>(r.holder.data()), size_t(r.holder.size()));
+  return r;
+}
+
+FloatArg optional_float_arg(const py::handle& obj, const char* what, int ndim) {
+  if (obj.is_none()) return {};
+  return float_arg(obj, what, ndim);
+}
+
+IdsArg ids_arg(const py::handle& obj, const char* what) {
+  IdsArg r;
+  py::array a;
+  if (py::isinstance<py::array>(obj)) {
+    a = py::reinterpret_borrow<py::array>(obj);
+    const char kind = a.dtype().kind();
+    if (kind != 'i' && kind != 'u')
+      fail(ErrorCode::invalid_argument, std::string(what) + ": expected an integer array of token ids, got " + dtype_name(a));
+  } else if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) {
+    fail(ErrorCode::invalid_argument, std::string(what) + ": expected token ids, got a string");
+  } else {
+    try {
+      a = py::array::ensure(obj);
+    } catch (py::error_already_set&) {
+    }
+    PyErr_Clear();
+    if (!a || (a.size() > 0 && a.dtype().kind() != 'i' && a.dtype().kind() != 'u'))
+      fail(ErrorCode::invalid_argument, std::string(what) + ": expected a sequence of integer token ids");
+  }
+  if (a.dtype().kind() == 'u' && a.dtype().itemsize() == 8) {
+    // uint64 ids above INT64_MAX would wrap to negative ids; numpy's cast is the check.
+    a = a.attr("astype")(py::dtype::of<int64_t>(), py::arg("casting") = "same_kind").cast<py::array>();
+  }
+  r.holder = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!r.holder) {
+    PyErr_Clear();
+    fail(ErrorCode::invalid_argument, std::string(what) + ": cannot convert to int64 token ids");
+  }
+  r.shape = shape_of(r.holder);
+  r.data = std::span<const int64_t>(static_cast<const int64_t*>(r.holder.data()), size_t(r.holder.size()));
+  return r;
+}
+
+void expect_shape(const std::vector<int64_t>& shape, const std::vector<int64_t>& want, const char* what) {
+  if (shape != want)
+    fail(ErrorCode::shape_mismatch,
+         std::string(what) + ": expected shape " + shape_text(want) + ", got " + shape_text(shape));
+}
+
+namespace {
+
+// A weight as stored: float32 or float16 (uploaded as F16 without a host conversion).
+py::array weight_array(const py::handle& value, const std::string& name, const char* what) {
+  const std::string where = std::string(what) + "['" + name + "']";
+  if (!py::isinstance<py::array>(value)) return float_arg(value, where.c_str()).holder;
+  py::array a = py::reinterpret_borrow<py::array>(value);
+  if (a.dtype().is(py::dtype::of<float>())) return float_arg(a, where.c_str()).holder;
+  if (a.dtype().is(py::dtype("float16")))
+    return is_c_contiguous_aligned(a) ? a : py::array::ensure(a, py::array::c_style);
+  fail(ErrorCode::invalid_argument,
+       where + ": expected a float32 or float16 array, got " + dtype_name(a) + " (convert it with .astype(numpy.float32))");
+}
+
+std::string key_of(const py::handle& key, const char* what) {
+  if (!py::isinstance<py::str>(key))
+    fail(ErrorCode::invalid_argument, std::string(what) + ": every key must be a tensor name (str), got " +
+                                          py::str(py::type::handle_of(key).attr("__name__")).cast<std::string>());
+  return key.cast<std::string>();
+}
+
+}  // namespace
+
+TensorMap tensor_map(const py::dict& weights, std::vector<py::array>& holders, const char* what) {
+  TensorMap map;
+  for (auto [key, value] : weights) {
+    const std::string name = key_of(key, what);
+    py::array a = weight_array(value, name, what);
+    holders.push_back(a);
+    HostTensor t;
+    t.dtype = a.itemsize() == 2 ? DType::F16 : DType::F32;
+    t.shape = shape_of(a);
+    t.bytes = std::span<const std::byte>(static_cast<const std::byte*>(a.data()), size_t(a.nbytes()));
+    map[name] = std::move(t);
+  }
+  return map;
+}
+
+WeightMap weight_map(const py::dict& weights, std::vector<py::array>& holders, const char* what) {
+  WeightMap map;
+  for (auto [key, value] : weights) {
+    const std::string name = key_of(key, what);
+    py::array a = weight_array(value, name, what);
+    if (a.itemsize() == 2) a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(a);
+    holders.push_back(a);
+    map[name] = std::span<const float>(static_cast<const float*>(a.data()), size_t(a.size()));
+  }
+  return map;
+}
+
+bool is_path(const py::handle& obj) { return py::isinstance<py::str>(obj) || py::hasattr(obj, "__fspath__"); }
+
+std::string fspath(const py::handle& obj, const char* what) {
+  if (!is_path(obj))
+    fail(ErrorCode::invalid_argument, std::string(what) + ": expected a path (str or os.PathLike), got " +
+                                          py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
+  return py::str(py::module_::import("os").attr("fspath")(obj));
+}
+
+std::string checkpoint_path(const py::handle& weights) {
+  if (!is_path(weights))
+    fail(ErrorCode::invalid_argument, "weights: expected a dict {name: numpy array} or a checkpoint path");
+  return fspath(weights, "weights");
+}
+
+Busy::Scope::Scope(Busy& b, const char* what) : busy_(b) {
+  if (busy_.flag_.exchange(true))
+    fail(ErrorCode::invalid_argument, std::string(what) +
+                                          " is in use by another thread: each object runs on one thread at a time "
+                                          "(give each thread its own)");
+}
+
+}  // namespace vkgate::py_bind

@@ -1,0 +1,293 @@
+// vkgate.Model, vkgate.Sequence and the streaming text generator.
+#include <algorithm>
+#include <filesystem>
+
+#include "common.hpp"
+#include "vkgate/model.hpp"
+
+namespace vkgate::py_bind {
+
+namespace {
+
+struct PyModel {
+  std::optional<Model> model;
+  std::string dir;                     // where Model.load read it ("" when built from a dict)
+  std::optional<Tokenizer> tokenizer;  // loaded from dir on first use of text
+  std::optional<ModelStats> last_stats;
+  Busy busy;
+
+  const Tokenizer& text_tokenizer(const py::object& given) {
+    if (!given.is_none()) return given.cast<const Tokenizer&>();
+    if (!tokenizer) {
+      if (dir.empty())
+        fail(ErrorCode::invalid_argument, "tokenizer: this model was built from a dict; pass tokenizer=vkgate.Tokenizer(path)");
+      if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
+        fail(ErrorCode::invalid_argument, "tokenizer: " + dir + " has no tokenizer.json; pass token ids or tokenizer=");
+      tokenizer = Tokenizer::load(dir);
+    }
+    return *tokenizer;
+  }
+};
+
+struct PySequence {
+  std::optional<Sequence> seq;
+};
+
+py::dict model_stats_dict(const ModelStats& s) {
+  py::dict r;
+  r["layers"] = s.layers;
+  r["heads"] = s.heads;
+  r["first_token_attn"] = to_numpy(std::vector<double>(s.first_token_attn), {s.layers, s.heads});
+  r["max_activation"] = to_numpy(std::vector<double>(s.max_activation), {int64_t(s.max_activation.size())});
+  r["gate_mean"] = to_numpy(std::vector<double>(s.gate_mean), {int64_t(s.gate_mean.size())});
+  return r;
+}
+
+// ids as [batch, tokens]: a 1-D array is one row.
+std::pair<int, int> batch_tokens(const IdsArg& ids, const char* what) {
+  if (ids.shape.size() == 1) return {1, int(ids.shape[0])};
+  if (ids.shape.size() == 2) return {int(ids.shape[0]), int(ids.shape[1])};
+  fail(ErrorCode::shape_mismatch, std::string(what) + ": expected [tokens] or [batch, tokens], got " + shape_text(ids.shape));
+}
+
+int64_t argmax(const std::vector<float>& v) {
+  return int64_t(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Model.generate(text): one device step per next(), the new ids decoded into
+// whole UTF-8 characters as they come (the logic of Model::generate's text
+// overload, run step by step so that Python can consume each piece).
+struct TextStream {
+  py::object owner;  // the Python Model, kept alive while the stream is
+  PyModel* model;
+  Tokenizer tokenizer;
+  Tokenizer::StreamDecoder decoder;
+  std::vector<int64_t> prompt, ids;
+  std::optional<Sequence> seq;
+  int max_new_tokens;
+  bool stop_at_eos, done = false;
+  std::string text;
+
+  TextStream(py::object o, PyModel* m, const Tokenizer& t, std::vector<int64_t> p, int max_new, bool eos)
+      : owner(std::move(o)), model(m), tokenizer(t), decoder(t.stream_decoder()), prompt(std::move(p)),
+        max_new_tokens(max_new), stop_at_eos(eos) {}
+
+  // One step: the next id (GIL released by the caller).
+  int64_t step() {
+    std::vector<float> logits;
+    if (!seq) {
+      seq = model->model->start(1, int(prompt.size()) + max_new_tokens);
+      logits = model->model->extend(*seq, prompt, int(prompt.size()));
+    } else {
+      logits = model->model->extend(*seq, std::span(&ids.back(), 1), 1);
+    }
+    return argmax(logits);
+  }
+
+  std::string next() {
+    std::string piece;
+    while (piece.empty()) {
+      if (done) throw py::stop_iteration();
+      Busy::Scope guard(model->busy, "this Model");
+      int64_t id;
+      {
+        py::gil_scoped_release nogil;
+        id = step();
+      }
+      if (id > INT32_MAX)
+        fail(ErrorCode::invalid_argument, "generate: the model chose id " + std::to_string(id) +
+                                              ", outside the vocabulary of " + tokenizer.source());
+      ids.push_back(id);
+      piece = decoder.push(int32_t(id));
+      const auto& eos = model->model->config().eos_token_ids;
+      if (int(ids.size()) == max_new_tokens || (stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end())) {
+        done = true;
+        seq.reset();
+        piece += decoder.finish();
+      }
+    }
+    text += piece;
+    return piece;
+  }
+};
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  py::class_<PySequence>(m, "Sequence",
+                         "One generation's KV caches (Model.start): fed by Model.extend. Keeps its Model alive.")
+      .def_property_readonly("batch", [](PySequence& s) { return s.seq->batch(); })
+      .def_property_readonly("capacity", [](PySequence& s) { return s.seq->capacity(); })
+      .def_property_readonly("length", [](PySequence& s) { return s.seq->length(); })
+      .def("truncate", [](PySequence& s, int length) { s.seq->truncate(length); }, py::arg("length"),
+           "Forgets the positions from `length` on.");
+
+  py::class_<TextStream>(m, "TextStream",
+                         "Model.generate(text): iterate for the generated text piece by piece (whole characters).\n"
+                         ".ids and .text hold what was generated so far.")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &TextStream::next)
+      .def_property_readonly("ids", [](TextStream& s) { return s.ids; })
+      .def_property_readonly("prompt_ids", [](TextStream& s) { return s.prompt; })
+      .def_property_readonly("text", [](TextStream& s) { return py::bytes(s.text).attr("decode")("utf-8", "replace"); });
+
+  py::class_<PyModel>(m, "Model",
+                      "A whole decoder-only model (Qwen3 with the paper's gate flags, Llama, or fla's GLA) on the device.\n\n"
+                      "Model.load(ctx, dir, precision='fp32', check_finite=True): a Hugging Face checkpoint\n"
+                      "directory (config.json, model.safetensors or its index and shards).\n"
+                      "Model(ctx, config, weights, precision='fp32', check_finite=True): a vkgate.ModelConfig and\n"
+                      "a dict {full Hugging Face name: float32/float16 array} (vkgate.expected_model_weights).\n"
+                      "One Model is used by one thread at a time.")
+      .def_static(
+          "load",
+          [](Context& ctx, const py::object& dir, const std::string& precision, bool check_finite) {
+            ModelOptions o;
+            o.precision = parse_precision(precision);
+            o.check_finite = check_finite;
+            auto pm = std::make_unique<PyModel>();
+            pm->dir = fspath(dir, "dir");
+            py::gil_scoped_release nogil;
+            pm->model.emplace(Model::load(ctx, pm->dir, o));
+            return pm;
+          },
+          py::arg("ctx"), py::arg("dir"), py::arg("precision") = "fp32", py::arg("check_finite") = true,
+          py::keep_alive<0, 1>(),
+          "Reads DIR's config.json and checkpoint, checks every tensor and uploads it. Errors name the file\n"
+          "and the tensor or key. precision: 'fp32', 'fp16' or 'bf16' device storage.")
+      .def(py::init([](Context& ctx, const ModelConfig& cfg, const py::dict& weights, const std::string& precision,
+                       bool check_finite) {
+             ModelOptions o;
+             o.precision = parse_precision(precision);
+             o.check_finite = check_finite;
+             std::vector<py::array> holders;
+             const TensorMap map = tensor_map(weights, holders, "weights");
+             auto pm = std::make_unique<PyModel>();
+             py::gil_scoped_release nogil;
+             pm->model.emplace(ctx, cfg, map, o);
+             return pm;
+           }),
+           py::arg("ctx"), py::arg("config"), py::arg("weights"), py::arg("precision") = "fp32",
+           py::arg("check_finite") = true, py::keep_alive<1, 2>())
+      .def(
+          "logits",
+          [](PyModel& self, const py::object& ids, bool stats) -> py::object {
+            Busy::Scope guard(self.busy, "this Model");
+            IdsArg a = ids_arg(ids, "ids");
+            const auto [B, T] = batch_tokens(a, "ids");
+            std::vector<float> out;
+            ModelStats st;
+            {
+              py::gil_scoped_release nogil;
+              out = self.model->logits(a.data, B, T, stats ? &st : nullptr);
+            }
+            const int64_t V = self.model->config().vocab_size;
+            std::vector<int64_t> shape = a.shape;
+            shape.push_back(V);
+            py::object y = to_numpy(std::move(out), shape);
+            if (!stats) return y;
+            self.last_stats = st;
+            return py::make_tuple(y, model_stats_dict(st));
+          },
+          py::arg("ids"), py::arg("stats") = false,
+          "logits(ids, stats=False)\n\n"
+          "ids: token ids [tokens] or [batch, tokens] (any integer array or list), each in [0, vocab_size).\n"
+          "Returns float32 logits [..., vocab_size] of every position (each row causal from its first token).\n"
+          "stats: also return the paper's per-layer measurements (a dict of numpy arrays: first_token_attn\n"
+          "[layers, heads], max_activation [layers], gate_mean [layers] or empty), also kept as .stats.")
+      .def_property_readonly(
+          "stats",
+          [](PyModel& self) -> py::object {
+            if (!self.last_stats) return py::none();
+            return model_stats_dict(*self.last_stats);
+          },
+          "The statistics of the last logits(..., stats=True), or None.")
+      .def(
+          "generate",
+          [](py::object self_obj, const py::object& prompt, int max_new_tokens, bool stop_at_eos,
+             const py::object& tokenizer) -> py::object {
+            PyModel& self = self_obj.cast<PyModel&>();
+            if (max_new_tokens < 0) fail(ErrorCode::invalid_argument, "max_new_tokens: must not be negative");
+            if (py::isinstance<py::str>(prompt)) {
+              const Tokenizer& tok = self.text_tokenizer(tokenizer);
+              const std::vector<int32_t> ids32 = tok.encode(prompt.cast<std::string>());
+              if (ids32.empty()) fail(ErrorCode::invalid_argument, "prompt: encodes to no tokens");
+              auto s = std::make_unique<TextStream>(self_obj, &self, tok, std::vector<int64_t>(ids32.begin(), ids32.end()),
+                                                    max_new_tokens, stop_at_eos);
+              s->done = max_new_tokens == 0;
+              return py::cast(std::move(s));
+            }
+            Busy::Scope guard(self.busy, "this Model");
+            IdsArg a = ids_arg(prompt, "prompt");
+            if (a.shape.size() != 1) fail(ErrorCode::shape_mismatch, "prompt: expected 1-D token ids, got " + shape_text(a.shape));
+            GenerateOptions o;
+            o.max_new_tokens = max_new_tokens;
+            o.stop_at_eos = stop_at_eos;
+            GenerateResult r;
+            {
+              py::gil_scoped_release nogil;
+              r = self.model->generate(a.data, o);
+            }
+            const int64_t n = int64_t(r.ids.size());
+            return to_numpy(std::move(r.ids), {n});
+          },
+          py::arg("prompt"), py::arg("max_new_tokens") = 16, py::arg("stop_at_eos") = true,
+          py::arg("tokenizer") = py::none(),
+          "generate(prompt, max_new_tokens=16, stop_at_eos=True, tokenizer=None)\n\n"
+          "Greedy decoding with the KV cache on the device.\n"
+          "prompt: token ids (1-D) -> the generated ids (int64 array, without the prompt); or text (str)\n"
+          "  -> a TextStream iterator of text pieces as they are generated, with the model directory's\n"
+          "  tokenizer.json (or `tokenizer`). Stops after an EOS id of the config when stop_at_eos.")
+      .def(
+          "start",
+          [](PyModel& self, int batch, int capacity) {
+            Busy::Scope guard(self.busy, "this Model");
+            auto s = std::make_unique<PySequence>();
+            s->seq.emplace(self.model->start(batch, capacity));
+            return s;
+          },
+          py::arg("batch"), py::arg("capacity"), py::keep_alive<0, 1>(),
+          "A Sequence of `batch` rows with room for `capacity` positions each.")
+      .def(
+          "extend",
+          [](PyModel& self, PySequence& seq, const py::object& ids) {
+            Busy::Scope guard(self.busy, "this Model");
+            IdsArg a = ids_arg(ids, "ids");
+            const auto [B, T] = batch_tokens(a, "ids");
+            if (B != seq.seq->batch())
+              fail(ErrorCode::shape_mismatch, "ids: " + std::to_string(B) + " rows for a sequence of batch " +
+                                                  std::to_string(seq.seq->batch()));
+            std::vector<float> out;
+            {
+              py::gil_scoped_release nogil;
+              out = self.model->extend(*seq.seq, a.data, T);
+            }
+            std::vector<int64_t> shape = a.shape.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{B};
+            shape.push_back(self.model->config().vocab_size);
+            return to_numpy(std::move(out), shape);
+          },
+          py::arg("sequence"), py::arg("ids"),
+          "Runs ids [tokens] or [batch, tokens] as the next positions of `sequence`; returns the logits\n"
+          "of the last of them ([vocab] or [batch, vocab]).")
+      .def_property_readonly("config", [](PyModel& self) { return self.model->config(); })
+      .def_property_readonly("precision", [](PyModel& self) { return std::string(to_string(self.model->precision())); })
+      .def_property_readonly("memory",
+                             [](PyModel& self) {
+                               const MemoryUse u = self.model->memory();
+                               py::dict r;
+                               r["weights"] = u.weights;
+                               r["kv_cache"] = u.kv_cache;
+                               r["workspace"] = u.workspace;
+                               return r;
+                             },
+                             "Device memory held, bytes: weights, kv_cache, workspace.")
+      .def_property_readonly("recordings", [](PyModel& self) { return self.model->recordings(); })
+      .def("last_timings",
+           [](PyModel& self) {
+             py::list r;
+             for (const StageTime& t : self.model->last_timings()) r.append(py::make_tuple(t.stage, t.microseconds));
+             return r;
+           })
+      .def("set_poison", [](PyModel& self, bool on) { self.model->set_poison(on); }, py::arg("on"));
+}
+
+}  // namespace vkgate::py_bind

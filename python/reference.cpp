@@ -1,0 +1,287 @@
+// vkgate.reference: the CPU oracle (double precision) for the same calls.
+#include "common.hpp"
+#include "vkgate/reference.hpp"
+#include "vkgate/reference_gla.hpp"
+#include "vkgate/reference_model.hpp"
+
+namespace vkgate::py_bind {
+
+namespace {
+
+using Doubles = std::vector<double>;
+
+py::array_t<double> doubles(Doubles&& v, const std::vector<int64_t>& shape) {
+  // A field the oracle leaves empty (no gate, no cache) comes back as an empty array.
+  if (v.empty()) return to_numpy(std::move(v), {0});
+  return to_numpy(std::move(v), shape);
+}
+
+// A fixed-rank float32 argument and its dims.
+FloatArg dims(const py::object& obj, const char* what, int ndim) { return float_arg(obj, what, ndim); }
+
+void bind_ops(py::module_& r) {
+  r.def(
+      "linear",
+      [](const py::object& x, const py::object& w, const py::object& b) {
+        FloatArg X = dims(x, "x", 2), W = dims(w, "w", 2), Bv = optional_float_arg(b, "b", 1);
+        const int64_t M = X.shape[0], K = X.shape[1], N = W.shape[0];
+        expect_shape(W.shape, {N, K}, "w");
+        if (!b.is_none()) expect_shape(Bv.shape, {N}, "b");
+        Doubles y;
+        {
+          py::gil_scoped_release nogil;
+          y = reference::linear(X.data, W.data, Bv.data, M, N, K);
+        }
+        return doubles(std::move(y), {M, N});
+      },
+      py::arg("x"), py::arg("w"), py::arg("b") = py::none(), "x [m, k] @ w[n, k]^T + b[n] in double: [m, n].");
+  r.def(
+      "rms_norm",
+      [](const py::object& x, const py::object& w, double eps, const std::string& kind) {
+        FloatArg X = dims(x, "x", 2), W = dims(w, "w", 1);
+        expect_shape(W.shape, {X.shape[1]}, "w");
+        const NormKind k = parse_enum(kind, kNormKinds, "kind");
+        return doubles(reference::rms_norm(X.data, W.data, X.shape[0], X.shape[1], eps, k), X.shape);
+      },
+      py::arg("x"), py::arg("w"), py::arg("eps") = 1e-6, py::arg("kind") = "plain",
+      "Each row of x [rows, dim] / sqrt(mean(x^2) + eps) * w ('plain') or * (1 + w) ('zero_centered').");
+  r.def(
+      "rope",
+      [](const py::object& x, int64_t rotary_dim, double theta, int64_t pos0, const std::string& style) {
+        FloatArg X = dims(x, "x", 4);
+        const RopeStyle s = parse_enum(style, kRopeStyles, "style");
+        return doubles(reference::rope(X.data, X.shape[0], X.shape[1], X.shape[2], X.shape[3], rotary_dim, theta, pos0, s),
+                       X.shape);
+      },
+      py::arg("x"), py::arg("rotary_dim"), py::arg("theta") = 10000.0, py::arg("pos0") = 0,
+      py::arg("style") = "rotate_half", "RoPE on x [batch, tokens, heads, head_dim]; token t at position pos0 + t.");
+  r.def(
+      "softmax",
+      [](const py::object& scores, double scale, bool causal, const py::object& mask) {
+        FloatArg S = dims(scores, "scores", 4), Mk = optional_float_arg(mask, "mask", 4);
+        const int64_t B = S.shape[0], H = S.shape[1], T = S.shape[2], K = S.shape[3];
+        if (!mask.is_none()) expect_shape(Mk.shape, {B, 1, T, K}, "mask");
+        return doubles(reference::softmax(S.data, B, H, T, K, scale, causal, Mk.data), S.shape);
+      },
+      py::arg("scores"), py::arg("scale") = 1.0, py::arg("causal") = false, py::arg("mask") = py::none(),
+      "Row softmax of scale * scores [batch, heads, tokens, keys] (+ additive mask [batch, 1, tokens, keys]).");
+  r.def(
+      "attention",
+      [](const py::object& q, const py::object& k, const py::object& v, double scale, bool causal,
+         const py::object& mask, const std::string& mapping) {
+        FloatArg Q = dims(q, "q", 4), K = dims(k, "k", 4), V = dims(v, "v", 4), Mk = optional_float_arg(mask, "mask", 4);
+        const int64_t B = Q.shape[0], H = Q.shape[1], T = Q.shape[2], Dh = Q.shape[3], KV = K.shape[1], S = K.shape[2];
+        expect_shape(K.shape, {B, KV, S, Dh}, "k");
+        expect_shape(V.shape, {B, KV, S, Dh}, "v");
+        if (!mask.is_none()) expect_shape(Mk.shape, {B, 1, T, S}, "mask");
+        const GqaMapping g = parse_enum(mapping, kGqaMappings, "mapping");
+        Doubles y;
+        {
+          py::gil_scoped_release nogil;
+          y = reference::attention(Q.data, K.data, V.data, B, H, KV, T, S, Dh, scale, causal, Mk.data, g);
+        }
+        return doubles(std::move(y), {B, T, H, Dh});
+      },
+      py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"), py::arg("causal") = true,
+      py::arg("mask") = py::none(), py::arg("mapping") = "grouped",
+      "SDPA with GQA: q [B, H, T, Dh], k and v [B, KV, S, Dh] (the last T keys are the new tokens) -> [B, T, H, Dh].");
+  r.def(
+      "gate",
+      [](const py::object& y, const py::object& g, int64_t heads, int64_t gate_width, const std::string& activation,
+         const std::string& combine) {
+        FloatArg Y = dims(y, "y", 2), G = dims(g, "g", 2);
+        const int64_t rows = Y.shape[0];
+        if (heads <= 0 || Y.shape[1] % heads) fail(ErrorCode::invalid_argument, "heads: must divide y's width");
+        const int64_t Dh = Y.shape[1] / heads;
+        expect_shape(G.shape, {rows, heads * gate_width}, "g");
+        return doubles(reference::gate(Y.data, G.data, rows, heads, Dh, gate_width,
+                                       parse_enum(activation, kGateActivations, "activation"),
+                                       parse_enum(combine, kGateCombines, "combine")),
+                       Y.shape);
+      },
+      py::arg("y"), py::arg("g"), py::arg("heads"), py::arg("gate_width"), py::arg("activation") = "sigmoid",
+      py::arg("combine") = "multiply",
+      "y [rows, heads*Dh] combined with act(g), g [rows, heads*gate_width] (gate_width 1 or Dh).");
+  r.def(
+      "compare",
+      [](const py::object& got, const py::object& want) {
+        FloatArg G = float_arg(got, "got");
+        py::array_t<double, py::array::c_style | py::array::forcecast> W =
+            py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(want);
+        if (!W) {
+          PyErr_Clear();
+          fail(ErrorCode::invalid_argument, "want: expected a float64 array");
+        }
+        if (size_t(W.size()) != G.data.size())
+          fail(ErrorCode::shape_mismatch, "got, want: " + std::to_string(G.data.size()) + " and " +
+                                              std::to_string(W.size()) + " elements");
+        const reference::Diff d = reference::compare(G.data, std::span<const double>(W.data(), size_t(W.size())));
+        py::dict r;
+        r["nmse"] = d.nmse;
+        r["max_abs"] = d.max_abs;
+        r["first_bad"] = d.first_bad;
+        return r;
+      },
+      py::arg("got"), py::arg("want"),
+      "{'nmse': sum((a-b)^2)/sum(a^2), 'max_abs', 'first_bad'} of float32 `got` against the reference\n"
+      "`want` (a = want); nmse is inf and first_bad the index when `got` holds a non-finite value.");
+}
+
+void bind_block_oracle(py::module_& r) {
+  r.def(
+      "forward",
+      [](const BlockConfig& cfg, const py::dict& weights, const py::object& x, const py::object& past_key,
+         const py::object& past_value, const py::object& attention_mask) {
+        std::vector<py::array> holders;
+        const WeightMap w = weight_map(weights, holders, "weights");
+        FloatArg X = float_arg(x, "x", 3);
+        FloatArg pk = optional_float_arg(past_key, "past_key", 4), pv = optional_float_arg(past_value, "past_value", 4);
+        FloatArg mask = optional_float_arg(attention_mask, "attention_mask", 4);
+        const int64_t B = X.shape[0], T = X.shape[1], P = past_key.is_none() ? 0 : pk.shape[2];
+        reference::Inputs in;
+        in.hidden = X.data;
+        in.batch = B;
+        in.tokens = T;
+        in.past = P;
+        in.past_key = pk.data;
+        in.past_value = pv.data;
+        in.attention_mask = mask.data;
+        reference::Result res;
+        {
+          py::gil_scoped_release nogil;
+          res = reference::forward(cfg, w, in);
+        }
+        const int64_t H = cfg.num_heads, KV = cfg.num_kv_heads, Dh = cfg.head_dim;
+        py::dict d;
+        d["output"] = doubles(std::move(res.output), {B, T, cfg.hidden_size});
+        d["q"] = doubles(std::move(res.q), {B, H, T, Dh});
+        d["k"] = doubles(std::move(res.k), {B, KV, P + T, Dh});
+        d["v"] = doubles(std::move(res.v), {B, KV, P + T, Dh});
+        d["sdpa"] = doubles(std::move(res.sdpa), {B, T, H, Dh});
+        d["gate"] = doubles(std::move(res.gate), {B, T, cfg.gate_heads(), cfg.gate_width()});
+        d["gated"] = doubles(std::move(res.gated), {B, T, H * Dh});
+        d["first_token_attn"] = doubles(std::move(res.first_token_attn), {H});
+        return d;
+      },
+      py::arg("config"), py::arg("weights"), py::arg("x"), py::arg("past_key") = py::none(),
+      py::arg("past_value") = py::none(), py::arg("attention_mask") = py::none(),
+      "The block in double precision, with GatedAttention.forward's arguments. Returns a dict of\n"
+      "float64 arrays: output [B, T, D], q, k, v (the whole cache: present_key/present_value), sdpa,\n"
+      "gate (activated scores), gated, first_token_attn [H].");
+}
+
+py::dict model_result(reference::ModelResult&& res, const ModelConfig& cfg, int64_t B, int64_t T) {
+  const int64_t D = cfg.hidden_size(), L = cfg.num_hidden_layers;
+  py::dict d;
+  d["logits"] = doubles(std::move(res.logits), {B, T, cfg.vocab_size});
+  py::list hs;
+  for (auto& h : res.hidden_states) hs.append(doubles(std::move(h), {B, T, D}));
+  d["hidden_states"] = hs;
+  d["final_norm"] = doubles(std::move(res.final_norm), {B, T, D});
+  d["first_token_attn"] = doubles(std::move(res.first_token_attn), {L, cfg.gla ? 0 : cfg.attention.num_heads});
+  d["max_activation"] = doubles(std::move(res.max_activation), {L});
+  d["gate_mean"] = doubles(std::move(res.gate_mean), {L});
+  return d;
+}
+
+void bind_model_oracle(py::module_& r) {
+  r.def(
+      "model_forward",
+      [](const ModelConfig& cfg, const py::dict& weights, const py::object& ids) {
+        std::vector<py::array> holders;
+        const WeightMap w = weight_map(weights, holders, "weights");
+        IdsArg a = ids_arg(ids, "ids");
+        if (a.shape.size() != 2) fail(ErrorCode::shape_mismatch, "ids: expected [batch, tokens], got " + shape_text(a.shape));
+        reference::ModelInputs in{a.data, a.shape[0], a.shape[1]};
+        reference::ModelResult res;
+        {
+          py::gil_scoped_release nogil;
+          res = reference::model_forward(cfg, w, in);
+        }
+        return model_result(std::move(res), cfg, a.shape[0], a.shape[1]);
+      },
+      py::arg("config"), py::arg("weights"), py::arg("ids"),
+      "The whole model in double on ids [batch, tokens] (weights by full name). Returns a dict: logits\n"
+      "[B, T, V], hidden_states (L+1 arrays [B, T, D]), final_norm, first_token_attn [L, H],\n"
+      "max_activation [L], gate_mean [L] (empty without a gate).");
+  r.def(
+      "greedy_generate",
+      [](const ModelConfig& cfg, const py::dict& weights, const py::object& prompt, int max_new_tokens,
+         bool stop_at_eos) {
+        std::vector<py::array> holders;
+        const WeightMap w = weight_map(weights, holders, "weights");
+        IdsArg a = ids_arg(prompt, "prompt");
+        std::vector<int64_t> ids;
+        {
+          py::gil_scoped_release nogil;
+          ids = reference::greedy_generate(cfg, w, a.data, max_new_tokens, stop_at_eos);
+        }
+        const int64_t n = int64_t(ids.size());
+        return to_numpy(std::move(ids), {n});
+      },
+      py::arg("config"), py::arg("weights"), py::arg("prompt"), py::arg("max_new_tokens"),
+      py::arg("stop_at_eos") = true, "Greedy decoding in double, recomputing the whole sequence each step.");
+  r.def(
+      "mlp",
+      [](const py::object& x, const std::string& act, const py::object& gate_w, const py::object& up_w,
+         const py::object& down_w) {
+        py::array_t<double, py::array::c_style | py::array::forcecast> X =
+            py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(x);
+        if (!X || X.ndim() != 2) {
+          PyErr_Clear();
+          fail(ErrorCode::invalid_argument, "x: expected a 2-D float array [rows, hidden]");
+        }
+        FloatArg G = dims(gate_w, "gate_w", 2), U = dims(up_w, "up_w", 2), Dn = dims(down_w, "down_w", 2);
+        const int64_t rows = X.shape(0), D = X.shape(1), I = G.shape[0];
+        Doubles y = reference::mlp(std::span<const double>(X.data(), size_t(X.size())), rows, D, I,
+                                   parse_enum(act, kActivations, "act"), G.data, U.data, Dn.data);
+        return doubles(std::move(y), {rows, D});
+      },
+      py::arg("x"), py::arg("act"), py::arg("gate_w"), py::arg("up_w"), py::arg("down_w"),
+      "down(act(gate(x)) * up(x)) in double; x [rows, D], gate_w and up_w [I, D], down_w [D, I].");
+}
+
+void bind_gla_oracle(py::module_& r) {
+  r.def(
+      "gla_forward",
+      [](const GlaConfig& cfg, const py::dict& weights, const py::object& x, const py::object& initial_state) {
+        std::vector<py::array> holders;
+        const WeightMap w = weight_map(weights, holders, "weights");
+        FloatArg X = float_arg(x, "x", 3), S0 = optional_float_arg(initial_state, "initial_state", 4);
+        const int64_t B = X.shape[0], T = X.shape[1];
+        reference::GlaInputs in{X.data, int(B), int(T), S0.data};
+        reference::GlaResult res;
+        {
+          py::gil_scoped_release nogil;
+          res = reference::gla_forward(cfg, w, in);
+        }
+        const int64_t H = cfg.num_heads, dk = cfg.head_k_dim(), dv = cfg.head_v_dim();
+        py::dict d;
+        d["output"] = doubles(std::move(res.output), {B, T, cfg.hidden_size});
+        d["final_state"] = doubles(std::move(res.final_state), {B, H, dk, dv});
+        d["q"] = doubles(std::move(res.q), {B, T, H, dk});
+        d["k"] = doubles(std::move(res.k), {B, T, H, dk});
+        d["v"] = doubles(std::move(res.v), {B, T, H, dv});
+        d["log_a"] = doubles(std::move(res.log_a), {B, T, H, dk});
+        d["o_core"] = doubles(std::move(res.o_core), {B, T, H, dv});
+        d["states"] = doubles(std::move(res.states), {B, T, H, dk, dv});
+        return d;
+      },
+      py::arg("config"), py::arg("weights"), py::arg("x"), py::arg("initial_state") = py::none(),
+      "The GLA layer's recurrence in double, with GlaLayer.forward's arguments. Returns a dict of float64\n"
+      "arrays: output, final_state, and the intermediates q, k, v, log_a, o_core, states.");
+}
+
+}  // namespace
+
+void bind_reference(py::module_& m) {
+  py::module_ r = m.def_submodule("reference",
+                                  "The CPU oracle: every call in double precision, written independently of the\n"
+                                  "GPU path. Slow by design; for tests and checks on tiny shapes.");
+  bind_ops(r);
+  bind_block_oracle(r);
+  bind_model_oracle(r);
+  bind_gla_oracle(r);
+}
+
+}  // namespace vkgate::py_bind
