@@ -74,6 +74,11 @@ py::array_t<T> to_numpy(std::vector<T>&& v, const std::vector<int64_t>& shape) {
   return py::array_t<T>(s, owned->data(), free_when_done);
 }
 
+// Text the library produced as bytes: ids may end inside a UTF-8 character, and
+// such bytes become U+FFFD (as Hugging Face's decode writes them) instead of a
+// UnicodeDecodeError.
+py::str text_of(const std::string& bytes);
+
 // ---- enums as the strings config.json uses
 
 inline constexpr std::array kGateKinds{GateKind::none, GateKind::headwise, GateKind::elementwise};

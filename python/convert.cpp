@@ -151,6 +151,8 @@ WeightMap weight_map(const py::dict& weights, std::vector<py::array>& holders, c
   return map;
 }
 
+py::str text_of(const std::string& bytes) { return py::bytes(bytes).attr("decode")("utf-8", "replace"); }
+
 bool is_path(const py::handle& obj) { return py::isinstance<py::str>(obj) || py::hasattr(obj, "__fspath__"); }
 
 std::string fspath(const py::handle& obj, const char* what) {

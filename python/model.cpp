@@ -84,7 +84,7 @@ struct TextStream {
     return argmax(logits);
   }
 
-  std::string next() {
+  py::str next() {
     std::string piece;
     while (piece.empty()) {
       if (done) throw py::stop_iteration();
@@ -107,7 +107,7 @@ struct TextStream {
       }
     }
     text += piece;
-    return piece;
+    return text_of(piece);
   }
 };
 
@@ -129,7 +129,7 @@ void bind_model(py::module_& m) {
       .def("__next__", &TextStream::next)
       .def_property_readonly("ids", [](TextStream& s) { return s.ids; })
       .def_property_readonly("prompt_ids", [](TextStream& s) { return s.prompt; })
-      .def_property_readonly("text", [](TextStream& s) { return py::bytes(s.text).attr("decode")("utf-8", "replace"); });
+      .def_property_readonly("text", [](TextStream& s) { return text_of(s.text); });
 
   py::class_<PyModel>(m, "Model",
                       "A whole decoder-only model (Qwen3 with the paper's gate flags, Llama, or fla's GLA) on the device.\n\n"

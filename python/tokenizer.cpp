@@ -6,9 +6,6 @@ namespace vkgate::py_bind {
 
 namespace {
 
-// Ids may end inside a UTF-8 character: such bytes become U+FFFD, as Hugging Face's decode writes them.
-py::str text_of(const std::string& bytes) { return py::bytes(bytes).attr("decode")("utf-8", "replace"); }
-
 std::vector<int32_t> ids32(const py::object& ids) {
   IdsArg a = ids_arg(ids, "ids");
   if (a.shape.size() != 1) fail(ErrorCode::shape_mismatch, "ids: expected 1-D token ids, got " + shape_text(a.shape));

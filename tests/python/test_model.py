@@ -1,0 +1,97 @@
+"""A model directory end to end: written here (config.json, model.safetensors,
+tokenizer.json), loaded, run, generated from, against vkgate.reference."""
+import numpy as np
+import pytest
+
+import vkgate
+from conftest import NMSE_MODEL_FP32, TOKENIZER_JSON, assert_close, write_model
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("model")
+    cfg, weights = write_model(d, np.random.default_rng(20))
+    return str(d), cfg, weights
+
+
+def test_logits_and_stats(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    assert model.config.vocab_size == cfg.vocab_size and model.precision == "fp32"
+    ids = np.array([[3, 100, 7, 42, 0], [5, 5, 9, 250, 1]], dtype=np.int32)
+    want = vkgate.reference.model_forward(cfg, w, ids)
+    assert model.stats is None
+    logits, stats = model.logits(ids, stats=True)
+    assert logits.shape == (2, 5, cfg.vocab_size) and logits.dtype == np.float32
+    assert_close(logits, want["logits"], NMSE_MODEL_FP32)
+    assert stats["first_token_attn"].shape == (2, 4)
+    np.testing.assert_allclose(stats["first_token_attn"], want["first_token_attn"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(stats["gate_mean"], want["gate_mean"], rtol=1e-4)
+    np.testing.assert_allclose(stats["max_activation"], want["max_activation"], rtol=1e-4)
+    np.testing.assert_array_equal(model.stats["first_token_attn"], stats["first_token_attn"])
+    # one row as a 1-D list
+    row = model.logits([3, 100, 7])
+    assert row.shape == (3, cfg.vocab_size)
+    assert_close(row, want["logits"][0, :3], NMSE_MODEL_FP32)
+    assert model.memory["weights"] > 0
+
+
+def test_generate_ids_matches_reference(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    prompt = np.array([11, 200, 31], dtype=np.int64)
+    got = model.generate(prompt, max_new_tokens=6, stop_at_eos=False)
+    want = vkgate.reference.greedy_generate(cfg, w, prompt, 6, stop_at_eos=False)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+    assert model.generate([11, 200, 31], max_new_tokens=0).size == 0
+
+
+def test_generate_text_streams(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    tok = vkgate.Tokenizer(d)
+    stream = model.generate("hello world", max_new_tokens=5, stop_at_eos=False)
+    pieces = list(stream)
+    assert all(isinstance(p, str) for p in pieces)
+    if "\ufffd" not in stream.text:  # a random model may emit bytes that are no whole character
+        assert "".join(pieces) == stream.text
+    want = vkgate.reference.greedy_generate(cfg, w, tok.encode("hello world"), 5, stop_at_eos=False)
+    assert stream.ids == list(want)
+    assert stream.text == tok.decode(want)
+    assert list(model.generate("hello", max_new_tokens=0)) == []
+
+
+def test_sequence_extend(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    ids = np.array([[4, 8, 15, 16, 23, 42]])
+    want = vkgate.reference.model_forward(cfg, w, ids)["logits"]
+    seq = model.start(1, 8)
+    assert (seq.batch, seq.capacity, seq.length) == (1, 8, 0)
+    assert_close(model.extend(seq, ids[:, :4]), want[:, 3], NMSE_MODEL_FP32)
+    for t in (4, 5):
+        assert_close(model.extend(seq, ids[:, t:t + 1]), want[:, t], NMSE_MODEL_FP32)
+    seq.truncate(5)
+    assert_close(model.extend(seq, [42]), want[0, 5], NMSE_MODEL_FP32)
+
+
+def test_model_from_dict_and_half_storage(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    ids = np.array([[1, 2, 3, 4]])
+    want = vkgate.reference.model_forward(cfg, w, ids)["logits"]
+    assert_close(vkgate.Model(ctx, cfg, w).logits(ids), want, NMSE_MODEL_FP32)
+    # the C++ tests' bounds for fp16 / bf16 storage (tests/test_model.cpp)
+    assert_close(vkgate.Model.load(ctx, d, precision="fp16").logits(ids), want, 1e-4)
+    assert_close(vkgate.Model.load(ctx, d, precision="bf16").logits(ids), want, 1e-3)
+
+
+def test_model_without_tokenizer_refuses_text(ctx, tmp_path):
+    write_model(tmp_path, np.random.default_rng(3), with_tokenizer=False)
+    model = vkgate.Model.load(ctx, tmp_path)
+    with pytest.raises(vkgate.Error) as e:
+        model.generate("hi")
+    assert e.value.code == "invalid_argument" and "tokenizer.json" in str(e.value)
+    stream = model.generate("hi", max_new_tokens=2, stop_at_eos=False, tokenizer=vkgate.Tokenizer(TOKENIZER_JSON))
+    list(stream)
+    assert len(stream.ids) == 2
