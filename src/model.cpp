@@ -117,15 +117,18 @@ struct Model::Impl {
     }
   }
 
-  // One step: inputs staged, the plan recorded (or its parameters updated for
-  // another cache length), submitted and waited for.
-  void run(nn::StackPlan& p, std::span<const int64_t> ids, uint32_t past, const std::vector<nn::LayerCache>* caches) {
-    put_ids(p, ids);
-    const auto table = ops::rope_table(p.tokens, uint32_t(cfg.attention.rotary_dim()), cfg.attention.rope_theta, past);
-    std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
+  // One step after put_ids: the plan recorded (or its parameters updated for
+  // another cache length), submitted and waited for. A GLA step's commands do
+  // not depend on the position: its state carries everything before it.
+  void run(nn::StackPlan& p, uint32_t past, const std::vector<nn::LayerCache>* caches) {
+    if (!cfg.gla) {
+      const auto table =
+          ops::rope_table(p.tokens, uint32_t(cfg.attention.rotary_dim()), cfg.attention.rope_theta, past);
+      std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
+    }
     if (p.rec->recordings() == 0) {
       stack->record(p, gpu::Recorder::Mode::record, past, caches, poison);
-    } else if (p.past != past) {
+    } else if (p.past != past && !cfg.gla) {
       try {
         stack->record(p, gpu::Recorder::Mode::update, past, caches, poison);
       } catch (const Error&) {  // a sequence of commands that changed with the length: record it anew
@@ -137,8 +140,10 @@ struct Model::Impl {
     for (const auto& t : p.rec->timings()) last_timings.push_back({t.label, t.microseconds});
   }
 
+  // A GLA model's layers have neither attention probabilities nor sigmoid gate
+  // scores: first_token_attn and gate_mean stay empty (as the reference's).
   ModelStats stats(const nn::StackPlan& p) const {
-    const int L = cfg.num_hidden_layers, H = cfg.attention.num_heads;
+    const int L = cfg.num_hidden_layers, H = cfg.gla ? cfg.gla->num_heads : cfg.attention.num_heads;
     const uint32_t stride = stack->stats_stride();
     const float* s = static_cast<const float*>(p.stats_down.mapped());
     const bool gated = cfg.attention.gate_kind != GateKind::none;
@@ -148,6 +153,10 @@ struct Model::Impl {
     out.heads = H;
     for (int l = 0; l < L; ++l) {
       const float* at = s + size_t(l) * stride;
+      if (cfg.gla) {
+        out.max_activation.push_back(at[0]);
+        continue;
+      }
       out.first_token_attn.insert(out.first_token_attn.end(), at, at + H);
       if (gated) out.gate_mean.push_back(double(at[H]) / gate_values);
       out.max_activation.push_back(at[H + 2]);
@@ -161,6 +170,11 @@ struct Sequence::Impl {
   int batch = 0, capacity = 0, length = 0;
   std::vector<nn::LayerCache> caches;
   PlanCache plans;
+  // GLA: zeroes every layer's state (a new sequence, truncate(0)).
+  std::unique_ptr<gpu::Recorder> reset;
+  // GLA: a step failed after it may have advanced some states, which no longer
+  // match `length`; only truncate(0) makes the sequence usable again.
+  bool state_lost = false;
 
   ~Impl() {
     model->ended_recordings += plans.recordings();
@@ -168,8 +182,12 @@ struct Sequence::Impl {
   }
   uint64_t cache_bytes() const {
     uint64_t n = 0;
-    for (const nn::LayerCache& c : caches) n += c.keys.size() + c.values.size();
+    for (const nn::LayerCache& c : caches) n += c.keys.size() + c.values.size() + c.state.size();
     return n;
+  }
+  void zero_states() {
+    reset->submit("resetting the GLA states of a sequence");
+    state_lost = false;
   }
 };
 
@@ -183,10 +201,19 @@ int Sequence::batch() const { return impl_->batch; }
 int Sequence::capacity() const { return impl_->capacity; }
 int Sequence::length() const { return impl_->length; }
 void Sequence::truncate(int length) {
-  if (length < 0 || length > impl_->length)
+  Impl& s = *impl_;
+  if (length < 0 || length > s.length)
     throw Error(ErrorCode::invalid_argument, "truncate: length " + std::to_string(length) + " is outside 0.." +
-                                                 std::to_string(impl_->length));
-  impl_->length = length;
+                                                 std::to_string(s.length));
+  if (s.reset) {  // a GLA model: one state per layer, the sum of every position so far
+    if (length == 0) s.zero_states();
+    else if (length != s.length)
+      throw Error(ErrorCode::invalid_argument,
+                  "truncate: length " + std::to_string(length) + " of " + std::to_string(s.length) +
+                      ": a GLA model's sequence holds a recurrent state, not one cache entry per position, so it "
+                      "cannot be rolled back; truncate to 0 (start again) or keep the length");
+  }
+  s.length = length;
 }
 
 // ---- Model ----
@@ -200,8 +227,6 @@ Model Model::load(Context& ctx, const std::string& dir, const ModelOptions& opti
 Model::Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, const ModelOptions& options)
     : impl_(std::make_unique<Impl>(ctx, cfg, options)) {
   cfg.validate();
-  if (cfg.gla)  // the CPU reference runs GLA models; the device layers for them are not built yet
-    throw Error(ErrorCode::unsupported, "model_type gla: vkgate runs GLA models on the CPU reference only so far");
   const nn::Storage act = nn::storage_of(options.precision);
   if (act != nn::Storage::f32 && !impl_->vk.info.storage16)
     throw Error(ErrorCode::unsupported, std::string("precision ") + to_string(options.precision) +
@@ -236,7 +261,8 @@ std::vector<float> Model::logits(std::span<const int64_t> ids, int batch, int to
   const PlanKey key{batch, tokens, stats != nullptr};
   nn::StackPlan* p = m.plans.find(key);
   if (!p) p = &m.plans.add(key, m.stack->plan(uint32_t(batch), uint32_t(tokens), uint32_t(tokens), false, true, stats));
-  m.run(*p, ids, 0, nullptr);
+  m.put_ids(*p, ids);
+  m.run(*p, 0, nullptr);
   const float* out = static_cast<const float*>(p->logits.mapped());
   if (stats) *stats = m.stats(*p);
   return std::vector<float>(out, out + size_t(batch) * tokens * m.cfg.vocab_size);
@@ -252,6 +278,21 @@ Sequence Model::start(int batch, int capacity) {
   m.sequences.push_back(s.get());
   s->batch = batch;
   s->capacity = capacity;
+  if (m.cfg.gla) {  // one fp32 state per layer, whatever the capacity
+    const size_t n = m.stack->gla_state_elements(uint32_t(batch));
+    s->reset = std::make_unique<gpu::Recorder>(m.vk, m.stack->tuning());
+    s->reset->begin();
+    for (int l = 0; l < m.cfg.num_hidden_layers; ++l) {
+      nn::LayerCache c;
+      c.state = nn::allocate(m.vk, n, nn::Storage::f32, gpu::MemoryKind::device,
+                             "layer " + std::to_string(l) + " GLA state");
+      s->reset->fill(c.state, 0);  // the word of 0.0f
+      s->caches.push_back(std::move(c));
+    }
+    s->reset->end();
+    s->zero_states();
+    return Sequence(std::move(s));
+  }
   const BlockConfig& a = m.cfg.attention;
   const size_t n = size_t(batch) * size_t(a.num_kv_heads) * size_t(capacity) * size_t(a.head_dim);
   for (int l = 0; l < m.cfg.num_hidden_layers; ++l) {
@@ -268,6 +309,9 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   Impl& m = *impl_;
   Sequence::Impl& s = *seq.impl_;
   if (s.model != &m) throw Error(ErrorCode::invalid_argument, "extend: the sequence belongs to another model");
+  if (s.state_lost)
+    throw Error(ErrorCode::invalid_argument, "extend: an earlier step failed and left the sequence's GLA states "
+                                             "undefined; truncate(0) starts it again");
   if (tokens <= 0 || size_t(s.batch) * size_t(tokens) != ids.size())
     throw Error(ErrorCode::invalid_argument, "extend: " + std::to_string(ids.size()) + " ids for batch " +
                                                  std::to_string(s.batch) + " × tokens " + std::to_string(tokens));
@@ -279,7 +323,13 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   nn::StackPlan* p = s.plans.find(key);
   if (!p)
     p = &s.plans.add(key, m.stack->plan(uint32_t(s.batch), uint32_t(tokens), uint32_t(s.capacity), true, false, false));
-  m.run(*p, ids, uint32_t(s.length), &s.caches);
+  m.put_ids(*p, ids);  // a bad id is refused before any state changes
+  try {
+    m.run(*p, uint32_t(s.length), &s.caches);
+  } catch (...) {
+    s.state_lost = s.reset != nullptr;
+    throw;
+  }
   s.length += tokens;
   const float* out = static_cast<const float*>(p->logits.mapped());
   return std::vector<float>(out, out + size_t(s.batch) * m.cfg.vocab_size);

@@ -138,9 +138,12 @@ void read_gla_model(const KeyReader& r, std::string_view json_text, const std::s
 void ModelConfig::validate() const {
   if (gla) {
     gla->validate();
-    check_rows("gate_low_rank_dim", gla_forms.low_rank_dim);
-    if (gla_forms.output_norm != "g_norm_swish_gate.weight" && gla_forms.output_norm != "g_norm.weight")
-      bad("fuse_norm", "must give the output norm g_norm_swish_gate.weight or g_norm.weight");
+    // 0 and "" are forms of the GLA layer that fla's models never build; a
+    // ModelConfig made in code may still ask for them (config.json cannot).
+    if (gla_forms.low_rank_dim != 0) check_rows("gate_low_rank_dim", gla_forms.low_rank_dim);
+    if (!gla_forms.output_norm.empty() && gla_forms.output_norm != "g_norm_swish_gate.weight" &&
+        gla_forms.output_norm != "g_norm.weight")
+      bad("fuse_norm", "must give the output norm g_norm_swish_gate.weight, g_norm.weight or none");
     if (!gla_forms.attn_norm) bad("attn_norm", "must be present: a GLA model's layer normalizes its input");
   } else {
     attention.validate();

@@ -51,6 +51,42 @@ struct TinyModel {
   }
 };
 
+// A tiny fla GLA model (model_type "gla"): d_k = int(D·expand_k)/H, d_v =
+// int(D·expand_v)/H. low_rank 0 and output_norm "" are the layer's forms that
+// only a ModelConfig made in code asks for (the single gk_proj, no norm).
+struct TinyGla {
+  int hidden = 32, heads = 4, kv_heads = 2, layers = 2, inter = 48, vocab = 50;
+  double expand_k = 0.5, expand_v = 1.0;
+  int low_rank = 4;
+  bool output_gate = true, tied = false;
+  std::string output_norm = "g_norm_swish_gate.weight";
+  FeatureMap feature_map = FeatureMap::none;
+  KeyCoupling coupling = KeyCoupling::none;
+
+  ModelConfig config() const {
+    ModelConfig m;
+    m.model_type = "gla";
+    GlaConfig g;
+    g.hidden_size = hidden;
+    g.num_heads = heads;
+    g.num_kv_heads = kv_heads;
+    g.expand_k = expand_k;
+    g.expand_v = expand_v;
+    g.use_output_gate = output_gate;
+    g.feature_map = feature_map;
+    g.key_coupling = coupling;
+    g.norm_eps = 1e-5;
+    m.gla = g;
+    m.gla_forms = {low_rank, output_norm, true};
+    m.num_hidden_layers = layers;
+    m.intermediate_size = inter;
+    m.vocab_size = vocab;
+    m.tie_word_embeddings = tied;
+    m.eos_token_ids = {1};
+    return m;
+  }
+};
+
 struct RandomModel {
   ModelConfig cfg;
   std::map<std::string, std::vector<float>> data;
@@ -63,7 +99,7 @@ struct RandomModel {
       // 1 (plain RMSNorm); biases small; embeddings O(1).
       const bool norm = spec.name.find("norm") != std::string::npos;
       const bool bias = spec.name.find(".bias") != std::string::npos;
-      const bool embed = spec.name == "model.embed_tokens.weight";
+      const bool embed = spec.name == cfg.embedding_name();
       const double sd = norm ? 0.2 : bias ? 0.1 : embed ? 1.0 : 1.0 / std::sqrt(double(spec.shape.back()));
       std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, float(sd));
       auto& v = data[spec.name];

@@ -1,7 +1,8 @@
-// Model: a whole decoder-only model (Qwen3 with the paper's gate flags, or
-// Llama; model_config.hpp) whose weights live on the device, and Sequence:
-// the per-sequence state (one KV cache per layer and the position) that a
-// generation keeps, so that several sequences share one copy of the weights.
+// Model: a whole decoder-only model (Qwen3 with the paper's gate flags, Llama,
+// or fla's GLA; model_config.hpp) whose weights live on the device, and
+// Sequence: the per-sequence state (one KV cache per layer, or for GLA one
+// recurrent state per layer, and the position) that a generation keeps, so
+// that several sequences share one copy of the weights.
 //
 //   vkgate::Model model = vkgate::Model::load(ctx, "checkpoints/1B_gate_elementwise");
 //   std::vector<float> logits = model.logits(ids, batch, tokens);      // [B, T, V]
@@ -49,7 +50,9 @@ struct ModelOptions {
   bool check_finite = true;
 };
 
-// The paper's measurements, per layer, from a forward with statistics.
+// The paper's measurements, per layer, from a forward with statistics. A GLA
+// model has no attention probabilities and no sigmoid gate scores:
+// first_token_attn and gate_mean stay empty, max_activation is measured.
 struct ModelStats {
   int layers = 0, heads = 0;
   std::vector<double> first_token_attn;  // [L, H]: attention on key 0, mean over batch and queries
@@ -60,7 +63,7 @@ struct ModelStats {
 // Device memory a Model holds, in bytes.
 struct MemoryUse {
   uint64_t weights = 0;    // every tensor of the model
-  uint64_t kv_cache = 0;   // the caches of its live Sequences
+  uint64_t kv_cache = 0;   // the caches of its live Sequences (GLA: their fp32 states [B, H, dk, dv] per layer)
   uint64_t workspace = 0;  // the buffers of its recorded plans (scratch, inputs, outputs)
 };
 
@@ -72,9 +75,12 @@ class Sequence {
   Sequence(Sequence&&) noexcept;
   Sequence& operator=(Sequence&&) noexcept;
   int batch() const;
-  int capacity() const;  // positions each row's cache holds
+  int capacity() const;  // positions each row's cache holds (GLA: may run, the state's size is fixed)
   int length() const;    // positions run so far
-  // Forgets the positions from `length` on (to roll back or redo steps).
+  // Forgets the positions from `length` on (to roll back or redo steps). A
+  // GLA model's state sums every position so far and cannot be rolled back:
+  // only 0 (zeroes the states) or the current length; anything else is an
+  // Error(invalid_argument) saying so. After a GLA step failed, only 0.
   void truncate(int length);
 
  private:
@@ -119,12 +125,14 @@ class Model {
   Model& operator=(Model&&) noexcept;
 
   // The logits [batch, tokens, V] of every position of ids [batch, tokens]
-  // (each row causal from its first token; no cache is kept). With `stats`,
+  // (each row causal from its first token, GLA layers from a zero state; no
+  // cache is kept). With `stats`,
   // also the per-layer measurements. Ids outside [0, V) are an
   // Error(invalid_argument) naming the first with its position.
   std::vector<float> logits(std::span<const int64_t> ids, int batch, int tokens, ModelStats* stats = nullptr);
 
-  // A sequence of `batch` rows with room for `capacity` positions each.
+  // A sequence of `batch` rows with room for `capacity` positions each (GLA:
+  // zero states).
   Sequence start(int batch, int capacity);
   // Runs ids [batch, tokens] as the next positions of `seq` and returns the
   // logits [batch, V] of the last of them.

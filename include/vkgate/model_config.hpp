@@ -47,7 +47,9 @@ struct ModelConfig {
   // them so): low_rank_dim = gate_low_rank_dim (fla's gk_proj is always the
   // low-rank pair), output_norm g_norm_swish_gate.weight when use_output_gate,
   // fuse_norm (default true) and hidden_act spelled "swish", else g_norm.weight;
-  // attn_norm true.
+  // attn_norm true. Made in code (never from config.json, as fla has neither),
+  // low_rank_dim 0 asks for the single gk_proj.weight/.bias and output_norm ""
+  // for no output norm.
   GlaForms gla_forms;
   int num_hidden_layers = 0;  // L
   int intermediate_size = 0;  // I

@@ -10,8 +10,8 @@ Mlp::Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
       tuning_(tuning),
       hidden_(uint32_t(cfg.hidden_size())),
       inter_(uint32_t(cfg.intermediate_size)),
-      norm_kind_(cfg.attention.norm_kind),
-      eps_(float(cfg.attention.rms_norm_eps)),
+      norm_kind_(cfg.norm_kind()),
+      eps_(float(cfg.norm_eps())),
       act_fn_(cfg.hidden_act),
       act_(act) {
   auto name = [&](const char* n) { return layer_tensor_name(layer, n); };
@@ -20,7 +20,7 @@ Mlp::Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
   const size_t e = ops::element_bytes(act);
   ld_hidden_ = ops::operand_stride(vk.info, tuning, hidden_, act);
   ld_inter_ = ops::operand_stride(vk.info, tuning, inter_, act);
-  norm_w_ = upload(vk, f32("post_attention_layernorm.weight"), name("post_attention_layernorm.weight"));
+  norm_w_ = upload(vk, f32(cfg.mlp_norm_name()), name(cfg.mlp_norm_name()));
   // [gate ; up]: row r < I of the product is gate's, row I + r up's (ops::glu).
   w_gate_up_ = upload(vk,
                       ops::strided_rows(concat({weight("mlp.gate_proj.weight"), weight("mlp.up_proj.weight")}),

@@ -1,6 +1,6 @@
 // Internal: the MLP module of a decoder layer,
 //
-//   y = x + down( act(gate(x̂)) ⊙ up(x̂) ),   x̂ = post_attention_layernorm(x)
+//   y = x + down( act(gate(x̂)) ⊙ up(x̂) ),   x̂ = post_attention_layernorm(x) (a GLA model's mlp_norm)
 //
 // with gate and up as one projection [gate ; up] (one product, whose output
 // the activation·product pass reads), the RMSNorm folded into that projection
@@ -23,7 +23,7 @@ namespace vkgate::nn {
 
 class Mlp {
  public:
-  // Uploads layer `layer`'s post_attention_layernorm and mlp tensors from
+  // Uploads layer `layer`'s MLP norm (ModelConfig::mlp_norm_name) and mlp tensors from
   // `weights` (full names, checked by the caller): projections in `act`,
   // the norm and biases in fp32.
   Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& weights, int layer,

@@ -9,19 +9,39 @@ namespace {
 // Up to this many tokens a step's shaders read the rope table from its mapped
 // staging buffer (as the block's decode steps do); longer steps copy it first.
 constexpr uint32_t kDirectTableTokens = 8;
+
+// Layer `layer`'s GLA tensors under the bare names nn::Gla reads, viewed from
+// the model's full names.
+TensorMap gla_layer_view(const ModelConfig& cfg, const TensorMap& w, int layer) {
+  TensorMap bare;
+  for (const TensorSpec& spec : gla_expected_weights(*cfg.gla, cfg.gla_forms))
+    bare[spec.name] = w.at(layer_gla_name(layer, spec.name));
+  return bare;
+}
 }  // namespace
 
 Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& w, Storage act)
     : vk_(vk), tuning_(tuning), cfg_(cfg), act_(act) {
   const uint32_t V = uint32_t(cfg.vocab_size), D = uint32_t(cfg.hidden_size());
-  embed_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("model.embed_tokens.weight"), V, D, act,
-                                         "model.embed_tokens.weight");
+  embed_ = std::make_unique<VocabMatrix>(vk, tuning, w.at(cfg.embedding_name()), V, D, act, cfg.embedding_name());
   if (!cfg.tie_word_embeddings)
     lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("lm_head.weight"), V, D, act, "lm_head.weight");
-  for (int i = 0; i < cfg.num_hidden_layers; ++i)
-    layers_.push_back({std::make_unique<Attention>(vk, tuning, cfg.attention, layer_attention_tensors(cfg, w, i), act),
-                       std::make_unique<Mlp>(vk, tuning, cfg, w, i, act)});
+  for (int i = 0; i < cfg.num_hidden_layers; ++i) {
+    Layer layer;
+    if (cfg.gla)
+      layer.gla = std::make_unique<Gla>(vk, tuning, *cfg.gla, gla_layer_view(cfg, w, i), act);
+    else
+      layer.attention = std::make_unique<Attention>(vk, tuning, cfg.attention, layer_attention_tensors(cfg, w, i), act);
+    layer.mlp = std::make_unique<Mlp>(vk, tuning, cfg, w, i, act);
+    layers_.push_back(std::move(layer));
+  }
   final_norm_ = upload(vk, stored(w.at("model.norm.weight"), Storage::f32), "model.norm.weight");
+}
+
+size_t Stack::gla_state_elements(uint32_t batch) const {
+  if (!cfg_.gla) return 0;
+  const GlaConfig& g = *cfg_.gla;
+  return size_t(batch) * size_t(g.num_heads) * size_t(g.head_k_dim()) * size_t(g.head_v_dim());
 }
 
 std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
@@ -38,19 +58,35 @@ std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t
                e = ops::element_bytes(act_), L = layers_.size();
   const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
   // Every layer has the same shape: the first one's plan and scratch serve them all.
-  p->attention = layers_[0].attention->plan(batch, tokens, kv_stride, false, stats, sequence);
-  layers_[0].attention->reserve(p->attention, p->scratch);
-  layers_[0].mlp->reserve(uint32_t(BT), p->scratch);
-  if (!sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
-    p->scratch.need("keys", B * KV * kv_stride * Dh * e);
-    p->scratch.need("values", B * KV * kv_stride * Dh * e);
+  if (const Gla* gla = layers_[0].gla.get()) {
+    // One recording's buffers hold every token of the step (no segments as GlaLayer runs).
+    const uint64_t range = vk_.info.max_storage_buffer_range, need = BT * gla->largest_token_bytes();
+    if (need > range)
+      throw Error(ErrorCode::unsupported, "model: a step of batch " + std::to_string(batch) + " × " +
+                                              std::to_string(tokens) + " tokens needs a GLA buffer of " +
+                                              std::to_string(need) + " bytes, beyond maxStorageBufferRange (" +
+                                              std::to_string(range) + "); run fewer tokens per step");
+    gla->reserve(batch, tokens, p->scratch);
+    if (!sequence) p->scratch.need("layer_state", gla_state_elements(batch) * 4);  // zeroed before each layer
+  } else {
+    p->attention = layers_[0].attention->plan(batch, tokens, kv_stride, false, stats, sequence);
+    layers_[0].attention->reserve(p->attention, p->scratch);
+    if (!sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
+      p->scratch.need("keys", B * KV * kv_stride * Dh * e);
+      p->scratch.need("values", B * KV * kv_stride * Dh * e);
+    }
   }
+  layers_[0].mlp->reserve(uint32_t(BT), p->scratch);
   lm.reserve(uint32_t(M), p->scratch);
   p->scratch.allocate(vk_);
   p->ids = vk_.allocator->allocate(BT * 4, MemoryKind::upload, "input_ids (staging)");
-  const size_t table = ops::rope_table(tokens, uint32_t(cfg_.attention.rotary_dim()), cfg_.attention.rope_theta, 0).size();
-  p->rope_up = allocate(vk_, table, Storage::f32, MemoryKind::upload, "rope cos/sin table (staging)");
-  if (tokens > kDirectTableTokens) p->rope = allocate(vk_, table, Storage::f32, MemoryKind::device, "rope cos/sin table");
+  if (!cfg_.gla) {  // GLA has no positions
+    const size_t table =
+        ops::rope_table(tokens, uint32_t(cfg_.attention.rotary_dim()), cfg_.attention.rope_theta, 0).size();
+    p->rope_up = allocate(vk_, table, Storage::f32, MemoryKind::upload, "rope cos/sin table (staging)");
+    if (tokens > kDirectTableTokens)
+      p->rope = allocate(vk_, table, Storage::f32, MemoryKind::device, "rope cos/sin table");
+  }
   p->x = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream");
   p->h = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream after attention");
   if (!all_logits) p->last = allocate(vk_, B * D, Storage::f32, MemoryKind::device, "last positions");
@@ -69,8 +105,7 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
   if (bool(caches) != p.sequence || (caches && caches->size() != layers_.size()))
     throw Error(ErrorCode::invalid_argument, "model: a plan recorded without the caches it was made for");
   gpu::Recorder& rec = *p.rec;
-  const uint32_t B = p.batch, T = p.tokens, BT = B * T, D = uint32_t(cfg_.hidden_size()), M = p.rows(),
-                 H = uint32_t(cfg_.attention.num_heads);
+  const uint32_t B = p.batch, T = p.tokens, BT = B * T, D = uint32_t(cfg_.hidden_size()), M = p.rows();
   const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
   rec.begin(mode);
   if (poison)
@@ -81,13 +116,19 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
   embed_->gather(rec, p.ids, p.x, BT);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const uint32_t at = uint32_t(l) * stats_stride();
-    const AttentionIo io{p.x, p.h,
-                         caches ? (*caches)[l].keys : p.scratch["keys"],
-                         caches ? (*caches)[l].values : p.scratch["values"],
-                         past, p.rope_table(), nullptr, {p.with_stats ? &p.stats : nullptr, at}};
-    layers_[l].attention->record(rec, p.attention, p.scratch, io, poison);  // h = x + attn(norm(x))
-    layers_[l].mlp->record(rec, p.scratch, BT, p.h, p.x, poison);           // x = h + mlp(norm(h))
-    if (p.with_stats) ops::max_abs(vk_, rec, p.x, BT * D, p.stats, at + H + 2);
+    if (const Gla* gla = layers_[l].gla.get()) {  // h = x + gla(attn_norm(x))
+      const Buffer& state = caches ? (*caches)[l].state : p.scratch["layer_state"];
+      if (!caches) rec.fill(state, 0);  // 0.0f: a forward without a sequence starts from a zero state
+      gla->record(rec, p.scratch, B, T, {p.x, p.h, state, &p.x}, poison);
+    } else {  // h = x + attn(norm(x))
+      const AttentionIo io{p.x, p.h,
+                           caches ? (*caches)[l].keys : p.scratch["keys"],
+                           caches ? (*caches)[l].values : p.scratch["values"],
+                           past, p.rope_table(), nullptr, {p.with_stats ? &p.stats : nullptr, at}};
+      layers_[l].attention->record(rec, p.attention, p.scratch, io, poison);
+    }
+    layers_[l].mlp->record(rec, p.scratch, BT, p.h, p.x, poison);  // x = h + mlp(norm(h))
+    if (p.with_stats) ops::max_abs(vk_, rec, p.x, BT * D, p.stats, at + stats_stride() - 1);
   }
 
   // lm_head(norm(x)) for every position, or for each row's last.
@@ -99,7 +140,7 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
     rows = &p.last;
   }
   ops::rmsnorm(vk_, rec, *rows, ops::btd_view(M, 1, D), final_norm_, p.normed, {0, M * lm.ld(), lm.ld(), 1, lm.ld(), 0},
-               M, M, 1, D, cfg_.attention.norm_kind, float(cfg_.attention.rms_norm_eps), act_, true);
+               M, M, 1, D, cfg_.norm_kind(), float(cfg_.norm_eps()), act_, true);
   lm.project(rec, p.scratch, p.normed, M, p.logits);
   if (p.with_stats) rec.copy(p.stats, p.stats_down, p.stats.size());
   rec.end();
@@ -108,7 +149,8 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
 
 uint64_t Stack::weight_bytes() const {
   uint64_t n = embed_->bytes() + (lm_head_ ? lm_head_->bytes() : 0) + final_norm_.size();
-  for (const Layer& l : layers_) n += l.attention->weight_bytes() + l.mlp->weight_bytes();
+  for (const Layer& l : layers_)
+    n += (l.gla ? l.gla->weight_bytes() : l.attention->weight_bytes()) + l.mlp->weight_bytes();
   return n;
 }
 

@@ -1,12 +1,15 @@
 // Internal: a whole decoder-only model as modules, and its recording.
 //
-//   x = embed(ids);  for each layer: h = x + attn(norm(x)); x = h + mlp(norm(h))
+//   x = embed(ids);  for each layer: h = x + mixer(norm(x)); x = h + mlp(norm(h))
 //   logits = lm_head(norm(x))          (every position, or the last of each row)
 //
+// The mixer is softmax attention, or for a GLA model a gated linear attention
+// layer (nn::Gla) whose recurrent state replaces the KV cache.
+//
 // The Stack owns the weights (shared by every plan and sequence); a StackPlan
-// owns one shape's buffers, workspace and command buffer; the KV caches are
+// owns one shape's buffers, workspace and command buffer; the caches are
 // the caller's (a sequence's, which outlive a step), or scratch shared by all
-// layers when a forward keeps none.
+// layers when a forward keeps none (a GLA layer then starts from a zero state).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "nn/attention.hpp"
+#include "nn/gla.hpp"
 #include "nn/mlp.hpp"
 #include "nn/storage.hpp"
 #include "nn/vocab.hpp"
@@ -25,9 +29,11 @@
 
 namespace vkgate::nn {
 
-// One layer's keys and values [B, KV, capacity, Dh] in the activation storage.
+// One layer's cache: keys and values [B, KV, capacity, Dh] in the activation
+// storage (softmax attention), or the GLA state fp32 [B, H, dk, dv].
 struct LayerCache {
   Buffer keys, values;
+  Buffer state;
 };
 
 struct StackPlan {
@@ -44,7 +50,7 @@ struct StackPlan {
   Buffer last;              // fp32 [B, D]: each row's last position (when !all_logits)
   Buffer normed;            // lm_head's input [M, D] in the activation storage
   Buffer logits;            // fp32 [M, V], host-visible
-  Buffer stats, stats_down;  // per layer [H first-token][gate sum][gate count < 0.1][max |x|]
+  Buffer stats, stats_down;  // per layer [H first-token][gate sum][gate count < 0.1][max |x|]; GLA: [max |x|]
   std::unique_ptr<gpu::Recorder> rec;
   uint32_t past = 0;        // the positions before the step, as last recorded
   uint32_t rows() const { return all_logits ? batch * tokens : batch; }  // M
@@ -64,8 +70,11 @@ class Stack {
   void record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const std::vector<LayerCache>* caches,
               bool poison = false) const;
 
-  // The floats per layer of StackPlan::stats.
-  uint32_t stats_stride() const { return uint32_t(cfg_.attention.num_heads) + 3; }
+  // The floats per layer of StackPlan::stats. A GLA layer has no attention
+  // probabilities and no sigmoid gate scores: only max |x| is measured.
+  uint32_t stats_stride() const { return cfg_.gla ? 1 : uint32_t(cfg_.attention.num_heads) + 3; }
+  // The floats of one layer's GLA state for `batch` rows (0 without GLA layers).
+  size_t gla_state_elements(uint32_t batch) const;
   const ModelConfig& config() const { return cfg_; }
   Storage storage() const { return act_; }
   const gpu::Tuning& tuning() const { return tuning_; }
@@ -73,7 +82,8 @@ class Stack {
 
  private:
   struct Layer {
-    std::unique_ptr<Attention> attention;
+    std::unique_ptr<Attention> attention;  // one of attention and gla
+    std::unique_ptr<Gla> gla;
     std::unique_ptr<Mlp> mlp;
   };
   Context::Impl& vk_;
