@@ -16,7 +16,10 @@ case "$cmd" in
 esac
 
 packages=(cmake ninja-build g++ libvulkan-dev glslang-tools spirv-tools doctest-dev nlohmann-json3-dev pkg-config libonig-dev libutf8proc-dev
-          mesa-vulkan-drivers vulkan-validationlayers vulkan-tools python3-numpy python3-matplotlib)
+          mesa-vulkan-drivers vulkan-validationlayers vulkan-tools python3-numpy python3-matplotlib
+          pybind11-dev python3-dev python3-pytest python3-venv python3-setuptools python3-wheel)
+# PyTorch only for the Python tests' comparison with it (skipped without it): VKGATE_TORCH=1.
+if [ "${VKGATE_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
