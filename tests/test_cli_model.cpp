@@ -11,6 +11,7 @@
 
 #include "cli_harness.hpp"
 #include "golden.hpp"
+#include "model_dir.hpp"
 #include "model_weights.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/reference.hpp"
@@ -37,63 +38,6 @@ void check_nmse(const std::vector<double>& got, const std::vector<double>& want,
   CHECK(d.first_bad == -1);
   CHECK(d.nmse <= bound);
 }
-
-// A model directory written by the test: config.json and one or two shards.
-struct ModelDir {
-  TempDir dir{"model"};
-  test::RandomModel model;
-  std::map<std::string, std::vector<float>> stored;  // the values as the file holds them
-  WeightMap map;
-
-  ModelDir(const test::TinyModel& shape, std::mt19937& rng, DType dtype, bool sharded, json extra = json::object())
-      : model(shape.config(), rng) {
-    const ModelConfig& c = model.cfg;
-    json cfg = {{"model_type", c.model_type},
-                {"hidden_size", c.hidden_size()},
-                {"num_attention_heads", c.attention.num_heads},
-                {"num_key_value_heads", c.attention.num_kv_heads},
-                {"head_dim", c.attention.head_dim},
-                {"num_hidden_layers", c.num_hidden_layers},
-                {"intermediate_size", c.intermediate_size},
-                {"vocab_size", c.vocab_size},
-                {"rope_theta", c.attention.rope_theta},
-                {"rms_norm_eps", c.attention.rms_norm_eps},
-                {"attention_bias", c.attention.qkv_bias},
-                {"mlp_bias", c.mlp_bias},
-                {"tie_word_embeddings", c.tie_word_embeddings},
-                {"hidden_act", to_string(c.hidden_act)},
-                {"eos_token_id", c.eos_token_ids.empty() ? json(nullptr) : json(c.eos_token_ids[0])}};
-    if (c.attention.gate_kind == GateKind::headwise) cfg["headwise_attn_output_gate"] = true;
-    if (c.attention.gate_kind == GateKind::elementwise) cfg["elementwise_attn_output_gate"] = true;
-    cfg.update(extra);
-    write_text(dir / "config.json", cfg.dump(1));
-    FileBuilder shards[2];
-    json index = {{"metadata", json::object()}, {"weight_map", json::object()}};
-    size_t i = 0;
-    for (const TensorSpec& spec : expected_model_weights(c)) {
-      const int part = sharded ? int(i++ % 2) : 0;
-      stored[spec.name] = shards[part].add(spec.name, spec.shape, model.data.at(spec.name), dtype);
-      index["weight_map"][spec.name] = "model-0000" + std::to_string(part + 1) + "-of-00002.safetensors";
-    }
-    for (auto& [name, v] : stored) map[name] = v;
-    if (sharded) {
-      shards[0].write(dir / "model-00001-of-00002.safetensors");
-      shards[1].write(dir / "model-00002-of-00002.safetensors");
-      write_text(dir / "model.safetensors.index.json", index.dump(1));
-    } else {
-      shards[0].write(dir / "model.safetensors");
-    }
-  }
-  std::string path() const { return dir.path.string(); }
-  // An input file of token ids [B, T].
-  std::string ids_file(const std::string& name, const std::vector<int64_t>& ids, int64_t B, int64_t T,
-                       DType dtype = DType::I64) const {
-    FileBuilder f;
-    f.add_ids("input_ids", {B, T}, ids, dtype);
-    f.write(dir / name);
-    return dir / name;
-  }
-};
 
 std::vector<std::string> with_device(std::vector<std::string> args) {
   for (const std::string& d : device_args()) args.push_back(d);
@@ -303,34 +247,6 @@ TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming 
     std::vector<std::string> args;                     // {} : run on good_ids
     int code;
     std::vector<std::string> mentions;
-  };
-  auto rewrite_config = [](const fs::path& dir, const json& change) {
-    json cfg = json::parse(read_text(dir / "config.json"));
-    cfg.update(change);
-    write_text(dir / "config.json", cfg.dump());
-  };
-  // Rewrites the shard holding `tensor` without it, or with it reshaped.
-  auto rewrite_tensor = [](const fs::path& dir, const std::string& tensor, std::vector<int64_t> shape) {
-    const json index = json::parse(read_text(dir / "model.safetensors.index.json"));
-    const std::string shard = (dir / index.at("weight_map").at(tensor).get<std::string>()).string();
-    std::vector<std::vector<float>> keep;
-    FileBuilder f;
-    {
-      const SafetensorsFile in(shard);
-      for (const std::string& name : in.names()) {
-        if (name == tensor && shape.empty()) continue;
-        std::vector<float> v = in.at(name).to_f32();
-        std::vector<int64_t> s = in.at(name).shape;
-        if (name == tensor) {
-          int64_t n = 1;
-          for (int64_t d : shape) n *= d;
-          v.resize(size_t(n), 0.5f);
-          s = shape;
-        }
-        f.add(name, s, v, DType::F32);
-      }
-    }
-    f.write(shard);
   };
   const std::vector<Case> cases = {
       {"a layer's tensor missing", [&](const fs::path& d) { rewrite_tensor(d, "model.layers.1.mlp.up_proj.weight", {}); },

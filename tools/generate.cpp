@@ -18,15 +18,15 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
                        [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16] [--ignore-eos] [--json]
 
 Greedy decoding: one step for the prompt, then one replayed step per new token,
-with the KV cache on the device. With --prompt, the text is tokenized with the
+with the KV cache (a GLA model: each layer's recurrent state) on the device. With --prompt, the text is tokenized with the
 model's own tokenizer.json and the generated text streams to stdout as it is
 decided (whole UTF-8 characters); with --prompt-ids, the generated ids (not
 the prompt) go to stdout space-separated on one line. Nothing else goes to
 stdout; progress, tokens/s and errors go to stderr. Chat templates
 (tokenizer_config.json) are not applied: the prompt is tokenized as given.
 
-  --weights DIR          a model checkpoint directory: config.json (model_type qwen3 or
-                         llama), model.safetensors or model.safetensors.index.json and shards,
+  --weights DIR          a model checkpoint directory: config.json (model_type qwen3, llama
+                         or gla), model.safetensors or model.safetensors.index.json and shards,
                          optionally generation_config.json and tokenizer.json
   --prompt TEXT          the prompt as text (UTF-8), tokenized with DIR/tokenizer.json and
                          the special tokens its post-processor adds (e.g. Llama 3.1's BOS)

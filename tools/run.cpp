@@ -33,8 +33,9 @@ optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
   --config FILE      Hugging Face config.json (default: PATH/config.json for a directory; a
                      model also reads PATH/generation_config.json)
   --input FILE       safetensors with either
-                       input_ids [B, T] (I64 or I32): the whole model (model_type qwen3 or
-                       llama) runs, each row causal from its first token; or
+                       input_ids [B, T] (I64 or I32): the whole model (model_type qwen3,
+                       llama, or gla: fla's GLA models, each layer from a zero state) runs,
+                       each row causal from its first token; or
                        hidden_states [B, T, D] and optionally past_key and past_value
                        [B, KV, P, Dh] (keys after k_norm and RoPE) and an additive
                        attention_mask [B, 1, T, P+T]: one block runs (may be the weights file)
@@ -50,7 +51,8 @@ optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
   --stats            also write the paper's measurements. A model: stats.first_token_attn
                      [L, H] (attention on key 0, mean over batch and queries),
                      stats.max_activation [L] (max |x| of the residual stream after each layer)
-                     and, gated, stats.gate_mean [L]. A block: stats.first_token_attn [H] and,
+                     and, gated, stats.gate_mean [L]; a GLA model (no attention probabilities,
+                     no sigmoid gate) only stats.max_activation. A block: stats.first_token_attn [H] and,
                      gated, stats.gate_mean and stats.gate_frac_below_0.1
   --check-finite     (the default) refuse NaN or Inf in the input tensors (-Inf is allowed
                      in attention_mask) and in the weights, and an output that overflows,
@@ -383,7 +385,7 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
       throw vkgate::Error(e.code(), o.input + ": tensor 'input_ids': " + e.what());
     throw;
   }
-  const int64_t V = cfg.vocab_size, L = cfg.num_hidden_layers, H = cfg.attention.num_heads;
+  const int64_t V = cfg.vocab_size, L = cfg.num_hidden_layers, H = stats.heads;
   if (o.options.check_finite)
     if (auto bad = std::find_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); });
         bad != logits.end())
@@ -402,7 +404,7 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
       max_act(stats.max_activation.begin(), stats.max_activation.end()),
       gate(stats.gate_mean.begin(), stats.gate_mean.end());
   if (o.stats) {
-    add("stats.first_token_attn", {L, H}, first);
+    if (!first.empty()) add("stats.first_token_attn", {L, H}, first);
     add("stats.max_activation", {L}, max_act);
     if (!gate.empty()) add("stats.gate_mean", {L}, gate);
   }
@@ -418,9 +420,10 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
       for (double x : v) m += x / double(v.size());
       return m;
     };
-    std::printf("stats: first_token_attn mean %.4f", mean(stats.first_token_attn));
-    if (!gate.empty()) std::printf(", gate_mean %.4f", mean(stats.gate_mean));
-    std::printf(", max_activation %.4g\n", *std::max_element(stats.max_activation.begin(), stats.max_activation.end()));
+    std::printf("stats:");
+    if (!first.empty()) std::printf(" first_token_attn mean %.4f,", mean(stats.first_token_attn));
+    if (!gate.empty()) std::printf(" gate_mean %.4f,", mean(stats.gate_mean));
+    std::printf(" max_activation %.4g\n", *std::max_element(stats.max_activation.begin(), stats.max_activation.end()));
   }
   return 0;
 }
