@@ -104,17 +104,20 @@ struct Model::Impl {
 
   Impl(Context& c, const ModelConfig& config, const ModelOptions& o) : ctx(c), vk(c.impl()), cfg(config), options(o) {}
 
-  // Ids [B, T] as int32 into the plan's staging buffer, each checked against the vocabulary.
-  void put_ids(nn::StackPlan& p, std::span<const int64_t> ids) const {
-    auto* out = static_cast<int32_t*>(p.ids.mapped());
-    for (size_t i = 0; i < ids.size(); ++i) {
+  // Ids [B, T], each checked against the vocabulary.
+  void check_ids(std::span<const int64_t> ids, int batch, int tokens) const {
+    for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= cfg.vocab_size)
         throw Error(ErrorCode::invalid_argument, "input id " + std::to_string(ids[i]) + " at " +
-                                                     detail::index_text(int64_t(i), {p.batch, p.tokens}) +
+                                                     detail::index_text(int64_t(i), {batch, tokens}) +
                                                      " is outside the vocabulary [0, " +
                                                      std::to_string(cfg.vocab_size) + ")");
-      out[i] = int32_t(ids[i]);
-    }
+  }
+  // Ids [B, T] as int32 into the plan's staging buffer, checked first.
+  void put_ids(nn::StackPlan& p, std::span<const int64_t> ids) const {
+    check_ids(ids, int(p.batch), int(p.tokens));
+    auto* out = static_cast<int32_t*>(p.ids.mapped());
+    for (size_t i = 0; i < ids.size(); ++i) out[i] = int32_t(ids[i]);
   }
 
   // One step after put_ids: the plan recorded (or its parameters updated for
@@ -319,6 +322,22 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
     throw Error(ErrorCode::invalid_argument, "extend: the sequence holds " + std::to_string(s.length) + " of " +
                                                  std::to_string(s.capacity) + " positions; " +
                                                  std::to_string(tokens) + " more do not fit");
+  // Tokens beyond one step's buffers run as several steps, the GLA states carried between them.
+  if (const int step = int(std::min<uint32_t>(m.stack->max_step_tokens(uint32_t(s.batch)), INT_MAX));
+      step > 0 && tokens > step) {
+    m.check_ids(ids, s.batch, tokens);  // before any piece moves the states on
+    std::vector<float> last;
+    for (int at = 0; at < tokens; at += step) {
+      const int n = std::min(step, tokens - at);
+      std::vector<int64_t> piece;
+      for (int b = 0; b < s.batch; ++b) {
+        const auto row = ids.subspan(size_t(b) * size_t(tokens) + size_t(at), size_t(n));
+        piece.insert(piece.end(), row.begin(), row.end());
+      }
+      last = extend(seq, piece, n);
+    }
+    return last;
+  }
   const PlanKey key{s.batch, tokens, false};
   nn::StackPlan* p = s.plans.find(key);
   if (!p)

@@ -145,3 +145,35 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: statistics hold max_activation only
   old.erase("model.embeddings.weight");
   CHECK_THROWS_WITH_AS(Model(ctx, m.cfg, old), doctest::Contains("model.embeddings.weight"), Error);
 }
+
+TEST_CASE_FIXTURE(test::GpuTest, "gla model: a prompt longer than one step's buffers runs in pieces, the state carried (VKGATE_GLA_SEGMENT_TOKENS)") {
+  test::TinyGla s;
+  test::RandomModel m(s.config(), rng);
+  test::ScopedTuning tuning(ctx);
+  tuning->gla_segment_tokens = 2;  // steps of at most 2 tokens: 5 run as 2 + 2 + 1
+  Model model(ctx, m.cfg, m.tensors);
+  model.set_poison(true);
+  const int B = 2, N = 5;
+  const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
+  const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
+  const size_t V = size_t(m.cfg.vocab_size);
+  std::vector<double> last;
+  for (int b = 0; b < B; ++b)
+    last.insert(last.end(), full.logits.begin() + long((size_t(b) * N + N - 1) * V),
+                full.logits.begin() + long((size_t(b) * N + N) * V));
+  Sequence seq = model.start(B, N);
+  std::vector<int64_t> bad = ids;
+  bad.back() = 99;  // in the last piece: refused before the first piece runs
+  CHECK_THROWS_WITH_AS(model.extend(seq, bad, N), doctest::Contains("input id 99 at [1, 4]"), Error);
+  CHECK(seq.length() == 0);
+  test::check_close(model.extend(seq, ids, N), last, 1e-8);
+  CHECK(seq.length() == N);
+  // Without a sequence there is no state to carry between pieces.
+  CHECK_THROWS_WITH_AS(model.logits(ids, B, N), doctest::Contains("runs a long prompt in pieces"), Error);
+
+  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + N);
+  GenerateOptions o;
+  o.max_new_tokens = 3;
+  o.stop_at_eos = false;
+  CHECK(model.generate(prompt, o).ids == reference::greedy_generate(m.cfg, m.map, prompt, 3, false));
+}

@@ -135,7 +135,8 @@ class Model {
   // zero states).
   Sequence start(int batch, int capacity);
   // Runs ids [batch, tokens] as the next positions of `seq` and returns the
-  // logits [batch, V] of the last of them.
+  // logits [batch, V] of the last of them. (GLA: tokens beyond one step's
+  // device buffers run as several steps, the states carried between them.)
   std::vector<float> extend(Sequence& seq, std::span<const int64_t> ids, int tokens);
 
   // Greedy decoding of one prompt: one step for the prompt, then one replayed

@@ -1,5 +1,8 @@
 #include "nn/stack.hpp"
 
+#include <algorithm>
+#include <climits>
+
 #include "ops/ops.hpp"
 #include "vkgate/error.hpp"
 
@@ -44,6 +47,13 @@ size_t Stack::gla_state_elements(uint32_t batch) const {
   return size_t(batch) * size_t(g.num_heads) * size_t(g.head_k_dim()) * size_t(g.head_v_dim());
 }
 
+uint32_t Stack::max_step_tokens(uint32_t batch) const {
+  if (!cfg_.gla) return UINT32_MAX;
+  const uint64_t fit = vk_.info.max_storage_buffer_range / (uint64_t(batch) * layers_[0].gla->largest_token_bytes());
+  const uint32_t forced = tuning_.gla_segment_tokens;
+  return uint32_t(std::min<uint64_t>(forced ? std::min<uint64_t>(fit, forced) : fit, UINT32_MAX));
+}
+
 std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
                                        bool all_logits, bool stats) const {
   auto p = std::make_unique<StackPlan>();
@@ -59,13 +69,12 @@ std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t
   const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
   // Every layer has the same shape: the first one's plan and scratch serve them all.
   if (const Gla* gla = layers_[0].gla.get()) {
-    // One recording's buffers hold every token of the step (no segments as GlaLayer runs).
-    const uint64_t range = vk_.info.max_storage_buffer_range, need = BT * gla->largest_token_bytes();
-    if (need > range)
-      throw Error(ErrorCode::unsupported, "model: a step of batch " + std::to_string(batch) + " × " +
-                                              std::to_string(tokens) + " tokens needs a GLA buffer of " +
-                                              std::to_string(need) + " bytes, beyond maxStorageBufferRange (" +
-                                              std::to_string(range) + "); run fewer tokens per step");
+    if (tokens > max_step_tokens(batch))
+      throw Error(ErrorCode::unsupported,
+                  "model: a step of batch " + std::to_string(batch) + " × " + std::to_string(tokens) +
+                      " tokens needs GLA buffers of " + std::to_string(BT * gla->largest_token_bytes()) +
+                      " bytes, beyond maxStorageBufferRange (" + std::to_string(vk_.info.max_storage_buffer_range) +
+                      "); a Sequence runs a long prompt in pieces (Model::extend), or use a smaller batch");
     gla->reserve(batch, tokens, p->scratch);
     if (!sequence) p->scratch.need("layer_state", gla_state_elements(batch) * 4);  // zeroed before each layer
   } else {

@@ -75,6 +75,10 @@ class Stack {
   uint32_t stats_stride() const { return cfg_.gla ? 1 : uint32_t(cfg_.attention.num_heads) + 3; }
   // The floats of one layer's GLA state for `batch` rows (0 without GLA layers).
   size_t gla_state_elements(uint32_t batch) const;
+  // The most tokens one step of `batch` rows may hold: a GLA layer's largest
+  // buffer must fit maxStorageBufferRange (VKGATE_GLA_SEGMENT_TOKENS lowers it
+  // for tests); 0 when not even one token fits; unbounded without GLA layers.
+  uint32_t max_step_tokens(uint32_t batch) const;
   const ModelConfig& config() const { return cfg_; }
   Storage storage() const { return act_; }
   const gpu::Tuning& tuning() const { return tuning_; }
