@@ -1,6 +1,4 @@
 // vkgate.GatedAttention: one block on the device, numpy in and out.
-#include <filesystem>
-
 #include "common.hpp"
 #include "vkgate/block.hpp"
 #include "vkgate/checkpoint.hpp"
@@ -14,9 +12,7 @@ struct PyBlock {
   Busy busy;
 };
 
-}  // namespace
-
-static py::dict stats_dict(const BlockStats& s) {
+py::dict stats_dict(const BlockStats& s) {
   py::dict r;
   r["gate_mean"] = s.gate_mean;
   r["gate_frac_below_0_1"] = s.gate_frac_below_0_1;
@@ -25,33 +21,7 @@ static py::dict stats_dict(const BlockStats& s) {
   return r;
 }
 
-// A GatedAttention from a dict or a checkpoint path (shared with the GLA layer's pattern).
-static std::unique_ptr<GatedAttention> make_block(Context& ctx, const py::object& config, const py::object& weights,
-                                                  const py::object& layer, const BlockOptions& opts) {
-  if (py::isinstance<py::dict>(weights)) {
-    if (config.is_none()) fail(ErrorCode::invalid_argument, "config: a BlockConfig is needed with a weights dict");
-    if (!layer.is_none())
-      fail(ErrorCode::invalid_argument, "layer: only for a checkpoint (a weights dict holds one block's tensors)");
-    const BlockConfig cfg = config.cast<BlockConfig>();
-    std::vector<py::array> holders;
-    const TensorMap map = tensor_map(weights.cast<py::dict>(), holders, "weights");
-    py::gil_scoped_release nogil;
-    return std::make_unique<GatedAttention>(ctx, cfg, map, opts);
-  }
-  const std::string path = checkpoint_path(weights);
-  const int layer_index = layer.is_none() ? -1 : layer.cast<int>();
-  std::optional<BlockConfig> cfg;
-  if (!config.is_none()) cfg = config.cast<BlockConfig>();
-  py::gil_scoped_release nogil;
-  Checkpoint ckpt(path);
-  if (!cfg) {
-    if (!ckpt.is_directory())
-      fail(ErrorCode::invalid_argument, "config: needed with a .safetensors file (" + path + " has no config.json beside it)");
-    cfg = load_config(ckpt.config_path());
-  }
-  const TensorMap map = block_tensors(ckpt, *cfg, layer_index);
-  return std::make_unique<GatedAttention>(ctx, *cfg, map, opts);
-}
+}  // namespace
 
 void bind_block(py::module_& m) {
   py::class_<PyBlock>(m, "GatedAttention",
@@ -74,7 +44,12 @@ void bind_block(py::module_& m) {
              opts.precision = parse_precision(precision);
              opts.check_finite = check_finite;
              auto b = std::make_unique<PyBlock>();
-             b->block = make_block(ctx, config, weights, layer, opts);
+             if (py::isinstance<py::dict>(weights) && !layer.is_none())
+               fail(ErrorCode::invalid_argument, "layer: only for a checkpoint (a weights dict holds one block's tensors)");
+             const int layer_index = layer.is_none() ? -1 : layer.cast<int>();
+             b->block = make_layer<GatedAttention, BlockConfig>(
+                 ctx, config, weights, opts, "BlockConfig", load_config,
+                 [layer_index](const Checkpoint& ckpt, const BlockConfig& cfg) { return block_tensors(ckpt, cfg, layer_index); });
              return b;
            }),
            py::arg("ctx"), py::arg("config"), py::arg("weights"), py::arg("layer") = py::none(),
@@ -194,9 +169,7 @@ void bind_block(py::module_& m) {
           "last_timings",
           [](PyBlock& self) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            py::list r;
-            for (const StageTime& t : self.block->last_timings()) r.append(py::make_tuple(t.stage, t.microseconds));
-            return r;
+            return timings_list(self.block->last_timings());
           },
           "[(stage, microseconds)] of the last forward's dispatches (empty without GPU timestamps).")
       .def(

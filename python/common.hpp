@@ -10,11 +10,15 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "vkgate/block.hpp"
+#include "vkgate/checkpoint.hpp"
 #include "vkgate/config.hpp"
+#include "vkgate/context.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/model_config.hpp"
@@ -115,6 +119,42 @@ std::string fspath(const py::handle& obj, const char* what);
 bool is_path(const py::handle& obj);
 // The `weights` argument of a block or layer that is not a dict: a checkpoint path, else an Error.
 std::string checkpoint_path(const py::handle& weights);
+
+// ---- blocks and layers from a weights dict or a checkpoint
+
+// A Layer (GatedAttention, GlaLayer) from `weights`: a dict of bare names with
+// `config` (a Config), or a checkpoint path, whose directory's config.json
+// (read by load_config) stands in for a None `config`; tensors(ckpt, cfg)
+// views the layer's tensors. The device work runs without the GIL.
+template <class Layer, class Config, class LoadConfig, class Tensors>
+std::unique_ptr<Layer> make_layer(Context& ctx, const py::object& config, const py::object& weights,
+                                  const BlockOptions& opts, const char* config_type, LoadConfig load_config,
+                                  Tensors tensors) {
+  if (py::isinstance<py::dict>(weights)) {
+    if (config.is_none())
+      fail(ErrorCode::invalid_argument, std::string("config: a ") + config_type + " is needed with a weights dict");
+    const Config cfg = config.cast<Config>();
+    std::vector<py::array> holders;
+    const TensorMap map = tensor_map(weights.cast<py::dict>(), holders, "weights");
+    py::gil_scoped_release nogil;
+    return std::make_unique<Layer>(ctx, cfg, map, opts);
+  }
+  const std::string path = checkpoint_path(weights);
+  std::optional<Config> cfg;
+  if (!config.is_none()) cfg = config.cast<Config>();
+  py::gil_scoped_release nogil;
+  Checkpoint ckpt(path);
+  if (!cfg) {
+    if (!ckpt.is_directory())
+      fail(ErrorCode::invalid_argument, "config: needed with a .safetensors file (" + path + " has no config.json beside it)");
+    cfg = load_config(ckpt.config_path());
+  }
+  const TensorMap map = tensors(ckpt, *cfg);
+  return std::make_unique<Layer>(ctx, *cfg, map, opts);
+}
+
+// [(stage, microseconds)] of a forward's dispatches.
+py::list timings_list(const std::vector<StageTime>& timings);
 
 // ---- objects the library allows on one thread at a time
 

@@ -168,6 +168,12 @@ std::string checkpoint_path(const py::handle& weights) {
   return fspath(weights, "weights");
 }
 
+py::list timings_list(const std::vector<StageTime>& timings) {
+  py::list r;
+  for (const StageTime& t : timings) r.append(py::make_tuple(t.stage, t.microseconds));
+  return r;
+}
+
 Busy::Scope::Scope(Busy& b, const char* what) : busy_(b) {
   if (busy_.flag_.exchange(true))
     fail(ErrorCode::invalid_argument, std::string(what) +

@@ -12,30 +12,6 @@ struct PyGla {
   Busy busy;
 };
 
-std::unique_ptr<GlaLayer> make_gla(Context& ctx, const py::object& config, const py::object& weights,
-                                   const BlockOptions& opts) {
-  if (py::isinstance<py::dict>(weights)) {
-    if (config.is_none()) fail(ErrorCode::invalid_argument, "config: a GlaConfig is needed with a weights dict");
-    const GlaConfig cfg = config.cast<GlaConfig>();
-    std::vector<py::array> holders;
-    const TensorMap map = tensor_map(weights.cast<py::dict>(), holders, "weights");
-    py::gil_scoped_release nogil;
-    return std::make_unique<GlaLayer>(ctx, cfg, map, opts);
-  }
-  const std::string path = checkpoint_path(weights);
-  std::optional<GlaConfig> cfg;
-  if (!config.is_none()) cfg = config.cast<GlaConfig>();
-  py::gil_scoped_release nogil;
-  Checkpoint ckpt(path);
-  if (!cfg) {
-    if (!ckpt.is_directory())
-      fail(ErrorCode::invalid_argument, "config: needed with a .safetensors file (" + path + " has no config.json beside it)");
-    cfg = load_gla_config(ckpt.config_path());
-  }
-  const TensorMap map = gla_layer_tensors(ckpt, *cfg);
-  return std::make_unique<GlaLayer>(ctx, *cfg, map, opts);
-}
-
 }  // namespace
 
 void bind_gla(py::module_& m) {
@@ -53,7 +29,8 @@ void bind_gla(py::module_& m) {
              o.precision = parse_precision(precision);
              o.check_finite = check_finite;
              auto g = std::make_unique<PyGla>();
-             g->layer = make_gla(ctx, config, weights, o);
+             g->layer = make_layer<GlaLayer, GlaConfig>(ctx, config, weights, o, "GlaConfig", load_gla_config,
+                                                        gla_layer_tensors);
              return g;
            }),
            py::arg("ctx"), py::arg("config"), py::arg("weights"), py::arg("precision") = "fp32",

@@ -37,7 +37,9 @@ py::dict model_stats_dict(const ModelStats& s) {
   py::dict r;
   r["layers"] = s.layers;
   r["heads"] = s.heads;
-  r["first_token_attn"] = to_numpy(std::vector<double>(s.first_token_attn), {s.layers, s.heads});
+  // A GLA model has no softmax attention: its per-layer row is empty.
+  const int64_t heads = s.layers > 0 ? int64_t(s.first_token_attn.size()) / s.layers : 0;
+  r["first_token_attn"] = to_numpy(std::vector<double>(s.first_token_attn), {s.layers, heads});
   r["max_activation"] = to_numpy(std::vector<double>(s.max_activation), {int64_t(s.max_activation.size())});
   r["gate_mean"] = to_numpy(std::vector<double>(s.gate_mean), {int64_t(s.gate_mean.size())});
   return r;
@@ -282,11 +284,7 @@ void bind_model(py::module_& m) {
                              "Device memory held, bytes: weights, kv_cache, workspace.")
       .def_property_readonly("recordings", [](PyModel& self) { return self.model->recordings(); })
       .def("last_timings",
-           [](PyModel& self) {
-             py::list r;
-             for (const StageTime& t : self.model->last_timings()) r.append(py::make_tuple(t.stage, t.microseconds));
-             return r;
-           })
+           [](PyModel& self) { return timings_list(self.model->last_timings()); })
       .def("set_poison", [](PyModel& self, bool on) { self.model->set_poison(on); }, py::arg("on"));
 }
 

@@ -47,3 +47,21 @@ def test_bad_state_shape(ctx, rng):
     with pytest.raises(vkgate.Error) as e:
         layer.forward(random_x(rng, 1, 2, 32), initial_state=np.zeros((1, 2, 3, 3), np.float32))
     assert e.value.code == "shape_mismatch" and "initial_state" in str(e.value)
+
+
+def test_gla_model_directory(ctx, rng, tmp_path):
+    (tmp_path / "config.json").write_text(
+        '{"model_type": "gla", "hidden_size": 32, "num_heads": 2, "num_hidden_layers": 2, "vocab_size": 50,'
+        ' "intermediate_size": 48, "gate_low_rank_dim": 4, "eos_token_id": 1}')
+    cfg = vkgate.load_model_config(str(tmp_path))
+    assert cfg.gla is not None and cfg.gla.num_heads == 2
+    w = random_weights(vkgate.expected_model_weights(cfg), rng)
+    write_safetensors(tmp_path / "model.safetensors", w)
+    model = vkgate.Model.load(ctx, tmp_path)
+    ids = np.array([[3, 1, 4, 1, 5]])
+    want = vkgate.reference.model_forward(cfg, w, ids)
+    logits, stats = model.logits(ids, stats=True)
+    assert_close(logits, want["logits"], 1e-8)
+    assert stats["first_token_attn"].size == 0 and stats["max_activation"].shape == (2,)
+    np.testing.assert_array_equal(model.generate([3, 1, 4], 4, stop_at_eos=False),
+                                  vkgate.reference.greedy_generate(cfg, w, [3, 1, 4], 4, stop_at_eos=False))
