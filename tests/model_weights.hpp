@@ -111,6 +111,20 @@ struct RandomModel {
   }
 };
 
+// Positions [from, from + count) of each of `batch` rows of v [batch, tokens,
+// width] (width = v.size() / (batch·tokens)): a step's ids, or the logits a
+// step returns.
+template <typename T>
+std::vector<T> positions(const std::vector<T>& v, int batch, int tokens, int from, int count = 1) {
+  const size_t width = v.size() / (size_t(batch) * size_t(tokens));
+  std::vector<T> out;
+  for (int b = 0; b < batch; ++b) {
+    const auto row = v.begin() + long((size_t(b) * size_t(tokens) + size_t(from)) * width);
+    out.insert(out.end(), row, row + long(size_t(count) * width));
+  }
+  return out;
+}
+
 inline std::vector<int64_t> random_ids(std::mt19937& rng, size_t n, int vocab) {
   std::uniform_int_distribution<int64_t> dist(0, vocab - 1);
   std::vector<int64_t> ids(n);

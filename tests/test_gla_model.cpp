@@ -5,6 +5,7 @@
 // recurrent state against the full forward, what truncate can and cannot do,
 // greedy generation, statistics, and refused weights.
 #include "harness.hpp"
+#include "model_check.hpp"
 #include "model_weights.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
@@ -12,28 +13,10 @@
 
 using namespace vkgate;
 
-namespace {
-
-void check_gla_model(test::GpuTest& t, const test::TinyGla& shape, int batch, int tokens, Precision precision,
-                     double nmse) {
-  CAPTURE(t.seed);
-  test::RandomModel m(shape.config(), t.rng);
-  Model model(t.ctx, m.cfg, m.tensors, {precision});
-  model.set_poison(true);
-  const auto ids = test::random_ids(t.rng, size_t(batch) * tokens, m.cfg.vocab_size);
-  const auto want = reference::model_forward(m.cfg, m.map, {ids, batch, tokens});
-  const std::vector<float> got = model.logits(ids, batch, tokens);
-  test::check_close(got, want.logits, nmse);
-  // The scratch states start from zero at every forward, not from the last one's end.
-  CHECK(model.logits(ids, batch, tokens) == got);
-}
-
-}  // namespace
-
 TEST_CASE_FIXTURE(test::GpuTest, "gla model: logits over the layer's forms, GQA and MHA, tied, batch 2 (fp32 NMSE 1e-8)") {
   test::TinyGla fla;  // fla's default form: low-rank gate, g_norm_swish_gate, GQA 4 over 2
   INFO("low-rank gate, fused norm, GQA");
-  check_gla_model(*this, fla, 2, 5, Precision::fp32, 1e-8);
+  test::check_model(*this, fla.config(), 2, 5, Precision::fp32, 1e-8);
 
   test::TinyGla single;
   single.low_rank = 0;
@@ -42,7 +25,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: logits over the layer's forms, GQA 
   single.kv_heads = 4;
   single.tied = true;
   INFO("single gate, no output gate, g_norm, MHA, tied");
-  check_gla_model(*this, single, 2, 3, Precision::fp32, 1e-8);
+  test::check_model(*this, single.config(), 2, 3, Precision::fp32, 1e-8);
 
   test::TinyGla bare;
   bare.output_norm = "";
@@ -51,14 +34,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: logits over the layer's forms, GQA 
   bare.coupling = KeyCoupling::convex;
   bare.layers = 1;
   INFO("no output norm, MQA, elu+1, convex coupling, one layer");
-  check_gla_model(*this, bare, 1, 6, Precision::fp32, 1e-8);
+  test::check_model(*this, bare.config(), 1, 6, Precision::fp32, 1e-8);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla model: fp16 and bf16 storage (logits NMSE 1e-4 and 1e-3)") {
   if (!vk.info.storage16) return;
   test::TinyGla s;
-  check_gla_model(*this, s, 2, 4, Precision::fp16, 1e-4);
-  check_gla_model(*this, s, 2, 4, Precision::bf16, 1e-3);
+  test::check_model(*this, s.config(), 2, 4, Precision::fp16, 1e-4);
+  test::check_model(*this, s.config(), 2, 4, Precision::bf16, 1e-3);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla model: a prefill and decode steps carry the state as the full forward, generate equals the reference") {
@@ -69,19 +52,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: a prefill and decode steps carry th
   const int B = 2, N = 7, P = 3;
   const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
   const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
-  const size_t V = size_t(m.cfg.vocab_size);
-  auto last_rows = [&](int t) {  // the reference's logits of position t of each row
-    std::vector<double> out;
-    for (int b = 0; b < B; ++b)
-      out.insert(out.end(), full.logits.begin() + long((size_t(b) * N + t) * V),
-                 full.logits.begin() + long((size_t(b) * N + t + 1) * V));
-    return out;
-  };
-  auto columns = [&](int from, int count) {
-    std::vector<int64_t> out;
-    for (int b = 0; b < B; ++b) out.insert(out.end(), ids.begin() + b * N + from, ids.begin() + b * N + from + count);
-    return out;
-  };
+  // The reference's logits of position t of each row; the ids of positions [from, from + count).
+  auto last_rows = [&](int t) { return test::positions(full.logits, B, N, t); };
+  auto columns = [&](int from, int count) { return test::positions(ids, B, N, from, count); };
   Sequence seq = model.start(B, N);
   const GlaConfig& g = *m.cfg.gla;
   CHECK(model.memory().kv_cache ==
@@ -156,11 +129,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: a prompt longer than one step's buf
   const int B = 2, N = 5;
   const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
   const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
-  const size_t V = size_t(m.cfg.vocab_size);
-  std::vector<double> last;
-  for (int b = 0; b < B; ++b)
-    last.insert(last.end(), full.logits.begin() + long((size_t(b) * N + N - 1) * V),
-                full.logits.begin() + long((size_t(b) * N + N) * V));
+  const std::vector<double> last = test::positions(full.logits, B, N, N - 1);
   Sequence seq = model.start(B, N);
   std::vector<int64_t> bad = ids;
   bad.back() = 99;  // in the last piece: refused before the first piece runs

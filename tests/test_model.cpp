@@ -7,6 +7,7 @@
 
 #include "golden.hpp"
 #include "harness.hpp"
+#include "model_check.hpp"
 #include "model_weights.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
@@ -17,18 +18,6 @@ using namespace vkgate;
 namespace {
 
 std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
-
-// Logits of the device model against the reference's, fresh ids.
-void check_model(test::GpuTest& t, const test::TinyModel& shape, int batch, int tokens, Precision precision,
-                 double nmse) {
-  CAPTURE(t.seed);
-  test::RandomModel m(shape.config(), t.rng);
-  Model model(t.ctx, m.cfg, m.tensors, {precision});
-  model.set_poison(true);
-  const auto ids = test::random_ids(t.rng, size_t(batch) * tokens, m.cfg.vocab_size);
-  const auto want = reference::model_forward(m.cfg, m.map, {ids, batch, tokens});
-  test::check_close(model.logits(ids, batch, tokens), want.logits, nmse);
-}
 
 }  // namespace
 
@@ -66,7 +55,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "model: qwen3 baseline/headwise/elementwise, ll
     INFO("qwen3 gate " << std::string(to_string(gate)));
     test::TinyModel s;
     s.gate = gate;
-    check_model(*this, s, 2, 5, Precision::fp32, 1e-8);
+    test::check_model(*this, s.config(), 2, 5, Precision::fp32, 1e-8);
   }
   test::TinyModel llama;
   llama.model_type = "llama";
@@ -75,22 +64,22 @@ TEST_CASE_FIXTURE(test::GpuTest, "model: qwen3 baseline/headwise/elementwise, ll
   llama.kv_heads = 1;  // MQA
   llama.act = Activation::gelu;
   INFO("llama, biases, tied, MQA, gelu");
-  check_model(*this, llama, 2, 3, Precision::fp32, 1e-8);
+  test::check_model(*this, llama.config(), 2, 3, Precision::fp32, 1e-8);
   llama.act = Activation::gelu_tanh;
   llama.kv_heads = 4;  // MHA
-  check_model(*this, llama, 1, 1, Precision::fp32, 1e-8);
+  test::check_model(*this, llama.config(), 1, 1, Precision::fp32, 1e-8);
   test::TinyModel sig;
   sig.act = Activation::sigmoid;
   sig.layers = 1;
-  check_model(*this, sig, 1, 4, Precision::fp32, 1e-8);
+  test::check_model(*this, sig.config(), 1, 4, Precision::fp32, 1e-8);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "model: fp16 and bf16 storage (logits NMSE 1e-4 and 1e-3)") {
   if (!vk.info.storage16) return;
   test::TinyModel s;
   s.gate = GateKind::elementwise;
-  check_model(*this, s, 2, 4, Precision::fp16, 1e-4);
-  check_model(*this, s, 2, 4, Precision::bf16, 1e-3);
+  test::check_model(*this, s.config(), 2, 4, Precision::fp16, 1e-4);
+  test::check_model(*this, s.config(), 2, 4, Precision::bf16, 1e-3);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "model: a prefill and replayed decode steps equal the full forward, generate equals the reference") {
@@ -101,19 +90,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "model: a prefill and replayed decode steps equ
   const int B = 2, N = 9, P = 4;
   const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
   const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
-  const size_t V = size_t(m.cfg.vocab_size);
-  auto last_rows = [&](int t) {  // the reference's logits of position t of each row
-    std::vector<double> out;
-    for (int b = 0; b < B; ++b)
-      out.insert(out.end(), full.logits.begin() + long((size_t(b) * N + t) * V),
-                 full.logits.begin() + long((size_t(b) * N + t + 1) * V));
-    return out;
-  };
-  auto columns = [&](int from, int count) {
-    std::vector<int64_t> out;
-    for (int b = 0; b < B; ++b) out.insert(out.end(), ids.begin() + b * N + from, ids.begin() + b * N + from + count);
-    return out;
-  };
+  // The reference's logits of position t of each row; the ids of positions [from, from + count).
+  auto last_rows = [&](int t) { return test::positions(full.logits, B, N, t); };
+  auto columns = [&](int from, int count) { return test::positions(ids, B, N, from, count); };
   Sequence seq = model.start(B, N);
   test::check_close(model.extend(seq, columns(0, P), P), last_rows(P - 1), 1e-8);
   const size_t recorded = model.recordings();
