@@ -46,7 +46,7 @@ void bind_block(py::module_& m) {
              auto b = std::make_unique<PyBlock>();
              if (py::isinstance<py::dict>(weights) && !layer.is_none())
                fail(ErrorCode::invalid_argument, "layer: only for a checkpoint (a weights dict holds one block's tensors)");
-             const int layer_index = layer.is_none() ? -1 : layer.cast<int>();
+             const int layer_index = layer.is_none() ? -1 : int_arg(layer, "layer");
              b->block = make_layer<GatedAttention, BlockConfig>(
                  ctx, config, weights, opts, "BlockConfig", load_config,
                  [layer_index](const Checkpoint& ckpt, const BlockConfig& cfg) { return block_tensors(ckpt, cfg, layer_index); });
@@ -144,7 +144,7 @@ void bind_block(py::module_& m) {
             const int64_t B = k.shape[0], L = k.shape[2];
             expect_shape(k.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "key");
             expect_shape(v.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "value");
-            const int cap = capacity.is_none() ? int(L) : capacity.cast<int>();
+            const int cap = capacity.is_none() ? int(L) : int_arg(capacity, "capacity");
             py::gil_scoped_release nogil;
             self.block->load_cache(k.data, v.data, int(B), int(L), cap);
           },

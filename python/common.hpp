@@ -60,6 +60,17 @@ struct IdsArg {
 };
 IdsArg ids_arg(const py::handle& obj, const char* what);
 
+// A Python int that fits an int, else an Error naming `what`.
+int int_arg(const py::handle& obj, const char* what);
+// `obj` as a bound C++ type T, else an Error naming `what` and `type_name`.
+template <class T>
+T config_arg(const py::handle& obj, const char* what, const char* type_name) {
+  if (!py::isinstance<T>(obj))
+    fail(ErrorCode::invalid_argument, std::string(what) + ": expected a vkgate." + type_name + ", got " +
+                                          py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
+  return obj.cast<T>();
+}
+
 // Checks that `shape` equals `want`, naming `what` and both shapes.
 void expect_shape(const std::vector<int64_t>& shape, const std::vector<int64_t>& want, const char* what);
 
@@ -132,8 +143,8 @@ std::unique_ptr<Layer> make_layer(Context& ctx, const py::object& config, const 
                                   Tensors tensors) {
   if (py::isinstance<py::dict>(weights)) {
     if (config.is_none())
-      fail(ErrorCode::invalid_argument, std::string("config: a ") + config_type + " is needed with a weights dict");
-    const Config cfg = config.cast<Config>();
+      fail(ErrorCode::invalid_argument, std::string("config: a vkgate.") + config_type + " is needed with a weights dict");
+    const Config cfg = config_arg<Config>(config, "config", config_type);
     std::vector<py::array> holders;
     const TensorMap map = tensor_map(weights.cast<py::dict>(), holders, "weights");
     py::gil_scoped_release nogil;
@@ -141,7 +152,7 @@ std::unique_ptr<Layer> make_layer(Context& ctx, const py::object& config, const 
   }
   const std::string path = checkpoint_path(weights);
   std::optional<Config> cfg;
-  if (!config.is_none()) cfg = config.cast<Config>();
+  if (!config.is_none()) cfg = config_arg<Config>(config, "config", config_type);
   py::gil_scoped_release nogil;
   Checkpoint ckpt(path);
   if (!cfg) {

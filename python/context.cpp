@@ -69,7 +69,7 @@ void bind_context(py::module_& m) {
              if (py::isinstance<py::bool_>(device)) {
                fail(ErrorCode::invalid_argument, "device: expected an index, a name or None, got a bool");
              } else if (py::isinstance<py::int_>(device)) {
-               o.device = std::to_string(device.cast<long long>());
+               o.device = py::str(device);  // the index as text: the library's selector says when none matches
              } else if (py::isinstance<py::str>(device)) {
                o.device = device.cast<std::string>();
                if (o.device.empty())

@@ -95,6 +95,17 @@ IdsArg ids_arg(const py::handle& obj, const char* what) {
   return r;
 }
 
+int int_arg(const py::handle& obj, const char* what) {
+  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj))
+    fail(ErrorCode::invalid_argument, std::string(what) + ": expected an int, got " +
+                                          py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
+  if (overflow || v < INT32_MIN || v > INT32_MAX)
+    fail(ErrorCode::invalid_argument, std::string(what) + ": " + py::str(obj).cast<std::string>() + " is out of range");
+  return int(v);
+}
+
 void expect_shape(const std::vector<int64_t>& shape, const std::vector<int64_t>& want, const char* what) {
   if (shape != want)
     fail(ErrorCode::shape_mismatch,
