@@ -7,10 +7,7 @@ namespace vkgate::py_bind {
 
 namespace {
 
-struct PyBlock {
-  std::unique_ptr<GatedAttention> block;
-  Busy busy;
-};
+using PyBlock = Guarded<GatedAttention>;
 
 py::dict stats_dict(const BlockStats& s) {
   py::dict r;
@@ -40,14 +37,12 @@ void bind_block(py::module_& m) {
                       "by one thread at a time; give each thread its own.")
       .def(py::init([](Context& ctx, const py::object& config, const py::object& weights, const py::object& layer,
                        const std::string& precision, bool check_finite) {
-             BlockOptions opts;
-             opts.precision = parse_precision(precision);
-             opts.check_finite = check_finite;
+             const BlockOptions opts = block_options(precision, check_finite);
              auto b = std::make_unique<PyBlock>();
              if (py::isinstance<py::dict>(weights) && !layer.is_none())
                fail(ErrorCode::invalid_argument, "layer: only for a checkpoint (a weights dict holds one block's tensors)");
              const int layer_index = layer.is_none() ? -1 : int_arg(layer, "layer");
-             b->block = make_layer<GatedAttention, BlockConfig>(
+             b->obj = make_layer<GatedAttention, BlockConfig>(
                  ctx, config, weights, opts, "BlockConfig", load_config,
                  [layer_index](const Checkpoint& ckpt, const BlockConfig& cfg) { return block_tensors(ckpt, cfg, layer_index); });
              return b;
@@ -59,11 +54,8 @@ void bind_block(py::module_& m) {
           [](PyBlock& self, const py::object& x, const py::object& past_key, const py::object& past_value,
              const py::object& attention_mask, bool stats, bool return_cache, bool use_device_cache) -> py::object {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            const BlockConfig& cfg = self.block->config();
-            FloatArg h = float_arg(x, "x", 3);
-            if (h.shape[2] != cfg.hidden_size)
-              fail(ErrorCode::shape_mismatch, "x: expected [batch, tokens, " + std::to_string(cfg.hidden_size) +
-                                                  "], got " + shape_text(h.shape));
+            const BlockConfig& cfg = self.obj->config();
+            FloatArg h = hidden_arg(x, cfg.hidden_size);
             const int64_t B = h.shape[0], T = h.shape[1];
             if (past_key.is_none() != past_value.is_none())
               fail(ErrorCode::invalid_argument, "past_key, past_value: give both or neither");
@@ -78,7 +70,7 @@ void bind_block(py::module_& m) {
               expect_shape(pv.shape, {B, cfg.num_kv_heads, P, cfg.head_dim}, "past_value");
             }
             FloatArg mask = optional_float_arg(attention_mask, "attention_mask", 4);
-            const int64_t keys = P + T + (use_device_cache ? self.block->cache_length() : 0);
+            const int64_t keys = P + T + (use_device_cache ? self.obj->cache_length() : 0);
             if (!attention_mask.is_none()) expect_shape(mask.shape, {B, 1, T, keys}, "attention_mask");
             if (B > INT32_MAX || T > INT32_MAX || P > INT32_MAX)
               fail(ErrorCode::invalid_argument, "x: batch, tokens and past must fit in 32 bits");
@@ -96,7 +88,7 @@ void bind_block(py::module_& m) {
             ForwardOutputs out;
             {
               py::gil_scoped_release nogil;
-              out = self.block->run(in);
+              out = self.obj->run(in);
             }
             py::object y = to_numpy(std::move(out.output), {B, T, cfg.hidden_size});
             if (!return_cache && !stats) return y;
@@ -131,7 +123,7 @@ void bind_block(py::module_& m) {
           [](PyBlock& self, int batch, int capacity) {
             Busy::Scope guard(self.busy, "this GatedAttention");
             py::gil_scoped_release nogil;
-            self.block->reserve_cache(batch, capacity);
+            self.obj->reserve_cache(batch, capacity);
           },
           py::arg("batch"), py::arg("capacity"),
           "An empty device-resident KV cache with room for `capacity` positions per batch row.")
@@ -139,14 +131,14 @@ void bind_block(py::module_& m) {
           "load_cache",
           [](PyBlock& self, const py::object& key, const py::object& value, const py::object& capacity) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            const BlockConfig& cfg = self.block->config();
+            const BlockConfig& cfg = self.obj->config();
             FloatArg k = float_arg(key, "key", 4), v = float_arg(value, "value", 4);
             const int64_t B = k.shape[0], L = k.shape[2];
             expect_shape(k.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "key");
             expect_shape(v.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "value");
             const int cap = capacity.is_none() ? int(L) : int_arg(capacity, "capacity");
             py::gil_scoped_release nogil;
-            self.block->load_cache(k.data, v.data, int(B), int(L), cap);
+            self.obj->load_cache(k.data, v.data, int(B), int(L), cap);
           },
           py::arg("key"), py::arg("value"), py::arg("capacity") = py::none(),
           "Fills the device-resident cache from key, value [batch, KV, length, head_dim] (keys after\n"
@@ -155,34 +147,34 @@ void bind_block(py::module_& m) {
           "cache_length",
           [](PyBlock& self) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            return self.block->cache_length();
+            return self.obj->cache_length();
           },
           "Positions held by the device-resident cache.")
       .def(
           "truncate_cache",
           [](PyBlock& self, int length) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            self.block->truncate_cache(length);
+            self.obj->truncate_cache(length);
           },
           py::arg("length"), "Forgets the cached positions from `length` on.")
       .def(
           "last_timings",
           [](PyBlock& self) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            return timings_list(self.block->last_timings());
+            return timings_list(self.obj->last_timings());
           },
           "[(stage, microseconds)] of the last forward's dispatches (empty without GPU timestamps).")
       .def(
           "set_poison",
           [](PyBlock& self, bool on) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            self.block->set_poison(on);
+            self.obj->set_poison(on);
           },
           py::arg("on"), "Fill every intermediate with NaN before each forward (tests).")
-      .def_property_readonly("config", [](PyBlock& self) { return self.block->config(); }, "A copy of the BlockConfig.")
-      .def_property_readonly("precision", [](PyBlock& self) { return std::string(to_string(self.block->precision())); })
-      .def_property_readonly("recorded_shapes", [](PyBlock& self) { return self.block->recorded_shapes(); })
-      .def_property_readonly("recordings", [](PyBlock& self) { return self.block->recordings(); });
+      .def_property_readonly("config", [](PyBlock& self) { return self.obj->config(); }, "A copy of the BlockConfig.")
+      .def_property_readonly("precision", [](PyBlock& self) { return std::string(to_string(self.obj->precision())); })
+      .def_property_readonly("recorded_shapes", [](PyBlock& self) { return self.obj->recorded_shapes(); })
+      .def_property_readonly("recordings", [](PyBlock& self) { return self.obj->recordings(); });
 }
 
 }  // namespace vkgate::py_bind

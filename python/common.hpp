@@ -71,6 +71,9 @@ T config_arg(const py::handle& obj, const char* what, const char* type_name) {
   return obj.cast<T>();
 }
 
+// Hidden states x: float32 [batch, tokens, hidden_size].
+FloatArg hidden_arg(const py::handle& x, int hidden_size);
+
 // Checks that `shape` equals `want`, naming `what` and both shapes.
 void expect_shape(const std::vector<int64_t>& shape, const std::vector<int64_t>& want, const char* what);
 
@@ -124,6 +127,12 @@ E parse_enum(const std::string& s, const std::array<E, N>& values, const std::st
 }
 
 inline Precision parse_precision(const std::string& s) { return parse_enum(s, kPrecisions, "precision"); }
+inline BlockOptions block_options(const std::string& precision, bool check_finite) {
+  BlockOptions o;
+  o.precision = parse_precision(precision);
+  o.check_finite = check_finite;
+  return o;
+}
 
 // os.fspath(obj) of a str or path-like `obj`, else an Error naming `what`.
 std::string fspath(const py::handle& obj, const char* what);
@@ -187,6 +196,13 @@ class Busy {
 
  private:
   std::atomic<bool> flag_{false};
+};
+
+// A bound single-threaded object (GatedAttention, GlaLayer) and its guard.
+template <class T>
+struct Guarded {
+  std::unique_ptr<T> obj;
+  Busy busy;
 };
 
 // ---- the binding files

@@ -106,6 +106,14 @@ int int_arg(const py::handle& obj, const char* what) {
   return int(v);
 }
 
+FloatArg hidden_arg(const py::handle& x, int hidden_size) {
+  FloatArg h = float_arg(x, "x", 3);
+  if (h.shape[2] != hidden_size)
+    fail(ErrorCode::shape_mismatch,
+         "x: expected [batch, tokens, " + std::to_string(hidden_size) + "], got " + shape_text(h.shape));
+  return h;
+}
+
 void expect_shape(const std::vector<int64_t>& shape, const std::vector<int64_t>& want, const char* what) {
   if (shape != want)
     fail(ErrorCode::shape_mismatch,

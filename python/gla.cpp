@@ -5,14 +5,7 @@
 
 namespace vkgate::py_bind {
 
-namespace {
-
-struct PyGla {
-  std::unique_ptr<GlaLayer> layer;
-  Busy busy;
-};
-
-}  // namespace
+using PyGla = Guarded<GlaLayer>;
 
 void bind_gla(py::module_& m) {
   py::class_<PyGla>(m, "GlaLayer",
@@ -25,12 +18,9 @@ void bind_gla(py::module_& m) {
                     "precision: device storage, 'fp32', 'fp16' or 'bf16'.")
       .def(py::init([](Context& ctx, const py::object& config, const py::object& weights, const std::string& precision,
                        bool check_finite) {
-             BlockOptions o;
-             o.precision = parse_precision(precision);
-             o.check_finite = check_finite;
              auto g = std::make_unique<PyGla>();
-             g->layer = make_layer<GlaLayer, GlaConfig>(ctx, config, weights, o, "GlaConfig", load_gla_config,
-                                                        gla_layer_tensors);
+             g->obj = make_layer<GlaLayer, GlaConfig>(ctx, config, weights, block_options(precision, check_finite),
+                                                      "GlaConfig", load_gla_config, gla_layer_tensors);
              return g;
            }),
            py::arg("ctx"), py::arg("config"), py::arg("weights"), py::arg("precision") = "fp32",
@@ -39,11 +29,8 @@ void bind_gla(py::module_& m) {
           "forward",
           [](PyGla& self, const py::object& x, const py::object& initial_state) {
             Busy::Scope guard(self.busy, "this GlaLayer");
-            const GlaConfig& cfg = self.layer->config();
-            FloatArg h = float_arg(x, "x", 3);
-            if (h.shape[2] != cfg.hidden_size)
-              fail(ErrorCode::shape_mismatch, "x: expected [batch, tokens, " + std::to_string(cfg.hidden_size) +
-                                                  "], got " + shape_text(h.shape));
+            const GlaConfig& cfg = self.obj->config();
+            FloatArg h = hidden_arg(x, cfg.hidden_size);
             const int64_t B = h.shape[0], T = h.shape[1];
             const std::vector<int64_t> state_shape{B, cfg.num_heads, cfg.head_k_dim(), cfg.head_v_dim()};
             FloatArg s0 = optional_float_arg(initial_state, "initial_state", 4);
@@ -51,7 +38,7 @@ void bind_gla(py::module_& m) {
             GlaOutputs out;
             {
               py::gil_scoped_release nogil;
-              out = self.layer->forward(h.data, int(B), int(T), s0.data);
+              out = self.obj->forward(h.data, int(B), int(T), s0.data);
             }
             return py::make_tuple(to_numpy(std::move(out.output), {B, T, cfg.hidden_size}),
                                   to_numpy(std::move(out.final_state), state_shape));
@@ -61,17 +48,17 @@ void bind_gla(py::module_& m) {
           "x: float32 [batch, tokens, hidden_size]; initial_state: float32 [batch, heads, d_k, d_v]\n"
           "(None: zeros). Returns the output [batch, tokens, hidden_size] and the final state, which\n"
           "the next call takes as its initial_state to continue the sequence.")
-      .def_property_readonly("config", [](PyGla& self) { return self.layer->config(); })
+      .def_property_readonly("config", [](PyGla& self) { return self.obj->config(); })
       .def_property_readonly("forms",
                              [](PyGla& self) {
-                               const GlaForms& f = self.layer->forms();
+                               const GlaForms& f = self.obj->forms();
                                py::dict r;
                                r["low_rank_dim"] = f.low_rank_dim;
                                r["output_norm"] = f.output_norm;
                                r["attn_norm"] = f.attn_norm;
                                return r;
                              })
-      .def("set_poison", [](PyGla& self, bool on) { self.layer->set_poison(on); }, py::arg("on"));
+      .def("set_poison", [](PyGla& self, bool on) { self.obj->set_poison(on); }, py::arg("on"));
 }
 
 }  // namespace vkgate::py_bind

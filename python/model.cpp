@@ -143,9 +143,8 @@ void bind_model(py::module_& m) {
       .def_static(
           "load",
           [](Context& ctx, const py::object& dir, const std::string& precision, bool check_finite) {
-            ModelOptions o;
-            o.precision = parse_precision(precision);
-            o.check_finite = check_finite;
+            const BlockOptions b = block_options(precision, check_finite);
+            const ModelOptions o{b.precision, b.check_finite};
             auto pm = std::make_unique<PyModel>();
             pm->dir = fspath(dir, "dir");
             py::gil_scoped_release nogil;
@@ -158,9 +157,8 @@ void bind_model(py::module_& m) {
           "and the tensor or key. precision: 'fp32', 'fp16' or 'bf16' device storage.")
       .def(py::init([](Context& ctx, const ModelConfig& cfg, const py::dict& weights, const std::string& precision,
                        bool check_finite) {
-             ModelOptions o;
-             o.precision = parse_precision(precision);
-             o.check_finite = check_finite;
+             const BlockOptions b = block_options(precision, check_finite);
+             const ModelOptions o{b.precision, b.check_finite};
              std::vector<py::array> holders;
              const TensorMap map = tensor_map(weights, holders, "weights");
              auto pm = std::make_unique<PyModel>();
