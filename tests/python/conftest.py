@@ -90,6 +90,14 @@ def random_x(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def tiny_block(ctx, rng, batch, tokens, **fields):
+    """(config, weights, block, x [batch, tokens, D], the oracle's output for x)."""
+    cfg = tiny_config(**fields)
+    w = block_weights(cfg, rng)
+    x = random_x(rng, batch, tokens, cfg.hidden_size)
+    return cfg, w, vkgate.GatedAttention(ctx, cfg, w), x, vkgate.reference.forward(cfg, w, x)["output"]
+
+
 def bf16_round(a):
     """float32 rounded to bfloat16 (nearest, ties to even) and back."""
     bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)

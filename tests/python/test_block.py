@@ -5,19 +5,16 @@ import numpy as np
 import pytest
 
 import vkgate
-from conftest import (NMSE_BLOCK, NMSE_FP32, assert_close, block_weights, random_x, stored, tiny_config,
+from conftest import (NMSE_BLOCK, assert_close, block_weights, random_x, stored, tiny_block, tiny_config,
                       write_safetensors)
 
 
 @pytest.mark.parametrize("gate", ["elementwise", "headwise", "none"])
 def test_forward_matches_reference(ctx, rng, gate):
-    cfg = tiny_config(gate_kind=gate)
-    w = block_weights(cfg, rng)
-    block = vkgate.GatedAttention(ctx, cfg, w)
-    x = random_x(rng, 2, 5, 32)
+    cfg, w, block, x, want = tiny_block(ctx, rng, 2, 5, gate_kind=gate)
     y = block.forward(x)
     assert y.dtype == np.float32 and y.shape == (2, 5, 32)
-    assert_close(y, vkgate.reference.forward(cfg, w, x)["output"])
+    assert_close(y, want)
     assert block.recorded_shapes == 1
     assert block.config.gate_kind == gate and block.precision == "fp32"
 
@@ -46,11 +43,7 @@ def test_cache_mask_and_stats(ctx, rng):
 
 
 def test_device_cache_decode_loop(ctx, rng):
-    cfg = tiny_config()
-    w = block_weights(cfg, rng)
-    block = vkgate.GatedAttention(ctx, cfg, w)
-    x = random_x(rng, 1, 6, 32)
-    want = vkgate.reference.forward(cfg, w, x)["output"]
+    cfg, w, block, x, want = tiny_block(ctx, rng, 1, 6)
     block.reserve_cache(1, 8)
     assert block.cache_length == 0
     assert_close(block.forward(x[:, :4], use_device_cache=True), want[:, :4])
@@ -112,12 +105,9 @@ def test_checkpoint_file_and_directory(ctx, rng, tmp_path):
 
 
 def test_timings_and_poison(ctx, rng):
-    cfg = tiny_config()
-    w = block_weights(cfg, rng)
-    block = vkgate.GatedAttention(ctx, cfg, w)
+    cfg, w, block, x, want = tiny_block(ctx, rng, 1, 2)
     block.set_poison(True)
-    x = random_x(rng, 1, 2, 32)
-    assert_close(block.forward(x), vkgate.reference.forward(cfg, w, x)["output"])
+    assert_close(block.forward(x), want)
     timings = block.last_timings()
     assert all(isinstance(s, str) and us >= 0 for s, us in timings)
     if ctx.device["capabilities"]["timestamps"]:

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 import vkgate
-from conftest import assert_close, block_weights, random_x, tiny_config
+from conftest import assert_close, block_weights, random_x, tiny_block, tiny_config
 
 
 def resident_bytes():
@@ -77,11 +77,7 @@ def test_two_threads_each_with_its_own_block(ctx, rng):
 
 
 def test_one_block_on_two_threads_is_refused_not_corrupted(ctx, rng):
-    cfg = tiny_config()
-    w = block_weights(cfg, rng)
-    block = vkgate.GatedAttention(ctx, cfg, w)
-    x = random_x(rng, 1, 64, 32)
-    want = vkgate.reference.forward(cfg, w, x)["output"]
+    _, _, block, x, want = tiny_block(ctx, rng, 1, 64)
     outcomes = []
 
     def run():
