@@ -37,10 +37,10 @@ def test_python_example(model_dir, tmp_path):
                        "--layer", "1", "--out", str(out)])
     assert out.read_bytes().startswith(PNG)
     assert "first-token attention per layer" in r.stdout
-    try:
-        import torch  # noqa: F401
+    import importlib.util
+    if importlib.util.find_spec("torch"):
         assert "vs PyTorch float64: NMSE" in r.stdout, r.stdout
-    except ImportError:
+    else:
         assert "comparison is skipped" in r.stdout
 
 

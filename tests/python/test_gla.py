@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import vkgate
-from conftest import NMSE_FP32, assert_close, random_weights, random_x, write_safetensors
+from conftest import assert_close, random_weights, random_x, write_safetensors
 
 
 def gla_config(**fields):
