@@ -118,6 +118,14 @@ def test_model_errors(ctx, tmp_path):
         model.logits(np.zeros((1, 1, 2), np.int64))
     with raises("invalid_argument", "max_new_tokens"):
         model.generate([1], max_new_tokens=-1)
+    other = vkgate.Model.load(ctx, tmp_path)
+    seq = other.start(1, 2)
+    with raises("invalid_argument", "another model"):
+        model.extend(seq, [1])
+    with raises("invalid_argument", "do not fit"):
+        other.extend(seq, [1, 2, 3])
+    with raises("shape_mismatch", "ids"):
+        other.extend(seq, [[1], [2]])
     with raises("io", "nowhere"):
         vkgate.Model.load(ctx, "/nowhere")
     with raises("invalid_config", "hidden_size"):
