@@ -15,4 +15,4 @@ except ImportError:
 # No .pytest_cache or __pycache__ left in the source tree.
 sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", here] + sys.argv[1:]))
+sys.exit(pytest.main(["-q", "-rs", "-p", "no:cacheprovider", "--rootdir", here] + sys.argv[1:]))
