@@ -19,6 +19,20 @@ def test_forward_matches_reference(ctx, rng, gate):
     assert block.config.gate_kind == gate and block.precision == "fp32"
 
 
+@pytest.mark.parametrize("fields", [
+    dict(gate_layout="official_grouped"),
+    dict(gate_position="value", gate_layout="separate"),
+    dict(gate_position="dense", gate_layout="separate"),
+    dict(gate_position="query", gate_layout="separate", gate_kind="headwise"),
+    dict(gate_combine="add", gate_activation="silu", gate_shared_heads=True, gate_kind="headwise"),
+    dict(qkv_bias=True, o_bias=True, residual=True, norm_kind="zero_centered"),
+    dict(gqa_mapping="tiled", rope_style="interleaved", partial_rotary_factor=0.5),
+])
+def test_variants_match_reference(ctx, rng, fields):
+    cfg, w, block, x, want = tiny_block(ctx, rng, 1, 4, **fields)
+    assert_close(block.forward(x), want)
+
+
 def test_cache_mask_and_stats(ctx, rng):
     cfg = tiny_config()
     w = block_weights(cfg, rng)
