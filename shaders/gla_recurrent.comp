@@ -75,13 +75,7 @@ struct Push {
 };
 PARAMS(Push)
 
-float phi(float v) { return p.feature_map == 1 ? max(v, 0.0) : p.feature_map == 2 ? (v > 0.0 ? v + 1.0 : exp(v)) : v; }
-
-// log(1 + y) for y ≥ 0, without losing y ≪ 1 to rounding.
-float log1p_pos(float y) { return y < 1e-4 ? y * (1.0 - y * (0.5 - y / 3.0)) : log(1.0 + y); }
-float log_sigmoid(float v) { return v < 0.0 ? v - log1p_pos(exp(v)) : -log1p_pos(exp(-v)); }
-// 1 − e^l for l ≤ 0, exact to rounding where e^l is close to 1.
-float one_minus_exp(float l) { return l > -1e-2 ? -l * (1.0 + l * (0.5 + l * (1.0 / 6.0 + l / 24.0))) : 1.0 - exp(l); }
+#include "gla.glsl"
 
 #ifdef PREPARE
 // One invocation per element of q (H heads) and of k and α (KV heads) of every token.
@@ -96,7 +90,7 @@ void main() {
     return;
   }
   const uint kvh = h - p.heads, at = (bt * p.kv_heads + kvh) * DK + i;
-  const float la = max(log_sigmoid(gk_ld(view_offset(p.gk_view, p.tokens, bt, kvh, i))) / p.normalizer, p.clamp_min);
+  const float la = log_gate(gk_ld(view_offset(p.gk_view, p.tokens, bt, kvh, i)));
   const float k = phi(x_ld(view_offset(p.k_view, p.tokens, bt, kvh, i)));
   ks_st(at, p.convex != 0 ? one_minus_exp(la) * k : k);
   as_st(at, exp(la));

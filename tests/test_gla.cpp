@@ -1,15 +1,18 @@
 // The gated linear attention layer on the device against the double-precision
-// reference (include/vkgate/reference_gla.hpp): GQA, each feature map, the
-// convex coupling, clamp_min, both forget-gate forms, the output norm and gate
-// on and off, batch > 1, an initial state; a sequence run in pieces carrying
-// the state equals the whole; fp16/bf16 storage with the state in fp32; the
-// golden fla case; malformed inputs.
+// reference (include/vkgate/reference_gla.hpp), in both forms of the
+// recurrence (the scan and the chunks, VKGATE_GLA_MODE) and the automatic
+// choice: GQA, each feature map, the convex coupling, clamp_min, both
+// forget-gate forms, the output norm and gate on and off, batch > 1, an
+// initial state; a sequence run in pieces carrying the state equals the whole;
+// forget gates that span more than e^60 within a chunk's sub-block; fp16/bf16
+// storage with the state in fp32; the golden fla case; malformed inputs.
 #include <cmath>
 #include <map>
 #include <random>
 #include <string>
 
 #include "golden.hpp"
+#include "gpu/context_impl.hpp"
 #include "harness.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
@@ -55,10 +58,18 @@ size_t state_size(const GlaConfig& c, int batch) {
   return size_t(batch) * size_t(c.num_heads) * size_t(c.head_k_dim()) * size_t(c.head_v_dim());
 }
 
-// One forward of the layer against the reference, from a random initial state.
-void check_gla(test::GpuTest& t, const GlaConfig& cfg, const GlaForms& f, int batch, int tokens) {
+constexpr gpu::GlaMode kForms[] = {gpu::GlaMode::recurrent, gpu::GlaMode::chunk};
+const char* form_name(gpu::GlaMode m) {
+  return m == gpu::GlaMode::recurrent ? "recurrent" : m == gpu::GlaMode::chunk ? "chunk" : "automatic";
+}
+
+// One forward of the layer in `form` against the reference, from a random initial state.
+void check_gla(test::GpuTest& t, const GlaConfig& cfg, const GlaForms& f, int batch, int tokens, gpu::GlaMode form) {
   CAPTURE(t.seed);
+  INFO("form " << form_name(form));
   GlaWeights w(cfg, f, t.rng);
+  test::ScopedTuning tuning(t.ctx);
+  tuning->gla_mode = form;
   GlaLayer layer(t.ctx, cfg, w.map);
   layer.set_poison(true);
   const auto x = t.random(size_t(batch) * tokens * cfg.hidden_size);
@@ -98,43 +109,85 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: the layer against the reference over GQA,
     c.key_coupling = r.coupling;
     if (r.clamp) c.clamp_min = -0.05;
     c.use_output_gate = r.gate;
-    check_gla(*this, c, r.forms, 2, 5);
+    for (gpu::GlaMode form : kForms) check_gla(*this, c, r.forms, 2, 5, form);
   }
-  // d_k 6: the scan's row blocks are not whole groups of 4 (one row per fetch on CPU drivers).
+  // d_k 6: the scan's row blocks are not whole groups of 4 (one row per fetch
+  // on CPU drivers), and the chunks' row tile is not whole groups of 8.
   GlaConfig c = small_gla();
   c.expand_k = 0.375;
   REQUIRE(c.head_k_dim() == 6);
-  check_gla(*this, c, forms(8, "g_norm_swish_gate.weight", true), 2, 5);
+  for (gpu::GlaMode form : kForms) check_gla(*this, c, forms(8, "g_norm_swish_gate.weight", true), 2, 70, form);
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150, and a sequence in pieces carrying the state equals the whole") {
+TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150 in each form, and a sequence in pieces carrying the state equals the whole") {
   const GlaConfig c = small_gla();
   const GlaForms f = forms(8, "g_norm_swish_gate.weight", true);
   GlaWeights w(c, f, rng);
-  GlaLayer layer(ctx, c, w.map);
-  layer.set_poison(true);
   const int D = c.hidden_size;
-  for (int T : {1, 63, 64, 65, 150}) {
-    CAPTURE(T);
-    const auto x = random(size_t(T) * D);
-    const auto want = reference::gla_forward(c, w.map, {x, 1, T, {}});
-    const GlaOutputs whole = layer.forward(x, 1, T);
-    test::check_close(whole.output, want.output);
-    test::check_close(whole.final_state, want.final_state);
-    if (T < 63) continue;
-    // Pieces of 40, 1, 8 and the rest, as a prefill and decode steps would run.
-    std::vector<float> state, out;
-    for (int at = 0; at < T;) {
-      const int n = std::min(T - at, at == 0 ? 40 : at == 40 ? 1 : 8);
-      const GlaOutputs piece =
-          layer.forward(std::span(x).subspan(size_t(at) * D, size_t(n) * D), 1, n, state);
-      out.insert(out.end(), piece.output.begin(), piece.output.end());
-      state = piece.final_state;
-      at += n;
+  for (gpu::GlaMode form : {gpu::GlaMode::automatic, gpu::GlaMode::recurrent, gpu::GlaMode::chunk}) {
+    INFO("form " << form_name(form));
+    test::ScopedTuning tuning(ctx);
+    tuning->gla_mode = form;
+    GlaLayer layer(ctx, c, w.map);
+    layer.set_poison(true);
+    for (int T : {1, 63, 64, 65, 150}) {
+      CAPTURE(T);
+      const auto x = random(size_t(T) * D);
+      const auto want = reference::gla_forward(c, w.map, {x, 1, T, {}});
+      const GlaOutputs whole = layer.forward(x, 1, T);
+      test::check_close(whole.output, want.output);
+      test::check_close(whole.final_state, want.final_state);
+      if (T < 63) continue;
+      // Pieces of 40, 1, 8 and the rest, as a prefill and decode steps would run.
+      std::vector<float> state, out;
+      for (int at = 0; at < T;) {
+        const int n = std::min(T - at, at == 0 ? 40 : at == 40 ? 1 : 8);
+        const GlaOutputs piece = layer.forward(std::span(x).subspan(size_t(at) * D, size_t(n) * D), 1, n, state);
+        out.insert(out.end(), piece.output.begin(), piece.output.end());
+        state = piece.final_state;
+        at += n;
+      }
+      test::check_close(out, want.output);
+      test::check_close(state, want.final_state);
     }
-    test::check_close(out, want.output);
-    test::check_close(state, want.final_state);
   }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gla: forget gates beyond e^60 within a sub-block, the chunks equal the scan and token-by-token steps") {
+  // normalizer 1 and forget-gate logits near -40: log α about -40 per token,
+  // so a sub-block of 8 tokens spans e^280 and the chunked form's diagonal
+  // sub-blocks take the element-wise path; some rows keep α near 1.
+  GlaConfig c = small_gla();
+  c.gate_logit_normalizer = 1;
+  const GlaForms f = forms(0, "g_norm_swish_gate.weight", false);
+  GlaWeights w(c, f, rng);
+  auto& bias = w.data.at("gk_proj.bias");
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = i % 3 ? -40.0f : 4.0f;
+  const int B = 2, T = 150, D = c.hidden_size;
+  const auto x = random(size_t(B) * T * D), s0 = random(state_size(c, B));
+  const auto want = reference::gla_forward(c, w.map, {x, B, T, s0});
+  for (gpu::GlaMode form : kForms) {
+    INFO("form " << form_name(form));
+    test::ScopedTuning tuning(ctx);
+    tuning->gla_mode = form;
+    GlaLayer layer(ctx, c, w.map);
+    layer.set_poison(true);
+    const GlaOutputs got = layer.forward(x, B, T, s0);
+    test::check_close(got.output, want.output);
+    test::check_close(got.final_state, want.final_state);
+  }
+  // Token by token (decode steps) against the carried state, batch 1.
+  const std::vector<float> first(s0.begin(), s0.begin() + long(state_size(c, 1)));
+  const auto want1 = reference::gla_forward(c, w.map, {std::span(x).first(size_t(T) * D), 1, T, first});
+  GlaLayer layer(ctx, c, w.map);
+  std::vector<float> state = first, out;
+  for (int t = 0; t < T; ++t) {
+    const GlaOutputs step = layer.forward(std::span(x).subspan(size_t(t) * D, size_t(D)), 1, 1, state);
+    out.insert(out.end(), step.output.begin(), step.output.end());
+    state = step.final_state;
+  }
+  test::check_close(out, want1.output);
+  test::check_close(state, want1.final_state);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla: a long input in segments (VKGATE_GLA_SEGMENT_TOKENS) equals one recording, batch 2") {
@@ -178,23 +231,26 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: fp16 and bf16 storage, the state in fp32 
     return;
   }
   const GlaConfig c = small_gla();
-  for (const GlaForms& f : {forms(8, "g_norm_swish_gate.weight", true), forms(0, "", false)})
-    for (Precision prec : {Precision::fp16, Precision::bf16}) {
-      INFO("prec = " << std::string(to_string(prec)) << ", attn_norm " << f.attn_norm);
-      GlaWeights w(c, f, rng);
-      // The weights as the storage holds them, so only the kernels' rounding counts.
-      for (auto& [name, v] : w.data)
-        for (float& x : v) x = prec == Precision::fp16 ? half_to_float(float_to_half(x)) : bf16_to_float(float_to_bf16(x));
-      GlaLayer layer(ctx, c, w.map, BlockOptions{prec});
-      layer.set_poison(true);
-      const auto x = random(size_t(2) * 9 * c.hidden_size);
-      const auto s0 = random(state_size(c, 2));
-      const GlaOutputs got = layer.forward(x, 2, 9, s0);
-      const auto want = reference::gla_forward(c, w.map, {x, 2, 9, s0});
-      const double bound = prec == Precision::fp16 ? 1e-5 : 3e-4;
-      test::check_close(got.output, want.output, bound);
-      test::check_close(got.final_state, want.final_state, bound);
-    }
+  for (gpu::GlaMode form : kForms)
+    for (const GlaForms& f : {forms(8, "g_norm_swish_gate.weight", true), forms(0, "", false)})
+      for (Precision prec : {Precision::fp16, Precision::bf16}) {
+        INFO("form " << form_name(form) << ", prec = " << std::string(to_string(prec)) << ", attn_norm " << f.attn_norm);
+        GlaWeights w(c, f, rng);
+        // The weights as the storage holds them, so only the kernels' rounding counts.
+        for (auto& [name, v] : w.data)
+          for (float& x : v) x = prec == Precision::fp16 ? half_to_float(float_to_half(x)) : bf16_to_float(float_to_bf16(x));
+        test::ScopedTuning tuning(ctx);
+        tuning->gla_mode = form;
+        GlaLayer layer(ctx, c, w.map, BlockOptions{prec});
+        layer.set_poison(true);
+        const auto x = random(size_t(2) * 70 * c.hidden_size);
+        const auto s0 = random(state_size(c, 2));
+        const GlaOutputs got = layer.forward(x, 2, 70, s0);
+        const auto want = reference::gla_forward(c, w.map, {x, 2, 70, s0});
+        const double bound = prec == Precision::fp16 ? 1e-5 : 3e-4;
+        test::check_close(got.output, want.output, bound);
+        test::check_close(got.final_state, want.final_state, bound);
+      }
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla: a misshapen input or state and a missing forget gate are errors naming them") {

@@ -33,9 +33,11 @@ CASE:
   --op rope --rows R --heads H --head-dim Dh [--rotary N]
   --op softmax --rows R --keys S
   --op gate --rows R --heads H --head-dim Dh [--gate-width 1|Dh]
-  --op gla --T T --heads H --dk DK --dv DV [--dim D] [--batch B] [--precision ...]
+  --op gla --T T --heads H --dk DK --dv DV [--dim D] [--batch B] [--precision ...] [--mode M]
           a gated linear attention layer (hidden D, default 2048; low-rank forget gate,
-          output norm and gate) from a zero state: the projections and the recurrence
+          output norm and gate) from a zero state: the projections and the recurrence,
+          M = recurrent, chunk, auto (the layer's choice) or both (default: the two
+          forms, then the chunked form's speed-up on the recurrence's stages)
   --op gla --sweep [--sweep-max T] ...   the same at T = 128, 256, ... up to T
   --block [--config FILE] [--batch B] [--T T] [--past P] [--precision fp32|fp16|bf16]
           (default: the Qwen3-Next attention shape, T 64; --past P --T 1 is a decode step)
@@ -74,6 +76,15 @@ void print_case(const vkgate::bench::Case& c, const vkgate::bench::Peak* peak) {
                   c.time.median_us > 0 ? 100 * st.median_us / c.time.median_us : 0.0);
 }
 
+// The stages of a GLA case that run the recurrence in either form (the
+// projections, norms and output are the same in both).
+double recurrence_us(const vkgate::bench::Case& c) {
+  double us = 0;
+  for (const auto& [label, st] : c.stages)
+    if (label.starts_with("gla.") && label != "gla.output") us += st.median_us;
+  return us;
+}
+
 int cmd_bench(Args& args) {
   vkgate::ContextOptions copts;
   vkgate::bench::Options opt;
@@ -81,7 +92,7 @@ int cmd_bench(Args& args) {
   bool json = false, want_peak = false, block = false, sweep = false, unfused = false, gate_positions = false;
   ModelBench model;
   TokenizerBench text;
-  std::string op, config;
+  std::string op, config, gla_mode = "both";
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--device") copts.device = args.value(a);
@@ -113,6 +124,7 @@ int cmd_bench(Args& args) {
     else if (a == "--gate-positions") gate_positions = true;
     else if (a == "--unfused") unfused = true;
     else if (a == "--config") config = args.value(a);
+    else if (a == "--mode") gla_mode = args.value(a);
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
              a == "--head-dim" || a == "--batch" || a == "--causal" || a == "--rows" || a == "--dim" ||
@@ -178,8 +190,23 @@ int cmd_bench(Args& args) {
     g.expand_v = double(get("dv", -1) * g.num_heads) / g.hidden_size;
     if (g.head_k_dim() != get("dk", -1) || g.head_v_dim() != get("dv", -1))
       throw UsageError("bench: --dk and --dv times --heads must not exceed --dim");
-    for (int64_t T = sweep ? 128 : get("T", -1); T <= (sweep ? get("sweep-max", 8192) : get("T", -1)); T *= 2)
-      add(b::gla(ctx, g, int(get("batch", 1)), int(T), prec, opt));
+    std::vector<b::GlaForm> forms;
+    if (gla_mode == "both") forms = {b::GlaForm::recurrent, b::GlaForm::chunk};
+    else if (gla_mode == "recurrent") forms = {b::GlaForm::recurrent};
+    else if (gla_mode == "chunk") forms = {b::GlaForm::chunk};
+    else if (gla_mode == "auto") forms = {b::GlaForm::automatic};
+    else throw UsageError("bench: --mode must be recurrent, chunk, auto or both, got '" + gla_mode + "'");
+    for (int64_t T = sweep ? 128 : get("T", -1); T <= (sweep ? get("sweep-max", 8192) : get("T", -1)); T *= 2) {
+      for (b::GlaForm f : forms) add(b::gla(ctx, g, int(get("batch", 1)), int(T), prec, opt, f));
+      if (forms.size() == 2 && !json) {
+        const auto& rec = cases[cases.size() - 2];
+        const auto& chunk = cases.back();
+        std::printf("    T %lld: the recurrence %.1f ms (recurrent) / %.1f ms (chunk) = %.2fx; layer %.2fx; memory %.1f / %.1f MiB\n",
+                    (long long)T, recurrence_us(rec) / 1e3, recurrence_us(chunk) / 1e3,
+                    recurrence_us(rec) / recurrence_us(chunk), rec.time.median_us / chunk.time.median_us,
+                    double(rec.device_bytes) / (1 << 20), double(chunk.device_bytes) / (1 << 20));
+      }
+    }
   } else if (!op.empty()) {
     throw UsageError("bench: unknown --op '" + op + "' (matmul, attention, rmsnorm, rope, softmax, gate, gla)");
   } else if (block) {

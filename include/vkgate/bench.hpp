@@ -64,7 +64,11 @@ Case block(Context& ctx, const BlockConfig& cfg, int batch, int tokens, int past
 // A gated linear attention layer (fla's forms: low-rank forget gate of rank
 // 16, swish-gate output norm, attn_norm) with seeded random weights on
 // `tokens` tokens from a zero state; checked against reference::gla_forward.
-Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision precision, const Options& opt);
+// `form`: the recurrence's form, or the layer's own choice by token count
+// (VKGATE_GLA_MODE when set).
+enum class GlaForm { automatic, recurrent, chunk };
+Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision precision, const Options& opt,
+         GlaForm form = GlaForm::automatic);
 Peak peak(Context& ctx, const Options& opt);
 
 // One JSON document: device, peak (if measured) and every case with at least

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gpu/context_impl.hpp"
+#include "vkgate/error.hpp"
 
 namespace vkgate::gpu {
 
@@ -20,6 +21,16 @@ Coopmat coopmat_switch(const char* name, Coopmat fallback) {
   if (!v) return fallback;
   if (std::strcmp(v, "emulate") == 0) return Coopmat::emulated;
   return env_flag(name) ? Coopmat::tensor : Coopmat::off;
+}
+
+// Unset or empty: by token count; a value other than the two forms is an error.
+GlaMode gla_mode_switch(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return GlaMode::automatic;
+  if (std::strcmp(v, "recurrent") == 0) return GlaMode::recurrent;
+  if (std::strcmp(v, "chunk") == 0) return GlaMode::chunk;
+  throw Error(ErrorCode::invalid_argument,
+              std::string(name) + "='" + v + "' is not a GLA form: use recurrent or chunk (or leave it unset)");
 }
 
 uint64_t number(const char* name, uint64_t fallback) {
@@ -45,6 +56,7 @@ Tuning tuning_from_environment() {
   t.score_bytes = number("VKGATE_SCORE_BYTES", t.score_bytes);
   t.vocab_chunk_rows = uint32_t(number("VKGATE_VOCAB_CHUNK_ROWS", 0));
   t.gla_segment_tokens = uint32_t(number("VKGATE_GLA_SEGMENT_TOKENS", 0));
+  t.gla_mode = gla_mode_switch("VKGATE_GLA_MODE");
   t.coopmat_flash = coopmat_switch("VKGATE_COOPMAT_FLASH", t.coopmat_flash);
   t.coopmat_staged = coopmat_switch("VKGATE_COOPMAT_STAGED", t.coopmat_staged);
   return t;

@@ -15,6 +15,9 @@ namespace vkgate::gpu {
 // tests).
 enum class Coopmat { off, tensor, emulated };
 
+// The form of a GLA layer's recurrence: by token count, or forced (tests, triage).
+enum class GlaMode { automatic, recurrent, chunk };
+
 struct Tuning {
   bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
   bool pass_fusion = true;      // !VKGATE_DISABLE_PASS_FUSION: qkv_prepare, RMSNorm folded into matvec
@@ -35,6 +38,7 @@ struct Tuning {
   // VKGATE_GLA_SEGMENT_TOKENS: tokens per recording of a GLA layer's forward
   // (0: as many as its buffers hold); for tests and triage of the segments.
   uint32_t gla_segment_tokens = 0;
+  GlaMode gla_mode = GlaMode::automatic;  // VKGATE_GLA_MODE (recurrent | chunk)
   Coopmat coopmat_flash = Coopmat::tensor;    // VKGATE_COOPMAT_FLASH (0 | 1 | emulate)
   Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
 };

@@ -320,7 +320,7 @@ struct GlaScan {
   const Buffer& gk;  // may be `proj`
   View q_view, k_view, v_view, gk_view;
   const Buffer& state;
-  const Buffer& o;   // fp32 [B·T, H, gla_row_blocks(dk), dv]: parts that gla_output sums
+  const Buffer& o;   // fp32 [B·T, H, parts, dv]: parts that gla_output sums (gla_row_blocks(dk) here)
   const Buffer& qs;  // scratch, fp32: [B·T, H, dk], and [B·T, KV, dk] each for ks and as
   const Buffer& ks;
   const Buffer& as;
@@ -335,6 +335,25 @@ void gla_recurrent(Context::Impl& ctx, Recorder& rec, const GlaScan& a, Storage 
 // The blocks of state rows the scan splits d_k into (each ≤ 32 rows).
 uint32_t gla_row_blocks(uint32_t dk);
 
+// The same in GLA's chunkwise form (shaders/gla_chunk.comp), for prefill:
+// chunks of kGlaChunk tokens, the state carried from chunk to chunk in
+// registers, the intra-chunk part as matrix products. `a` as for the scan,
+// with `as` holding the cumulative log gates and o gla_chunk_parts parts;
+// the rest of the scratch below (fp32).
+constexpr uint32_t kGlaChunk = 64;
+struct GlaChunkScratch {
+  const Buffer& qd;      // [B·T, H, dk]
+  const Buffer& qr;      // [B·T, H, dk]
+  const Buffer& kd;      // [B·T, KV, dk]
+  const Buffer& kr;      // [B·T, KV, dk]
+  const Buffer& scores;  // [B, H, chunks, kGlaChunk, kGlaChunk]
+};
+void gla_chunked(Context::Impl& ctx, Recorder& rec, const GlaScan& a, const GlaChunkScratch& c, Storage s);
+// Whether a recording of `tokens` tokens per sequence takes the chunkwise
+// form (Tuning::gla_mode), and the parts of o that form writes.
+bool gla_chunkwise(const Tuning& t, uint32_t tokens);
+uint32_t gla_chunk_parts(const DeviceInfo& d, const Tuning& t, uint32_t dk);
+
 // GLA's per-head output before o_proj (shaders/gla_output.comp): y[bt,
 // h·dv + d] = RMSNorm(o)·w (with `norm`) ⊙ swish(g) (with `gate`, g read
 // through `g_view` in `proj`); y rows y_ld apart, stored as `s`.
@@ -346,7 +365,7 @@ struct GlaOutput {
   bool gate;
   float eps;
   const Buffer& y;
-  uint32_t y_ld, rows, tokens, heads, dk, dv;  // rows: B·T
+  uint32_t y_ld, rows, tokens, heads, dv, parts;  // rows: B·T; parts: of o, summed
 };
 void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s = Storage::f32);
 
