@@ -40,6 +40,7 @@ TEST_CASE("cli gla model: run writes the reference's logits (fp32, bf16) and max
   std::mt19937 rng(std::random_device{}());
   test::TinyGla shape;
   shape.feature_map = FeatureMap::relu;
+  shape.norm_eps = test::TinyGla::kRoundingSafeEps;  // the bf16 run below
   ModelDir m(shape.config(), rng, DType::F32, true);
   const std::vector<int64_t> ids = test::random_ids(rng, 8, shape.vocab);
   const std::string input = m.ids_file("ids.safetensors", ids, 2, 4);

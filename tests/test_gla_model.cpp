@@ -40,6 +40,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: logits over the layer's forms, GQA 
 TEST_CASE_FIXTURE(test::GpuTest, "gla model: fp16 and bf16 storage (logits NMSE 1e-4 and 1e-3)") {
   if (!vk.info.storage16) return;
   test::TinyGla s;
+  s.norm_eps = test::TinyGla::kRoundingSafeEps;
   test::check_model(*this, s.config(), 2, 4, Precision::fp16, 1e-4);
   test::check_model(*this, s.config(), 2, 4, Precision::bf16, 1e-3);
 }
@@ -146,3 +147,4 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: a prompt longer than one step's buf
   o.stop_at_eos = false;
   CHECK(model.generate(prompt, o).ids == reference::greedy_generate(m.cfg, m.map, prompt, 3, false));
 }
+

@@ -633,7 +633,7 @@ TEST_CASE("gla model reference: logits are embedding, GLA layers, MLPs, norm and
   }
 }
 
-TEST_CASE("gla model reference: tied is lm_head = embeddings; the first layer is a one-layer model's") {
+TEST_CASE("gla model reference: tied is lm_head = embeddings, and the first layer is a one-layer model's") {
   const ModelConfig untied = parse_model(gla_json());
   json j = gla_json();
   j["tie_word_embeddings"] = true;

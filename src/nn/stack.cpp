@@ -69,12 +69,14 @@ std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t
   const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
   // Every layer has the same shape: the first one's plan and scratch serve them all.
   if (const Gla* gla = layers_[0].gla.get()) {
-    if (tokens > max_step_tokens(batch))
+    if (const uint32_t most = max_step_tokens(batch); tokens > most)
       throw Error(ErrorCode::unsupported,
                   "model: a step of batch " + std::to_string(batch) + " × " + std::to_string(tokens) +
-                      " tokens needs GLA buffers of " + std::to_string(BT * gla->largest_token_bytes()) +
-                      " bytes, beyond maxStorageBufferRange (" + std::to_string(vk_.info.max_storage_buffer_range) +
-                      "); a Sequence runs a long prompt in pieces (Model::extend), or use a smaller batch");
+                      " tokens is more than the " + std::to_string(most) + " tokens one step's GLA buffers hold (" +
+                      std::to_string(batch * gla->largest_token_bytes()) + " bytes per token against " +
+                      "maxStorageBufferRange " + std::to_string(vk_.info.max_storage_buffer_range) +
+                      ", or VKGATE_GLA_SEGMENT_TOKENS); a Sequence runs a long prompt in pieces (Model::extend), "
+                      "or use a smaller batch");
     gla->reserve(batch, tokens, p->scratch);
     if (!sequence) p->scratch.need("layer_state", gla_state_elements(batch) * 4);  // zeroed before each layer
   } else {
