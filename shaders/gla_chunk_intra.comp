@@ -40,7 +40,8 @@ void main() {
       const uint vb = view_offset(p.v_view, p.tokens, c.bt0 + min(s0 + u, c.len - 1), kvh, 0);
       [[unroll]] for (uint j = 0; j < RN; ++j) v[u][j] = x_ld(vb + col[j]);
     }
-    [[unroll]] for (uint q = 0; q < C / 8; ++q)
+    [[unroll]] for (uint q = 0; q < C / 8; ++q) {
+      if (q * 8 + 7 < s0) continue;  // rows before these keys: P is zero (half the products)
       [[unroll]] for (uint r = 0; r < 8; ++r) {
         float a[TB];
         [[unroll]] for (uint u = 0; u < TB; ++u) a[u] = ROW_TB(pv, u, q, r);
@@ -50,6 +51,7 @@ void main() {
           acc[q * 8 + r][j] = s;
         }
       }
+    }
   }
   [[unroll]] for (uint t = 0; t < C; ++t) {
     if (t >= c.len) break;
