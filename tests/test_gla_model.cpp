@@ -3,7 +3,8 @@
 // plain output norm or none, output gate off, GQA and MHA, feature map, convex
 // coupling, tied), fp16 and bf16; a prefill and decode steps carrying the
 // recurrent state against the full forward, what truncate can and cannot do,
-// greedy generation, statistics, and refused weights.
+// greedy generation, a chunked prefill handing its states to decode steps,
+// statistics, and refused weights.
 #include "harness.hpp"
 #include "model_check.hpp"
 #include "model_weights.hpp"
@@ -148,3 +149,23 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: a prompt longer than one step's buf
   CHECK(model.generate(prompt, o).ids == reference::greedy_generate(m.cfg, m.map, prompt, 3, false));
 }
 
+
+// From 64 tokens on a step takes the chunked form (VKGATE_GLA_MODE=automatic):
+// its final states must be what the decode steps' recurrence continues from.
+TEST_CASE_FIXTURE(test::GpuTest, "gla model: a chunked prefill of 70 tokens, then decode steps, equal the full forward") {
+  test::TinyGla s;
+  test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  model.set_poison(true);
+  const int N = 72, P = 70;
+  const auto ids = test::random_ids(rng, N, m.cfg.vocab_size);
+  const auto full = reference::model_forward(m.cfg, m.map, {ids, 1, N});
+  test::check_close(model.logits(ids, 1, N), full.logits, 1e-8);
+  Sequence seq = model.start(1, N);
+  test::check_close(model.extend(seq, test::positions(ids, 1, N, 0, P), P), test::positions(full.logits, 1, N, P - 1),
+                    1e-8);
+  for (int t = P; t < N; ++t) {
+    CAPTURE(t);
+    test::check_close(model.extend(seq, test::positions(ids, 1, N, t), 1), test::positions(full.logits, 1, N, t), 1e-8);
+  }
+}
