@@ -52,8 +52,8 @@ optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
                      [L, H] (attention on key 0, mean over batch and queries),
                      stats.max_activation [L] (max |x| of the residual stream after each layer)
                      and, gated, stats.gate_mean [L]; a GLA model (no attention probabilities,
-                     no sigmoid gate) only stats.max_activation. A block: stats.first_token_attn [H] and,
-                     gated, stats.gate_mean and stats.gate_frac_below_0.1
+                     no sigmoid gate) only stats.max_activation. A block: stats.first_token_attn
+                     [H] and, gated, stats.gate_mean and stats.gate_frac_below_0.1
   --check-finite     (the default) refuse NaN or Inf in the input tensors (-Inf is allowed
                      in attention_mask) and in the weights, and an output that overflows,
                      naming the tensor and the element
