@@ -18,10 +18,11 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
                        [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16] [--ignore-eos] [--json]
 
 Greedy decoding: one step for the prompt, then one replayed step per new token,
-with the KV cache (a GLA model: each layer's recurrent state) on the device. With --prompt, the text is tokenized with the
-model's own tokenizer.json and the generated text streams to stdout as it is
-decided (whole UTF-8 characters); with --prompt-ids, the generated ids (not
-the prompt) go to stdout space-separated on one line. Nothing else goes to
+with the KV cache (a GLA model: each layer's recurrent state) on the device.
+With --prompt, the text is tokenized with the model's own tokenizer.json and
+the generated text streams to stdout as it is decided (whole UTF-8
+characters); with --prompt-ids, the generated ids (not the prompt) go to
+stdout space-separated on one line. Nothing else goes to
 stdout; progress, tokens/s and errors go to stderr. Chat templates
 (tokenizer_config.json) are not applied: the prompt is tokenized as given.
 
