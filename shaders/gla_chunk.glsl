@@ -7,13 +7,13 @@
 //   o_t   = q̂_t·(e^{b_t} ⊙ S) + Σ_{s≤t} (Σ_i q̂_t[i] k̃_s[i] e^{b_t[i]−b_s[i]}) v_s
 //   S_end = e^B ⊙ S + Σ_t (k̃_t ⊙ e^{B−b_t})ᵀ v_t
 // q̂ = scale·φ(q). Five dispatches, a shader each:
-//   queries, keys  per (chunk, head, state row): b_t and the scaled vectors
-//            (their bindings say which).
+//   keys, queries  per (chunk, head, state row): b_t (keys) and the scaled
+//            vectors (their bindings say which); queries read keys' b_t.
 //   scores   per (chunk, query head): the masked intra-chunk scores P [C, C].
 //   state    per (state tile, query head): the pass over the chunks in order,
 //            the tile held in registers; writes each chunk's q̂·(e^b ⊙ S) for
-//            its rows (one of `parts` row blocks of o), then advances S.
-//   intra    per (chunk, query head, column tile): adds P·V to o's part 0.
+//            its rows (one of the first parts − 1 of o), then advances S.
+//   intra    per (chunk, query head, column tile): P·V, o's last part.
 // gla_output.comp sums the parts. The state is read from `state` at the start
 // and written back at the end, as in the recurrent scan.
 // Every exponent a kernel takes is ≤ 0, except where noted, so nothing
@@ -42,7 +42,7 @@ struct Push {
   uint tokens, heads, kv_heads, dv;
   uint feature_map, convex;
   float normalizer, clamp_min, scale;
-  uint batch, chunks, parts;  // chunks per sequence; parts of o (STATE's row blocks)
+  uint batch, chunks, parts;  // chunks per sequence; parts of o (STATE's row blocks, then INTRA's)
 };
 PARAMS(Push)
 #include "gla.glsl"

@@ -7,7 +7,7 @@
 // variant: gla_chunk_intra_cpu TEXEL SHUFFLE
 // variant: gla_chunk_intra_f16_cpu T=F16 TEXEL SHUFFLE
 // variant: gla_chunk_intra_bf16_cpu T=BF16 TEXEL SHUFFLE
-// GLA in chunks (gla_chunk.glsl): adds the intra-chunk part P·V to o's part 0.
+// GLA in chunks (gla_chunk.glsl): the intra-chunk part P·V, o's last part.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef T
@@ -16,12 +16,12 @@
 
 IN(0, sc, F32)  // [B, H, chunks, C, C]
 IN(1, x, T)     // the projections: v
-RW(2, o, F32)   // [B·T, H, parts, dv]
+RW(2, o, F32)   // [B·T, H, parts, dv]: writes part parts − 1
 
 #include "gla_chunk.glsl"
 
 // One workgroup per (WG·RN columns, chunk and query head, batch row):
-// o[t] += Σ_s P[t, s] v_s for the chunk's C rows (P is zero above the diagonal).
+// Σ_s P[t, s] v_s for the chunk's C rows (P is zero above the diagonal).
 void main() {
   LOAD_PARAMS;
   const uint n = gl_WorkGroupID.y % p.chunks, h = gl_WorkGroupID.y / p.chunks, b = gl_WorkGroupID.z, kvh = kv_head(h);
@@ -55,8 +55,8 @@ void main() {
   }
   [[unroll]] for (uint t = 0; t < C; ++t) {
     if (t >= c.len) break;
-    const uint ob = ((c.bt0 + t) * p.heads + h) * p.parts * p.dv;
+    const uint ob = (((c.bt0 + t) * p.heads + h) * p.parts + p.parts - 1) * p.dv;
     [[unroll]] for (uint j = 0; j < RN; ++j)
-      if (n0 + j < p.dv) o_st(ob + n0 + j, o_ld(ob + n0 + j) + acc[t][j]);
+      if (n0 + j < p.dv) o_st(ob + n0 + j, acc[t][j]);
   }
 }

@@ -7,7 +7,8 @@
 // variant: gla_chunk_queries_cpu TEXEL
 // variant: gla_chunk_queries_f16_cpu T=F16 TEXEL
 // variant: gla_chunk_queries_bf16_cpu T=BF16 TEXEL
-// GLA in chunks (gla_chunk.glsl), per query head: q̂, q̂ e^{b_t}, q̂ e^{b_t − b_f}.
+// GLA in chunks (gla_chunk.glsl), per query head: q̂, q̂ e^{b_t}, q̂ e^{b_t − b_f},
+// b_t read from the keys pass.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef T
@@ -15,7 +16,7 @@
 #endif
 
 IN(0, x, T)   // the projections: q, k, v (and the single forget gate's logits)
-IN(1, gk, T)  // the forget gate's logits (may be x)
+IN(1, cum, F32)  // [B·T, KV, DK]: b_t
 RW(2, qs, F32)  // [B·T, H, DK]: q̂
 RW(3, qd, F32)  // q̂ e^{b_t}
 RW(4, qr, F32)  // q̂ e^{b_t − b_f}
@@ -29,10 +30,10 @@ void main() {
   uint h, i;
   if (!prepare_item(p.heads, c, h, i)) return;
   const uint kvh = kv_head(h);
-  float b_t = 0.0, b_f = 0.0;
+  float b_f = 0.0;
   for (uint t = 0; t < c.len; ++t) {
     const uint bt = c.bt0 + t, at = (bt * p.heads + h) * DK + i;
-    b_t += log_gate(gk_ld(view_offset(p.gk_view, p.tokens, bt, kvh, i)));
+    const float b_t = cum_ld((bt * p.kv_heads + kvh) * DK + i);
     if (t % SUB == 0) b_f = b_t;
     const float q = p.scale * phi(x_ld(view_offset(p.q_view, p.tokens, bt, h, i)));
     qs_st(at, q);

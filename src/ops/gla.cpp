@@ -86,13 +86,13 @@ bool gla_chunkwise(const Tuning& t, uint32_t tokens) {
 
 uint32_t gla_chunk_parts(const DeviceInfo& d, const Tuning& t, uint32_t dk) {
   const uint32_t rows = chunk_rows(d, t);
-  return (dk + rows - 1) / rows;
+  return (dk + rows - 1) / rows + 1;  // the state pass's row blocks, then the intra-chunk part
 }
 
 void gla_chunked(Context::Impl& ctx, Recorder& rec, const GlaScan& a, const GlaChunkScratch& c, Storage s) {
   const bool cpu = cpu_gemm(ctx.info, rec.tuning());
   const uint32_t chunks = (a.tokens + kGlaChunk - 1) / kGlaChunk, rows = chunk_rows(ctx.info, rec.tuning()),
-                 parts = (a.dk + rows - 1) / rows;
+                 parts = gla_chunk_parts(ctx.info, rec.tuning(), a.dk);
   const ChunkPush push{a.q_view, a.k_view, a.v_view, a.gk_view, a.tokens, a.heads, a.kv_heads, a.dv,
                        uint32_t(a.feature_map), a.convex ? 1u : 0u, a.normalizer,
                        a.clamp_min ? float(*a.clamp_min) : -std::numeric_limits<float>::infinity(), a.scale,
@@ -104,14 +104,7 @@ void gla_chunked(Context::Impl& ctx, Recorder& rec, const GlaScan& a, const GlaC
   auto prepare_grid = [&](uint32_t heads) {
     return gpu::grid_for((uint64_t(a.batch) * chunks * heads * a.dk + kPrepareWG - 1) / kPrepareWG);
   };
-  const gpu::Grid gq = prepare_grid(a.heads), gk = prepare_grid(a.kv_heads);
-  rec.dispatch(ctx.pipelines->get(variant("gla_chunk_queries", s) + tail, {kPrepareWG, a.dk}),
-               {{&a.proj, gpu::Access::read, x},
-                {&a.gk, gpu::Access::read, x},
-                {&a.qs, gpu::Access::write},
-                {&c.qd, gpu::Access::write},
-                {&c.qr, gpu::Access::write}},
-               push, gq.x, gq.y, 1, "gla.chunk_queries");
+  const gpu::Grid gk = prepare_grid(a.kv_heads), gq = prepare_grid(a.heads);
   rec.dispatch(ctx.pipelines->get(variant("gla_chunk_keys", s) + tail, {kPrepareWG, a.dk}),
                {{&a.proj, gpu::Access::read, x},
                 {&a.gk, gpu::Access::read, x},
@@ -120,6 +113,13 @@ void gla_chunked(Context::Impl& ctx, Recorder& rec, const GlaScan& a, const GlaC
                 {&c.kr, gpu::Access::write},
                 {&a.as, gpu::Access::read_write}},
                push, gk.x, gk.y, 1, "gla.chunk_keys");
+  rec.dispatch(ctx.pipelines->get(variant("gla_chunk_queries", s) + tail, {kPrepareWG, a.dk}),
+               {{&a.proj, gpu::Access::read, x},
+                {&a.as, gpu::Access::read, f32},
+                {&a.qs, gpu::Access::write},
+                {&c.qd, gpu::Access::write},
+                {&c.qr, gpu::Access::write}},
+               push, gq.x, gq.y, 1, "gla.chunk_queries");
   rec.dispatch(ctx.pipelines->get(std::string("gla_chunk_scores") + tail, {8, a.dk}),
                {{&c.qr, gpu::Access::read, f32},
                 {&c.kr, gpu::Access::read, f32},
@@ -137,9 +137,9 @@ void gla_chunked(Context::Impl& ctx, Recorder& rec, const GlaScan& a, const GlaC
                 {&a.proj, gpu::Access::read, x},
                 {&a.state, gpu::Access::read_write},
                 {&a.o, gpu::Access::write}},
-               push, tiles, parts * a.heads, a.batch, "gla.chunk_state");
+               push, tiles, (parts - 1) * a.heads, a.batch, "gla.chunk_state");
   rec.dispatch(ctx.pipelines->get(variant("gla_chunk_intra", s) + tail, {wg, a.dk, rows, rn}),
-               {{&c.scores, gpu::Access::read, f32}, {&a.proj, gpu::Access::read, x}, {&a.o, gpu::Access::read_write}},
+               {{&c.scores, gpu::Access::read, f32}, {&a.proj, gpu::Access::read, x}, {&a.o, gpu::Access::write}},
                push, tiles, chunks * a.heads, a.batch, "gla.chunk_intra");
 }
 
