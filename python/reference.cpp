@@ -244,12 +244,13 @@ void bind_model_oracle(py::module_& r) {
 void bind_gla_oracle(py::module_& r) {
   r.def(
       "gla_forward",
-      [](const GlaConfig& cfg, const py::dict& weights, const py::object& x, const py::object& initial_state) {
+      [](const GlaConfig& cfg, const py::dict& weights, const py::object& x, const py::object& initial_state,
+         bool keep_states) {
         std::vector<py::array> holders;
         const WeightMap w = weight_map(weights, holders, "weights");
         FloatArg X = float_arg(x, "x", 3), S0 = optional_float_arg(initial_state, "initial_state", 4);
         const int64_t B = X.shape[0], T = X.shape[1];
-        reference::GlaInputs in{X.data, int(B), int(T), S0.data};
+        reference::GlaInputs in{X.data, int(B), int(T), S0.data, keep_states};
         reference::GlaResult res;
         {
           py::gil_scoped_release nogil;
@@ -264,12 +265,14 @@ void bind_gla_oracle(py::module_& r) {
         d["v"] = doubles(std::move(res.v), {B, T, H, dv});
         d["log_a"] = doubles(std::move(res.log_a), {B, T, H, dk});
         d["o_core"] = doubles(std::move(res.o_core), {B, T, H, dv});
-        d["states"] = doubles(std::move(res.states), {B, T, H, dk, dv});
+        if (keep_states) d["states"] = doubles(std::move(res.states), {B, T, H, dk, dv});
         return d;
       },
       py::arg("config"), py::arg("weights"), py::arg("x"), py::arg("initial_state") = py::none(),
+      py::arg("keep_states") = false,
       "The GLA layer's recurrence in double, with GlaLayer.forward's arguments. Returns a dict of float64\n"
-      "arrays: output, final_state, and the intermediates q, k, v, log_a, o_core, states.");
+      "arrays: output, final_state, and the intermediates q, k, v, log_a, o_core, and with keep_states\n"
+      "states [B, T, H, d_k, d_v] (S_t after every token: large for long inputs).");
 }
 
 }  // namespace

@@ -83,12 +83,12 @@ Vec log_forget_gate(const GlaConfig& cfg, const Vec& gk) {
 // S_t = diag(α_t)·S_{t−1} + k̃_tᵀ v_t and o_t = scale·φ(q_t)·S_t for every
 // (batch, head); q, k, v, log_a per query head, [B, T, H, ·]. Fills o_core,
 // states and final_state of `r`.
-void run_recurrence(const GlaConfig& cfg, std::span<const float> initial_state, int64_t B, int64_t T,
-                    GlaResult& r) {
+void run_recurrence(const GlaConfig& cfg, std::span<const float> initial_state, bool keep_states, int64_t B,
+                    int64_t T, GlaResult& r) {
   const int64_t H = cfg.num_heads, dk = cfg.head_k_dim(), dv = cfg.head_v_dim();
   const double scale = cfg.scale();
   r.o_core.assign(size_t(B * T * H * dv), 0.0);
-  r.states.assign(size_t(B * T * H * dk * dv), 0.0);
+  r.states.assign(keep_states ? size_t(B * T * H * dk * dv) : 0, 0.0);
   r.final_state.assign(size_t(B * H * dk * dv), 0.0);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t h = 0; h < H; ++h) {
@@ -107,7 +107,7 @@ void run_recurrence(const GlaConfig& cfg, std::span<const float> initial_state, 
           const double a = std::exp(log_a[i]);
           for (int64_t j = 0; j < dv; ++j) S[i * dv + j] = a * S[i * dv + j] + k_tilde * v[j];
         }
-        std::copy_n(S, dk * dv, r.states.data() + row * dk * dv);
+        if (keep_states) std::copy_n(S, dk * dv, r.states.data() + row * dk * dv);
         double* o = r.o_core.data() + row * dv;
         for (int64_t j = 0; j < dv; ++j) {
           double acc = 0;
@@ -148,7 +148,7 @@ GlaResult internal::gla_forward_d(const GlaConfig& cfg, const WeightMap& weights
   r.v = repeat_kv(linear_d(xn, weights.at("v_proj.weight"), {}, rows, KV * dv, D), rows, H, G, dv);
   r.log_a = repeat_kv(log_forget_gate(cfg, forget_gate_logits(cfg, forms, weights, xn, rows)), rows, H, G, dk);
 
-  run_recurrence(cfg, in.initial_state, B, T, r);
+  run_recurrence(cfg, in.initial_state, in.keep_states, B, T, r);
 
   // [B, T, H, d_v] is already o_proj's input layout [B·T, H·d_v].
   Vec y = forms.output_norm.empty()

@@ -112,6 +112,7 @@ GlaResult run(const GlaConfig& cfg, const WeightMap& w, const std::vector<float>
   in.batch = B;
   in.tokens = T;
   in.initial_state = initial;
+  in.keep_states = true;
   return reference::gla_forward(cfg, w, in);
 }
 

@@ -19,6 +19,9 @@ struct GlaInputs {
   int batch = 1;
   int tokens = 1;
   std::span<const float> initial_state;  // [batch, H, d_k, d_v], or empty: zeros
+  // Keep S_t after every token in GlaResult::states: T·H·d_k·d_v doubles per
+  // sequence (17 GB at T 4096 with the bench's shape), so only on request.
+  bool keep_states = false;
 };
 
 struct GlaResult {
@@ -29,7 +32,7 @@ struct GlaResult {
   std::vector<double> v;            // [B, T, H, d_v]
   std::vector<double> log_a;        // [B, T, H, d_k] after the normalizer and clamp_min
   std::vector<double> o_core;       // [B, T, H, d_v] scale·φ(q_t)·S_t, before the norm and the gate
-  std::vector<double> states;       // [B, T, H, d_k, d_v] S_t after each token
+  std::vector<double> states;       // [B, T, H, d_k, d_v] S_t after each token (GlaInputs::keep_states), else empty
 };
 
 // Runs the layer. Validates cfg, the weights (check_gla_weights: Error naming
