@@ -189,8 +189,9 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
                   rows[i].decode_ms > 0 ? 1000.0 / rows[i].decode_ms : 0.0);
     std::printf("]}\n");
   } else {
-    std::printf("memory: weights %.1f MiB, KV cache %.1f MiB (the last prompt's sequence), workspace %.1f MiB\n",
-                mem.weights / mib, mem.kv_cache / mib, mem.workspace / mib);
+    // A GLA model's sequence holds a recurrent state per layer, not keys and values.
+    std::printf("memory: weights %.1f MiB, %s %.1f MiB (the last prompt's sequence), workspace %.1f MiB\n",
+                mem.weights / mib, cfg.gla ? "GLA states" : "KV cache", mem.kv_cache / mib, mem.workspace / mib);
     std::printf("check: a 16-token prompt in one step vs a prefill of 8 and 8 decode steps, NMSE %.2e (bound %.0e)\n",
                 check, bound);
   }
