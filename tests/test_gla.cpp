@@ -206,7 +206,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: a long input in segments (VKGATE_GLA_SEGM
   test::check_close(got.final_state, want.final_state);
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "gla: golden w3, fla's GLA layer with GQA and an initial state") {
+TEST_CASE_FIXTURE(test::GpuTest, "gla: golden w3, fla's GLA layer with GQA and an initial state, in both forms") {
   const std::string base = test::golden_dir() + "/wave2/w3_gla_fla_gqa_T5_state";
   const GlaConfig c = load_gla_config(base + ".json");
   const SafetensorsFile file(base + ".safetensors");
@@ -216,13 +216,18 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: golden w3, fla's GLA layer with GQA and a
       const TensorView& t = file.at(name);
       weights[name] = HostTensor{t.dtype, t.shape, t.bytes};
     }
-  GlaLayer layer(ctx, c, weights);
-  layer.set_poison(true);
   const TensorView& hidden = file.at("hidden_states");
-  const GlaOutputs got = layer.forward(hidden.to_f32(), int(hidden.shape.at(0)), int(hidden.shape.at(1)),
-                                       file.at("initial_state").to_f32());
-  test::check_close(got.output, file.at("output").to_f64());
-  test::check_close(got.final_state, file.at("final_state").to_f64());
+  for (gpu::GlaMode form : kForms) {
+    INFO("form " << form_name(form));
+    test::ScopedTuning tuning(ctx);
+    tuning->gla_mode = form;
+    GlaLayer layer(ctx, c, weights);
+    layer.set_poison(true);
+    const GlaOutputs got = layer.forward(hidden.to_f32(), int(hidden.shape.at(0)), int(hidden.shape.at(1)),
+                                         file.at("initial_state").to_f32());
+    test::check_close(got.output, file.at("output").to_f64());
+    test::check_close(got.final_state, file.at("final_state").to_f64());
+  }
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla: fp16 and bf16 storage, the state in fp32 (NMSE 1e-5 and 3e-4)") {
