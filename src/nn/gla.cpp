@@ -66,6 +66,10 @@ uint64_t Gla::largest_token_bytes() const {
                    uint64_t(H_) * ops::kGlaChunk * 4});
 }
 
+uint32_t Gla::o_parts(uint32_t tokens) const {
+  return ops::gla_chunkwise(tuning_, tokens) ? ops::gla_chunk_parts(vk_.info, tuning_, dk_) : ops::gla_row_blocks(dk_);
+}
+
 void Gla::reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const {
   const size_t BT = size_t(batch) * tokens, e = ops::element_bytes(act_);
   if (forms_.attn_norm) ws.need("normed", BT * ld_hidden_ * e);
@@ -74,14 +78,12 @@ void Gla::reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const {
   ws.need("gla_qs", BT * H_ * dk_ * 4);
   ws.need("gla_ks", BT * KV_ * dk_ * 4);
   ws.need("gla_as", BT * KV_ * dk_ * 4);
+  ws.need("gla_o", BT * H_ * o_parts(tokens) * dv_ * 4);
   if (ops::gla_chunkwise(tuning_, tokens)) {
-    ws.need("gla_o", BT * H_ * ops::gla_chunk_parts(vk_.info, tuning_, dk_) * dv_ * 4);
     for (const char* role : {"gla_qd", "gla_qr"}) ws.need(role, BT * H_ * dk_ * 4);
     for (const char* role : {"gla_kd", "gla_kr"}) ws.need(role, BT * KV_ * dk_ * 4);
     const size_t chunks = (tokens + ops::kGlaChunk - 1) / ops::kGlaChunk;
     ws.need("gla_scores", size_t(batch) * H_ * chunks * ops::kGlaChunk * ops::kGlaChunk * 4);
-  } else {
-    ws.need("gla_o", BT * H_ * ops::gla_row_blocks(dk_) * dv_ * 4);
   }
   ws.need("gla_attn", BT * ld_out_ * e);
   const uint32_t rows = uint32_t(BT);
@@ -129,16 +131,13 @@ void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32
   const ops::GlaScan scan{proj,   *gk, view(q_col_, dk_), view(k_col_, dk_), view(v_col_, dv_), gk_view, io.state, o,
                           ws["gla_qs"], ws["gla_ks"], ws["gla_as"], batch, T, H_, KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
                           float(cfg_.gate_logit_normalizer), cfg_.clamp_min, float(cfg_.scale())};
-  uint32_t parts = ops::gla_row_blocks(dk_);
-  if (ops::gla_chunkwise(tuning_, T)) {
+  if (ops::gla_chunkwise(tuning_, T))
     ops::gla_chunked(vk_, rec, scan,
                      {ws["gla_qd"], ws["gla_qr"], ws["gla_kd"], ws["gla_kr"], ws["gla_scores"]}, act_);
-    parts = ops::gla_chunk_parts(vk_.info, tuning_, dk_);
-  } else {
+  else
     ops::gla_recurrent(vk_, rec, scan, act_);
-  }
-  const ops::GlaOutput out{o,    proj, view(g_col_, dv_), out_norm_w_.valid() ? &out_norm_w_ : nullptr,
-                           cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, parts};
+  const ops::GlaOutput out{o, proj, view(g_col_, dv_), out_norm_w_.valid() ? &out_norm_w_ : nullptr,
+                           cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, o_parts(T)};
   ops::gla_output(vk_, rec, out, act_);
   ops::matmul(vk_, rec, attn, w_o_, nullptr, io.residual, io.y, BT, D_, H_ * dv_, act_, true, ld_out_, ld_out_,
               split_k);

@@ -53,6 +53,10 @@ class Gla {
   uint64_t weight_bytes() const;
 
  private:
+  // The partial sums of o that a recording of `tokens` tokens per sequence
+  // writes: the scan's row blocks, or the chunked form's (ops::gla_chunkwise).
+  uint32_t o_parts(uint32_t tokens) const;
+
   Context::Impl& vk_;
   const gpu::Tuning tuning_;
   GlaConfig cfg_;
