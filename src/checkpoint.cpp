@@ -3,6 +3,7 @@
 
 #include "json_error.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "vkgate/error.hpp"
 
@@ -185,7 +187,34 @@ TensorMap gla_layer_tensors(const Checkpoint& ckpt, const GlaConfig& cfg) {
   return out;
 }
 
+namespace {
+
+// The layers the checkpoint holds tensors for: 1 + the largest N of a name
+// "model.layers.N.…" (0 without any).
+int64_t layers_present(const Checkpoint& ckpt) {
+  constexpr std::string_view prefix = "model.layers.";
+  int64_t count = 0;
+  for (const std::string& name : ckpt.names()) {
+    if (!name.starts_with(prefix)) continue;
+    int64_t n = 0;
+    size_t i = prefix.size();
+    for (; i < name.size() && i < prefix.size() + 9 && name[i] >= '0' && name[i] <= '9'; ++i) n = n * 10 + (name[i] - '0');
+    if (i > prefix.size() && i < name.size() && name[i] == '.') count = std::max(count, n + 1);
+  }
+  return count;
+}
+
+}  // namespace
+
 TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
+  cfg.validate();
+  // The declared layers against the tensors present, before the per-layer names are made.
+  if (const int64_t present = layers_present(ckpt); cfg.num_hidden_layers > present)
+    throw Error(ErrorCode::missing_tensor,
+                ckpt.path() + ": num_hidden_layers is " + std::to_string(cfg.num_hidden_layers) + " but " +
+                    (present == 0 ? std::string("the checkpoint holds no model.layers.* tensors")
+                                  : "the checkpoint holds layers 0.." + std::to_string(present - 1) +
+                                        " only (no model.layers." + std::to_string(present) + ".* tensors)"));
   TensorMap out;
   for (const TensorSpec& spec : expected_model_weights(cfg)) {
     // Older fla GLA files name the embedding model.embed_tokens.weight; it is

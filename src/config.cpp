@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "config_limits.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {
@@ -86,12 +87,13 @@ namespace {
 }  // namespace
 
 void BlockConfig::validate() const {
-  if (hidden_size <= 0) bad("hidden_size", "must be positive, got " + std::to_string(hidden_size));
-  if (num_heads <= 0) bad("num_attention_heads", "must be positive, got " + std::to_string(num_heads));
-  if (num_kv_heads <= 0)
-    bad("num_key_value_heads", "must be positive, got " + std::to_string(num_kv_heads));
+  // Each size is bounded on its own first, so that the message names the key that is wrong.
+  limits::check_range("hidden_size", hidden_size, 1, limits::kMaxRows);
+  limits::check_range("num_attention_heads", num_heads, 1, limits::kMaxRows);
+  limits::check_range("num_key_value_heads", num_kv_heads, 1, limits::kMaxRows);
+  if (num_hidden_layers != 0) limits::check_range("num_hidden_layers", num_hidden_layers, 1, limits::kMaxLayers);
   if (num_heads % num_kv_heads != 0)
-    bad("num_attention_heads", "(" + std::to_string(num_heads) +
+    bad("num_attention_heads", std::string("(") + std::to_string(num_heads) +
                                    ") must be divisible by num_key_value_heads (" +
                                    std::to_string(num_kv_heads) + ")");
   if (head_dim <= 0 || head_dim > 1024)
@@ -100,10 +102,7 @@ void BlockConfig::validate() const {
   if (!(rope_theta > 0)) bad("rope_theta", "must be positive");
   if (!(partial_rotary_factor >= 0 && partial_rotary_factor <= 1))
     bad("partial_rotary_factor", "must be in [0, 1]");
-  // Every tensor and shader index is 32-bit: keep the widest row under 2^24
-  // elements, far above any real model (Qwen3-Next's q_proj has 8192 rows).
-  constexpr int64_t kMaxRows = int64_t(1) << 24;
-  if (q_proj_rows() > kMaxRows || attn_dim() > kMaxRows || hidden_size > kMaxRows)
+  if (q_proj_rows() > limits::kMaxRows || attn_dim() > limits::kMaxRows)
     bad("num_attention_heads", "× head_dim (" + std::to_string(q_proj_rows()) + " q_proj rows) is too large");
   if (gate_kind != GateKind::none) {
     const std::string where = std::string("with gate_position '") + to_string(gate_position) + "'";

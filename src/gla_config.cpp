@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "config_limits.hpp"
 #include "json_keys.hpp"
 #include "vkgate/error.hpp"
 
@@ -39,9 +40,7 @@ std::string number_text(double x) {
   return os.str();
 }
 
-// As BlockConfig: every tensor and shader index is 32-bit, so the widest row
-// stays under 2^24 elements.
-constexpr double kMaxRows = double(int64_t(1) << 24);
+constexpr double kMaxRows = double(limits::kMaxRows);
 // The state of one head is d_k × d_v. Released GLA models use d_k ≤ 256 and
 // d_v ≤ 512; the bounds leave room while keeping one head's state small.
 constexpr int kMaxHeadKDim = 512;
@@ -68,10 +67,9 @@ void check_head_width(const char* key, const char* dim, double expand, int hidde
 }  // namespace
 
 void GlaConfig::validate() const {
-  if (hidden_size <= 0) bad("hidden_size", "must be positive, got " + std::to_string(hidden_size));
-  if (hidden_size > kMaxRows) bad("hidden_size", "(" + std::to_string(hidden_size) + ") is too large");
-  if (num_heads <= 0) bad("num_heads", "must be positive, got " + std::to_string(num_heads));
-  if (num_kv_heads <= 0) bad("num_kv_heads", "must be positive, got " + std::to_string(num_kv_heads));
+  limits::check_range("hidden_size", hidden_size, 1, limits::kMaxRows);
+  limits::check_range("num_heads", num_heads, 1, limits::kMaxRows);
+  limits::check_range("num_kv_heads", num_kv_heads, 1, limits::kMaxRows);
   if (num_heads % num_kv_heads != 0)
     bad("num_kv_heads", "(" + std::to_string(num_kv_heads) + ") must divide num_heads (" +
                             std::to_string(num_heads) + ")");

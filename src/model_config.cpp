@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config_limits.hpp"
 #include "json_keys.hpp"
 #include "vkgate/error.hpp"
 
@@ -37,19 +38,13 @@ using nlohmann::json;
 constexpr std::array kActivations{Activation::silu, Activation::gelu, Activation::gelu_tanh,
                                   Activation::sigmoid};
 
-// As BlockConfig::validate bounds the attention's rows: every tensor and shader
-// index is 32-bit, and lm_head's and the MLP's rows are matmul rows too.
-constexpr int64_t kMaxRows = int64_t(1) << 24;
-
 // validate()'s errors start with "config: "; the parsers put the file in its place.
 [[noreturn]] void bad(const std::string& key, const std::string& why) {
   throw Error(ErrorCode::invalid_config, "config: key '" + key + "' " + why);
 }
 
-void check_rows(const char* key, int value) {
-  if (value <= 0 || value > kMaxRows)
-    bad(key, "must be in 1.." + std::to_string(kMaxRows) + ", got " + std::to_string(value));
-}
+// lm_head's and the MLP's rows are matmul rows, bounded as the attention's are.
+void check_rows(const char* key, int value) { limits::check_range(key, value, 1, limits::kMaxRows); }
 
 // model_type decides the presets; vkgate's models are the two whose transformers classes it
 // matches, and fla's GLA. Anything else (mistral, qwen2, qwen3_next, ...) differs in some convention.
@@ -103,9 +98,9 @@ int gla_intermediate_size(const KeyReader& r, int hidden_size) {
   if (const std::optional<int> given = r.positive_int("intermediate_size")) return *given;
   const double raw = std::floor(double(hidden_size) * ratio * 2 / 3);
   const double rounded = 256 * std::ceil(raw / 256);
-  if (!(rounded >= 1 && rounded <= double(kMaxRows)))
+  if (!(rounded >= 1 && rounded <= double(limits::kMaxRows)))
     r.fail("key 'hidden_ratio' gives intermediate_size " + std::to_string(rounded) + ", outside 1.." +
-           std::to_string(kMaxRows));
+           std::to_string(limits::kMaxRows));
   return int(rounded);
 }
 
@@ -148,7 +143,7 @@ void ModelConfig::validate() const {
   } else {
     attention.validate();
   }
-  if (num_hidden_layers <= 0) bad("num_hidden_layers", "must be positive, got " + std::to_string(num_hidden_layers));
+  limits::check_range("num_hidden_layers", num_hidden_layers, 1, limits::kMaxLayers);
   check_rows("intermediate_size", intermediate_size);
   check_rows("vocab_size", vocab_size);
   // A decoder layer adds its input back (h = x + attn(norm(x))) and never sees later tokens.

@@ -241,6 +241,8 @@ TEST_CASE("gla reference: a bad config is an error naming the key") {
       {R"({"hidden_size": 32, "num_heads": 4, "gate_logit_normalizer": -1})", "gate_logit_normalizer", "-1"},
       {R"({"hidden_size": 32, "num_heads": 4, "expand_k": "big"})", "expand_k", "big"},
       {R"({"hidden_size": 4096, "num_heads": 1, "expand_k": 1})", "expand_k", "512"},
+      {R"({"hidden_size": 1000000000, "num_heads": 4})", "hidden_size", "must be in 1..16777216"},
+      {R"({"hidden_size": 32, "num_heads": 1073741824})", "num_heads", "must be in 1..16777216"},
       {R"({"hidden_size": 32, "num_heads": 4, "use_output_gate": 1})", "use_output_gate", "true or false"},
       {R"({"mixer": "attention", "hidden_size": 32, "num_heads": 4})", "mixer", "attention"},
       {R"({"num_heads": 4})", "hidden_size", "required"},
@@ -257,7 +259,7 @@ TEST_CASE("gla reference: a bad config is an error naming the key") {
   direct.clamp_min = 0.1;
   expect_error([&] { direct.validate(); }, ErrorCode::invalid_config, {"config: clamp_min"});
   direct = small_config(0, 1);
-  expect_error([&] { direct.validate(); }, ErrorCode::invalid_config, {"config: num_heads"});
+  expect_error([&] { direct.validate(); }, ErrorCode::invalid_config, {"config: key 'num_heads' must be in 1.."});
 
   test::TempDir dir;
   expect_error([&] { load_gla_config(dir.file("absent.json")); }, ErrorCode::io, {"absent.json"});
