@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <chrono>
 #include <cstring>
 #include <list>
 
@@ -78,14 +77,6 @@ uint64_t PlanCache::bytes() const {
   uint64_t n = 0;
   for (const KeyedPlan& p : plans_) n += plan_bytes(*p.plan);
   return n;
-}
-
-int64_t argmax(std::span<const float> row) {
-  return std::max_element(row.begin(), row.end()) - row.begin();  // the first of equal maxima
-}
-
-double milliseconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -352,61 +343,6 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   s.length += tokens;
   const float* out = static_cast<const float*>(p->logits.mapped());
   return std::vector<float>(out, out + size_t(s.batch) * m.cfg.vocab_size);
-}
-
-GenerateResult Model::generate(std::span<const int64_t> prompt, const GenerateOptions& options) {
-  Impl& m = *impl_;
-  if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt is empty");
-  if (options.max_new_tokens < 0) throw Error(ErrorCode::invalid_argument, "generate: max_new_tokens is negative");
-  GenerateResult r;
-  if (options.max_new_tokens == 0) return r;
-  Sequence seq = start(1, int(prompt.size()) + options.max_new_tokens);
-  auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = extend(seq, prompt, int(prompt.size()));
-  r.prefill_ms = milliseconds_since(t0);
-  const auto& eos = m.cfg.eos_token_ids;
-  while (true) {
-    const int64_t id = argmax(logits);
-    r.ids.push_back(id);
-    const bool more = !options.on_token || options.on_token(id);
-    const bool stop = options.stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end();
-    if (!more || stop || int(r.ids.size()) == options.max_new_tokens) break;
-    t0 = std::chrono::steady_clock::now();
-    logits = extend(seq, std::span(&id, 1), 1);
-    r.step_ms.push_back(milliseconds_since(t0));
-  }
-  return r;
-}
-
-GenerateResult Model::generate(const Tokenizer& tokenizer, std::string_view prompt, const GenerateOptions& options) {
-  const std::vector<int32_t> ids32 = tokenizer.encode(prompt);
-  if (ids32.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt encodes to no tokens");
-  const std::vector<int64_t> ids(ids32.begin(), ids32.end());
-  Tokenizer::StreamDecoder stream = tokenizer.stream_decoder();
-  std::string text;
-  GenerateOptions o = options;
-  // The text callback runs inside the id callback, so that a stop from either
-  // ends the generation after the same id.
-  o.on_token = [&](int64_t id) {
-    if (id > INT32_MAX)
-      throw Error(ErrorCode::invalid_argument, "generate: the model chose id " + std::to_string(id) +
-                                                   ", outside the vocabulary of " + tokenizer.source());
-    const std::string piece = stream.push(int32_t(id));
-    text += piece;
-    const bool more_ids = !options.on_token || options.on_token(id);
-    return (!options.on_text || options.on_text(piece)) && more_ids;
-  };
-  GenerateResult r = generate(ids, o);
-  const std::string rest = stream.finish();
-  if (!rest.empty() && options.on_text) options.on_text(rest);
-  r.text = text + rest;
-  return r;
-}
-
-double GenerateResult::tokens_per_s() const {
-  double ms = 0;
-  for (double t : step_ms) ms += t;
-  return ms > 0 ? double(step_ms.size()) * 1000.0 / ms : 0.0;
 }
 
 const ModelConfig& Model::config() const { return impl_->cfg; }

@@ -11,8 +11,10 @@
 
 #include "cli_harness.hpp"
 #include "golden.hpp"
+#include "harness.hpp"
 #include "model_dir.hpp"
 #include "model_weights.hpp"
+#include "vkgate/model.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_model.hpp"
@@ -233,6 +235,104 @@ TEST_CASE("cli model: generate --prompt tokenizes with the model's tokenizer.jso
   CHECK(bad.code == 1);
   CHECK(bad.out.empty());
   CHECK(bad.err.find("--prompt: the text to tokenize is not valid UTF-8 at byte offset 2") != std::string::npos);
+}
+
+// The text as --json writes it: bytes that are not UTF-8 as U+FFFD.
+std::string json_string_of(const std::string& text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
+TEST_CASE("cli model: generate samples with --seed, reads --prompt-file, stops at --stop, and decodes ids beyond the "
+          "tokenizer as no text") {
+  std::mt19937 rng(std::random_device{}());
+  const std::string unit = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json";
+  const Tokenizer tok = Tokenizer::load(unit);
+  test::TinyModel shape;
+  shape.vocab = tok.vocab_size();
+  ModelDir m(shape, rng, DType::F32, false);
+  write_text(m.dir / "tokenizer.json", test::read_file_text(unit));
+  write_text(m.dir / "prompt.txt", "hello world, hello");
+  const std::vector<std::string> sample = {"--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--min-p",
+                                           "0.01", "--repeat-penalty", "1.2", "--seed", "17", "--max-new-tokens",
+                                           "8", "--ignore-eos", "--json"};
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"generate", "--weights", m.path(), "--prompt-file", m.dir / "prompt.txt"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(with_device(args), m.dir.path);
+    check_clean_exit(r);
+    INFO("stderr: " << r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  // The library with the same options gives the same ids: the CLI passes each option through.
+  Model model(test::context(), m.model.cfg, m.model.tensors);
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  o.stop_at_eos = false;
+  o.sampling = {.temperature = 0.9, .top_k = 40, .top_p = 0.95, .min_p = 0.01, .repeat_penalty = 1.2, .seed = 17};
+  const GenerateResult want = model.generate(tok, "hello world, hello", o);
+  const json a = generate(sample);
+  CHECK(a.at("generated").get<std::vector<int64_t>>() == want.ids);
+  CHECK(a.at("finish_reason") == "length");
+  CHECK(generate(sample).at("generated") == a.at("generated"));  // the seed repeats the draws
+
+  // --stop: the text ends before the first occurrence of a 2-byte piece of the full text.
+  const std::string text = want.text;
+  size_t at = std::string::npos;
+  for (size_t i = 1; i + 2 <= text.size() && at == std::string::npos; ++i)
+    if (text.find(text.substr(i, 2)) == i) at = i;
+  if (at != std::string::npos) {
+    std::vector<std::string> stopping = sample;
+    stopping.insert(stopping.end(), {"--stop", text.substr(at, 2)});
+    const json s = generate(stopping);
+    CHECK(s.at("finish_reason") == "stop");
+    CHECK(s.at("text") == json_string_of(text.substr(0, at)));
+  }
+  const CliResult both = run_cli(with_device({"generate", "--weights", m.path(), "--prompt", "a", "--prompt-file",
+                                              m.dir / "prompt.txt", "--max-new-tokens", "1"}),
+                                 m.dir.path);
+  CHECK(both.code == 2);
+  const CliResult no_file = run_cli(
+      with_device({"generate", "--weights", m.path(), "--prompt-file", m.dir / "none.txt", "--max-new-tokens", "1"}),
+      m.dir.path);
+  CHECK(no_file.code == 1);
+  CHECK(no_file.err.find("none.txt") != std::string::npos);
+
+  // A model with 40 more rows than the tokenizer has tokens, whose lm_head picks only those rows.
+  test::TinyModel padded = shape;
+  padded.vocab = tok.vocab_size() + 40;
+  ModelDir p(padded, rng, DType::F32, false);
+  write_text(p.dir / "tokenizer.json", test::read_file_text(unit));
+  {
+    FileBuilder f;
+    for (const TensorSpec& spec : expected_model_weights(p.model.cfg)) {
+      std::vector<float> v = p.stored.at(spec.name);
+      if (spec.name == "lm_head.weight") std::fill(v.begin(), v.begin() + long(tok.vocab_size()) * shape.hidden, 0.0f);
+      f.add(spec.name, spec.shape, v, DType::F32);
+    }
+    f.write(p.dir / "model.safetensors");
+  }
+  const std::vector<std::string> args = {"generate", "--weights", p.path(), "--prompt", "hello", "--max-new-tokens", "3",
+                                         "--ignore-eos"};
+  const CliResult plain = run_cli(with_device(args), p.dir.path);
+  check_clean_exit(plain);
+  INFO("stderr: " << plain.err);
+  CHECK(plain.code == 0);
+  CHECK(plain.out.empty());
+  const auto said = [](const std::string& err) {
+    size_t n = 0;
+    for (size_t i = err.find("decoded as no text"); i != std::string::npos; i = err.find("decoded as no text", i + 1)) ++n;
+    return n;
+  };
+  CHECK(said(plain.err) == 1);
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const CliResult j = run_cli(with_device(json_args), p.dir.path);
+  REQUIRE(j.code == 0);
+  const json doc = json::parse(j.out);
+  CHECK(doc.at("text") == "");
+  CHECK(doc.at("undecoded_ids") == doc.at("generated"));
+  CHECK(doc.at("generated").size() == 3);
 }
 
 TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming the file and tensor or key, writing nothing") {

@@ -37,6 +37,21 @@ struct Args {
       throw UsageError(flag + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + v + "'");
     return n;
   }
+  double real(const std::string& flag, double lo, double hi) {
+    const std::string v = value(flag);
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(x >= lo && x <= hi))
+      throw UsageError(flag + " must be a number in " + format_number(lo) + ".." + format_number(hi) + ", got '" + v + "'");
+    return x;
+  }
+
+ private:
+  static std::string format_number(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+  }
 };
 
 // True when the arguments ask for the command's usage text.

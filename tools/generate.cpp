@@ -1,5 +1,6 @@
 // `vkgate generate`: greedy decoding with a model checkpoint. The new ids go
 // to stdout as they come (one line, space-separated), everything else to stderr.
+#include <climits>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -14,11 +15,15 @@ namespace vkgate::cli {
 
 namespace {
 
-constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (--prompt TEXT | --prompt-ids "1,2,3") --max-new-tokens N
-                       [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16] [--ignore-eos] [--json]
+constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids "1,2,3")
+                       --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
+                       [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
+                       [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
+                       [--stop STR]... [--ignore-eos] [--json]
 
-Greedy decoding: one step for the prompt, then one replayed step per new token,
-with the KV cache (a GLA model: each layer's recurrent state) on the device.
+Decoding, greedy unless --temperature is above 0: one step for the prompt,
+then one replayed step per new token, with the KV cache (a GLA model: each
+layer's recurrent state) on the device.
 With --prompt, the text is tokenized with the model's own tokenizer.json and
 the generated text streams to stdout as it is decided (whole UTF-8
 characters); with --prompt-ids, the generated ids (not the prompt) go to
@@ -31,9 +36,23 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
                          optionally generation_config.json and tokenizer.json
   --prompt TEXT          the prompt as text (UTF-8), tokenized with DIR/tokenizer.json and
                          the special tokens its post-processor adds (e.g. Llama 3.1's BOS)
+  --prompt-file FILE     the prompt as text, read from FILE (byte for byte; - reads stdin)
   --prompt-ids LIST      the prompt's token ids, comma-separated, each in [0, vocab_size)
   --max-new-tokens N     at most N new ids
   --tokenizer PATH       a tokenizer.json (or a directory holding one) instead of DIR's
+sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one draw):
+  --temperature T        0 (default): greedy, the most likely id; above 0: sample from softmax(logits / T)
+  --top-k K              keep the K most likely ids (default 0: all)
+  --top-p P              keep the fewest most likely ids whose probability reaches P (default 1: all)
+  --min-p P              drop ids less likely than P × the most likely one (default 0: none)
+  --seed N               the random draws of a seed repeat exactly (default: a random seed)
+  --repeat-penalty R     logits of ids among the last --repeat-last-n of the context: l/R if l > 0,
+                         else l·R (default 1: off; also applies to greedy decoding)
+  --repeat-last-n N      the window of the penalties (default 64; -1: the whole context, 0: none)
+  --presence-penalty X   l − X for every id in the window, X in [-2, 2] (default 0)
+  --frequency-penalty X  l − X × the id's count in the window, X in [-2, 2] (default 0)
+  --stop STR             with --prompt: stop when the generated text contains STR, which is
+                         left out of the text (repeatable; at most 16)
   --device SEL           device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
   --ignore-eos           keep going after eos_token_id (config.json or generation_config.json;
@@ -42,10 +61,26 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
   --json                 print one JSON object instead: generated (the ids), text (with
                          --prompt: the generated text, bytes that are not UTF-8 as U+FFFD),
                          tokens_per_s (the decode steps'),
-                         prefill_ms, step_ms (each decode step), prompt_tokens
+                         prefill_ms, step_ms (each decode step), prompt_tokens, finish_reason
+                         (length, eos, stop, context_limit), and with --prompt undecoded_ids
+
+A model may have more rows than its tokenizer has tokens (Qwen3: 151,936 and
+151,669): a generated id the tokenizer does not know adds no text (as Hugging
+Face decodes it), and stderr says so once.
 
 Exit codes: 0 success, 1 bad file, config, id or device, 2 bad usage.
 )";
+
+// --prompt-file: a file's bytes, or stdin's for "-".
+std::string read_prompt_file(const std::string& path) {
+  if (path != "-") return read_file(path);
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) text.append(buf, n);
+  if (std::ferror(stdin)) throw Error(ErrorCode::io, "--prompt-file -: cannot read stdin");
+  return text;
+}
 
 std::string json_list(const std::vector<double>& v) {
   std::string s = "[";
@@ -60,7 +95,8 @@ std::string json_list(const std::vector<double>& v) {
 int cmd_generate(Args& args) {
   std::string weights, device, text_prompt, tokenizer_path;
   std::vector<int64_t> prompt;
-  bool json = false, have_prompt = false, have_text = false;
+  bool json = false, have_prompt = false;
+  int text_sources = 0;  // --prompt and --prompt-file
   ModelOptions options;
   GenerateOptions g;
   g.max_new_tokens = -1;
@@ -68,9 +104,24 @@ int cmd_generate(Args& args) {
     const std::string a = args.next();
     if (a == "--weights") weights = args.value(a);
     else if (a == "--prompt-ids") prompt = parse_id_list(a, args.value(a)), have_prompt = true;
-    else if (a == "--prompt") text_prompt = args.value(a), have_text = true;
+    else if (a == "--prompt") text_prompt = args.value(a), ++text_sources;
+    else if (a == "--prompt-file") text_prompt = read_prompt_file(args.value(a)), ++text_sources;
     else if (a == "--tokenizer") tokenizer_path = args.value(a);
     else if (a == "--max-new-tokens") g.max_new_tokens = int(args.number(a, 0, 1 << 24));
+    else if (a == "--temperature") g.sampling.temperature = args.real(a, 0, 1e6);
+    else if (a == "--top-k") g.sampling.top_k = int(args.number(a, 0, 1 << 24));
+    else if (a == "--top-p") g.sampling.top_p = args.real(a, 1e-9, 1);
+    else if (a == "--min-p") g.sampling.min_p = args.real(a, 0, 1);
+    else if (a == "--seed") g.sampling.seed = uint64_t(args.number(a, 0, LONG_MAX));
+    else if (a == "--repeat-penalty") g.sampling.repeat_penalty = args.real(a, 1e-6, 1e6);
+    else if (a == "--repeat-last-n") g.sampling.repeat_last_n = int(args.number(a, -1, 1 << 24));
+    else if (a == "--presence-penalty") g.sampling.presence_penalty = args.real(a, -2, 2);
+    else if (a == "--frequency-penalty") g.sampling.frequency_penalty = args.real(a, -2, 2);
+    else if (a == "--stop") {
+      g.stop.push_back(args.value(a));
+      if (g.stop.back().empty()) throw UsageError("--stop needs a non-empty string");
+      if (g.stop.size() > 16) throw UsageError("--stop: at most 16 stop strings");
+    }
     else if (a == "--device") device = args.value(a);
     else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
     else if (a == "--ignore-eos") g.stop_at_eos = false;
@@ -78,9 +129,12 @@ int cmd_generate(Args& args) {
     else throw UsageError("generate: unknown option '" + a + "'");
   }
   if (weights.empty()) throw UsageError("generate: --weights is required");
-  if (have_prompt == have_text) throw UsageError("generate: give one of --prompt and --prompt-ids");
+  const bool have_text = text_sources > 0;
+  if (int(have_prompt) + text_sources != 1)
+    throw UsageError("generate: give one of --prompt, --prompt-file and --prompt-ids");
   if (have_prompt && prompt.empty()) throw UsageError("--prompt-ids needs at least one id");
   if (!tokenizer_path.empty() && !have_text) throw UsageError("generate: --tokenizer goes with --prompt");
+  if (!g.stop.empty() && !have_text) throw UsageError("generate: --stop goes with --prompt (it is matched in the text)");
   if (g.max_new_tokens < 0) throw UsageError("generate: --max-new-tokens is required");
 
   // The tokenizer first: a missing or malformed tokenizer.json fails before the weights load.
@@ -132,17 +186,25 @@ int cmd_generate(Args& args) {
   if (json) {
     std::string ids;
     for (int64_t id : r.ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-    const std::string text = tokenizer ? ", \"text\": " + json_string(r.text) : "";
-    std::printf("{\"generated\": [%s]%s, \"prompt_tokens\": %zu, \"tokens_per_s\": %.3f, \"prefill_ms\": %.3f, "
-                "\"step_ms\": %s}\n",
-                ids.c_str(), text.c_str(), prompt.size(), r.tokens_per_s(), r.prefill_ms, json_list(r.step_ms).c_str());
+    std::string undecoded;
+    for (int64_t id : r.undecoded_ids) undecoded += (undecoded.empty() ? "" : ", ") + std::to_string(id);
+    const std::string text = tokenizer ? ", \"text\": " + json_string(r.text) + ", \"undecoded_ids\": [" + undecoded + "]" : "";
+    std::printf("{\"generated\": [%s]%s, \"finish_reason\": \"%s\", \"prompt_tokens\": %zu, \"tokens_per_s\": %.3f, "
+                "\"prefill_ms\": %.3f, \"step_ms\": %s}\n",
+                ids.c_str(), text.c_str(), to_string(r.finish), prompt.size(), r.tokens_per_s(), r.prefill_ms,
+                json_list(r.step_ms).c_str());
   } else if (tokenizer) {
     std::fputc('\n', stderr);  // stdout holds exactly the generated text
   } else {
     std::printf("\n");
   }
-  std::fprintf(stderr, "vkgate: %zu ids; prompt %.1f ms, %.2f tokens/s decoding\n", r.ids.size(), r.prefill_ms,
-               r.tokens_per_s());
+  if (!r.undecoded_ids.empty())
+    std::fprintf(stderr, "vkgate: %zu generated id(s), the first %lld, are not tokens of %s (%d tokens; the model "
+                 "has %d rows): decoded as no text, as Hugging Face does\n",
+                 r.undecoded_ids.size(), static_cast<long long>(r.undecoded_ids[0]), tokenizer->source().c_str(),
+                 tokenizer->vocab_size(), model.config().vocab_size);
+  std::fprintf(stderr, "vkgate: %zu ids (%s); prompt %.1f ms, %.2f tokens/s decoding\n", r.ids.size(),
+               to_string(r.finish), r.prefill_ms, r.tokens_per_s());
   return 0;
 }
 

@@ -34,6 +34,7 @@
 
 #include "vkgate/block.hpp"
 #include "vkgate/context.hpp"
+#include "vkgate/generate.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/precision.hpp"
 #include "vkgate/tokenizer.hpp"
@@ -90,27 +91,6 @@ class Sequence {
   std::unique_ptr<Impl> impl_;
 };
 
-struct GenerateOptions {
-  int max_new_tokens = 16;
-  // Stop after emitting an id of config().eos_token_ids (it is included).
-  bool stop_at_eos = true;
-  // Called with each new id as soon as it is chosen (streaming); returning
-  // false stops the generation after that id.
-  std::function<bool(int64_t)> on_token;
-  // With a tokenizer (the text overload of generate): called with the text
-  // that each new id completes, whole UTF-8 characters only (may be empty
-  // while a character is split across ids); returning false stops.
-  std::function<bool(std::string_view)> on_text;
-};
-
-struct GenerateResult {
-  std::vector<int64_t> ids;     // the generated ids, without the prompt
-  std::string text;             // with a tokenizer: the generated ids decoded
-  double prefill_ms = 0;        // the prompt's step, host wall time
-  std::vector<double> step_ms;  // each later step
-  double tokens_per_s() const;  // generated ids after the first, per second of steps
-};
-
 class Model {
  public:
   // Reads DIR/config.json (and generation_config.json) and DIR's checkpoint
@@ -139,13 +119,15 @@ class Model {
   // device buffers run as several steps, the states carried between them.)
   std::vector<float> extend(Sequence& seq, std::span<const int64_t> ids, int tokens);
 
-  // Greedy decoding of one prompt: one step for the prompt, then one replayed
-  // step per new token, on a sequence of capacity prompt + max_new_tokens.
+  // Decoding of one prompt (greedy unless options.sampling says otherwise):
+  // one step for the prompt, then one replayed step per new token, on a
+  // sequence of capacity prompt + max_new_tokens (generate.hpp: Generation
+  // runs the same loop a step at a time).
   GenerateResult generate(std::span<const int64_t> prompt, const GenerateOptions& options = {});
   // Text in, text out: the prompt encoded by `tokenizer` (with the special
   // tokens its post-processor adds), the new ids decoded as they come. An id
-  // the model chooses outside the tokenizer's vocabulary (a model may have more
-  // embedding rows than tokens) is an Error naming it.
+  // the tokenizer does not know (a model may have more embedding rows than
+  // tokens) decodes to no text and is listed in GenerateResult::undecoded_ids.
   GenerateResult generate(const Tokenizer& tokenizer, std::string_view prompt, const GenerateOptions& options = {});
 
   const ModelConfig& config() const;

@@ -1,0 +1,106 @@
+// Generation with a Model (model.hpp): the options of a generation (greedy or
+// sampled, stop conditions, streaming callbacks), what it produced, and
+// Generation, the loop of Model::generate taken one step at a time, so that a
+// caller (Python's iterator, a server) can do other work between steps.
+//
+//   vkgate::GenerateOptions o{.max_new_tokens = 64, .sampling = {.temperature = 0.7, .top_p = 0.9, .seed = 1}};
+//   o.stop = {"\n\n"};
+//   vkgate::Generation g(model, prompt_ids, o, &tokenizer);
+//   while (!g.done()) std::fputs(g.step().text.c_str(), stdout);
+//   g.result().finish;  // why it ended
+//
+// Thread safety: a Generation uses its Model, so it follows the Model's rule
+// (one thread at a time, for the Model and all its Generations and Sequences).
+// It must not outlive its Model or its Tokenizer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vkgate/sampling.hpp"
+
+namespace vkgate {
+
+class Model;
+class Tokenizer;
+
+struct GenerateOptions {
+  int max_new_tokens = 16;
+  // Stop after emitting an id of config().eos_token_ids (it is included).
+  bool stop_at_eos = true;
+  // How each id is chosen: greedy by default (sampling.hpp).
+  SamplingOptions sampling;
+  // With a tokenizer: generation stops as soon as the text contains one of
+  // these strings, which is left out of the text (as OpenAI's `stop`); the id
+  // that completed it is the last of the ids. Text that may begin a stop
+  // string is held back from on_text until it is known not to.
+  std::vector<std::string> stop;
+  // Called with each new id as soon as it is chosen (streaming); returning
+  // false stops the generation after that id.
+  std::function<bool(int64_t)> on_token;
+  // With a tokenizer (the text overload of generate): called with the text
+  // that each new id completes, whole UTF-8 characters only (may be empty
+  // while a character is split across ids); returning false stops.
+  std::function<bool(std::string_view)> on_text;
+};
+
+// Why a generation ended.
+enum class FinishReason {
+  length,         // max_new_tokens ids
+  eos,            // an eos_token_id (with stop_at_eos)
+  stop_string,    // one of GenerateOptions::stop appeared in the text
+  context_limit,  // the sequence reached the model's context limit (model.hpp)
+  cancelled,      // on_token or on_text returned false
+};
+const char* to_string(FinishReason reason) noexcept;  // "length", "eos", "stop", "context_limit", "cancelled"
+
+struct GenerateResult {
+  std::vector<int64_t> ids;     // the generated ids, without the prompt
+  std::string text;             // with a tokenizer: the generated text (without a stop string)
+  // Generated ids the tokenizer does not know (a model may have more rows than
+  // its tokenizer has tokens: Qwen3 151,936 against 151,669). Each is decoded
+  // as no text, as Hugging Face's decode does.
+  std::vector<int64_t> undecoded_ids;
+  FinishReason finish = FinishReason::length;
+  double prefill_ms = 0;        // the prompt's step, host wall time
+  std::vector<double> step_ms;  // each later step
+  // Generated ids after the first, per second of steps; 0 when there was no
+  // later step (one id, or none).
+  double tokens_per_s() const;
+};
+
+class Generation {
+ public:
+  // Starts a generation of `prompt` (ids in [0, vocab_size)) on a sequence of
+  // its own with room for the prompt and max_new_tokens. With a tokenizer the
+  // ids are also decoded into text (and `stop` applies; without one `stop`
+  // must be empty). Nothing runs on the device until the first step().
+  Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
+             const Tokenizer* tokenizer = nullptr);
+  ~Generation();
+  Generation(Generation&&) noexcept;
+  Generation& operator=(Generation&&) noexcept;
+
+  struct Step {
+    int64_t id = -1;   // the id chosen
+    std::string text;  // the text it completes (with a tokenizer), after the callbacks saw it
+  };
+  // Runs one device step (the whole prompt at the first) and chooses the next
+  // id. Error(invalid_argument) once done(). When the generation ends, the
+  // text still held back is part of the last step's text.
+  Step step();
+  bool done() const;
+  // What was generated so far (final once done()).
+  const GenerateResult& result() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vkgate

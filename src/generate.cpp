@@ -1,0 +1,176 @@
+// Generation: the loop of Model::generate, one step at a time (generate.hpp).
+#include "vkgate/generate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "vkgate/error.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/tokenizer.hpp"
+
+namespace vkgate {
+
+namespace {
+
+double milliseconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The length of the longest suffix of `text` that is a proper prefix of one of
+// `stops`: text that may still become a stop string.
+size_t stop_prefix_length(std::string_view text, const std::vector<std::string>& stops) {
+  size_t longest = 0;
+  for (const std::string& s : stops)
+    for (size_t n = std::min(text.size(), s.size() - 1); n > longest; --n)
+      if (text.substr(text.size() - n) == std::string_view(s).substr(0, n)) {
+        longest = n;
+        break;
+      }
+  return longest;
+}
+
+}  // namespace
+
+const char* to_string(FinishReason reason) noexcept {
+  switch (reason) {
+    case FinishReason::length: return "length";
+    case FinishReason::eos: return "eos";
+    case FinishReason::stop_string: return "stop";
+    case FinishReason::context_limit: return "context_limit";
+    case FinishReason::cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+double GenerateResult::tokens_per_s() const {
+  double ms = 0;
+  for (double t : step_ms) ms += t;
+  return ms > 0 ? double(step_ms.size()) * 1000.0 / ms : 0.0;
+}
+
+struct Generation::Impl {
+  Model& model;
+  const Tokenizer* tokenizer;
+  GenerateOptions options;
+  Sampler sampler;
+  std::vector<int64_t> context;  // the prompt, then the generated ids
+  size_t prompt_size;
+  std::optional<Sequence> seq;
+  std::optional<Tokenizer::StreamDecoder> decoder;
+  std::string held;  // decoded text not yet passed on: it may begin a stop string
+  GenerateResult result;
+  bool done = false;
+
+  Impl(Model& m, std::span<const int64_t> prompt, const GenerateOptions& o, const Tokenizer* t)
+      : model(m), tokenizer(t), options(o), sampler(o.sampling), context(prompt.begin(), prompt.end()),
+        prompt_size(prompt.size()) {
+    if (prompt.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt is empty");
+    if (o.max_new_tokens < 0) throw Error(ErrorCode::invalid_argument, "generate: max_new_tokens is negative");
+    if (!o.stop.empty() && !t)
+      throw Error(ErrorCode::invalid_argument, "generate: stop strings need a tokenizer (the text they are found in)");
+    for (const std::string& s : o.stop)
+      if (s.empty()) throw Error(ErrorCode::invalid_argument, "generate: a stop string is empty");
+    const int64_t vocab = m.config().vocab_size;
+    for (size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] < 0 || prompt[i] >= vocab)
+        throw Error(ErrorCode::invalid_argument, "generate: prompt id " + std::to_string(prompt[i]) + " at position " +
+                                                     std::to_string(i) + " is outside the vocabulary [0, " +
+                                                     std::to_string(vocab) + ")");
+    if (t) decoder.emplace(t->stream_decoder());
+    done = o.max_new_tokens == 0;
+  }
+
+  // The text `id` completes. A model may have more rows than its tokenizer has
+  // tokens: such an id decodes to no text, as Hugging Face's decode does.
+  std::string decode(int64_t id) {
+    if (id >= tokenizer->vocab_size() || !tokenizer->id_to_token(int32_t(id))) {
+      result.undecoded_ids.push_back(id);
+      return {};
+    }
+    return decoder->push(int32_t(id));
+  }
+
+  void end(FinishReason why) {
+    if (done) return;
+    done = true;
+    result.finish = why;
+  }
+
+  Step step() {
+    if (done) throw Error(ErrorCode::invalid_argument, "generate: the generation has ended");
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits;
+    if (!seq) {  // kept only once the prompt has run, so that a failed step can be retried
+      Sequence first = model.start(1, int(prompt_size) + options.max_new_tokens);
+      logits = model.extend(first, context, int(prompt_size));
+      seq.emplace(std::move(first));
+      result.prefill_ms = milliseconds_since(t0);
+    } else {
+      logits = model.extend(*seq, std::span(&context.back(), 1), 1);
+      result.step_ms.push_back(milliseconds_since(t0));
+    }
+    Step s;
+    s.id = sampler.sample(logits, context);
+    context.push_back(s.id);
+    result.ids.push_back(s.id);
+    const bool more_ids = !options.on_token || options.on_token(s.id);
+
+    if (tokenizer) {
+      held += decode(s.id);
+      size_t found = std::string::npos;
+      for (const std::string& stop : options.stop) found = std::min(found, held.find(stop));
+      if (found != std::string::npos) {
+        held.resize(found);
+        end(FinishReason::stop_string);
+      }
+    }
+    const auto& eos = model.config().eos_token_ids;
+    if (options.stop_at_eos && std::find(eos.begin(), eos.end(), s.id) != eos.end()) end(FinishReason::eos);
+    if (int(result.ids.size()) == options.max_new_tokens) end(FinishReason::length);
+    if (tokenizer) {
+      const bool ending = done || !more_ids;
+      if (ending) held += decoder->finish();
+      const size_t keep = ending ? 0 : stop_prefix_length(held, options.stop);
+      s.text = held.substr(0, held.size() - keep);
+      held.erase(0, held.size() - keep);
+      result.text += s.text;
+      if (options.on_text && !options.on_text(s.text) && !done) {
+        held += decoder->finish();  // nothing more comes: what was held back belongs to the text
+        result.text += held;
+        held.clear();
+        end(FinishReason::cancelled);
+      }
+    }
+    if (!more_ids) end(FinishReason::cancelled);
+    if (done) seq.reset();  // the caches go back now, not when the Generation does
+    return s;
+  }
+};
+
+Generation::Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
+                       const Tokenizer* tokenizer)
+    : impl_(std::make_unique<Impl>(model, prompt, options, tokenizer)) {}
+Generation::~Generation() = default;
+Generation::Generation(Generation&&) noexcept = default;
+Generation& Generation::operator=(Generation&&) noexcept = default;
+Generation::Step Generation::step() { return impl_->step(); }
+bool Generation::done() const { return impl_->done; }
+const GenerateResult& Generation::result() const { return impl_->result; }
+
+GenerateResult Model::generate(std::span<const int64_t> prompt, const GenerateOptions& options) {
+  Generation g(*this, prompt, options);
+  while (!g.done()) g.step();
+  return g.result();
+}
+
+GenerateResult Model::generate(const Tokenizer& tokenizer, std::string_view prompt, const GenerateOptions& options) {
+  const std::vector<int32_t> ids32 = tokenizer.encode(prompt);
+  if (ids32.empty()) throw Error(ErrorCode::invalid_argument, "generate: the prompt encodes to no tokens");
+  const std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  Generation g(*this, ids, options, &tokenizer);
+  while (!g.done()) g.step();
+  return g.result();
+}
+
+}  // namespace vkgate

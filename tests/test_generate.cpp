@@ -1,0 +1,141 @@
+// Generation on the device: sampled decoding against the reference's logits
+// sampled with the same seed, stop strings, ids beyond the tokenizer, and the
+// step-by-step Generation against Model::generate.
+#include <algorithm>
+#include <string>
+
+#include "harness.hpp"
+#include "model_weights.hpp"
+#include "test_util.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/generate.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/reference_model.hpp"
+#include "vkgate/tokenizer.hpp"
+
+using namespace vkgate;
+
+namespace {
+
+Tokenizer unit_tokenizer() { return Tokenizer::load(std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json"); }
+
+// The reference's ids for `prompt` with each step's last logits (double,
+// rounded to float as the device returns them) sampled by a Sampler of `o`.
+std::vector<int64_t> reference_sampled(const test::RandomModel& m, std::vector<int64_t> ids, int new_tokens,
+                                       const SamplingOptions& o) {
+  Sampler sampler(o);
+  std::vector<int64_t> out;
+  for (int i = 0; i < new_tokens; ++i) {
+    const int T = int(ids.size());
+    const auto r = reference::model_forward(m.cfg, m.map, {ids, 1, T});
+    const size_t V = size_t(m.cfg.vocab_size);
+    std::vector<float> last(r.logits.end() - long(V), r.logits.end());
+    const int64_t id = sampler.sample(last, ids);
+    ids.push_back(id);
+    out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "generate: sampled ids equal the reference's logits sampled with the same seed") {
+  CAPTURE(seed);
+  test::TinyModel shape;
+  shape.gate = GateKind::elementwise;
+  const test::RandomModel m(shape.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  const std::vector<int64_t> prompt = test::random_ids(rng, 5, m.cfg.vocab_size);
+  const SamplingOptions samplings[] = {
+      {.temperature = 1.5, .seed = 3},
+      {.temperature = 0.8, .top_k = 20, .top_p = 0.9, .repeat_penalty = 1.3, .seed = 4},
+      {.temperature = 1.0, .min_p = 0.05, .presence_penalty = 0.5, .frequency_penalty = 0.5, .repeat_last_n = -1, .seed = 5},
+  };
+  for (const SamplingOptions& s : samplings) {
+    CAPTURE(s.temperature);
+    GenerateOptions o;
+    o.max_new_tokens = 6;
+    o.stop_at_eos = false;
+    o.sampling = s;
+    const GenerateResult r = model.generate(prompt, o);
+    CHECK(r.ids == reference_sampled(m, prompt, 6, s));
+    CHECK(r.finish == FinishReason::length);
+    CHECK(model.generate(prompt, o).ids == r.ids);  // the seed repeats the draws
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "generate: a stop string ends the text before it, streamed text never shows a part of it") {
+  const Tokenizer tok = unit_tokenizer();
+  test::TinyModel shape;
+  shape.vocab = tok.vocab_size();
+  const test::RandomModel m(shape.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  GenerateOptions o;
+  o.max_new_tokens = 24;
+  o.stop_at_eos = false;
+  const GenerateResult full = model.generate(tok, "hello world", o);
+  REQUIRE(full.ids.size() == 24);
+  // A stop string of 3 bytes from the middle of the text, where it first occurs.
+  size_t at = std::string::npos;
+  for (size_t i = 2; i + 3 <= full.text.size() && at == std::string::npos; ++i)
+    if (full.text.find(full.text.substr(i, 3)) == i) at = i;
+  if (at == std::string::npos) return;  // a random text without a usable stop string (rare)
+  // The ids up to the one whose (whole-character) text completes the stop string.
+  size_t stop_ids = 0;
+  Tokenizer::StreamDecoder decoded = tok.stream_decoder();
+  for (std::string text; text.size() < at + 3; ++stop_ids) text += decoded.push(int32_t(full.ids[stop_ids]));
+  const std::string stop = full.text.substr(at, 3);
+  CAPTURE(stop);
+  o.stop = {"never in the text \x01", stop};
+  std::string streamed;
+  bool piece_shows_stop_part = false;
+  o.on_text = [&](std::string_view piece) {
+    streamed += piece;
+    // Nothing passed on may end in the first byte(s) of the stop string before the stop is known.
+    piece_shows_stop_part |= streamed.size() > at;
+    return true;
+  };
+  const GenerateResult r = model.generate(tok, "hello world", o);
+  CHECK(r.finish == FinishReason::stop_string);
+  CHECK(r.text == full.text.substr(0, at));
+  CHECK(streamed == r.text);
+  CHECK_FALSE(piece_shows_stop_part);
+  CHECK(r.ids == std::vector<int64_t>(full.ids.begin(), full.ids.begin() + long(stop_ids)));
+
+  // Step by step: the same ids and text, and the generation refuses a step after its end.
+  o.on_text = nullptr;
+  const std::vector<int32_t> p32 = tok.encode("hello world");
+  Generation g(model, std::vector<int64_t>(p32.begin(), p32.end()), o, &tok);
+  std::string text;
+  while (!g.done()) text += g.step().text;
+  CHECK(text == r.text);
+  CHECK(g.result().ids == r.ids);
+  test::expect_error([&] { g.step(); }, ErrorCode::invalid_argument, {"ended"});
+  test::expect_error([&] { Generation(model, std::vector<int64_t>{1}, o); }, ErrorCode::invalid_argument,
+                     {"stop strings need a tokenizer"});
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "generate: ids beyond the tokenizer decode to no text and are listed") {
+  const Tokenizer tok = unit_tokenizer();
+  test::TinyModel shape;
+  shape.vocab = tok.vocab_size() + 40;  // padded as Qwen3's 151,936 rows for 151,669 tokens
+  test::RandomModel m(shape.config(), rng);
+  // lm_head rows of the tokenizer's ids at zero: the 40 padding rows decide every step.
+  auto& head = m.data.at("lm_head.weight");
+  std::fill(head.begin(), head.begin() + long(size_t(tok.vocab_size()) * size_t(shape.hidden)), 0.0f);
+  m.map["lm_head.weight"] = head;
+  m.tensors = as_tensors(m.map);
+  Model model(ctx, m.cfg, m.tensors);
+  GenerateOptions o;
+  o.max_new_tokens = 4;
+  o.stop_at_eos = false;
+  std::string streamed;
+  o.on_text = [&](std::string_view piece) { return streamed += piece, true; };
+  const GenerateResult r = model.generate(tok, "hello", o);
+  REQUIRE(r.ids.size() == 4);
+  for (int64_t id : r.ids) CHECK(id >= tok.vocab_size());
+  CHECK(r.undecoded_ids == r.ids);
+  CHECK(r.text.empty());
+  CHECK(streamed.empty());
+  CHECK(r.finish == FinishReason::length);
+}
