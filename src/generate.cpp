@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 
+#include "gpu/context_impl.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/tokenizer.hpp"
@@ -12,6 +13,8 @@
 namespace vkgate {
 
 namespace {
+
+constexpr size_t kPrefillChunk = 512;
 
 double milliseconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -103,7 +106,14 @@ struct Generation::Impl {
     std::vector<float> logits;
     if (!seq) {  // kept only once the prompt has run, so that a failed step can be retried
       Sequence first = model.start(1, int(prompt_size) + options.max_new_tokens);
-      logits = model.extend(first, context, int(prompt_size));
+      // A long prompt runs in chunks (each attending to the ones before through the cache), so
+      // that its progress can be told and one step's scratch stays bounded.
+      gpu::ProgressReport report(model.context().impl(), Progress::Task::prefill, prompt_size);
+      for (size_t at = 0; at < prompt_size; at += kPrefillChunk) {
+        const size_t n = std::min(kPrefillChunk, prompt_size - at);
+        logits = model.extend(first, std::span(context).subspan(at, n), int(n));
+        report.advance(at + n);
+      }
       seq.emplace(std::move(first));
       result.prefill_ms = milliseconds_since(t0);
     } else {

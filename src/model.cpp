@@ -346,6 +346,7 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
 }
 
 const ModelConfig& Model::config() const { return impl_->cfg; }
+Context& Model::context() { return impl_->ctx; }
 Precision Model::precision() const { return impl_->options.precision; }
 
 MemoryUse Model::memory() const {

@@ -13,7 +13,7 @@ namespace vkgate::cli {
 
 namespace {
 
-constexpr const char* kBenchUsage = R"(usage: vkgate bench [--device SEL] [--json] [--peak] [--warmup N] [--reps N] [CASE]
+constexpr const char* kBenchUsage = R"(usage: vkgate bench [--device SEL] [--json] [--quiet] [--peak] [--warmup N] [--reps N] [CASE]
 
 Checks each case against the CPU reference, then times warm-up and repeated
 runs with GPU timestamps: median and min..max µs, GFLOP/s, GB/s, and with
@@ -61,6 +61,8 @@ CASE:
           tokenizer can be timed on the same bytes (alone, it only writes the file). No device
 
   --json       print one JSON document instead of the table
+  --quiet      no progress line on stderr (drawn only on a terminal: pipeline compilation,
+               a model's tensors loading)
 )";
 
 void print_case(const vkgate::bench::Case& c, const vkgate::bench::Peak* peak) {
@@ -89,7 +91,7 @@ int cmd_bench(Args& args) {
   vkgate::ContextOptions copts;
   vkgate::bench::Options opt;
   std::map<std::string, std::string> v;  // case parameters by flag
-  bool json = false, want_peak = false, block = false, sweep = false, unfused = false, gate_positions = false;
+  bool json = false, quiet = false, want_peak = false, block = false, sweep = false, unfused = false, gate_positions = false;
   ModelBench model;
   TokenizerBench text;
   std::string op, config, gla_mode = "both";
@@ -97,6 +99,7 @@ int cmd_bench(Args& args) {
     const std::string a = args.next();
     if (a == "--device") copts.device = args.value(a);
     else if (a == "--json") json = true;
+    else if (a == "--quiet") quiet = true;
     else if (a == "--peak") want_peak = true;
     else if (a == "--warmup") opt.warmup = int(args.number(a, 0, 1000));
     else if (a == "--reps") opt.reps = int(args.number(a, 1, 100000));
@@ -154,9 +157,11 @@ int cmd_bench(Args& args) {
     model.precision = prec;
     model.json = json;
     model.reps = opt.reps == vkgate::bench::Options{}.reps ? 2 : opt.reps;
+    show_progress(copts, quiet);
     return bench_model(copts, model);
   }
 
+  show_progress(copts, quiet);
   vkgate::Context ctx(copts);
   std::vector<vkgate::bench::Case> cases;
   auto add = [&](vkgate::bench::Case c) {

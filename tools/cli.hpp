@@ -67,6 +67,9 @@ std::vector<int64_t> parse_id_list(const std::string& flag, const std::string& t
 // A JSON string literal of `text`; bytes that are not UTF-8 become U+FFFD (generated
 // ids need not end on a character boundary), so the document stays valid JSON.
 std::string json_string(const std::string& text);
+// With quiet false and stderr a terminal: options.on_progress draws long work
+// (pipeline compilation, tensor loading, a long prefill) as one line on stderr.
+void show_progress(ContextOptions& options, bool quiet);
 // The run ended with messages from the validation layer (VKGATE_VALIDATION):
 // says so on stderr; the command then writes nothing and exits 1.
 bool validation_failed(const Context& ctx);

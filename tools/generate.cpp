@@ -19,7 +19,7 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
                        --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
                        [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
                        [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
-                       [--stop STR]... [--ignore-eos] [--json]
+                       [--stop STR]... [--ignore-eos] [--json] [--quiet]
 
 Decoding, greedy unless --temperature is above 0: one step for the prompt,
 then one replayed step per new token, with the KV cache (a GLA model: each
@@ -58,6 +58,8 @@ sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one 
   --ignore-eos           keep going after eos_token_id (config.json or generation_config.json;
                          a list means any of them). Without it the eos id is printed, then
                          generation stops
+  --quiet                no progress line on stderr (drawn only on a terminal: a first run's
+                         pipeline compilation, the tensors loading, a long prompt's prefill)
   --json                 print one JSON object instead: generated (the ids), text (with
                          --prompt: the generated text, bytes that are not UTF-8 as U+FFFD),
                          tokens_per_s (the decode steps'),
@@ -95,7 +97,7 @@ std::string json_list(const std::vector<double>& v) {
 int cmd_generate(Args& args) {
   std::string weights, device, text_prompt, tokenizer_path;
   std::vector<int64_t> prompt;
-  bool json = false, have_prompt = false;
+  bool json = false, have_prompt = false, quiet = false;
   int text_sources = 0;  // --prompt and --prompt-file
   ModelOptions options;
   GenerateOptions g;
@@ -126,6 +128,7 @@ int cmd_generate(Args& args) {
     else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
     else if (a == "--ignore-eos") g.stop_at_eos = false;
     else if (a == "--json") json = true;
+    else if (a == "--quiet") quiet = true;
     else throw UsageError("generate: unknown option '" + a + "'");
   }
   if (weights.empty()) throw UsageError("generate: --weights is required");
@@ -152,6 +155,7 @@ int cmd_generate(Args& args) {
   }
   ContextOptions copts;
   copts.device = device;
+  show_progress(copts, quiet);
   Context ctx(copts);
   Model model = Model::load(ctx, weights, options);
   if (tokenizer && tokenizer->vocab_size() > model.config().vocab_size)

@@ -54,7 +54,7 @@ Prints one line per Vulkan device: index, name, type, driver, fp16 arithmetic,
 size, max storage-buffer range, device memory, cooperative matrix, timestamps.
 )";
 
-constexpr const char* kDemoUsage = R"(usage: vkgate demo [--device SEL] [--tokens N] [--batch N] [--seed N] [--validation]
+constexpr const char* kDemoUsage = R"(usage: vkgate demo [--device SEL] [--tokens N] [--batch N] [--seed N] [--validation] [--quiet]
 
 Builds the attention block of Qwen3-Next-80B-A3B (hidden 2048, 16 query heads,
 2 KV heads, head_dim 256, partial rotary 0.25, zero-centred RMSNorm, q/k norm,
@@ -68,6 +68,8 @@ options:
   --batch N      batch size (default 1)
   --seed N       seed for weights and input (default 1)
   --validation   enable the validation layer with synchronization validation
+  --quiet        no progress line on stderr (drawn only on a terminal: a first run compiles
+                 its pipelines, which takes minutes on a CPU driver)
 )";
 
 int cmd_devices(Args& args) {
@@ -85,6 +87,7 @@ int cmd_demo(Args& args) {
   ContextOptions opts;
   int tokens = 64, batch = 1;
   uint32_t seed = 1;
+  bool quiet = false;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--device") opts.device = args.value(a);
@@ -92,8 +95,10 @@ int cmd_demo(Args& args) {
     else if (a == "--batch") batch = int(args.number(a, 1, 1024));
     else if (a == "--seed") seed = uint32_t(args.number(a, 0, 0xffffffffL));
     else if (a == "--validation") opts.validation = true;
+    else if (a == "--quiet") quiet = true;
     else throw UsageError("demo: unknown option '" + a + "'");
   }
+  show_progress(opts, quiet);
   Context ctx(opts);
   const BlockConfig cfg = BlockConfig::qwen3_next_attention();
   std::printf("device: %s\n", ctx.device().summary().c_str());

@@ -21,7 +21,7 @@ namespace vkgate::cli {
 namespace {
 
 constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config FILE] [--layer N] --input FILE --output FILE
-                  [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite]
+                  [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite] [--quiet]
 
 Runs a checkpoint on the device: the whole model when the input holds input_ids,
 one gated-attention block when it holds hidden_states, or one gated linear
@@ -58,6 +58,8 @@ optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
                      in attention_mask) and in the weights, and an output that overflows,
                      naming the tensor and the element
   --no-check-finite  let NaN and Inf through to the output
+  --quiet            no progress line on stderr (drawn only on a terminal: a first run's
+                     pipeline compilation, the tensors loading)
 
 Exit codes: 0 success, 1 bad file, config, shape or device, 2 bad usage.
 )";
@@ -109,12 +111,19 @@ struct RunOptions {
   std::string weights, config, input, output, device;
   int layer = -1;
   vkgate::BlockOptions options;
-  bool stats = false;
+  bool stats = false, quiet = false;
+
+  vkgate::ContextOptions context_options() const {
+    vkgate::ContextOptions c;
+    c.device = device;
+    show_progress(c, quiet);
+    return c;
+  }
 };
 
 RunOptions parse_run(Args& args) {
   RunOptions o;
-  auto& [weights, config, input, output, device, layer, options, stats] = o;
+  auto& [weights, config, input, output, device, layer, options, stats, quiet] = o;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--weights") weights = args.value(a);
@@ -124,6 +133,7 @@ RunOptions parse_run(Args& args) {
     else if (a == "--output") output = args.value(a);
     else if (a == "--device") device = args.value(a);
     else if (a == "--stats") stats = true;
+    else if (a == "--quiet") quiet = true;
     else if (a == "--check-finite") options.check_finite = true;
     else if (a == "--no-check-finite") options.check_finite = false;
     else if (a == "--precision") {
@@ -203,9 +213,7 @@ int run_gla(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const v
     check_finite(o.input, "hidden_states", hidden, false);
     check_finite(o.input, "initial_state", state, false);
   }
-  vkgate::ContextOptions copts;
-  copts.device = o.device;
-  vkgate::Context ctx(copts);
+  vkgate::Context ctx(o.context_options());
   std::unique_ptr<vkgate::GlaLayer> layer;
   try {
     layer = std::make_unique<vkgate::GlaLayer>(ctx, cfg, tensors, o.options);
@@ -225,7 +233,7 @@ int run_gla(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const v
 
 // One gated-attention block on hidden_states (and a cache and a mask), or a GLA layer.
 int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
-  const auto& [weights, config_arg, input, output, device, layer, options, stats] = o;
+  const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet] = o;
   const vkgate::Checkpoint ckpt(weights);
   const std::string config = layer_config_path(o, ckpt);
   // A file that cannot be read is left to load_config, whose error says why.
@@ -263,9 +271,7 @@ int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
     check_finite(input, "attention_mask", mask, true);
   }
 
-  vkgate::ContextOptions copts;
-  copts.device = device;
-  vkgate::Context ctx(copts);
+  vkgate::Context ctx(o.context_options());
   std::unique_ptr<vkgate::GatedAttention> block_ptr;
   try {
     block_ptr = std::make_unique<vkgate::GatedAttention>(ctx, cfg, tensors, options);
@@ -367,9 +373,7 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   int64_t B = 0, T = 0;
   const std::vector<int64_t> ids = input_ids(in_file, B, T);
 
-  vkgate::ContextOptions copts;
-  copts.device = o.device;
-  vkgate::Context ctx(copts);
+  vkgate::Context ctx(o.context_options());
   std::unique_ptr<vkgate::Model> model;
   try {
     model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite});

@@ -73,6 +73,19 @@ struct DeviceInfo {
   std::string summary() const;
 };
 
+// Long work under way, reported through ContextOptions::on_progress: a first
+// run's pipeline compilation (a CPU driver JIT-compiles each pipeline when it
+// first runs: seconds each), a model's tensors going to the device, a long
+// prompt's prefill in chunks.
+struct Progress {
+  enum class Task { pipelines, tensors, prefill };
+  Task task = Task::pipelines;
+  uint64_t done = 0, total = 0;  // pipelines compiled, tensors uploaded or prompt tokens run, of `total`
+  uint64_t bytes = 0;            // tensors: the bytes of those uploaded so far
+  double seconds = 0;            // since the task began
+};
+const char* to_string(Progress::Task task) noexcept;  // "compiling pipelines", "loading tensors", "prefill"
+
 struct ContextOptions {
   // Device index ("1") or case-insensitive name substring ("llvmpipe"). Empty:
   // the VKGATE_DEVICE environment variable, else the best device
@@ -98,6 +111,10 @@ struct ContextOptions {
   // that were never destroyed. Must not call back into the Context.
   // Messages are printed to stderr either way.
   std::function<void(const std::string&)> on_message;
+  // Called as long work advances (Progress), from the thread doing it, the
+  // last call of a task with done == total. Must not call back into the
+  // Context. `vkgate` draws it as a line on a terminal's stderr.
+  std::function<void(const Progress&)> on_progress;
 };
 
 class Context {

@@ -143,6 +143,8 @@ class Model {
 
  private:
   friend class Sequence;
+  friend class Generation;
+  Context& context();  // for a Generation's progress reports
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -208,6 +208,15 @@ std::vector<DeviceInfo> Context::list_devices() {
   return infos;
 }
 
+const char* to_string(Progress::Task task) noexcept {
+  switch (task) {
+    case Progress::Task::pipelines: return "compiling pipelines";
+    case Progress::Task::tensors: return "loading tensors";
+    case Progress::Task::prefill: return "prefill";
+  }
+  return "?";
+}
+
 Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   const char* env_validation = std::getenv("VKGATE_VALIDATION");
@@ -215,6 +224,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   s.validation = options.validation || s.gpu_assisted || gpu::env_flag("VKGATE_VALIDATION");
   s.memory_limit = options.device_memory_limit;
   s.on_message = options.on_message;
+  s.on_progress = options.on_progress;
 
   VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
   mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,7 @@ struct Context::Impl {
   bool pipeline_stats = false;
   uint64_t memory_limit = 0;  // ContextOptions::device_memory_limit
   std::function<void(const std::string&)> on_message;
+  std::function<void(const Progress&)> on_progress;  // ContextOptions::on_progress
   std::atomic<bool> lost{false};  // a call returned VK_ERROR_DEVICE_LOST
   // Messages that arrive while vkCreateInstance runs are held back: when it
   // fails (no driver) the Error says why in one line, without the loader's chatter.
@@ -78,5 +80,30 @@ struct Context::Impl {
 
   ~Impl();
 };
+
+namespace gpu {
+// One task's reports to ContextOptions::on_progress (nothing without one):
+// advance() as the work goes, the elapsed time filled in.
+class ProgressReport {
+ public:
+  ProgressReport(const Context::Impl& ctx, Progress::Task task, uint64_t total)
+      : sink_(ctx.on_progress), start_(std::chrono::steady_clock::now()) {
+    p_.task = task;
+    p_.total = total;
+  }
+  void advance(uint64_t done, uint64_t bytes = 0) {
+    if (!sink_) return;
+    p_.done = done;
+    p_.bytes = bytes;
+    p_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    sink_(p_);
+  }
+
+ private:
+  const std::function<void(const Progress&)>& sink_;
+  std::chrono::steady_clock::time_point start_;
+  Progress p_;
+};
+}  // namespace gpu
 
 }  // namespace vkgate

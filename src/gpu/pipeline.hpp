@@ -3,6 +3,7 @@
 // lifetime behind a VkPipelineCache.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,9 @@ struct Pipeline {
   uint32_t bindings = 0;
   uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
   uint32_t param_bytes = 0;     // the parameter block (set 1; shaders/params.glsl)
+  // Run once (Recorder::end): a driver that compiles a pipeline when it first
+  // runs (lavapipe JIT-compiles it then) has compiled this one.
+  mutable std::atomic<bool> warm{false};
   uint32_t workgroup_size() const { return spec[0]; }
 };
 

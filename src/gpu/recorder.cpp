@@ -105,6 +105,7 @@ void Recorder::begin(Mode mode) {
   updating_ = false;
   ++recordings_;
   steps_.clear();
+  cold_.clear();
   params_.reset();
   VK_CHECK(vkResetCommandBuffer(cmd_, 0), "resetting a command buffer");
   for (VkDescriptorPool p : descriptor_pools_) vkResetDescriptorPool(ctx_.device, p, 0);
@@ -319,6 +320,8 @@ void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> 
     ++i;
   }
   vkUpdateDescriptorSets(ctx_.device, i, writes, 0, nullptr);
+  if (!p.warm.load() && std::none_of(cold_.begin(), cold_.end(), [&](const Cold& c) { return c.pipeline == &p; }))
+    cold_.push_back({&p, set, slot});
   sync(uses);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   const VkDescriptorSet sets[] = {set, params_.set(slot)};
@@ -397,7 +400,50 @@ void Recorder::end() {
   params_.record_upload(prologue_);
   VK_CHECK(vkEndCommandBuffer(prologue_), "ending a command buffer");
   recording_ = false;
+  warm_up();
   recorded_ = true;
+}
+
+// lavapipe (llvmpipe) JIT-compiles a pipeline for what is bound when it first
+// runs, seconds each on a CPU: inside the first submit of a recording, where
+// it would count as GPU time and show no progress. A dispatch of no workgroups
+// compiles it and runs nothing (GPU drivers compiled it at creation already).
+void Recorder::warm_up() {
+  if (cold_.empty()) return;
+  if (!warm_cmd_) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VK_CHECK(vkAllocateCommandBuffers(ctx_.device, &ai, &warm_cmd_), "allocating a command buffer");
+  }
+  ProgressReport report(ctx_, Progress::Task::pipelines, cold_.size());
+  for (size_t i = 0; i < cold_.size(); ++i) {
+    const Cold& c = cold_[i];
+    if (!c.pipeline->warm.load()) {
+      const std::string doing = "compiling the '" + c.pipeline->shader + "' pipeline";
+      VK_CHECK(vkResetCommandBuffer(warm_cmd_, 0), doing);
+      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+      VK_CHECK(vkBeginCommandBuffer(warm_cmd_, &bi), doing);
+      // Its bindings are the recording's buffers, which other command buffers
+      // write: ordered against them as the recording itself is (begin()).
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      vkCmdPipelineBarrier(warm_cmd_, kCompute | kTransfer, kCompute, 0, 1, &mb, 0, nullptr, 0, nullptr);
+      vkCmdBindPipeline(warm_cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline->pipeline);
+      const VkDescriptorSet sets[] = {c.set, params_.set(c.slot)};
+      vkCmdBindDescriptorSets(warm_cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, c.pipeline->layout, 0, 2, sets, 1,
+                              &c.slot.params);
+      vkCmdDispatch(warm_cmd_, 0, 0, 0);
+      VK_CHECK(vkEndCommandBuffer(warm_cmd_), doing);
+      ctx_.submit_and_wait(warm_cmd_, fence_, doing.c_str());
+      c.pipeline->warm.store(true);
+    }
+    report.advance(i + 1);
+  }
+  cold_.clear();
 }
 
 void Recorder::submit(const std::string& doing) {

@@ -124,6 +124,9 @@ class Recorder {
   // In update mode: checks that the next recorded command is `signature`
   // (and returns its index), else throws.
   size_t expect(uint64_t signature, const std::string& what);
+  // Runs each pipeline this recording uses for the first time once, with no
+  // workgroups, before the recording runs (end()).
+  void warm_up();
 
   Context::Impl& ctx_;
   Tuning tuning_;
@@ -135,6 +138,15 @@ class Recorder {
     ParamArena::Slot slot;
   };
   std::vector<Step> steps_;
+  // Pipelines of this recording not yet run anywhere, with the descriptor sets
+  // of their first dispatch (a driver may compile for what is bound).
+  struct Cold {
+    const Pipeline* pipeline;
+    VkDescriptorSet set;
+    ParamArena::Slot slot;
+  };
+  std::vector<Cold> cold_;
+  VkCommandBuffer warm_cmd_ = VK_NULL_HANDLE;
   bool updating_ = false;
   size_t next_step_ = 0;
   VkCommandPool pool_ = VK_NULL_HANDLE;

@@ -26,9 +26,25 @@ TensorMap gla_layer_view(const ModelConfig& cfg, const TensorMap& w, int layer) 
 Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& w, Storage act)
     : vk_(vk), tuning_(tuning), cfg_(cfg), act_(act) {
   const uint32_t V = uint32_t(cfg.vocab_size), D = uint32_t(cfg.hidden_size());
+  // Progress by tensors: the embedding and lm_head, then each layer's, then the final norm.
+  const std::vector<TensorSpec> specs = expected_model_weights(cfg);
+  gpu::ProgressReport report(vk, Progress::Task::tensors, specs.size());
+  uint64_t done = 0, bytes = 0;
+  auto loaded_layer = [&](int layer) {
+    const std::string prefix = layer_tensor_name(layer, "");
+    for (const TensorSpec& spec : specs)
+      if (spec.name.starts_with(prefix)) {
+        ++done;
+        bytes += w.at(spec.name).bytes.size();
+      }
+    report.advance(done, bytes);
+  };
   embed_ = std::make_unique<VocabMatrix>(vk, tuning, w.at(cfg.embedding_name()), V, D, act, cfg.embedding_name());
   if (!cfg.tie_word_embeddings)
     lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("lm_head.weight"), V, D, act, "lm_head.weight");
+  done = cfg.tie_word_embeddings ? 1 : 2;
+  bytes = w.at(cfg.embedding_name()).bytes.size() + (lm_head_ ? w.at("lm_head.weight").bytes.size() : 0);
+  report.advance(done, bytes);
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
     Layer layer;
     if (cfg.gla)
@@ -37,8 +53,10 @@ Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cf
       layer.attention = std::make_unique<Attention>(vk, tuning, cfg.attention, layer_attention_tensors(cfg, w, i), act);
     layer.mlp = std::make_unique<Mlp>(vk, tuning, cfg, w, i, act);
     layers_.push_back(std::move(layer));
+    loaded_layer(i);
   }
   final_norm_ = upload(vk, stored(w.at("model.norm.weight"), Storage::f32), "model.norm.weight");
+  report.advance(specs.size(), bytes + w.at("model.norm.weight").bytes.size());
 }
 
 size_t Stack::gla_state_elements(uint32_t batch) const {
