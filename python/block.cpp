@@ -40,9 +40,9 @@ void bind_block(py::module_& m) {
              Context& c = context_arg(ctx);
              const BlockOptions opts = block_options(precision, check_finite);
              auto b = std::make_unique<PyBlock>();
+             const int layer_index = layer.is_none() ? -1 : int(integer_arg(layer, "layer", 0, INT_MAX));
              if (py::isinstance<py::dict>(weights.obj) && !layer.is_none())
                fail(ErrorCode::invalid_argument, "layer: only for a checkpoint (a weights dict holds one block's tensors)");
-             const int layer_index = layer.is_none() ? -1 : int_arg(layer, "layer");
              b->obj = make_layer<GatedAttention, BlockConfig>(
                  c, config.obj, weights.obj, opts, "BlockConfig", load_config,
                  [layer_index](const Checkpoint& ckpt, const BlockConfig& cfg) { return block_tensors(ckpt, cfg, layer_index); });
@@ -126,7 +126,7 @@ void bind_block(py::module_& m) {
           "reserve_cache",
           [](PyBlock& self, arg::Int batch, arg::Int capacity) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            const int b = int_arg(batch, "batch"), c = int_arg(capacity, "capacity");
+            const int b = int(integer_arg(batch, "batch", 1, INT_MAX)), c = int(integer_arg(capacity, "capacity", 1, INT_MAX));
             py::gil_scoped_release nogil;
             self.obj->reserve_cache(b, c);
           },
@@ -141,7 +141,7 @@ void bind_block(py::module_& m) {
             const int64_t B = k.shape[0], L = k.shape[2];
             expect_shape(k.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "key");
             expect_shape(v.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "value");
-            const int cap = capacity.is_none() ? int(L) : int_arg(capacity, "capacity");
+            const int cap = capacity.is_none() ? int(L) : int(integer_arg(capacity, "capacity", 0, INT_MAX));
             py::gil_scoped_release nogil;
             self.obj->load_cache(k.data, v.data, int(B), int(L), cap);
           },

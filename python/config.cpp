@@ -226,7 +226,7 @@ void bind_gla_config(py::module_& m) {
       "gla_expected_weights",
       [](arg::GlaConfig config, arg::Int low_rank_dim, arg::Str output_norm, arg::Bool attn_norm) {
         const GlaConfig c = config_arg<GlaConfig>(config, "config", "GlaConfig");
-        GlaForms forms{int_arg(low_rank_dim, "low_rank_dim"), str_arg(output_norm, "output_norm"),
+        GlaForms forms{int(integer_arg(low_rank_dim, "low_rank_dim", 0, INT_MAX)), str_arg(output_norm, "output_norm"),
                        bool_arg(attn_norm, "attn_norm")};
         return spec_dict(gla_expected_weights(c, forms));
       },

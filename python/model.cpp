@@ -253,7 +253,7 @@ void bind_model(py::module_& m) {
           "start",
           [](PyModel& self, arg::Int batch, arg::Int capacity) {
             Busy::Scope guard(self.busy, "this Model");
-            const int b = int_arg(batch, "batch"), c = int_arg(capacity, "capacity");
+            const int b = int(integer_arg(batch, "batch", 1, INT_MAX)), c = int(integer_arg(capacity, "capacity", 1, INT_MAX));
             auto s = std::make_unique<PySequence>();
             s->seq.emplace(self.model->start(b, c));
             return s;

@@ -162,9 +162,16 @@ void bind_block_oracle(py::module_& r) {
         std::vector<py::array> holders;
         const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
         FloatArg X = float_arg(x, "x", 3);
+        if (past_key.is_none() != past_value.is_none())
+          fail(ErrorCode::invalid_argument, "past_key, past_value: give both or neither");
         FloatArg pk = optional_float_arg(past_key, "past_key", 4), pv = optional_float_arg(past_value, "past_value", 4);
         FloatArg mask = optional_float_arg(attention_mask, "attention_mask", 4);
         const int64_t B = X.shape[0], T = X.shape[1], P = past_key.is_none() ? 0 : pk.shape[2];
+        if (!past_key.is_none()) {
+          expect_shape(pk.shape, {B, cfg.num_kv_heads, P, cfg.head_dim}, "past_key");
+          expect_shape(pv.shape, {B, cfg.num_kv_heads, P, cfg.head_dim}, "past_value");
+        }
+        if (!attention_mask.is_none()) expect_shape(mask.shape, {B, 1, T, P + T}, "attention_mask");
         reference::Inputs in;
         in.hidden = X.data;
         in.batch = B;
@@ -240,7 +247,7 @@ void bind_model_oracle(py::module_& r) {
         std::vector<py::array> holders;
         const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
         IdsArg a = ids_arg(prompt, "prompt");
-        const int max_new_tokens = int_arg(max_new_tokens_arg, "max_new_tokens");
+        const int max_new_tokens = int(integer_arg(max_new_tokens_arg, "max_new_tokens", 0, INT_MAX));
         const bool stop_at_eos = bool_arg(stop_at_eos_arg, "stop_at_eos");
         std::vector<int64_t> ids;
         {
