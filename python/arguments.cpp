@@ -140,7 +140,8 @@ std::string str_arg(const py::handle& obj, const char* what, ErrorCode code) {
 }
 
 py::dict dict_arg(const py::handle& obj, const char* what, const char* expected) {
-  if (!PyDict_Check(obj.ptr())) refuse(ErrorCode::invalid_argument, what, std::string("expected ") + expected + ", got " + describe(obj));
+  if (!PyDict_Check(obj.ptr()))
+    refuse(ErrorCode::invalid_argument, what, std::string("expected ") + expected + ", got " + describe(obj));
   return py::reinterpret_borrow<py::dict>(obj);
 }
 
@@ -148,7 +149,8 @@ std::string device_arg(const py::handle& obj) {
   if (obj.is_none()) return "";
   // an index as text: the library's selector says when none matches
   if (is_integer(obj)) return std::to_string(integer_arg(obj, "device", 0, INT_MAX));
-  if (!PyUnicode_Check(obj.ptr())) refuse(ErrorCode::invalid_argument, "device", "expected an index, a name or None, got " + describe(obj));
+  if (!PyUnicode_Check(obj.ptr()))
+    refuse(ErrorCode::invalid_argument, "device", "expected an index, a name or None, got " + describe(obj));
   std::string s = str_arg(obj, "device");
   if (s.empty()) refuse(ErrorCode::invalid_argument, "device", "an empty selector (pass None for the best device)");
   return s;
