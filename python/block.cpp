@@ -35,15 +35,16 @@ void bind_block(py::module_& m) {
                       "check_finite: refuse NaN/Inf in weights, inputs and outputs (vkgate.Error 'non_finite').\n\n"
                       "A missing or misshapen weight raises vkgate.Error here, naming it. One block is used\n"
                       "by one thread at a time; give each thread its own.")
-      .def(py::init([](Context& ctx, const py::object& config, const py::object& weights, const py::object& layer,
-                       const std::string& precision, bool check_finite) {
+      .def(py::init([](arg::Context ctx, arg::OptionalBlockConfig config, arg::WeightsOrPath weights,
+                       arg::OptionalInt layer, arg::Str precision, arg::Bool check_finite) {
+             Context& c = context_arg(ctx);
              const BlockOptions opts = block_options(precision, check_finite);
              auto b = std::make_unique<PyBlock>();
-             if (py::isinstance<py::dict>(weights) && !layer.is_none())
+             const int layer_index = layer.is_none() ? -1 : int(integer_arg(layer, "layer", 0, INT_MAX));
+             if (py::isinstance<py::dict>(weights.obj) && !layer.is_none())
                fail(ErrorCode::invalid_argument, "layer: only for a checkpoint (a weights dict holds one block's tensors)");
-             const int layer_index = layer.is_none() ? -1 : int_arg(layer, "layer");
              b->obj = make_layer<GatedAttention, BlockConfig>(
-                 ctx, config, weights, opts, "BlockConfig", load_config,
+                 c, config.obj, weights.obj, opts, "BlockConfig", load_config,
                  [layer_index](const Checkpoint& ckpt, const BlockConfig& cfg) { return block_tensors(ckpt, cfg, layer_index); });
              return b;
            }),
@@ -51,9 +52,12 @@ void bind_block(py::module_& m) {
            py::arg("precision") = "fp32", py::arg("check_finite") = true, py::keep_alive<1, 2>())
       .def(
           "forward",
-          [](PyBlock& self, const py::object& x, const py::object& past_key, const py::object& past_value,
-             const py::object& attention_mask, bool stats, bool return_cache, bool use_device_cache) -> py::object {
+          [](PyBlock& self, arg::Floats x, arg::OptionalFloats past_key, arg::OptionalFloats past_value,
+             arg::OptionalFloats attention_mask, arg::Bool stats_arg, arg::Bool return_cache_arg,
+             arg::Bool use_device_cache_arg) -> py::object {
             Busy::Scope guard(self.busy, "this GatedAttention");
+            const bool stats = bool_arg(stats_arg, "stats"), return_cache = bool_arg(return_cache_arg, "return_cache"),
+                       use_device_cache = bool_arg(use_device_cache_arg, "use_device_cache");
             const BlockConfig& cfg = self.obj->config();
             FloatArg h = hidden_arg(x, cfg.hidden_size);
             const int64_t B = h.shape[0], T = h.shape[1];
@@ -120,23 +124,24 @@ void bind_block(py::module_& m) {
           "(output[, present_key, present_value][, stats]). The GIL is released while the device runs.")
       .def(
           "reserve_cache",
-          [](PyBlock& self, int batch, int capacity) {
+          [](PyBlock& self, arg::Int batch, arg::Int capacity) {
             Busy::Scope guard(self.busy, "this GatedAttention");
+            const int b = int(integer_arg(batch, "batch", 1, INT_MAX)), c = int(integer_arg(capacity, "capacity", 1, INT_MAX));
             py::gil_scoped_release nogil;
-            self.obj->reserve_cache(batch, capacity);
+            self.obj->reserve_cache(b, c);
           },
           py::arg("batch"), py::arg("capacity"),
           "An empty device-resident KV cache with room for `capacity` positions per batch row.")
       .def(
           "load_cache",
-          [](PyBlock& self, const py::object& key, const py::object& value, const py::object& capacity) {
+          [](PyBlock& self, arg::Floats key, arg::Floats value, arg::OptionalInt capacity) {
             Busy::Scope guard(self.busy, "this GatedAttention");
             const BlockConfig& cfg = self.obj->config();
             FloatArg k = float_arg(key, "key", 4), v = float_arg(value, "value", 4);
             const int64_t B = k.shape[0], L = k.shape[2];
             expect_shape(k.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "key");
             expect_shape(v.shape, {B, cfg.num_kv_heads, L, cfg.head_dim}, "value");
-            const int cap = capacity.is_none() ? int(L) : int_arg(capacity, "capacity");
+            const int cap = capacity.is_none() ? int(L) : int(integer_arg(capacity, "capacity", 0, INT_MAX));
             py::gil_scoped_release nogil;
             self.obj->load_cache(k.data, v.data, int(B), int(L), cap);
           },
@@ -152,9 +157,9 @@ void bind_block(py::module_& m) {
           "Positions held by the device-resident cache.")
       .def(
           "truncate_cache",
-          [](PyBlock& self, int length) {
+          [](PyBlock& self, arg::Int length) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            self.obj->truncate_cache(length);
+            self.obj->truncate_cache(int_arg(length, "length"));
           },
           py::arg("length"), "Forgets the cached positions from `length` on.")
       .def(
@@ -166,9 +171,9 @@ void bind_block(py::module_& m) {
           "[(stage, microseconds)] of the last forward's dispatches (empty without GPU timestamps).")
       .def(
           "set_poison",
-          [](PyBlock& self, bool on) {
+          [](PyBlock& self, arg::Bool on) {
             Busy::Scope guard(self.busy, "this GatedAttention");
-            self.obj->set_poison(on);
+            self.obj->set_poison(bool_arg(on, "on"));
           },
           py::arg("on"), "Fill every intermediate with NaN before each forward (tests).")
       .def_property_readonly("config", [](PyBlock& self) { return self.obj->config(); }, "A copy of the BlockConfig.")

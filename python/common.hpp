@@ -8,6 +8,8 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -37,6 +39,136 @@ void bind_errors(py::module_& m);
 [[noreturn]] void fail(ErrorCode code, const std::string& message);
 const char* code_name(ErrorCode code) noexcept;
 
+// ---- user arguments (arguments.cpp)
+//
+// Every argument a user passes reaches the binding as the object given (Arg<Kind>
+// below, or py::object), and is converted by one of these functions, which
+// refuses anything else with a vkgate.Error naming the argument: never
+// pybind11's overload TypeError, which lists every argument's repr (a weights
+// dict's arrays included). Values quoted in messages are cut short (describe).
+
+// A type name and a short repr of `obj` for a message: "None", "str 'abc'",
+// "int 1099511627776", "numpy.ndarray float64 [2, 3]", "dict".
+std::string describe(const py::handle& obj);
+
+// An integer (a Python int or anything with __index__, such as numpy.int64;
+// not a bool) within [lo, hi], else an Error(code) naming `what`.
+int64_t integer_arg(const py::handle& obj, const char* what, int64_t lo, int64_t hi,
+                    ErrorCode code = ErrorCode::invalid_argument);
+uint64_t uint64_arg(const py::handle& obj, const char* what, ErrorCode code = ErrorCode::invalid_argument);
+// A C++ int.
+int int_arg(const py::handle& obj, const char* what, ErrorCode code = ErrorCode::invalid_argument);
+// True or False (or numpy.bool_).
+bool bool_arg(const py::handle& obj, const char* what, ErrorCode code = ErrorCode::invalid_argument);
+// A real number (int, float or a numpy scalar; not a bool or a str).
+double float_value_arg(const py::handle& obj, const char* what, ErrorCode code = ErrorCode::invalid_argument);
+// A str as UTF-8; a lone surrogate (which UTF-8 cannot encode) is refused naming its index.
+std::string str_arg(const py::handle& obj, const char* what, ErrorCode code = ErrorCode::invalid_argument);
+// A dict, else an Error naming `what` and `expected` ("a dict {name: numpy array}").
+py::dict dict_arg(const py::handle& obj, const char* what, const char* expected);
+
+// `obj` as the bound C++ type T (a reference to the object held by Python),
+// else an Error naming `what` and `type_name` ("Context").
+template <class T>
+T& instance_arg(const py::handle& obj, const char* what, const char* type_name) {
+  if (!py::isinstance<T>(obj))
+    fail(ErrorCode::invalid_argument, std::string(what) + ": expected a vkgate." + type_name + ", got " + describe(obj));
+  return obj.cast<T&>();
+}
+// A copy of a bound config (BlockConfig, GlaConfig, ModelConfig).
+template <class T>
+T config_arg(const py::handle& obj, const char* what, const char* type_name) {
+  return instance_arg<T>(obj, what, type_name);
+}
+
+// The argument as given, for a function to convert with the functions above;
+// Kind::name is the type help() shows ("int"). Its caster accepts any object,
+// so a wrong one reaches the conversion that names it.
+template <class Kind>
+struct Arg {
+  py::object obj;
+  operator const py::handle&() const { return obj; }
+  bool is_none() const { return obj.is_none(); }
+};
+namespace kind {
+#define VKGATE_ARG_KIND(Name, text) \
+  struct Name {                     \
+    static constexpr auto name = py::detail::const_name(text); \
+  };
+VKGATE_ARG_KIND(Int, "int")
+VKGATE_ARG_KIND(OptionalInt, "Optional[int]")
+VKGATE_ARG_KIND(Bool, "bool")
+VKGATE_ARG_KIND(Float, "float")
+VKGATE_ARG_KIND(Str, "str")
+VKGATE_ARG_KIND(Path, "Union[str, os.PathLike]")
+VKGATE_ARG_KIND(Context, "vkgate.Context")
+VKGATE_ARG_KIND(Sequence, "vkgate.Sequence")
+VKGATE_ARG_KIND(BlockConfig, "vkgate.BlockConfig")
+VKGATE_ARG_KIND(OptionalBlockConfig, "Optional[vkgate.BlockConfig]")
+VKGATE_ARG_KIND(OptionalGlaConfig, "Optional[vkgate.GlaConfig]")
+VKGATE_ARG_KIND(GlaConfig, "vkgate.GlaConfig")
+VKGATE_ARG_KIND(ModelConfig, "vkgate.ModelConfig")
+VKGATE_ARG_KIND(Weights, "Dict[str, numpy.ndarray]")
+VKGATE_ARG_KIND(WeightsOrPath, "Union[Dict[str, numpy.ndarray], str, os.PathLike]")
+VKGATE_ARG_KIND(Floats, "numpy.ndarray")
+VKGATE_ARG_KIND(OptionalFloats, "Optional[numpy.ndarray]")
+VKGATE_ARG_KIND(Ids, "numpy.ndarray")
+VKGATE_ARG_KIND(Device, "Union[None, int, str]")
+#undef VKGATE_ARG_KIND
+}  // namespace kind
+// The parameter types of the bindings: arg::Int capacity, arg::Floats x, ...
+namespace arg {
+using Int = Arg<kind::Int>;
+using OptionalInt = Arg<kind::OptionalInt>;
+using Bool = Arg<kind::Bool>;
+using Float = Arg<kind::Float>;
+using Str = Arg<kind::Str>;
+using Path = Arg<kind::Path>;
+using Context = Arg<kind::Context>;
+using Sequence = Arg<kind::Sequence>;
+using BlockConfig = Arg<kind::BlockConfig>;
+using OptionalBlockConfig = Arg<kind::OptionalBlockConfig>;
+using GlaConfig = Arg<kind::GlaConfig>;
+using OptionalGlaConfig = Arg<kind::OptionalGlaConfig>;
+using ModelConfig = Arg<kind::ModelConfig>;
+using Weights = Arg<kind::Weights>;
+using WeightsOrPath = Arg<kind::WeightsOrPath>;
+using Floats = Arg<kind::Floats>;
+using OptionalFloats = Arg<kind::OptionalFloats>;
+using Ids = Arg<kind::Ids>;
+using Device = Arg<kind::Device>;
+}  // namespace arg
+
+// The Context argument of a constructor.
+inline Context& context_arg(const py::handle& obj) { return instance_arg<Context>(obj, "ctx", "Context"); }
+
+// The device index/name of Context(device=...): None, an int or a non-empty str.
+std::string device_arg(const py::handle& obj);
+
+// Python's signal handlers (Ctrl-C's KeyboardInterrupt) run only when the
+// thread holding the GIL checks for them. A C++ loop that runs without the GIL
+// calls poll() between its steps: it takes the GIL (at most every 50 ms), runs
+// the handlers, and when one raised, keeps that exception and returns false,
+// so that the loop stops where it stands; raise_pending() (with the GIL, after
+// the loop) raises it.
+class Interrupts {
+ public:
+  bool poll();
+  void raise_pending();
+
+ private:
+  std::chrono::steady_clock::time_point next_check_{};
+  std::optional<py::error_already_set> raised_;
+};
+
+// Wraps every function, method, static method and constructor of `m` (and its
+// submodules' and classes') so that an overload failure, which the Arg<>
+// arguments leave only for a missing, unknown or surplus argument (or a typed
+// parameter bound elsewhere), raises vkgate.Error('invalid_argument') naming
+// the argument and the signature instead of pybind11's TypeError. Called last
+// in the module's initialisation.
+void guard_arguments(py::module_& m);
+
 // ---- numpy in and out (convert.cpp)
 
 // A float32 array as the library reads it: `data` views the caller's buffer
@@ -59,17 +191,6 @@ struct IdsArg {
   std::span<const int64_t> data;
 };
 IdsArg ids_arg(const py::handle& obj, const char* what);
-
-// A Python int that fits an int, else an Error naming `what`.
-int int_arg(const py::handle& obj, const char* what);
-// `obj` as a bound C++ type T, else an Error naming `what` and `type_name`.
-template <class T>
-T config_arg(const py::handle& obj, const char* what, const char* type_name) {
-  if (!py::isinstance<T>(obj))
-    fail(ErrorCode::invalid_argument, std::string(what) + ": expected a vkgate." + type_name + ", got " +
-                                          py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
-  return obj.cast<T>();
-}
 
 // Hidden states x: float32 [batch, tokens, hidden_size].
 FloatArg hidden_arg(const py::handle& x, int hidden_size);
@@ -126,15 +247,20 @@ E parse_enum(const std::string& s, const std::array<E, N>& values, const std::st
   fail(code, what + ": expected one of " + allowed + ", got '" + s + "'");
 }
 
-inline Precision parse_precision(const std::string& s) { return parse_enum(s, kPrecisions, "precision"); }
-inline BlockOptions block_options(const std::string& precision, bool check_finite) {
+// The same for an argument: a str naming one of the values.
+template <class E, size_t N>
+E enum_arg(const py::handle& obj, const std::array<E, N>& values, const char* what) {
+  return parse_enum(str_arg(obj, what), values, what);
+}
+
+inline BlockOptions block_options(const py::handle& precision, const py::handle& check_finite) {
   BlockOptions o;
-  o.precision = parse_precision(precision);
-  o.check_finite = check_finite;
+  o.precision = enum_arg(precision, kPrecisions, "precision");
+  o.check_finite = bool_arg(check_finite, "check_finite");
   return o;
 }
 
-// os.fspath(obj) of a str or path-like `obj`, else an Error naming `what`.
+// os.fspath(obj) of a str or path-like `obj` (no NUL, no lone surrogate), else an Error naming `what`.
 std::string fspath(const py::handle& obj, const char* what);
 bool is_path(const py::handle& obj);
 // The `weights` argument of a block or layer that is not a dict: a checkpoint path, else an Error.
@@ -216,3 +342,16 @@ void bind_gla(py::module_& m);
 void bind_reference(py::module_& m);
 
 }  // namespace vkgate::py_bind
+
+// Arg<Kind>'s caster: any object loads (the function's own conversion checks it).
+namespace pybind11::detail {
+template <class Kind>
+struct type_caster<vkgate::py_bind::Arg<Kind>> {
+  PYBIND11_TYPE_CASTER(vkgate::py_bind::Arg<Kind>, Kind::name);
+  bool load(handle src, bool) {
+    value.obj = reinterpret_borrow<object>(src);
+    return true;
+  }
+  static handle cast(const vkgate::py_bind::Arg<Kind>& a, return_value_policy, handle) { return a.obj.inc_ref(); }
+};
+}  // namespace pybind11::detail

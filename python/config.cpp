@@ -12,6 +12,48 @@ namespace vkgate::py_bind {
 
 namespace {
 
+// A field's value as its C++ type, else Error(invalid_config) naming the field.
+template <class T>
+T field_value(const py::handle& v, const char* field) {
+  constexpr ErrorCode code = ErrorCode::invalid_config;
+  if constexpr (std::is_same_v<T, int>) {
+    return int_arg(v, field, code);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return bool_arg(v, field, code);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return float_value_arg(v, field, code);
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return str_arg(v, field, code);
+  } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+    if (v.is_none()) return std::nullopt;
+    return float_value_arg(v, field, code);
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<int64_t>>) {
+    if (!PyList_Check(v.ptr()) && !PyTuple_Check(v.ptr()))
+      fail(code, std::string(field) + ": expected a list, got " + describe(v));
+    T r;
+    const py::sequence items = py::reinterpret_borrow<py::sequence>(v);
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string at = std::string(field) + "[" + std::to_string(i) + "]";
+      if constexpr (std::is_same_v<T, std::vector<std::string>>)
+        r.push_back(str_arg(items[i], at.c_str(), code));
+      else
+        r.push_back(integer_arg(items[i], at.c_str(), INT64_MIN, INT64_MAX, code));
+    }
+    return r;
+  } else if constexpr (std::is_same_v<T, BlockConfig>) {
+    return config_arg<BlockConfig>(v, field, "BlockConfig");
+  } else if constexpr (std::is_same_v<T, std::optional<GlaConfig>>) {
+    if (v.is_none()) return std::nullopt;
+    return config_arg<GlaConfig>(v, field, "GlaConfig");
+  } else {
+    try {
+      return v.cast<T>();
+    } catch (const py::cast_error&) {
+      fail(code, std::string(field) + ": a value of the wrong type, " + describe(v));
+    }
+  }
+}
+
 // Binds fields and remembers their names, so that Config(**kwargs) can refuse
 // a misspelt keyword instead of ignoring it.
 template <class C>
@@ -20,9 +62,13 @@ struct Fields {
   const char* cls_name;
   std::vector<std::string> names;
 
+  // A read/write attribute whose setter checks the value (field_value).
   template <class T>
   Fields& field(const char* name, T C::*member, const char* doc) {
-    cls.def_readwrite(name, member, doc);
+    std::string full = std::string(cls_name) + "." + name;
+    cls.def_property(
+        name, [member](const C& c) -> const T& { return c.*member; },  // a reference, as def_readwrite gives
+        [member, full](C& c, const py::object& v) { c.*member = field_value<T>(v, full.c_str()); }, doc);
     names.emplace_back(name);
     return *this;
   }
@@ -33,8 +79,9 @@ struct Fields {
     std::string field = std::string(cls_name) + "." + name;
     cls.def_property(
         name, [member](const C& c) { return std::string(to_string(c.*member)); },
-        [member, values, field](C& c, const std::string& s) {
-          c.*member = parse_enum(s, values, field, ErrorCode::invalid_config);
+        [member, values, field](C& c, const py::object& v) {
+          c.*member = parse_enum(str_arg(v, field.c_str(), ErrorCode::invalid_config), values, field,
+                                 ErrorCode::invalid_config);
         },
         doc);
     names.emplace_back(name);
@@ -49,7 +96,7 @@ struct Fields {
               auto c = std::make_unique<C>();
               py::object view = py::cast(c.get(), py::return_value_policy::reference);
               for (auto [key, value] : kw) {
-                const std::string k = py::str(key).cast<std::string>();
+                const std::string k = str_arg(key, "keyword", ErrorCode::invalid_config);
                 if (std::find(names_copy.begin(), names_copy.end(), k) == names_copy.end())
                   fail(ErrorCode::invalid_config, cname + ": no field '" + k + "'");
                 py::setattr(view, key, value);
@@ -117,7 +164,8 @@ void bind_block_config(py::module_& m) {
       .field("model_type", &BlockConfig::model_type, "config.json's model_type");
   f.finish();
   cls.def("validate", &BlockConfig::validate, "Raises vkgate.Error('invalid_config') naming the field when impossible.")
-      .def("check_layer", &BlockConfig::check_layer, py::arg("layer"),
+      .def("check_layer", [](const BlockConfig& c, arg::Int layer) { c.check_layer(int_arg(layer, "layer")); },
+           py::arg("layer"),
            "Raises vkgate.Error('invalid_argument') when `layer` is not a full-attention layer of the model.")
       .def_property_readonly("group_size", &BlockConfig::group_size)
       .def_property_readonly("rotary_dim", &BlockConfig::rotary_dim)
@@ -127,11 +175,19 @@ void bind_block_config(py::module_& m) {
       .def_static("qwen3_next_attention", &BlockConfig::qwen3_next_attention,
                   "Qwen3-Next-80B-A3B's attention (the demo's shape).");
 
-  m.def("load_config", &load_config, py::arg("path"),
+  m.def("load_config", [](arg::Path path) { return load_config(fspath(path, "path")); }, py::arg("path"),
         "A Hugging Face config.json file as a BlockConfig (vkgate.Error naming the file and key).");
-  m.def("parse_config_json", &parse_config_json, py::arg("json_text"), py::arg("source") = "config.json",
+  m.def("parse_config_json",
+        [](arg::Str json_text, arg::Str source) {
+          return parse_config_json(str_arg(json_text, "json_text"), str_arg(source, "source"));
+        },
+        py::arg("json_text"), py::arg("source") = "config.json",
         "config.json text as a BlockConfig; `source` starts every error message.");
-  m.def("expected_weights", [](const BlockConfig& c) { return spec_dict(expected_weights(c)); }, py::arg("config"),
+  m.def("expected_weights",
+        [](arg::BlockConfig config) {
+          return spec_dict(expected_weights(config_arg<BlockConfig>(config, "config", "BlockConfig")));
+        },
+        py::arg("config"),
         "{name: shape} of every tensor the block needs (bare names, PyTorch [out, in] layout), in order.");
 }
 
@@ -159,12 +215,19 @@ void bind_gla_config(py::module_& m) {
       .def_property_readonly("head_k_dim", &GlaConfig::head_k_dim)
       .def_property_readonly("head_v_dim", &GlaConfig::head_v_dim)
       .def_property_readonly("scale", &GlaConfig::scale);
-  m.def("load_gla_config", &load_gla_config, py::arg("path"), "A GLA layer's or model's config.json as a GlaConfig.");
-  m.def("parse_gla_config_json", &parse_gla_config_json, py::arg("json_text"), py::arg("source") = "config.json");
+  m.def("load_gla_config", [](arg::Path path) { return load_gla_config(fspath(path, "path")); }, py::arg("path"), "A GLA layer's or model's config.json as a GlaConfig.");
+  m.def(
+      "parse_gla_config_json",
+      [](arg::Str json_text, arg::Str source) {
+        return parse_gla_config_json(str_arg(json_text, "json_text"), str_arg(source, "source"));
+      },
+      py::arg("json_text"), py::arg("source") = "config.json");
   m.def(
       "gla_expected_weights",
-      [](const GlaConfig& c, int low_rank_dim, const std::string& output_norm, bool attn_norm) {
-        GlaForms forms{low_rank_dim, output_norm, attn_norm};
+      [](arg::GlaConfig config, arg::Int low_rank_dim, arg::Str output_norm, arg::Bool attn_norm) {
+        const GlaConfig c = config_arg<GlaConfig>(config, "config", "GlaConfig");
+        GlaForms forms{int(integer_arg(low_rank_dim, "low_rank_dim", 0, INT_MAX)), str_arg(output_norm, "output_norm"),
+                       bool_arg(attn_norm, "attn_norm")};
         return spec_dict(gla_expected_weights(c, forms));
       },
       py::arg("config"), py::arg("low_rank_dim") = 0, py::arg("output_norm") = "", py::arg("attn_norm") = false,
@@ -191,10 +254,18 @@ void bind_model_config(py::module_& m) {
       .field("eos_token_ids", &ModelConfig::eos_token_ids, "generation stops after any of these");
   f.finish();
   cls.def("validate", &ModelConfig::validate).def_property_readonly("hidden_size", &ModelConfig::hidden_size);
-  m.def("load_model_config", &load_model_config, py::arg("dir"),
+  m.def("load_model_config", [](arg::Path dir) { return load_model_config(fspath(dir, "dir")); }, py::arg("dir"),
         "DIR/config.json (and generation_config.json) as a ModelConfig.");
-  m.def("parse_model_config_json", &parse_model_config_json, py::arg("json_text"), py::arg("source") = "config.json");
-  m.def("expected_model_weights", [](const ModelConfig& c) { return spec_dict(expected_model_weights(c)); },
+  m.def(
+      "parse_model_config_json",
+      [](arg::Str json_text, arg::Str source) {
+        return parse_model_config_json(str_arg(json_text, "json_text"), str_arg(source, "source"));
+      },
+      py::arg("json_text"), py::arg("source") = "config.json");
+  m.def("expected_model_weights",
+        [](arg::ModelConfig config) {
+          return spec_dict(expected_model_weights(config_arg<ModelConfig>(config, "config", "ModelConfig")));
+        },
         py::arg("config"), "{full Hugging Face name: shape} of every tensor of the model, in order.");
 }
 

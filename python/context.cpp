@@ -64,21 +64,11 @@ void bind_context(py::module_& m) {
   py::class_<Context>(m, "Context",
                       "The Vulkan instance and the chosen device, shared by the blocks and models made on it.\n"
                       "Every object made on a Context keeps it alive.")
-      .def(py::init([](const py::object& device, bool validation, uint64_t device_memory_limit) {
+      .def(py::init([](arg::Device device, arg::Bool validation, arg::Int device_memory_limit) {
              ContextOptions o;
-             if (py::isinstance<py::bool_>(device)) {
-               fail(ErrorCode::invalid_argument, "device: expected an index, a name or None, got a bool");
-             } else if (py::isinstance<py::int_>(device)) {
-               o.device = py::str(device);  // the index as text: the library's selector says when none matches
-             } else if (py::isinstance<py::str>(device)) {
-               o.device = device.cast<std::string>();
-               if (o.device.empty())
-                 fail(ErrorCode::invalid_argument, "device: an empty selector (pass None for the best device)");
-             } else if (!device.is_none()) {
-               fail(ErrorCode::invalid_argument, "device: expected an index, a name or None");
-             }
-             o.validation = validation;
-             o.device_memory_limit = device_memory_limit;
+             o.device = device_arg(device);
+             o.validation = bool_arg(validation, "validation");
+             o.device_memory_limit = uint64_arg(device_memory_limit, "device_memory_limit");
              py::gil_scoped_release nogil;
              return std::make_unique<Context>(o);
            }),

@@ -8,6 +8,22 @@ namespace vkgate::py_bind {
 
 namespace {
 
+// numpy's conversion of `obj` to Array, or a null array when numpy refuses it
+// (TypeError, ValueError, OverflowError: a ragged list, an int beyond 64 bits);
+// KeyboardInterrupt and the like pass.
+// (A default py::array is an empty float64 array, not a null one.)
+template <class Array>
+py::array numpy_ensure(const py::handle& obj) {
+  try {
+    py::array a = Array::ensure(obj);
+    if (a) return a;
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_Exception)) throw;
+  }
+  PyErr_Clear();
+  return py::reinterpret_steal<py::array>(py::handle());
+}
+
 std::string dtype_name(const py::array& a) { return py::str(a.dtype()).cast<std::string>(); }
 
 std::vector<int64_t> shape_of(const py::array& a) {
@@ -30,16 +46,13 @@ FloatArg float_arg(const py::handle& obj, const char* what, int ndim) {
   FloatArg r;
   if (!py::isinstance<py::array>(obj)) {
     // A list or scalar: numpy decides whether it is numeric; the conversion is the one copy.
-    py::array a;
-    try {
-      a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(obj);
-    } catch (py::error_already_set&) {
-    }
-    if (!a) {
-      PyErr_Clear();
-      fail(ErrorCode::invalid_argument, std::string(what) + ": expected a float32 numpy array, got " +
-                                            py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
-    }
+    // None, text, a dict or a bool would become a 0-D array (NaN for None) whose shape
+    // message would mislead, so they are refused as what they are.
+    const bool not_numbers = obj.is_none() || PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr()) ||
+                             PyDict_Check(obj.ptr()) || PyBool_Check(obj.ptr());
+    const py::array a = not_numbers ? py::reinterpret_steal<py::array>(py::handle())
+                                    : numpy_ensure<py::array_t<float, py::array::c_style | py::array::forcecast>>(obj);
+    if (!a) fail(ErrorCode::invalid_argument, std::string(what) + ": expected a float32 numpy array, got " + describe(obj));
     r.holder = a;
   } else {
     py::array a = py::reinterpret_borrow<py::array>(obj);
@@ -64,46 +77,32 @@ FloatArg optional_float_arg(const py::handle& obj, const char* what, int ndim) {
 
 IdsArg ids_arg(const py::handle& obj, const char* what) {
   IdsArg r;
-  py::array a;
+  py::array a = py::reinterpret_steal<py::array>(py::handle());
   if (py::isinstance<py::array>(obj)) {
     a = py::reinterpret_borrow<py::array>(obj);
     const char kind = a.dtype().kind();
     if (kind != 'i' && kind != 'u')
       fail(ErrorCode::invalid_argument, std::string(what) + ": expected an integer array of token ids, got " + dtype_name(a));
-  } else if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) {
+  } else if (PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr())) {
     fail(ErrorCode::invalid_argument, std::string(what) + ": expected token ids, got a string");
   } else {
-    try {
-      a = py::array::ensure(obj);
-    } catch (py::error_already_set&) {
-    }
-    PyErr_Clear();
+    const bool not_ids = obj.is_none() || PyDict_Check(obj.ptr()) || PyBool_Check(obj.ptr());
+    if (!not_ids) a = numpy_ensure<py::array>(obj);
     if (!a || (a.size() > 0 && a.dtype().kind() != 'i' && a.dtype().kind() != 'u'))
-      fail(ErrorCode::invalid_argument, std::string(what) + ": expected a sequence of integer token ids");
+      fail(ErrorCode::invalid_argument,
+           std::string(what) + ": expected a sequence of integer token ids, got " + describe(obj));
   }
-  if (a.dtype().kind() == 'u' && a.dtype().itemsize() == 8) {
-    // uint64 ids above INT64_MAX would wrap to negative ids; numpy's cast is the check.
-    a = a.attr("astype")(py::dtype::of<int64_t>(), py::arg("casting") = "same_kind").cast<py::array>();
+  if (a.dtype().kind() == 'u' && a.dtype().itemsize() == 8 && a.size() > 0) {
+    // uint64 ids above INT64_MAX would wrap to negative ids in the int64 copy.
+    const py::object top = a.attr("max")();
+    if (top.cast<uint64_t>() > uint64_t(INT64_MAX))
+      fail(ErrorCode::invalid_argument, std::string(what) + ": id " + std::string(py::str(top)) + " is beyond int64");
   }
-  r.holder = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
-  if (!r.holder) {
-    PyErr_Clear();
-    fail(ErrorCode::invalid_argument, std::string(what) + ": cannot convert to int64 token ids");
-  }
+  r.holder = numpy_ensure<py::array_t<int64_t, py::array::c_style | py::array::forcecast>>(a);
+  if (!r.holder) fail(ErrorCode::invalid_argument, std::string(what) + ": cannot convert to int64 token ids");
   r.shape = shape_of(r.holder);
   r.data = std::span<const int64_t>(static_cast<const int64_t*>(r.holder.data()), size_t(r.holder.size()));
   return r;
-}
-
-int int_arg(const py::handle& obj, const char* what) {
-  if (!py::isinstance<py::int_>(obj) || py::isinstance<py::bool_>(obj))
-    fail(ErrorCode::invalid_argument, std::string(what) + ": expected an int, got " +
-                                          py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(obj.ptr(), &overflow);
-  if (overflow || v < INT32_MIN || v > INT32_MAX)
-    fail(ErrorCode::invalid_argument, std::string(what) + ": " + py::str(obj).cast<std::string>() + " is out of range");
-  return int(v);
 }
 
 FloatArg hidden_arg(const py::handle& x, int hidden_size) {
@@ -136,9 +135,8 @@ py::array weight_array(const py::handle& value, const std::string& name, const c
 
 std::string key_of(const py::handle& key, const char* what) {
   if (!py::isinstance<py::str>(key))
-    fail(ErrorCode::invalid_argument, std::string(what) + ": every key must be a tensor name (str), got " +
-                                          py::str(py::type::handle_of(key).attr("__name__")).cast<std::string>());
-  return key.cast<std::string>();
+    fail(ErrorCode::invalid_argument, std::string(what) + ": every key must be a tensor name (str), got " + describe(key));
+  return str_arg(key, what);
 }
 
 }  // namespace
@@ -171,21 +169,6 @@ WeightMap weight_map(const py::dict& weights, std::vector<py::array>& holders, c
 }
 
 py::str text_of(const std::string& bytes) { return py::bytes(bytes).attr("decode")("utf-8", "replace"); }
-
-bool is_path(const py::handle& obj) { return py::isinstance<py::str>(obj) || py::hasattr(obj, "__fspath__"); }
-
-std::string fspath(const py::handle& obj, const char* what) {
-  if (!is_path(obj))
-    fail(ErrorCode::invalid_argument, std::string(what) + ": expected a path (str or os.PathLike), got " +
-                                          py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
-  return py::str(py::module_::import("os").attr("fspath")(obj));
-}
-
-std::string checkpoint_path(const py::handle& weights) {
-  if (!is_path(weights))
-    fail(ErrorCode::invalid_argument, "weights: expected a dict {name: numpy array} or a checkpoint path");
-  return fspath(weights, "weights");
-}
 
 py::list timings_list(const std::vector<StageTime>& timings) {
   py::list r;

@@ -16,10 +16,12 @@ void bind_gla(py::module_& m) {
                     "weights: a dict {bare name: float32/float16 array} (q_proj.weight, ...; the forms are read from\n"
                     "  which tensors exist: vkgate.gla_expected_weights), or a checkpoint path of one layer.\n"
                     "precision: device storage, 'fp32', 'fp16' or 'bf16'.")
-      .def(py::init([](Context& ctx, const py::object& config, const py::object& weights, const std::string& precision,
-                       bool check_finite) {
+      .def(py::init([](arg::Context ctx, arg::OptionalGlaConfig config, arg::WeightsOrPath weights, arg::Str precision,
+                       arg::Bool check_finite) {
+             Context& c = context_arg(ctx);
+             const BlockOptions opts = block_options(precision, check_finite);
              auto g = std::make_unique<PyGla>();
-             g->obj = make_layer<GlaLayer, GlaConfig>(ctx, config, weights, block_options(precision, check_finite),
+             g->obj = make_layer<GlaLayer, GlaConfig>(c, config.obj, weights.obj, opts,
                                                       "GlaConfig", load_gla_config, gla_layer_tensors);
              return g;
            }),
@@ -27,7 +29,7 @@ void bind_gla(py::module_& m) {
            py::arg("check_finite") = true, py::keep_alive<1, 2>())
       .def(
           "forward",
-          [](PyGla& self, const py::object& x, const py::object& initial_state) {
+          [](PyGla& self, arg::Floats x, arg::OptionalFloats initial_state) {
             Busy::Scope guard(self.busy, "this GlaLayer");
             const GlaConfig& cfg = self.obj->config();
             FloatArg h = hidden_arg(x, cfg.hidden_size);
@@ -58,7 +60,13 @@ void bind_gla(py::module_& m) {
                                r["attn_norm"] = f.attn_norm;
                                return r;
                              })
-      .def("set_poison", [](PyGla& self, bool on) { self.obj->set_poison(on); }, py::arg("on"));
+      .def(
+          "set_poison",
+          [](PyGla& self, arg::Bool on) {
+            Busy::Scope guard(self.busy, "this GlaLayer");
+            self.obj->set_poison(bool_arg(on, "on"));
+          },
+          py::arg("on"));
 }
 
 }  // namespace vkgate::py_bind

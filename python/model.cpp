@@ -16,8 +16,8 @@ struct PyModel {
   std::optional<ModelStats> last_stats;
   Busy busy;
 
-  const Tokenizer& text_tokenizer(const py::object& given) {
-    if (!given.is_none()) return given.cast<const Tokenizer&>();
+  const Tokenizer& text_tokenizer(const py::handle& given) {
+    if (!given.is_none()) return instance_arg<Tokenizer>(given, "tokenizer", "Tokenizer");
     if (!tokenizer) {
       if (dir.empty())
         fail(ErrorCode::invalid_argument, "tokenizer: this model was built from a dict; pass tokenizer=vkgate.Tokenizer(path)");
@@ -90,6 +90,9 @@ struct TextStream {
     std::string piece;
     while (piece.empty()) {
       if (done) throw py::stop_iteration();
+      // Ids that complete no character keep this loop from returning to Python,
+      // which checks for Ctrl-C between next() calls: check here too.
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
       Busy::Scope guard(model->busy, "this Model");
       int64_t id;
       {
@@ -121,7 +124,8 @@ void bind_model(py::module_& m) {
       .def_property_readonly("batch", [](PySequence& s) { return s.seq->batch(); })
       .def_property_readonly("capacity", [](PySequence& s) { return s.seq->capacity(); })
       .def_property_readonly("length", [](PySequence& s) { return s.seq->length(); })
-      .def("truncate", [](PySequence& s, int length) { s.seq->truncate(length); }, py::arg("length"),
+      .def("truncate", [](PySequence& s, arg::Int length) { s.seq->truncate(int_arg(length, "length")); },
+           py::arg("length"),
            "Forgets the positions from `length` on.");
 
   py::class_<TextStream>(m, "TextStream",
@@ -142,7 +146,8 @@ void bind_model(py::module_& m) {
                       "One Model is used by one thread at a time.")
       .def_static(
           "load",
-          [](Context& ctx, const py::object& dir, const std::string& precision, bool check_finite) {
+          [](arg::Context ctx_arg, arg::Path dir, arg::Str precision, arg::Bool check_finite) {
+            Context& ctx = context_arg(ctx_arg);
             const BlockOptions b = block_options(precision, check_finite);
             const ModelOptions o{b.precision, b.check_finite};
             auto pm = std::make_unique<PyModel>();
@@ -155,12 +160,14 @@ void bind_model(py::module_& m) {
           py::keep_alive<0, 1>(),
           "Reads DIR's config.json and checkpoint, checks every tensor and uploads it. Errors name the file\n"
           "and the tensor or key. precision: 'fp32', 'fp16' or 'bf16' device storage.")
-      .def(py::init([](Context& ctx, const ModelConfig& cfg, const py::dict& weights, const std::string& precision,
-                       bool check_finite) {
+      .def(py::init([](arg::Context ctx_arg, arg::ModelConfig config, arg::Weights weights, arg::Str precision,
+                       arg::Bool check_finite) {
+             Context& ctx = context_arg(ctx_arg);
+             const ModelConfig cfg = config_arg<ModelConfig>(config, "config", "ModelConfig");
              const BlockOptions b = block_options(precision, check_finite);
              const ModelOptions o{b.precision, b.check_finite};
              std::vector<py::array> holders;
-             const TensorMap map = tensor_map(weights, holders, "weights");
+             const TensorMap map = tensor_map(dict_arg(weights, "weights", "a dict {name: numpy array}"), holders, "weights");
              auto pm = std::make_unique<PyModel>();
              py::gil_scoped_release nogil;
              pm->model.emplace(ctx, cfg, map, o);
@@ -170,9 +177,10 @@ void bind_model(py::module_& m) {
            py::arg("check_finite") = true, py::keep_alive<1, 2>())
       .def(
           "logits",
-          [](PyModel& self, const py::object& ids, bool stats) -> py::object {
+          [](PyModel& self, arg::Ids ids, arg::Bool stats_arg) -> py::object {
             Busy::Scope guard(self.busy, "this Model");
             IdsArg a = ids_arg(ids, "ids");
+            const bool stats = bool_arg(stats_arg, "stats");
             const auto [B, T] = batch_tokens(a, "ids");
             std::vector<float> out;
             ModelStats st;
@@ -209,7 +217,7 @@ void bind_model(py::module_& m) {
             if (max_new_tokens < 0) fail(ErrorCode::invalid_argument, "max_new_tokens: must not be negative");
             if (py::isinstance<py::str>(prompt)) {
               const Tokenizer& tok = self.text_tokenizer(tokenizer);
-              const std::vector<int32_t> ids32 = tok.encode(prompt.cast<std::string>());
+              const std::vector<int32_t> ids32 = tok.encode(str_arg(prompt, "prompt"));
               if (ids32.empty()) fail(ErrorCode::invalid_argument, "prompt: encodes to no tokens");
               auto s = std::make_unique<TextStream>(self_obj, &self, tok, std::vector<int64_t>(ids32.begin(), ids32.end()),
                                                     max_new_tokens, stop_at_eos);
@@ -222,11 +230,15 @@ void bind_model(py::module_& m) {
             GenerateOptions o;
             o.max_new_tokens = max_new_tokens;
             o.stop_at_eos = stop_at_eos;
+            // Ctrl-C between steps stops the generation and raises KeyboardInterrupt; the model stays usable.
+            Interrupts interrupts;
+            o.on_token = [&interrupts](int64_t) { return interrupts.poll(); };
             GenerateResult r;
             {
               py::gil_scoped_release nogil;
               r = self.model->generate(a.data, o);
             }
+            interrupts.raise_pending();
             const int64_t n = int64_t(r.ids.size());
             return to_numpy(std::move(r.ids), {n});
           },
@@ -239,18 +251,20 @@ void bind_model(py::module_& m) {
           "  tokenizer.json (or `tokenizer`). Stops after an EOS id of the config when stop_at_eos.")
       .def(
           "start",
-          [](PyModel& self, int batch, int capacity) {
+          [](PyModel& self, arg::Int batch, arg::Int capacity) {
             Busy::Scope guard(self.busy, "this Model");
+            const int b = int(integer_arg(batch, "batch", 1, INT_MAX)), c = int(integer_arg(capacity, "capacity", 1, INT_MAX));
             auto s = std::make_unique<PySequence>();
-            s->seq.emplace(self.model->start(batch, capacity));
+            s->seq.emplace(self.model->start(b, c));
             return s;
           },
           py::arg("batch"), py::arg("capacity"), py::keep_alive<0, 1>(),
           "A Sequence of `batch` rows with room for `capacity` positions each.")
       .def(
           "extend",
-          [](PyModel& self, PySequence& seq, const py::object& ids) {
+          [](PyModel& self, arg::Sequence sequence, arg::Ids ids) {
             Busy::Scope guard(self.busy, "this Model");
+            PySequence& seq = instance_arg<PySequence>(sequence, "sequence", "Sequence");
             IdsArg a = ids_arg(ids, "ids");
             const auto [B, T] = batch_tokens(a, "ids");
             if (B != seq.seq->batch())
@@ -283,7 +297,13 @@ void bind_model(py::module_& m) {
       .def_property_readonly("recordings", [](PyModel& self) { return self.model->recordings(); })
       .def("last_timings",
            [](PyModel& self) { return timings_list(self.model->last_timings()); })
-      .def("set_poison", [](PyModel& self, bool on) { self.model->set_poison(on); }, py::arg("on"));
+      .def(
+          "set_poison",
+          [](PyModel& self, arg::Bool on) {
+            Busy::Scope guard(self.busy, "this Model");
+            self.model->set_poison(bool_arg(on, "on"));
+          },
+          py::arg("on"));
 }
 
 }  // namespace vkgate::py_bind

@@ -19,4 +19,5 @@ PYBIND11_MODULE(vkgate, m) {
   bind_gla(m);
   bind_reference(m);
   m.attr("__version__") = VKGATE_VERSION;
+  guard_arguments(m);  // last: wraps every function bound above
 }

@@ -17,12 +17,33 @@ py::array_t<double> doubles(Doubles&& v, const std::vector<int64_t>& shape) {
 }
 
 // A fixed-rank float32 argument and its dims.
-FloatArg dims(const py::object& obj, const char* what, int ndim) { return float_arg(obj, what, ndim); }
+FloatArg dims(const py::handle& obj, const char* what, int ndim) { return float_arg(obj, what, ndim); }
+
+// The `weights` dict of an oracle call.
+py::dict weights_dict(const py::handle& obj) { return dict_arg(obj, "weights", "a dict {name: numpy array}"); }
+
+// Any real array as float64 (the oracle's own values): None, text or a dict refused naming `what`.
+py::array_t<double, py::array::c_style | py::array::forcecast> double_arg(const py::handle& obj, const char* what) {
+  using Doubles64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+  Doubles64 a = py::reinterpret_steal<Doubles64>(py::handle());  // null (a default array_t is an empty one)
+  const bool not_numbers = obj.is_none() || PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr()) ||
+                           PyDict_Check(obj.ptr()) || PyBool_Check(obj.ptr());
+  if (!not_numbers) {
+    try {
+      a = Doubles64::ensure(obj);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_Exception)) throw;
+    }
+    if (!a) PyErr_Clear();
+  }
+  if (!a) fail(ErrorCode::invalid_argument, std::string(what) + ": expected a float array, got " + describe(obj));
+  return a;
+}
 
 void bind_ops(py::module_& r) {
   r.def(
       "linear",
-      [](const py::object& x, const py::object& w, const py::object& b) {
+      [](arg::Floats x, arg::Floats w, arg::OptionalFloats b) {
         FloatArg X = dims(x, "x", 2), W = dims(w, "w", 2), Bv = optional_float_arg(b, "b", 1);
         const int64_t M = X.shape[0], K = X.shape[1], N = W.shape[0];
         expect_shape(W.shape, {N, K}, "w");
@@ -37,28 +58,34 @@ void bind_ops(py::module_& r) {
       py::arg("x"), py::arg("w"), py::arg("b") = py::none(), "x [m, k] @ w[n, k]^T + b[n] in double: [m, n].");
   r.def(
       "rms_norm",
-      [](const py::object& x, const py::object& w, double eps, const std::string& kind) {
+      [](arg::Floats x, arg::Floats w, arg::Float eps, arg::Str kind) {
         FloatArg X = dims(x, "x", 2), W = dims(w, "w", 1);
         expect_shape(W.shape, {X.shape[1]}, "w");
-        const NormKind k = parse_enum(kind, kNormKinds, "kind");
-        return doubles(reference::rms_norm(X.data, W.data, X.shape[0], X.shape[1], eps, k), X.shape);
+        const NormKind k = enum_arg(kind, kNormKinds, "kind");
+        const double e = float_value_arg(eps, "eps");
+        return doubles(reference::rms_norm(X.data, W.data, X.shape[0], X.shape[1], e, k), X.shape);
       },
       py::arg("x"), py::arg("w"), py::arg("eps") = 1e-6, py::arg("kind") = "plain",
       "Each row of x [rows, dim] / sqrt(mean(x^2) + eps) * w ('plain') or * (1 + w) ('zero_centered').");
   r.def(
       "rope",
-      [](const py::object& x, int64_t rotary_dim, double theta, int64_t pos0, const std::string& style) {
+      [](arg::Floats x, arg::Int rotary_dim_arg, arg::Float theta, arg::Int pos0_arg, arg::Str style) {
         FloatArg X = dims(x, "x", 4);
-        const RopeStyle s = parse_enum(style, kRopeStyles, "style");
-        return doubles(reference::rope(X.data, X.shape[0], X.shape[1], X.shape[2], X.shape[3], rotary_dim, theta, pos0, s),
+        const int64_t rotary_dim = integer_arg(rotary_dim_arg, "rotary_dim", 0, X.shape[3]);
+        const int64_t pos0 = integer_arg(pos0_arg, "pos0", 0, INT32_MAX);
+        const RopeStyle s = enum_arg(style, kRopeStyles, "style");
+        return doubles(reference::rope(X.data, X.shape[0], X.shape[1], X.shape[2], X.shape[3], rotary_dim,
+                                       float_value_arg(theta, "theta"), pos0, s),
                        X.shape);
       },
       py::arg("x"), py::arg("rotary_dim"), py::arg("theta") = 10000.0, py::arg("pos0") = 0,
       py::arg("style") = "rotate_half", "RoPE on x [batch, tokens, heads, head_dim]; token t at position pos0 + t.");
   r.def(
       "softmax",
-      [](const py::object& scores, double scale, bool causal, const py::object& mask) {
+      [](arg::Floats scores, arg::Float scale_arg, arg::Bool causal_arg, arg::OptionalFloats mask) {
         FloatArg S = dims(scores, "scores", 4), Mk = optional_float_arg(mask, "mask", 4);
+        const double scale = float_value_arg(scale_arg, "scale");
+        const bool causal = bool_arg(causal_arg, "causal");
         const int64_t B = S.shape[0], H = S.shape[1], T = S.shape[2], K = S.shape[3];
         if (!mask.is_none()) expect_shape(Mk.shape, {B, 1, T, K}, "mask");
         return doubles(reference::softmax(S.data, B, H, T, K, scale, causal, Mk.data), S.shape);
@@ -67,14 +94,16 @@ void bind_ops(py::module_& r) {
       "Row softmax of scale * scores [batch, heads, tokens, keys] (+ additive mask [batch, 1, tokens, keys]).");
   r.def(
       "attention",
-      [](const py::object& q, const py::object& k, const py::object& v, double scale, bool causal,
-         const py::object& mask, const std::string& mapping) {
+      [](arg::Floats q, arg::Floats k, arg::Floats v, arg::Float scale_arg, arg::Bool causal_arg,
+         arg::OptionalFloats mask, arg::Str mapping) {
         FloatArg Q = dims(q, "q", 4), K = dims(k, "k", 4), V = dims(v, "v", 4), Mk = optional_float_arg(mask, "mask", 4);
+        const double scale = float_value_arg(scale_arg, "scale");
+        const bool causal = bool_arg(causal_arg, "causal");
         const int64_t B = Q.shape[0], H = Q.shape[1], T = Q.shape[2], Dh = Q.shape[3], KV = K.shape[1], S = K.shape[2];
         expect_shape(K.shape, {B, KV, S, Dh}, "k");
         expect_shape(V.shape, {B, KV, S, Dh}, "v");
         if (!mask.is_none()) expect_shape(Mk.shape, {B, 1, T, S}, "mask");
-        const GqaMapping g = parse_enum(mapping, kGqaMappings, "mapping");
+        const GqaMapping g = enum_arg(mapping, kGqaMappings, "mapping");
         Doubles y;
         {
           py::gil_scoped_release nogil;
@@ -87,16 +116,18 @@ void bind_ops(py::module_& r) {
       "SDPA with GQA: q [B, H, T, Dh], k and v [B, KV, S, Dh] (the last T keys are the new tokens) -> [B, T, H, Dh].");
   r.def(
       "gate",
-      [](const py::object& y, const py::object& g, int64_t heads, int64_t gate_width, const std::string& activation,
-         const std::string& combine) {
+      [](arg::Floats y, arg::Floats g, arg::Int heads_arg, arg::Int gate_width_arg, arg::Str activation,
+         arg::Str combine) {
         FloatArg Y = dims(y, "y", 2), G = dims(g, "g", 2);
         const int64_t rows = Y.shape[0];
-        if (heads <= 0 || Y.shape[1] % heads) fail(ErrorCode::invalid_argument, "heads: must divide y's width");
+        const int64_t heads = integer_arg(heads_arg, "heads", 1, INT32_MAX);
+        const int64_t gate_width = integer_arg(gate_width_arg, "gate_width", 1, INT32_MAX);
+        if (Y.shape[1] % heads) fail(ErrorCode::invalid_argument, "heads: must divide y's width");
         const int64_t Dh = Y.shape[1] / heads;
         expect_shape(G.shape, {rows, heads * gate_width}, "g");
         return doubles(reference::gate(Y.data, G.data, rows, heads, Dh, gate_width,
-                                       parse_enum(activation, kGateActivations, "activation"),
-                                       parse_enum(combine, kGateCombines, "combine")),
+                                       enum_arg(activation, kGateActivations, "activation"),
+                                       enum_arg(combine, kGateCombines, "combine")),
                        Y.shape);
       },
       py::arg("y"), py::arg("g"), py::arg("heads"), py::arg("gate_width"), py::arg("activation") = "sigmoid",
@@ -104,14 +135,9 @@ void bind_ops(py::module_& r) {
       "y [rows, heads*Dh] combined with act(g), g [rows, heads*gate_width] (gate_width 1 or Dh).");
   r.def(
       "compare",
-      [](const py::object& got, const py::object& want) {
+      [](arg::Floats got, arg::Floats want) {
         FloatArg G = float_arg(got, "got");
-        py::array_t<double, py::array::c_style | py::array::forcecast> W =
-            py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(want);
-        if (!W) {
-          PyErr_Clear();
-          fail(ErrorCode::invalid_argument, "want: expected a float64 array");
-        }
+        const py::array_t<double, py::array::c_style | py::array::forcecast> W = double_arg(want, "want");
         if (size_t(W.size()) != G.data.size())
           fail(ErrorCode::shape_mismatch, "got, want: " + std::to_string(G.data.size()) + " and " +
                                               std::to_string(W.size()) + " elements");
@@ -130,14 +156,22 @@ void bind_ops(py::module_& r) {
 void bind_block_oracle(py::module_& r) {
   r.def(
       "forward",
-      [](const BlockConfig& cfg, const py::dict& weights, const py::object& x, const py::object& past_key,
-         const py::object& past_value, const py::object& attention_mask) {
+      [](arg::BlockConfig config, arg::Weights weights, arg::Floats x, arg::OptionalFloats past_key,
+         arg::OptionalFloats past_value, arg::OptionalFloats attention_mask) {
+        const BlockConfig cfg = config_arg<BlockConfig>(config, "config", "BlockConfig");
         std::vector<py::array> holders;
-        const WeightMap w = weight_map(weights, holders, "weights");
+        const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
         FloatArg X = float_arg(x, "x", 3);
+        if (past_key.is_none() != past_value.is_none())
+          fail(ErrorCode::invalid_argument, "past_key, past_value: give both or neither");
         FloatArg pk = optional_float_arg(past_key, "past_key", 4), pv = optional_float_arg(past_value, "past_value", 4);
         FloatArg mask = optional_float_arg(attention_mask, "attention_mask", 4);
         const int64_t B = X.shape[0], T = X.shape[1], P = past_key.is_none() ? 0 : pk.shape[2];
+        if (!past_key.is_none()) {
+          expect_shape(pk.shape, {B, cfg.num_kv_heads, P, cfg.head_dim}, "past_key");
+          expect_shape(pv.shape, {B, cfg.num_kv_heads, P, cfg.head_dim}, "past_value");
+        }
+        if (!attention_mask.is_none()) expect_shape(mask.shape, {B, 1, T, P + T}, "attention_mask");
         reference::Inputs in;
         in.hidden = X.data;
         in.batch = B;
@@ -187,9 +221,10 @@ py::dict model_result(reference::ModelResult&& res, const ModelConfig& cfg, int6
 void bind_model_oracle(py::module_& r) {
   r.def(
       "model_forward",
-      [](const ModelConfig& cfg, const py::dict& weights, const py::object& ids) {
+      [](arg::ModelConfig config, arg::Weights weights, arg::Ids ids) {
+        const ModelConfig cfg = config_arg<ModelConfig>(config, "config", "ModelConfig");
         std::vector<py::array> holders;
-        const WeightMap w = weight_map(weights, holders, "weights");
+        const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
         IdsArg a = ids_arg(ids, "ids");
         if (a.shape.size() != 2) fail(ErrorCode::shape_mismatch, "ids: expected [batch, tokens], got " + shape_text(a.shape));
         reference::ModelInputs in{a.data, a.shape[0], a.shape[1]};
@@ -206,11 +241,14 @@ void bind_model_oracle(py::module_& r) {
       "max_activation [L], gate_mean [L] (empty without a gate).");
   r.def(
       "greedy_generate",
-      [](const ModelConfig& cfg, const py::dict& weights, const py::object& prompt, int max_new_tokens,
-         bool stop_at_eos) {
+      [](arg::ModelConfig config, arg::Weights weights, arg::Ids prompt, arg::Int max_new_tokens_arg,
+         arg::Bool stop_at_eos_arg) {
+        const ModelConfig cfg = config_arg<ModelConfig>(config, "config", "ModelConfig");
         std::vector<py::array> holders;
-        const WeightMap w = weight_map(weights, holders, "weights");
+        const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
         IdsArg a = ids_arg(prompt, "prompt");
+        const int max_new_tokens = int(integer_arg(max_new_tokens_arg, "max_new_tokens", 0, INT_MAX));
+        const bool stop_at_eos = bool_arg(stop_at_eos_arg, "stop_at_eos");
         std::vector<int64_t> ids;
         {
           py::gil_scoped_release nogil;
@@ -223,18 +261,14 @@ void bind_model_oracle(py::module_& r) {
       py::arg("stop_at_eos") = true, "Greedy decoding in double, recomputing the whole sequence each step.");
   r.def(
       "mlp",
-      [](const py::object& x, const std::string& act, const py::object& gate_w, const py::object& up_w,
-         const py::object& down_w) {
-        py::array_t<double, py::array::c_style | py::array::forcecast> X =
-            py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(x);
-        if (!X || X.ndim() != 2) {
-          PyErr_Clear();
-          fail(ErrorCode::invalid_argument, "x: expected a 2-D float array [rows, hidden]");
-        }
+      [](arg::Floats x, arg::Str act, arg::Floats gate_w, arg::Floats up_w, arg::Floats down_w) {
+        const py::array_t<double, py::array::c_style | py::array::forcecast> X = double_arg(x, "x");
+        if (X.ndim() != 2)
+          fail(ErrorCode::shape_mismatch, "x: expected a 2-D float array [rows, hidden], got " + describe(X));
         FloatArg G = dims(gate_w, "gate_w", 2), U = dims(up_w, "up_w", 2), Dn = dims(down_w, "down_w", 2);
         const int64_t rows = X.shape(0), D = X.shape(1), I = G.shape[0];
         Doubles y = reference::mlp(std::span<const double>(X.data(), size_t(X.size())), rows, D, I,
-                                   parse_enum(act, kActivations, "act"), G.data, U.data, Dn.data);
+                                   enum_arg(act, kActivations, "act"), G.data, U.data, Dn.data);
         return doubles(std::move(y), {rows, D});
       },
       py::arg("x"), py::arg("act"), py::arg("gate_w"), py::arg("up_w"), py::arg("down_w"),
@@ -244,10 +278,12 @@ void bind_model_oracle(py::module_& r) {
 void bind_gla_oracle(py::module_& r) {
   r.def(
       "gla_forward",
-      [](const GlaConfig& cfg, const py::dict& weights, const py::object& x, const py::object& initial_state,
-         bool keep_states) {
+      [](arg::GlaConfig config, arg::Weights weights, arg::Floats x, arg::OptionalFloats initial_state,
+         arg::Bool keep_states_arg) {
+        const GlaConfig cfg = config_arg<GlaConfig>(config, "config", "GlaConfig");
+        const bool keep_states = bool_arg(keep_states_arg, "keep_states");
         std::vector<py::array> holders;
-        const WeightMap w = weight_map(weights, holders, "weights");
+        const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
         FloatArg X = float_arg(x, "x", 3), S0 = optional_float_arg(initial_state, "initial_state", 4);
         const int64_t B = X.shape[0], T = X.shape[1];
         reference::GlaInputs in{X.data, int(B), int(T), S0.data, keep_states};

@@ -13,6 +13,9 @@ _Path = Union[str, os.PathLike]
 _Floats = npt.ArrayLike  # float32 (other layouts copied once; other dtypes refused)
 _Ids = npt.ArrayLike  # integer token ids
 
+# Every argument is checked against these types (and its range: an int a count cannot hold,
+# a str with a lone surrogate): a wrong, missing or unknown one raises Error('invalid_argument')
+# naming it, never a TypeError.
 class Error(Exception):
     code: str  # the C++ ErrorCode's name: 'invalid_argument', 'shape_mismatch', ...
     message: str
@@ -212,6 +215,7 @@ class Model:
     @overload
     def generate(self, prompt: str, max_new_tokens: int = 16, stop_at_eos: bool = True,
                  tokenizer: Optional[Tokenizer] = None) -> TextStream: ...
+    # Ctrl-C stops it between steps: KeyboardInterrupt, the model still usable.
     @overload
     def generate(self, prompt: _Ids, max_new_tokens: int = 16, stop_at_eos: bool = True,
                  tokenizer: Optional[Tokenizer] = None) -> np.ndarray: ...

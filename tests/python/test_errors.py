@@ -1,5 +1,7 @@
 """User-caused failures raise vkgate.Error with the C++ error code and a
 message naming the argument, tensor or key; none aborts the interpreter."""
+import types
+
 import numpy as np
 import pytest
 
@@ -142,3 +144,378 @@ def test_reference_errors(rng):
         vkgate.reference.linear(np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32))
     with raises("shape_mismatch", "got, want"):
         vkgate.reference.compare(np.zeros(3, np.float32), np.zeros(4))
+
+
+# ---- every entry point given arguments of every wrong kind
+#
+# Each public function, method and constructor, each argument in turn given
+# None, values of the wrong type, ints beyond the C++ type (2**40, 2**64, -1
+# where a count is wanted), lone surrogates, ...: always vkgate.Error naming the
+# argument, in a short message (no argument's repr, so no array), never
+# pybind11's TypeError, an OverflowError or a RuntimeError.
+
+MAX_MESSAGE = 400
+HUGE = [2**40, 2**64, -2**70]
+NOT_INT = [None, "3", 1.5, True, object()]
+BAD = {
+    "int": NOT_INT + HUGE + [-1],  # a count or index: -1 refused too
+    "any_int": NOT_INT + [2**64],  # any int is an answer (id_to_token(-1) is None)
+    "field_int": NOT_INT + HUGE,  # a config field (validate() judges its value)
+    "optional_int": ["3", 1.5, True, object(), -1] + HUGE,
+    "uint": NOT_INT + [-1, 2**64],
+    "bool": [None, 1, "yes", 2**64, object()],
+    "typed_int": [None, "3", 1.5, object(), -1] + HUGE,  # pybind11's int (True is 1 there)
+    "typed_bool": ["yes", object()],  # pybind11's bool (None and ints are truth values there)
+    "number": [None, "1.0", True, 2**2000, object()],
+    "optional_number": ["1.0", True, 2**2000, object()],
+    "str": [None, 5, b"bytes", "a\ud800b", object()],
+    "enum": [None, 5, b"fp32", "a\ud800b", "no such"],
+    "path": [None, 5, "a\ud800b", "a\0b", object()],
+    "floats": [None, "abc", b"x", {}, True, object(), [[1.0], [2.0, 3.0]]],
+    "optional_floats": ["abc", {}, True, object(), [[1.0], [2.0, 3.0]]],
+    "ids": [None, "abc", 1.5, [1.5], [2**63], [2**64], [2**70], object(), {}],
+    "prompt": [None, 1.5, [1.5], [2**64], object(), {}, "a\ud800b"],
+    "ctx": [None, "ctx", 5, object()],
+    "config": [None, 5, "config", object()],
+    "optional_config": [5, "config", object()],
+    "dict": [None, [1], "weights", 5],
+    "weights": [None, [1], 5, "a\ud800b"],
+    "sequence": [None, 5, object()],
+    "tokenizer": [5, "tokenizer", object()],
+    "device": [1.5, True, -1, 2**40, 2**64, "", "a\ud800b", b"x", object()],
+    "str_list": [None, 5, "ab", [None], ["a\ud800b"]],
+    "int_list": [None, 5, [None], [2**64], ["a"]],
+}
+
+
+class Api:
+    """One of each object, and valid arguments for every call."""
+
+
+@pytest.fixture(scope="module")
+def api(ctx, tmp_path_factory):
+    a = Api()
+    rng = np.random.default_rng(5)
+    a.ctx = ctx
+    a.cfg = tiny_config()
+    a.w = block_weights(a.cfg, rng)
+    a.block = vkgate.GatedAttention(ctx, a.cfg, a.w)
+    a.x = random_x(rng, 1, 2, 32)
+    a.kv = np.zeros((1, 2, 3, 8), np.float32)
+    a.gcfg = vkgate.GlaConfig(hidden_size=32, num_heads=2, num_kv_heads=2)
+    a.gw = {k: (0.1 * rng.standard_normal(s)).astype(np.float32) for k, s in vkgate.gla_expected_weights(a.gcfg).items()}
+    a.gla = vkgate.GlaLayer(ctx, a.gcfg, a.gw)
+    a.dir = tmp_path_factory.mktemp("model")
+    a.mcfg, a.mw = write_model(a.dir, rng)
+    a.model = vkgate.Model.load(ctx, a.dir)
+    a.seq = a.model.start(1, 8)
+    a.tok = vkgate.Tokenizer(a.dir / "tokenizer.json")
+    a.tok_json = (a.dir / "tokenizer.json").read_text()
+    return a
+
+
+def f32(*shape):
+    return np.zeros(shape, np.float32)
+
+
+# (entry point, argument, kind, call(api, value))
+CALLS = [
+    ("Context", "device", "device", lambda a, v: vkgate.Context(device=v)),
+    ("Context", "validation", "bool", lambda a, v: vkgate.Context(validation=v)),
+    ("Context", "device_memory_limit", "uint", lambda a, v: vkgate.Context(device_memory_limit=v)),
+    ("load_config", "path", "path", lambda a, v: vkgate.load_config(v)),
+    ("parse_config_json", "json_text", "str", lambda a, v: vkgate.parse_config_json(v)),
+    ("parse_config_json", "source", "str", lambda a, v: vkgate.parse_config_json("{}", v)),
+    ("expected_weights", "config", "config", lambda a, v: vkgate.expected_weights(v)),
+    ("load_gla_config", "path", "path", lambda a, v: vkgate.load_gla_config(v)),
+    ("parse_gla_config_json", "json_text", "str", lambda a, v: vkgate.parse_gla_config_json(v)),
+    ("parse_gla_config_json", "source", "str", lambda a, v: vkgate.parse_gla_config_json("{}", v)),
+    ("gla_expected_weights", "config", "config", lambda a, v: vkgate.gla_expected_weights(v)),
+    ("gla_expected_weights", "low_rank_dim", "int", lambda a, v: vkgate.gla_expected_weights(a.gcfg, v)),
+    ("gla_expected_weights", "output_norm", "str", lambda a, v: vkgate.gla_expected_weights(a.gcfg, output_norm=v)),
+    ("gla_expected_weights", "attn_norm", "bool", lambda a, v: vkgate.gla_expected_weights(a.gcfg, attn_norm=v)),
+    ("load_model_config", "dir", "path", lambda a, v: vkgate.load_model_config(v)),
+    ("parse_model_config_json", "json_text", "str", lambda a, v: vkgate.parse_model_config_json(v)),
+    ("parse_model_config_json", "source", "str", lambda a, v: vkgate.parse_model_config_json("{}", v)),
+    ("expected_model_weights", "config", "config", lambda a, v: vkgate.expected_model_weights(v)),
+    ("BlockConfig.check_layer", "layer", "int", lambda a, v: a.cfg.check_layer(v)),
+    ("GatedAttention", "ctx", "ctx", lambda a, v: vkgate.GatedAttention(v, a.cfg, a.w)),
+    ("GatedAttention", "config", "optional_config", lambda a, v: vkgate.GatedAttention(a.ctx, v, a.w)),
+    ("GatedAttention", "weights", "weights", lambda a, v: vkgate.GatedAttention(a.ctx, a.cfg, v)),
+    ("GatedAttention", "layer", "optional_int", lambda a, v: vkgate.GatedAttention(a.ctx, a.cfg, a.w, layer=v)),
+    ("GatedAttention", "precision", "enum", lambda a, v: vkgate.GatedAttention(a.ctx, a.cfg, a.w, precision=v)),
+    ("GatedAttention", "check_finite", "bool", lambda a, v: vkgate.GatedAttention(a.ctx, a.cfg, a.w, check_finite=v)),
+    ("GatedAttention.forward", "x", "floats", lambda a, v: a.block.forward(v)),
+    ("GatedAttention.forward", "past_key", "floats", lambda a, v: a.block.forward(a.x, v, a.kv)),
+    ("GatedAttention.forward", "past_value", "floats", lambda a, v: a.block.forward(a.x, a.kv, v)),
+    ("GatedAttention.forward", "attention_mask", "optional_floats",
+     lambda a, v: a.block.forward(a.x, attention_mask=v)),
+    ("GatedAttention.forward", "stats", "bool", lambda a, v: a.block.forward(a.x, stats=v)),
+    ("GatedAttention.forward", "return_cache", "bool", lambda a, v: a.block.forward(a.x, return_cache=v)),
+    ("GatedAttention.forward", "use_device_cache", "bool", lambda a, v: a.block.forward(a.x, use_device_cache=v)),
+    ("GatedAttention.reserve_cache", "batch", "int", lambda a, v: a.block.reserve_cache(v, 4)),
+    ("GatedAttention.reserve_cache", "capacity", "int", lambda a, v: a.block.reserve_cache(1, v)),
+    ("GatedAttention.load_cache", "key", "floats", lambda a, v: a.block.load_cache(v, a.kv)),
+    ("GatedAttention.load_cache", "value", "floats", lambda a, v: a.block.load_cache(a.kv, v)),
+    ("GatedAttention.load_cache", "capacity", "optional_int", lambda a, v: a.block.load_cache(a.kv, a.kv, v)),
+    ("GatedAttention.truncate_cache", "length", "int", lambda a, v: a.block.truncate_cache(v)),
+    ("GatedAttention.set_poison", "on", "bool", lambda a, v: a.block.set_poison(v)),
+    ("GlaLayer", "ctx", "ctx", lambda a, v: vkgate.GlaLayer(v, a.gcfg, a.gw)),
+    ("GlaLayer", "config", "optional_config", lambda a, v: vkgate.GlaLayer(a.ctx, v, a.gw)),
+    ("GlaLayer", "weights", "weights", lambda a, v: vkgate.GlaLayer(a.ctx, a.gcfg, v)),
+    ("GlaLayer", "precision", "enum", lambda a, v: vkgate.GlaLayer(a.ctx, a.gcfg, a.gw, precision=v)),
+    ("GlaLayer", "check_finite", "bool", lambda a, v: vkgate.GlaLayer(a.ctx, a.gcfg, a.gw, check_finite=v)),
+    ("GlaLayer.forward", "x", "floats", lambda a, v: a.gla.forward(v)),
+    ("GlaLayer.forward", "initial_state", "optional_floats", lambda a, v: a.gla.forward(a.x, v)),
+    ("GlaLayer.set_poison", "on", "bool", lambda a, v: a.gla.set_poison(v)),
+    ("Model.load", "ctx", "ctx", lambda a, v: vkgate.Model.load(v, a.dir)),
+    ("Model.load", "dir", "path", lambda a, v: vkgate.Model.load(a.ctx, v)),
+    ("Model.load", "precision", "enum", lambda a, v: vkgate.Model.load(a.ctx, a.dir, precision=v)),
+    ("Model.load", "check_finite", "bool", lambda a, v: vkgate.Model.load(a.ctx, a.dir, check_finite=v)),
+    ("Model", "ctx", "ctx", lambda a, v: vkgate.Model(v, a.mcfg, a.mw)),
+    ("Model", "config", "config", lambda a, v: vkgate.Model(a.ctx, v, a.mw)),
+    ("Model", "weights", "dict", lambda a, v: vkgate.Model(a.ctx, a.mcfg, v)),
+    ("Model", "precision", "enum", lambda a, v: vkgate.Model(a.ctx, a.mcfg, a.mw, precision=v)),
+    ("Model", "check_finite", "bool", lambda a, v: vkgate.Model(a.ctx, a.mcfg, a.mw, check_finite=v)),
+    ("Model.logits", "ids", "ids", lambda a, v: a.model.logits(v)),
+    ("Model.logits", "stats", "bool", lambda a, v: a.model.logits([1], stats=v)),
+    ("Model.generate", "prompt", "prompt", lambda a, v: a.model.generate(v, 1)),
+    ("Model.generate", "max_new_tokens", "typed_int", lambda a, v: a.model.generate([1], v)),
+    ("Model.generate", "stop_at_eos", "typed_bool", lambda a, v: a.model.generate([1], 1, v)),
+    ("Model.generate", "tokenizer", "tokenizer", lambda a, v: a.model.generate("hi", 1, tokenizer=v)),
+    ("Model.start", "batch", "int", lambda a, v: a.model.start(v, 4)),
+    ("Model.start", "capacity", "int", lambda a, v: a.model.start(1, v)),
+    ("Model.extend", "sequence", "sequence", lambda a, v: a.model.extend(v, [1])),
+    ("Model.extend", "ids", "ids", lambda a, v: a.model.extend(a.seq, v)),
+    ("Model.set_poison", "on", "bool", lambda a, v: a.model.set_poison(v)),
+    ("Sequence.truncate", "length", "int", lambda a, v: a.seq.truncate(v)),
+    ("Tokenizer", "path", "path", lambda a, v: vkgate.Tokenizer(v)),
+    ("Tokenizer.from_json", "json_text", "str", lambda a, v: vkgate.Tokenizer.from_json(v)),
+    ("Tokenizer.from_json", "source", "str", lambda a, v: vkgate.Tokenizer.from_json(a.tok_json, v)),
+    ("Tokenizer.encode", "text", "str", lambda a, v: a.tok.encode(v)),
+    ("Tokenizer.encode", "add_special_tokens", "bool", lambda a, v: a.tok.encode("a", v)),
+    ("Tokenizer.decode", "ids", "ids", lambda a, v: a.tok.decode(v)),
+    ("Tokenizer.normalize", "text", "str", lambda a, v: a.tok.normalize(v)),
+    ("Tokenizer.token_to_id", "token", "str", lambda a, v: a.tok.token_to_id(v)),
+    ("Tokenizer.id_to_token", "id", "any_int", lambda a, v: a.tok.id_to_token(v)),
+    ("Tokenizer.is_special", "id", "any_int", lambda a, v: a.tok.is_special(v)),
+    ("reference.linear", "x", "floats", lambda a, v: vkgate.reference.linear(v, f32(4, 3))),
+    ("reference.linear", "w", "floats", lambda a, v: vkgate.reference.linear(f32(2, 3), v)),
+    ("reference.linear", "b", "optional_floats", lambda a, v: vkgate.reference.linear(f32(2, 3), f32(4, 3), v)),
+    ("reference.rms_norm", "x", "floats", lambda a, v: vkgate.reference.rms_norm(v, f32(4))),
+    ("reference.rms_norm", "w", "floats", lambda a, v: vkgate.reference.rms_norm(f32(2, 4), v)),
+    ("reference.rms_norm", "eps", "number", lambda a, v: vkgate.reference.rms_norm(f32(2, 4), f32(4), v)),
+    ("reference.rms_norm", "kind", "enum", lambda a, v: vkgate.reference.rms_norm(f32(2, 4), f32(4), kind=v)),
+    ("reference.rope", "x", "floats", lambda a, v: vkgate.reference.rope(v, 4)),
+    ("reference.rope", "rotary_dim", "int", lambda a, v: vkgate.reference.rope(f32(1, 2, 1, 4), v)),
+    ("reference.rope", "theta", "number", lambda a, v: vkgate.reference.rope(f32(1, 2, 1, 4), 4, v)),
+    ("reference.rope", "pos0", "int", lambda a, v: vkgate.reference.rope(f32(1, 2, 1, 4), 4, pos0=v)),
+    ("reference.rope", "style", "enum", lambda a, v: vkgate.reference.rope(f32(1, 2, 1, 4), 4, style=v)),
+    ("reference.softmax", "scores", "floats", lambda a, v: vkgate.reference.softmax(v)),
+    ("reference.softmax", "scale", "number", lambda a, v: vkgate.reference.softmax(f32(1, 1, 2, 2), v)),
+    ("reference.softmax", "causal", "bool", lambda a, v: vkgate.reference.softmax(f32(1, 1, 2, 2), causal=v)),
+    ("reference.softmax", "mask", "optional_floats", lambda a, v: vkgate.reference.softmax(f32(1, 1, 2, 2), mask=v)),
+    ("reference.attention", "q", "floats", lambda a, v: vkgate.reference.attention(v, f32(1, 1, 2, 4), f32(1, 1, 2, 4), 0.5)),
+    ("reference.attention", "k", "floats", lambda a, v: vkgate.reference.attention(f32(1, 2, 2, 4), v, f32(1, 1, 2, 4), 0.5)),
+    ("reference.attention", "v", "floats", lambda a, v: vkgate.reference.attention(f32(1, 2, 2, 4), f32(1, 1, 2, 4), v, 0.5)),
+    ("reference.attention", "scale", "number",
+     lambda a, v: vkgate.reference.attention(f32(1, 2, 2, 4), f32(1, 1, 2, 4), f32(1, 1, 2, 4), v)),
+    ("reference.attention", "causal", "bool",
+     lambda a, v: vkgate.reference.attention(f32(1, 2, 2, 4), f32(1, 1, 2, 4), f32(1, 1, 2, 4), 0.5, v)),
+    ("reference.attention", "mask", "optional_floats",
+     lambda a, v: vkgate.reference.attention(f32(1, 2, 2, 4), f32(1, 1, 2, 4), f32(1, 1, 2, 4), 0.5, mask=v)),
+    ("reference.attention", "mapping", "enum",
+     lambda a, v: vkgate.reference.attention(f32(1, 2, 2, 4), f32(1, 1, 2, 4), f32(1, 1, 2, 4), 0.5, mapping=v)),
+    ("reference.gate", "y", "floats", lambda a, v: vkgate.reference.gate(v, f32(2, 2), 2, 1)),
+    ("reference.gate", "g", "floats", lambda a, v: vkgate.reference.gate(f32(2, 4), v, 2, 1)),
+    ("reference.gate", "heads", "int", lambda a, v: vkgate.reference.gate(f32(2, 4), f32(2, 2), v, 1)),
+    ("reference.gate", "gate_width", "int", lambda a, v: vkgate.reference.gate(f32(2, 4), f32(2, 2), 2, v)),
+    ("reference.gate", "activation", "enum", lambda a, v: vkgate.reference.gate(f32(2, 4), f32(2, 2), 2, 1, v)),
+    ("reference.gate", "combine", "enum", lambda a, v: vkgate.reference.gate(f32(2, 4), f32(2, 2), 2, 1, combine=v)),
+    ("reference.compare", "got", "floats", lambda a, v: vkgate.reference.compare(v, np.zeros(3))),
+    ("reference.compare", "want", "floats", lambda a, v: vkgate.reference.compare(f32(3), v)),
+    ("reference.forward", "config", "config", lambda a, v: vkgate.reference.forward(v, a.w, a.x)),
+    ("reference.forward", "weights", "dict", lambda a, v: vkgate.reference.forward(a.cfg, v, a.x)),
+    ("reference.forward", "x", "floats", lambda a, v: vkgate.reference.forward(a.cfg, a.w, v)),
+    ("reference.forward", "past_key", "floats", lambda a, v: vkgate.reference.forward(a.cfg, a.w, a.x, v, a.kv)),
+    ("reference.forward", "past_value", "floats", lambda a, v: vkgate.reference.forward(a.cfg, a.w, a.x, a.kv, v)),
+    ("reference.forward", "attention_mask", "optional_floats",
+     lambda a, v: vkgate.reference.forward(a.cfg, a.w, a.x, attention_mask=v)),
+    ("reference.model_forward", "config", "config", lambda a, v: vkgate.reference.model_forward(v, a.mw, [[1]])),
+    ("reference.model_forward", "weights", "dict", lambda a, v: vkgate.reference.model_forward(a.mcfg, v, [[1]])),
+    ("reference.model_forward", "ids", "ids", lambda a, v: vkgate.reference.model_forward(a.mcfg, a.mw, v)),
+    ("reference.greedy_generate", "config", "config", lambda a, v: vkgate.reference.greedy_generate(v, a.mw, [1], 1)),
+    ("reference.greedy_generate", "weights", "dict", lambda a, v: vkgate.reference.greedy_generate(a.mcfg, v, [1], 1)),
+    ("reference.greedy_generate", "prompt", "ids", lambda a, v: vkgate.reference.greedy_generate(a.mcfg, a.mw, v, 1)),
+    ("reference.greedy_generate", "max_new_tokens", "int",
+     lambda a, v: vkgate.reference.greedy_generate(a.mcfg, a.mw, [1], v)),
+    ("reference.greedy_generate", "stop_at_eos", "bool",
+     lambda a, v: vkgate.reference.greedy_generate(a.mcfg, a.mw, [1], 1, v)),
+    ("reference.mlp", "x", "floats", lambda a, v: vkgate.reference.mlp(v, "silu", f32(3, 4), f32(3, 4), f32(4, 3))),
+    ("reference.mlp", "act", "enum", lambda a, v: vkgate.reference.mlp(np.zeros((2, 4)), v, f32(3, 4), f32(3, 4), f32(4, 3))),
+    ("reference.mlp", "gate_w", "floats",
+     lambda a, v: vkgate.reference.mlp(np.zeros((2, 4)), "silu", v, f32(3, 4), f32(4, 3))),
+    ("reference.mlp", "up_w", "floats", lambda a, v: vkgate.reference.mlp(np.zeros((2, 4)), "silu", f32(3, 4), v, f32(4, 3))),
+    ("reference.mlp", "down_w", "floats",
+     lambda a, v: vkgate.reference.mlp(np.zeros((2, 4)), "silu", f32(3, 4), f32(3, 4), v)),
+    ("reference.gla_forward", "config", "config", lambda a, v: vkgate.reference.gla_forward(v, a.gw, a.x)),
+    ("reference.gla_forward", "weights", "dict", lambda a, v: vkgate.reference.gla_forward(a.gcfg, v, a.x)),
+    ("reference.gla_forward", "x", "floats", lambda a, v: vkgate.reference.gla_forward(a.gcfg, a.gw, v)),
+    ("reference.gla_forward", "initial_state", "optional_floats",
+     lambda a, v: vkgate.reference.gla_forward(a.gcfg, a.gw, a.x, v)),
+    ("reference.gla_forward", "keep_states", "bool", lambda a, v: vkgate.reference.gla_forward(a.gcfg, a.gw, a.x, None, v)),
+]
+
+
+def field_kind(value, name):
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "field_int"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, vkgate.BlockConfig):
+        return "config"
+    if name == "eos_token_ids":
+        return "int_list"
+    if isinstance(value, list):
+        return "str_list"
+    return "optional_config" if name == "gla" else "optional_number"
+
+
+def config_calls():
+    """Every field of every config, as a keyword of the constructor and as an attribute."""
+    calls = []
+    for cls in (vkgate.BlockConfig, vkgate.GlaConfig, vkgate.ModelConfig):
+        for name in cls.FIELDS:
+            kind = field_kind(getattr(cls(), name), name)
+            calls.append((cls.__name__, name, kind, lambda a, v, cls=cls, name=name: cls(**{name: v})))
+            calls.append((cls.__name__ + "." + name, name, kind, lambda a, v, cls=cls, name=name: setattr(cls(), name, v)))
+    return calls
+
+
+def short(v):
+    return ascii(v)[:20]
+
+
+def check_refused(call, api, value, entry, argument):
+    try:
+        call(api, value)
+    except vkgate.Error as e:
+        message = str(e)
+        where = "%s(%s=%s)" % (entry, argument, short(value))
+        assert e.code in ("invalid_argument", "invalid_config", "shape_mismatch"), "%s: %s: %s" % (where, e.code, e)
+        assert argument in message, "%s: the message does not name %r: %s" % (where, argument, message)
+        assert len(message) <= MAX_MESSAGE and "array(" not in message and "Invoked with" not in message, \
+            "%s: %d characters: %s" % (where, len(message), message[:MAX_MESSAGE])
+        return
+    except BaseException as e:
+        pytest.fail("%s(%s=%s) raised %s, not vkgate.Error: %s" % (entry, argument, short(value), type(e).__name__,
+                                                                  str(e)[:300]))
+    pytest.fail("%s(%s=%s) was accepted" % (entry, argument, short(value)))
+
+
+@pytest.mark.parametrize("entry, argument, kind, call", CALLS + config_calls(),
+                         ids=["%s-%s" % (c[0], c[1]) for c in CALLS + config_calls()])
+def test_every_argument_refuses_every_wrong_kind(api, entry, argument, kind, call):
+    for value in BAD[kind]:
+        check_refused(call, api, value, entry, argument)
+    # and the objects still work
+    assert api.block.forward(api.x).shape == (1, 2, 32)
+    assert api.model.logits([1, 2]).shape == (2, api.mcfg.vocab_size)
+
+
+# Entry points without arguments (besides self).
+NO_ARGUMENTS = {
+    "devices", "Context.take_validation_messages", "BlockConfig.validate", "BlockConfig.copy",
+    "BlockConfig.qwen3_next_attention", "GlaConfig.validate", "GlaConfig.copy", "ModelConfig.validate",
+    "ModelConfig.copy", "GatedAttention.last_timings", "Model.last_timings",
+}
+
+
+def public_callables():
+    """{name: callable} of every public function, method, static method and constructor."""
+    found = {}
+    for module, prefix in ((vkgate, ""), (vkgate.reference, "reference.")):
+        for name, value in vars(module).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, type):
+                if issubclass(value, BaseException):
+                    continue
+                for attr, member in vars(value).items():
+                    if attr == "__init__":
+                        if not isinstance(member, types.WrapperDescriptorType):  # Sequence, TextStream: none
+                            found[name] = value
+                    elif not attr.startswith("_") and (callable(member) or isinstance(member, staticmethod)):
+                        found[name + "." + attr] = member
+            elif callable(value):
+                found[prefix + name] = value
+    return found
+
+
+def test_every_entry_point_is_checked():
+    covered = {c[0] for c in CALLS + config_calls()} | NO_ARGUMENTS
+    missing = sorted(set(public_callables()) - covered)
+    assert not missing, "entry points without argument checks in CALLS: %s" % missing
+
+
+def bound(api, name):
+    """The callable `name` of public_callables(), bound to one of api's objects."""
+    objects = {"Context": api.ctx, "BlockConfig": api.cfg, "GlaConfig": api.gcfg, "ModelConfig": api.mcfg,
+               "GatedAttention": api.block, "GlaLayer": api.gla, "Model": api.model, "Sequence": api.seq,
+               "Tokenizer": api.tok}
+    if name.startswith("reference."):
+        return getattr(vkgate.reference, name.split(".")[1])
+    owner, _, attr = name.partition(".")
+    if not attr:
+        return getattr(vkgate, owner)
+    return getattr(objects[owner], attr)
+
+
+def test_unknown_and_surplus_arguments(api):
+    """pybind11 refuses a call that fits no signature with a TypeError listing the repr of every
+    argument (a weights dict's arrays included): here a vkgate.Error names what is wrong."""
+    for name in sorted(public_callables()):
+        f = bound(api, name)
+        with pytest.raises(vkgate.Error) as info:
+            f(bogus_argument=1)
+        message = str(info.value)
+        assert "bogus_argument" in message and len(message) <= MAX_MESSAGE, "%s: %s" % (name, message)
+        if name in NO_ARGUMENTS:
+            with raises("invalid_argument", "takes no positional arguments"):
+                f(1)
+    with raises("invalid_argument", "missing argument 'weights'", "GatedAttention(ctx, config, weights, layer=None"):
+        vkgate.GatedAttention(api.ctx, api.cfg)
+    with raises("invalid_argument", "no argument named 'precison'"):
+        vkgate.GatedAttention(api.ctx, api.cfg, api.w, precison="fp16")
+    with raises("invalid_argument", "takes at most 6 arguments, got 7"):
+        vkgate.GatedAttention(api.ctx, api.cfg, api.w, None, "fp32", True, 1)
+    with raises("invalid_argument", "'x' given twice"):
+        api.block.forward(api.x, x=api.x)
+    with raises("invalid_argument", "self: expected a vkgate.Model, got None"):
+        vkgate.Model.logits(None, [1])
+    # and the messages of the original issue
+    with raises("invalid_argument", "ctx: expected a vkgate.Context, got None"):
+        vkgate.GatedAttention(None, api.cfg, api.w)
+    with raises("invalid_argument", "capacity: 1099511627776 is out of range"):
+        api.model.start(1, 2**40)
+    with raises("invalid_argument", "text: expected a str, got None"):
+        api.tok.encode(None)
+    with raises("invalid_argument", "text: the character at index 1 is a lone surrogate (U+D800)"):
+        api.tok.encode("a\ud800b")
+    with raises("invalid_config", "BlockConfig.hidden_size: 1099511627776 is out of range"):
+        vkgate.BlockConfig(hidden_size=2**40)
+    with raises("invalid_argument", "x: expected a float32 numpy array, got None"):
+        api.block.forward(None)
+
+
+def test_help_keeps_types_and_docs():
+    assert "start(self: vkgate.Model, batch: int, capacity: int) -> vkgate.Sequence" in vkgate.Model.start.__doc__
+    doc = vkgate.GatedAttention.__init__.__doc__
+    assert "ctx: vkgate.Context" in doc and "precision: str = 'fp32'" in doc
+    assert vkgate.GatedAttention.__init__.__name__ == "__init__"
+    assert "every tensor the block needs" in vkgate.expected_weights.__doc__
+    assert "in double" in vkgate.reference.linear.__doc__
