@@ -52,69 +52,63 @@ std::pair<int, int> batch_tokens(const IdsArg& ids, const char* what) {
   fail(ErrorCode::shape_mismatch, std::string(what) + ": expected [tokens] or [batch, tokens], got " + shape_text(ids.shape));
 }
 
-int64_t argmax(const std::vector<float>& v) {
-  return int64_t(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-// Model.generate(text): one device step per next(), the new ids decoded into
-// whole UTF-8 characters as they come (the logic of Model::generate's text
-// overload, run step by step so that Python can consume each piece).
+// Model.generate(text): one Generation step per next() (several while the
+// new ids complete no character), the GIL released while the device runs.
 struct TextStream {
   py::object owner;  // the Python Model, kept alive while the stream is
   PyModel* model;
-  Tokenizer tokenizer;
-  Tokenizer::StreamDecoder decoder;
-  std::vector<int64_t> prompt, ids;
-  std::optional<Sequence> seq;
-  int max_new_tokens;
-  bool stop_at_eos, done = false;
-  std::string text;
+  Tokenizer tokenizer;  // the Generation reads it: kept here, beside it
+  std::vector<int64_t> prompt;
+  Generation generation;
 
-  TextStream(py::object o, PyModel* m, const Tokenizer& t, std::vector<int64_t> p, int max_new, bool eos)
-      : owner(std::move(o)), model(m), tokenizer(t), decoder(t.stream_decoder()), prompt(std::move(p)),
-        max_new_tokens(max_new), stop_at_eos(eos) {}
-
-  // One step: the next id (GIL released by the caller).
-  int64_t step() {
-    std::vector<float> logits;
-    if (!seq) {
-      seq = model->model->start(1, int(prompt.size()) + max_new_tokens);
-      logits = model->model->extend(*seq, prompt, int(prompt.size()));
-    } else {
-      logits = model->model->extend(*seq, std::span(&ids.back(), 1), 1);
-    }
-    return argmax(logits);
-  }
+  TextStream(py::object o, PyModel* m, const Tokenizer& t, std::vector<int64_t> p, const GenerateOptions& options)
+      : owner(std::move(o)), model(m), tokenizer(t), prompt(std::move(p)),
+        generation(*m->model, prompt, options, &tokenizer) {}
 
   py::str next() {
     std::string piece;
     while (piece.empty()) {
-      if (done) throw py::stop_iteration();
+      if (generation.done()) throw py::stop_iteration();
       // Ids that complete no character keep this loop from returning to Python,
       // which checks for Ctrl-C between next() calls: check here too.
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
       Busy::Scope guard(model->busy, "this Model");
-      int64_t id;
-      {
-        py::gil_scoped_release nogil;
-        id = step();
-      }
-      if (id > INT32_MAX)
-        fail(ErrorCode::invalid_argument, "generate: the model chose id " + std::to_string(id) +
-                                              ", outside the vocabulary of " + tokenizer.source());
-      ids.push_back(id);
-      piece = decoder.push(int32_t(id));
-      const auto& eos = model->model->config().eos_token_ids;
-      if (int(ids.size()) == max_new_tokens || (stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end())) {
-        done = true;
-        seq.reset();
-        piece += decoder.finish();
-      }
+      py::gil_scoped_release nogil;
+      piece = generation.step().text;
     }
-    text += piece;
     return text_of(piece);
   }
 };
+
+// The sampling and stop keywords of Model.generate.
+GenerateOptions generate_options(const py::handle& max_new_tokens, const py::handle& stop_at_eos,
+                                 const py::handle& temperature, const py::handle& top_k, const py::handle& top_p,
+                                 const py::handle& min_p, const py::handle& repeat_penalty,
+                                 const py::handle& repeat_last_n, const py::handle& presence_penalty,
+                                 const py::handle& frequency_penalty, const py::handle& seed, const py::handle& stop) {
+  GenerateOptions o;
+  o.max_new_tokens = int(integer_arg(max_new_tokens, "max_new_tokens", 0, 1 << 24));
+  o.stop_at_eos = bool_arg(stop_at_eos, "stop_at_eos");
+  SamplingOptions& s = o.sampling;
+  s.temperature = float_value_arg(temperature, "temperature");
+  s.top_k = int(integer_arg(top_k, "top_k", 0, INT_MAX));
+  s.top_p = float_value_arg(top_p, "top_p");
+  s.min_p = float_value_arg(min_p, "min_p");
+  s.repeat_penalty = float_value_arg(repeat_penalty, "repeat_penalty");
+  s.repeat_last_n = int(integer_arg(repeat_last_n, "repeat_last_n", -1, INT_MAX));
+  s.presence_penalty = float_value_arg(presence_penalty, "presence_penalty");
+  s.frequency_penalty = float_value_arg(frequency_penalty, "frequency_penalty");
+  if (!seed.is_none()) s.seed = uint64_arg(seed, "seed");
+  if (py::isinstance<py::str>(stop)) {
+    o.stop.push_back(str_arg(stop, "stop"));
+  } else if (!stop.is_none()) {
+    if (!py::isinstance<py::list>(stop) && !py::isinstance<py::tuple>(stop))
+      fail(ErrorCode::invalid_argument, "stop: expected None, a str or a list of str, got " + describe(stop));
+    for (const py::handle& item : stop) o.stop.push_back(str_arg(item, "stop"));
+  }
+  Sampler check(s);  // a sampling option out of range is refused before any step
+  return o;
+}
 
 }  // namespace
 
@@ -130,12 +124,18 @@ void bind_model(py::module_& m) {
 
   py::class_<TextStream>(m, "TextStream",
                          "Model.generate(text): iterate for the generated text piece by piece (whole characters).\n"
-                         ".ids and .text hold what was generated so far.")
+                         ".ids and .text hold what was generated so far; .finish_reason says why it ended\n"
+                         "(None while it runs); .undecoded_ids lists ids the tokenizer does not know (no text).")
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", &TextStream::next)
-      .def_property_readonly("ids", [](TextStream& s) { return s.ids; })
+      .def_property_readonly("ids", [](TextStream& s) { return s.generation.result().ids; })
       .def_property_readonly("prompt_ids", [](TextStream& s) { return s.prompt; })
-      .def_property_readonly("text", [](TextStream& s) { return text_of(s.text); });
+      .def_property_readonly("text", [](TextStream& s) { return text_of(s.generation.result().text); })
+      .def_property_readonly("undecoded_ids", [](TextStream& s) { return s.generation.result().undecoded_ids; })
+      .def_property_readonly("finish_reason", [](TextStream& s) -> py::object {
+        if (!s.generation.done()) return py::none();
+        return py::str(to_string(s.generation.result().finish));
+      });
 
   py::class_<PyModel>(m, "Model",
                       "A whole decoder-only model (Qwen3 with the paper's gate flags, Llama, or fla's GLA) on the device.\n\n"
@@ -211,25 +211,25 @@ void bind_model(py::module_& m) {
           "The statistics of the last logits(..., stats=True), or None.")
       .def(
           "generate",
-          [](py::object self_obj, const py::object& prompt, int max_new_tokens, bool stop_at_eos,
-             const py::object& tokenizer) -> py::object {
+          [](py::object self_obj, const py::object& prompt, arg::Int max_new_tokens, arg::Bool stop_at_eos,
+             const py::object& tokenizer, arg::Float temperature, arg::Int top_k, arg::Float top_p, arg::Float min_p,
+             arg::Float repeat_penalty, arg::Int repeat_last_n, arg::Float presence_penalty,
+             arg::Float frequency_penalty, arg::OptionalInt seed, const py::object& stop) -> py::object {
             PyModel& self = self_obj.cast<PyModel&>();
-            if (max_new_tokens < 0) fail(ErrorCode::invalid_argument, "max_new_tokens: must not be negative");
+            GenerateOptions o = generate_options(max_new_tokens, stop_at_eos, temperature, top_k, top_p, min_p,
+                                                 repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty,
+                                                 seed, stop);
             if (py::isinstance<py::str>(prompt)) {
               const Tokenizer& tok = self.text_tokenizer(tokenizer);
               const std::vector<int32_t> ids32 = tok.encode(str_arg(prompt, "prompt"));
               if (ids32.empty()) fail(ErrorCode::invalid_argument, "prompt: encodes to no tokens");
-              auto s = std::make_unique<TextStream>(self_obj, &self, tok, std::vector<int64_t>(ids32.begin(), ids32.end()),
-                                                    max_new_tokens, stop_at_eos);
-              s->done = max_new_tokens == 0;
-              return py::cast(std::move(s));
+              return py::cast(std::make_unique<TextStream>(self_obj, &self, tok,
+                                                           std::vector<int64_t>(ids32.begin(), ids32.end()), o));
             }
             Busy::Scope guard(self.busy, "this Model");
             IdsArg a = ids_arg(prompt, "prompt");
             if (a.shape.size() != 1) fail(ErrorCode::shape_mismatch, "prompt: expected 1-D token ids, got " + shape_text(a.shape));
-            GenerateOptions o;
-            o.max_new_tokens = max_new_tokens;
-            o.stop_at_eos = stop_at_eos;
+            if (!o.stop.empty()) fail(ErrorCode::invalid_argument, "stop: stop strings are matched in text: give the prompt as a str");
             // Ctrl-C between steps stops the generation and raises KeyboardInterrupt; the model stays usable.
             Interrupts interrupts;
             o.on_token = [&interrupts](int64_t) { return interrupts.poll(); };
@@ -243,12 +243,19 @@ void bind_model(py::module_& m) {
             return to_numpy(std::move(r.ids), {n});
           },
           py::arg("prompt"), py::arg("max_new_tokens") = 16, py::arg("stop_at_eos") = true,
-          py::arg("tokenizer") = py::none(),
-          "generate(prompt, max_new_tokens=16, stop_at_eos=True, tokenizer=None)\n\n"
-          "Greedy decoding with the KV cache on the device.\n"
+          py::arg("tokenizer") = py::none(), py::kw_only(), py::arg("temperature") = 0.0, py::arg("top_k") = 0,
+          py::arg("top_p") = 1.0, py::arg("min_p") = 0.0, py::arg("repeat_penalty") = 1.0,
+          py::arg("repeat_last_n") = 64, py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
+          py::arg("seed") = py::none(), py::arg("stop") = py::none(),
+          "generate(prompt, max_new_tokens=16, stop_at_eos=True, tokenizer=None, *, temperature=0.0, top_k=0,\n"
+          "         top_p=1.0, min_p=0.0, repeat_penalty=1.0, repeat_last_n=64, presence_penalty=0.0,\n"
+          "         frequency_penalty=0.0, seed=None, stop=None)\n\n"
+          "Decoding with the KV cache on the device: greedy while temperature is 0, else sampled as\n"
+          "transformers' generate() samples (penalties, temperature, top_k, top_p, min_p; seed repeats the draws).\n"
           "prompt: token ids (1-D) -> the generated ids (int64 array, without the prompt); or text (str)\n"
           "  -> a TextStream iterator of text pieces as they are generated, with the model directory's\n"
-          "  tokenizer.json (or `tokenizer`). Stops after an EOS id of the config when stop_at_eos.")
+          "  tokenizer.json (or `tokenizer`); stop: a str or list of str that ends the text (left out of it).\n"
+          "Stops after an EOS id of the config when stop_at_eos. Ctrl-C stops it (KeyboardInterrupt).")
       .def(
           "start",
           [](PyModel& self, arg::Int batch, arg::Int capacity) {

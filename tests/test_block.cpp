@@ -203,7 +203,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: every config validate() refuses is an E
       {"partial_rotary_factor", [](BlockConfig& c, double n) { c.partial_rotary_factor = n; }},
       {"partial_rotary_factor", [](BlockConfig& c, double) { c.head_dim = 6, c.partial_rotary_factor = 0.5; }},
       {"num_attention_heads", [](BlockConfig& c, double) { c.num_heads = 1 << 20, c.num_kv_heads = 1, c.head_dim = 1024; }},
-      {"num_attention_heads", [](BlockConfig& c, double) { c.hidden_size = (1 << 24) + 1; }},
+      {"hidden_size", [](BlockConfig& c, double) { c.hidden_size = (1 << 24) + 1; }},
+      {"num_hidden_layers", [](BlockConfig& c, double) { c.num_hidden_layers = 1000000000; }},
   };
   for (const Bad& b : cases) {
     BlockConfig c = base;

@@ -36,11 +36,13 @@ std::string progress_text(const Progress& p) {
 
 void show_progress(ContextOptions& options, bool quiet) {
   if (quiet || !::isatty(STDERR_FILENO)) return;
-  options.on_progress = [last = std::chrono::steady_clock::time_point()](const Progress& p) mutable {
+  options.on_progress = [last = std::chrono::steady_clock::time_point(), drawn = false](const Progress& p) mutable {
     const auto now = std::chrono::steady_clock::now();
     const bool end = p.done >= p.total;
-    if (!end && now - last < std::chrono::milliseconds(100)) return;
+    // A task's first report is always drawn; later ones at most every 100 ms.
+    if (drawn && !end && now - last < std::chrono::milliseconds(100)) return;
     last = now;
+    drawn = !end;
     const std::string line = progress_text(p);
     if (end) std::fprintf(stderr, p.seconds < 1.0 ? "\r\033[K" : "\r\033[K%s\n", line.c_str());
     else std::fprintf(stderr, "\r\033[K%s", line.c_str());

@@ -95,3 +95,36 @@ def test_model_without_tokenizer_refuses_text(ctx, tmp_path):
     stream = model.generate("hi", max_new_tokens=2, stop_at_eos=False, tokenizer=vkgate.Tokenizer(TOKENIZER_JSON))
     list(stream)
     assert len(stream.ids) == 2
+
+
+def test_generate_samples_with_a_seed_and_stops_at_a_stop_string(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    options = dict(max_new_tokens=8, stop_at_eos=False, temperature=0.9, top_k=50, top_p=0.95, min_p=0.01,
+                   repeat_penalty=1.2, presence_penalty=0.1, frequency_penalty=0.1, seed=5)
+    first = model.generate([11, 200, 31], **options)
+    np.testing.assert_array_equal(model.generate([11, 200, 31], **options), first)  # the seed repeats the draws
+    assert len(first) == 8
+    # temperature 0 (the default) is greedy
+    np.testing.assert_array_equal(model.generate([11, 200, 31], max_new_tokens=4, stop_at_eos=False),
+                                  vkgate.reference.greedy_generate(cfg, w, [11, 200, 31], 4, stop_at_eos=False))
+
+    full = model.generate("hello world", max_new_tokens=12, stop_at_eos=False)
+    text = "".join(full)
+    assert full.finish_reason == "length" and full.undecoded_ids == []
+    at = next((i for i in range(1, len(text) - 1) if text.find(text[i:i + 2]) == i), None)
+    if at is not None and "\ufffd" not in text:
+        stopped = model.generate("hello world", max_new_tokens=12, stop_at_eos=False, stop=[text[at:at + 2]])
+        assert "".join(stopped) == text[:at]
+        assert stopped.finish_reason == "stop"
+
+
+def test_generate_refuses_bad_sampling_options(ctx, tiny_model):
+    model = vkgate.Model.load(ctx, tiny_model[0])
+    for name, value in [("temperature", -1.0), ("top_p", 0.0), ("top_p", 1.5), ("min_p", 2.0), ("top_k", -1),
+                        ("repeat_penalty", 0.0), ("presence_penalty", 3.0), ("repeat_last_n", -2), ("seed", -1),
+                        ("temperature", "hot"), ("stop", 5)]:
+        with pytest.raises(vkgate.Error, match=name):
+            model.generate([1, 2], max_new_tokens=2, **{name: value})
+    with pytest.raises(vkgate.Error, match="stop"):
+        model.generate([1, 2], max_new_tokens=2, stop="x")  # stop strings need text
