@@ -41,7 +41,7 @@ enum class RopeStyle { rotate_half, interleaved };
 // (longrope, mrope and the others are refused when config.json asks for them.)
 enum class RopeType { none, linear, dynamic, yarn, llama3 };
 
-// The parameters of a scaled RoPE (README "Config keys": rope_scaling). Each
+// The parameters of a scaled RoPE (README "RoPE scaling"). Each
 // type reads only its own fields; the others keep their defaults.
 struct RopeScaling {
   RopeType type = RopeType::none;
