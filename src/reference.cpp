@@ -99,7 +99,8 @@ namespace {
 // Plain RoPE's frequencies: pair i turns by θ^(−2i/r) per position.
 RopeFrequencies plain_frequencies(int64_t rotary_dim, double theta) {
   RopeFrequencies f;
-  for (int64_t i = 0; i < rotary_dim / 2; ++i) f.inv_freq.push_back(std::pow(theta, -2.0 * double(i) / double(rotary_dim)));
+  for (int64_t i = 0; i < rotary_dim / 2; ++i)
+    f.inv_freq.push_back(std::pow(theta, -2.0 * double(i) / double(rotary_dim)));
   return f;
 }
 
@@ -296,8 +297,8 @@ std::vector<double> rope(std::span<const float> x, int64_t batch, int64_t tokens
   if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
     bad_argument("rope", "rotary_dim " + std::to_string(rotary_dim) +
                              " must be even and in [0, head_dim " + std::to_string(head_dim) + "]");
-  return rope_d(widen(x), batch, tokens, heads, head_dim, pos0, style,
-                std::vector<RopeFrequencies>(size_t(std::max<int64_t>(tokens, 0)), plain_frequencies(rotary_dim, theta)));
+  const std::vector<RopeFrequencies> freqs(size_t(std::max<int64_t>(tokens, 0)), plain_frequencies(rotary_dim, theta));
+  return rope_d(widen(x), batch, tokens, heads, head_dim, pos0, style, freqs);
 }
 
 std::vector<double> softmax(std::span<const float> scores, int64_t batch, int64_t heads,
