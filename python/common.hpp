@@ -228,6 +228,8 @@ inline constexpr std::array kGateCombines{GateCombine::multiply, GateCombine::ad
 inline constexpr std::array kGateActivations{GateActivation::sigmoid, GateActivation::silu, GateActivation::ns_sigmoid,
                                              GateActivation::identity};
 inline constexpr std::array kRopeStyles{RopeStyle::rotate_half, RopeStyle::interleaved};
+inline constexpr std::array kRopeTypes{RopeType::none, RopeType::linear, RopeType::dynamic, RopeType::yarn,
+                                       RopeType::llama3};
 inline constexpr std::array kGqaMappings{GqaMapping::grouped, GqaMapping::tiled};
 inline constexpr std::array kNormKinds{NormKind::plain, NormKind::zero_centered};
 inline constexpr std::array kFeatureMaps{FeatureMap::none, FeatureMap::relu, FeatureMap::elu_plus_one};

@@ -3,6 +3,8 @@
 #include <array>
 #include <optional>
 
+#include <pybind11/operators.h>
+
 #include "common.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/gla_config.hpp"
@@ -121,6 +123,28 @@ py::dict spec_dict(const std::vector<TensorSpec>& specs) {
   return r;
 }
 
+void bind_rope_scaling(py::module_& m) {
+  py::class_<RopeScaling> cls(m, "RopeScaling",
+                              "RoPE's frequency scaling, transformers' rope_type and its keys (include/vkgate/config.hpp);\n"
+                              "each type reads only its own fields.");
+  Fields<RopeScaling> f{cls, "RopeScaling"};
+  f.enum_field("type", &RopeScaling::type, kRopeTypes, "'default', 'linear', 'dynamic', 'yarn' or 'llama3'")
+      .field("factor", &RopeScaling::factor, "linear, dynamic, yarn, llama3: the scaling factor (>= 1)")
+      .field("original_max_position_embeddings", &RopeScaling::original_max_position_embeddings,
+             "yarn, llama3: the pre-training length (0: the BlockConfig's max_position_embeddings)")
+      .field("low_freq_factor", &RopeScaling::low_freq_factor, "llama3")
+      .field("high_freq_factor", &RopeScaling::high_freq_factor, "llama3 (> low_freq_factor)")
+      .field("beta_fast", &RopeScaling::beta_fast, "yarn: the ramp's fast bound in rotations (default 32)")
+      .field("beta_slow", &RopeScaling::beta_slow, "yarn: the ramp's slow bound in rotations (default 1)")
+      .field("attention_factor", &RopeScaling::attention_factor,
+             "yarn: what cos and sin are multiplied by (0: 0.1*ln(factor) + 1, or from mscale)")
+      .field("mscale", &RopeScaling::mscale, "yarn (0: not given)")
+      .field("mscale_all_dim", &RopeScaling::mscale_all_dim, "yarn (0: not given)")
+      .field("truncate", &RopeScaling::truncate, "yarn: round the ramp's bounds outwards to whole dims");
+  f.finish();
+  cls.def(py::self == py::self);
+}
+
 void bind_block_config(py::module_& m) {
   py::class_<BlockConfig> cls(m, "BlockConfig",
                               "The shape and conventions of one gated-attention block (include/vkgate/config.hpp).\n"
@@ -133,6 +157,9 @@ void bind_block_config(py::module_& m) {
       .field("rms_norm_eps", &BlockConfig::rms_norm_eps, "epsilon of every RMSNorm")
       .field("rope_theta", &BlockConfig::rope_theta, "RoPE base")
       .field("partial_rotary_factor", &BlockConfig::partial_rotary_factor, "rotary dims = int(head_dim * factor)")
+      .field("rope_scaling", &BlockConfig::rope_scaling, "RoPE's frequency scaling (RopeScaling; type 'default': none)")
+      .field("max_position_embeddings", &BlockConfig::max_position_embeddings,
+             "the model's context length (0: unknown); dynamic RoPE's threshold, yarn's and llama3's fallback")
       .enum_field("gate_kind", &BlockConfig::gate_kind,
                   kGateKinds, "'none', 'headwise' or 'elementwise'")
       .enum_field("gate_layout", &BlockConfig::gate_layout,
@@ -272,6 +299,7 @@ void bind_model_config(py::module_& m) {
 }  // namespace
 
 void bind_config(py::module_& m) {
+  bind_rope_scaling(m);
   bind_block_config(m);
   bind_gla_config(m);
   bind_model_config(m);

@@ -81,6 +81,18 @@ void bind_ops(py::module_& r) {
       py::arg("x"), py::arg("rotary_dim"), py::arg("theta") = 10000.0, py::arg("pos0") = 0,
       py::arg("style") = "rotate_half", "RoPE on x [batch, tokens, heads, head_dim]; token t at position pos0 + t.");
   r.def(
+      "rope_frequencies",
+      [](arg::BlockConfig config, arg::Int seq_len) {
+        const BlockConfig cfg = config_arg<BlockConfig>(config, "config", "BlockConfig");
+        reference::RopeFrequencies f =
+            reference::rope_frequencies(cfg, integer_arg(seq_len, "seq_len", 1, int64_t(1) << 40));
+        const int64_t n = int64_t(f.inv_freq.size());
+        return py::make_tuple(doubles(std::move(f.inv_freq), {n}), f.attention_factor);
+      },
+      py::arg("config"), py::arg("seq_len"),
+      "(inv_freq [rotary_dim/2], attention_factor) of config.rope_scaling as transformers computes them,\n"
+      "for a step whose last position is seq_len - 1 (dynamic NTK depends on it).");
+  r.def(
       "softmax",
       [](arg::Floats scores, arg::Float scale_arg, arg::Bool causal_arg, arg::OptionalFloats mask) {
         FloatArg S = dims(scores, "scores", 4), Mk = optional_float_arg(mask, "mask", 4);
@@ -221,13 +233,19 @@ py::dict model_result(reference::ModelResult&& res, const ModelConfig& cfg, int6
 void bind_model_oracle(py::module_& r) {
   r.def(
       "model_forward",
-      [](arg::ModelConfig config, arg::Weights weights, arg::Ids ids) {
+      [](arg::ModelConfig config, arg::Weights weights, arg::Ids ids, const py::object& steps_arg) {
         const ModelConfig cfg = config_arg<ModelConfig>(config, "config", "ModelConfig");
+        std::vector<int64_t> steps;
+        if (!steps_arg.is_none()) {
+          if (!py::isinstance<py::sequence>(steps_arg) || py::isinstance<py::str>(steps_arg))
+            fail(ErrorCode::invalid_argument, "steps: expected a list of token counts, got " + describe(steps_arg));
+          for (const py::handle& n : steps_arg) steps.push_back(integer_arg(n, "steps", 1, INT_MAX));
+        }
         std::vector<py::array> holders;
         const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
         IdsArg a = ids_arg(ids, "ids");
         if (a.shape.size() != 2) fail(ErrorCode::shape_mismatch, "ids: expected [batch, tokens], got " + shape_text(a.shape));
-        reference::ModelInputs in{a.data, a.shape[0], a.shape[1]};
+        reference::ModelInputs in{a.data, a.shape[0], a.shape[1], steps};
         reference::ModelResult res;
         {
           py::gil_scoped_release nogil;
@@ -235,10 +253,11 @@ void bind_model_oracle(py::module_& r) {
         }
         return model_result(std::move(res), cfg, a.shape[0], a.shape[1]);
       },
-      py::arg("config"), py::arg("weights"), py::arg("ids"),
+      py::arg("config"), py::arg("weights"), py::arg("ids"), py::arg("steps") = py::none(),
       "The whole model in double on ids [batch, tokens] (weights by full name). Returns a dict: logits\n"
       "[B, T, V], hidden_states (L+1 arrays [B, T, D]), final_norm, first_token_attn [L, H],\n"
-      "max_activation [L], gate_mean [L] (empty without a gate).");
+      "max_activation [L], gate_mean [L] (empty without a gate). steps: the token counts of the\n"
+      "extend() calls that fed the sequence (empty: one), which dynamic RoPE depends on.");
   r.def(
       "greedy_generate",
       [](arg::ModelConfig config, arg::Weights weights, arg::Ids prompt, arg::Int max_new_tokens_arg,
@@ -258,7 +277,9 @@ void bind_model_oracle(py::module_& r) {
         return to_numpy(std::move(ids), {n});
       },
       py::arg("config"), py::arg("weights"), py::arg("prompt"), py::arg("max_new_tokens"),
-      py::arg("stop_at_eos") = true, "Greedy decoding in double, recomputing the whole sequence each step.");
+      py::arg("stop_at_eos") = true,
+      "Greedy decoding in double, recomputing the whole sequence each step (with the RoPE of a\n"
+      "cached generation: the prompt as one step, then one step per token).");
   r.def(
       "mlp",
       [](arg::Floats x, arg::Str act, arg::Floats gate_w, arg::Floats up_w, arg::Floats down_w) {

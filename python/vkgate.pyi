@@ -40,6 +40,22 @@ class Context:
     def validation_messages(self) -> int: ...
     def take_validation_messages(self) -> list[str]: ...
 
+class RopeScaling:
+    FIELDS: tuple[str, ...]
+    type: str  # 'default' | 'linear' | 'dynamic' | 'yarn' | 'llama3'
+    factor: float
+    original_max_position_embeddings: int
+    low_freq_factor: float
+    high_freq_factor: float
+    beta_fast: float
+    beta_slow: float
+    attention_factor: float
+    mscale: float
+    mscale_all_dim: float
+    truncate: bool
+    def __init__(self, **fields: Any) -> None: ...
+    def copy(self) -> RopeScaling: ...
+
 class BlockConfig:
     FIELDS: tuple[str, ...]
     hidden_size: int
@@ -49,6 +65,8 @@ class BlockConfig:
     rms_norm_eps: float
     rope_theta: float
     partial_rotary_factor: float
+    rope_scaling: RopeScaling
+    max_position_embeddings: int
     gate_kind: str  # 'none' | 'headwise' | 'elementwise'
     gate_layout: str  # 'qwen3_next' | 'official_grouped' | 'separate'
     gate_position: str  # 'sdpa' | 'value' | 'key' | 'query' | 'dense'
@@ -248,6 +266,7 @@ class _Reference:
     def rms_norm(self, x: _Floats, w: _Floats, eps: float = 1e-6, kind: str = "plain") -> np.ndarray: ...
     def rope(self, x: _Floats, rotary_dim: int, theta: float = 10000.0, pos0: int = 0,
              style: str = "rotate_half") -> np.ndarray: ...
+    def rope_frequencies(self, config: BlockConfig, seq_len: int) -> tuple[np.ndarray, float]: ...
     def softmax(self, scores: _Floats, scale: float = 1.0, causal: bool = False,
                 mask: Optional[_Floats] = None) -> np.ndarray: ...
     def attention(self, q: _Floats, k: _Floats, v: _Floats, scale: float, causal: bool = True,
@@ -258,7 +277,8 @@ class _Reference:
     def forward(self, config: BlockConfig, weights: dict[str, np.ndarray], x: _Floats,
                 past_key: Optional[_Floats] = None, past_value: Optional[_Floats] = None,
                 attention_mask: Optional[_Floats] = None) -> dict[str, np.ndarray]: ...
-    def model_forward(self, config: ModelConfig, weights: dict[str, np.ndarray], ids: _Ids) -> dict[str, Any]: ...
+    def model_forward(self, config: ModelConfig, weights: dict[str, np.ndarray], ids: _Ids,
+                      steps: list[int] = ...) -> dict[str, Any]: ...
     def greedy_generate(self, config: ModelConfig, weights: dict[str, np.ndarray], prompt: _Ids,
                         max_new_tokens: int, stop_at_eos: bool = True) -> np.ndarray: ...
     def mlp(self, x: npt.ArrayLike, act: str, gate_w: _Floats, up_w: _Floats, down_w: _Floats) -> np.ndarray: ...

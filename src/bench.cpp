@@ -137,7 +137,10 @@ Case rope(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t r
            std::to_string(rotary);
   const size_t n = size_t(rows * heads * head_dim);
   const HostData x = random_data(n, Storage::f32, b.rng);
-  const auto table = ops::rope_table(uint32_t(rows), uint32_t(rotary), 1e6, 0);
+  BlockConfig plain;  // default RoPE on `rotary` dims: only rotary_dim() and θ are read
+  plain.head_dim = int(rotary);
+  plain.rope_theta = 1e6;
+  const auto table = ops::rope_table(plain, uint32_t(rows), 0);
   HostData t{table, std::vector<std::byte>(reinterpret_cast<const std::byte*>(table.data()),
                                            reinterpret_cast<const std::byte*>(table.data() + table.size()))};
   const Buffer& gx = b.upload(x, "x");

@@ -106,7 +106,7 @@ struct GatedAttention::Impl {
     p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
     if (!direct_io) p->y = device(BT * D, f32, "output");
     p->y_out = direct_io ? &p->y_down : &p->y;
-    const size_t table_floats = ops::rope_table(uint32_t(T), uint32_t(cfg.rotary_dim()), cfg.rope_theta, 0).size();
+    const size_t table_floats = ops::rope_table_floats(uint32_t(T), uint32_t(cfg.rotary_dim()));
     p->rope_up = buffer(table_floats, f32, MemoryKind::upload, "rope cos/sin table (staging)");
     if (!direct_io) p->rope = device(table_floats, f32, "rope cos/sin table");
     p->rope_in = direct_io ? &p->rope_up : &p->rope;
@@ -324,7 +324,7 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
     }
   }
   std::memcpy(p.x_up.mapped(), in.hidden.data(), in.hidden.size_bytes());
-  const auto table = ops::rope_table(uint32_t(T), uint32_t(c.rotary_dim()), c.rope_theta, uint32_t(P));
+  const auto table = ops::rope_table(c, uint32_t(T), uint32_t(P));
   std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
   const Storage act = im.act;
   if (P && !resident) {

@@ -1,5 +1,7 @@
 #include "vkgate/config.hpp"
 
+#include <cmath>
+#include <sstream>
 #include <string>
 
 #include "config_limits.hpp"
@@ -64,6 +66,17 @@ const char* to_string(RopeStyle style) noexcept {
 
 const char* to_string(GqaMapping mapping) noexcept { return mapping == GqaMapping::grouped ? "grouped" : "tiled"; }
 
+const char* to_string(RopeType type) noexcept {
+  switch (type) {
+    case RopeType::none: return "default";
+    case RopeType::linear: return "linear";
+    case RopeType::dynamic: return "dynamic";
+    case RopeType::yarn: return "yarn";
+    case RopeType::llama3: return "llama3";
+  }
+  return "?";
+}
+
 BlockConfig BlockConfig::qwen3_next_attention() {
   BlockConfig c;
   c.hidden_size = 2048;
@@ -84,6 +97,57 @@ namespace {
 [[noreturn]] void bad(const std::string& key, const std::string& why) {
   throw Error(ErrorCode::invalid_config, "config: " + key + " " + why);
 }
+
+std::string number_text(double x) {
+  std::ostringstream s;
+  s.precision(17);
+  s << x;
+  return s.str();
+}
+
+// The fields of c.rope_scaling its type reads, and what they need of the rest of the config.
+void validate_rope_scaling(const BlockConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type == RopeType::none) return;
+  const std::string with = std::string(" with rope_scaling type '") + to_string(s.type) + "'";
+  auto check = [&](const char* field, double value, bool ok, const char* expected) {
+    if (!(std::isfinite(value) && ok))
+      bad(std::string("rope_scaling.") + field, std::string("must be ") + expected + ", got " + number_text(value));
+  };
+  check("factor", s.factor, s.factor >= 1, ">= 1");
+  switch (s.type) {
+    case RopeType::none:
+    case RopeType::linear: break;
+    case RopeType::dynamic:
+      if (c.max_position_embeddings <= 0)
+        bad("max_position_embeddings", "must be positive" + with + " (its θ grows past that length), got " +
+                                           std::to_string(c.max_position_embeddings));
+      // θ' = θ·(...)^(r/(r−2)): undefined for two rotary dims.
+      if (c.rotary_dim() == 2) bad("partial_rotary_factor", "gives 2 rotary dims, too few" + with);
+      break;
+    case RopeType::yarn:
+    case RopeType::llama3:
+      if (s.original_max_position_embeddings < 0)
+        bad("rope_scaling.original_max_position_embeddings",
+            "must be positive, got " + std::to_string(s.original_max_position_embeddings));
+      if (c.rope_original_max_positions() <= 0)
+        bad("rope_scaling.original_max_position_embeddings", "(or max_position_embeddings) must be given" + with);
+      if (s.type == RopeType::llama3) {
+        check("low_freq_factor", s.low_freq_factor, s.low_freq_factor > 0, "positive");
+        check("high_freq_factor", s.high_freq_factor, s.high_freq_factor > s.low_freq_factor,
+              ("greater than low_freq_factor (" + number_text(s.low_freq_factor) + ")").c_str());
+      } else {
+        check("beta_fast", s.beta_fast, s.beta_fast > 0, "positive");
+        check("beta_slow", s.beta_slow, s.beta_slow > 0, "positive");
+        check("attention_factor", s.attention_factor, s.attention_factor >= 0, "positive (or 0: derived from factor)");
+        check("mscale", s.mscale, s.mscale >= 0, "non-negative");
+        check("mscale_all_dim", s.mscale_all_dim, s.mscale_all_dim >= 0, "non-negative");
+        // The ramp's bounds divide by ln θ.
+        if (c.rope_theta == 1) bad("rope_theta", "must not be 1" + with + " (its correction range divides by ln θ)");
+      }
+      break;
+  }
+}
 }  // namespace
 
 void BlockConfig::validate() const {
@@ -99,7 +163,7 @@ void BlockConfig::validate() const {
   if (head_dim <= 0 || head_dim > 1024)
     bad("head_dim", "must be in 1..1024, got " + std::to_string(head_dim));
   if (!(rms_norm_eps > 0)) bad("rms_norm_eps", "must be positive");
-  if (!(rope_theta > 0)) bad("rope_theta", "must be positive");
+  if (!(rope_theta > 0 && std::isfinite(rope_theta))) bad("rope_theta", "must be positive");
   if (!(partial_rotary_factor >= 0 && partial_rotary_factor <= 1))
     bad("partial_rotary_factor", "must be in [0, 1]");
   if (q_proj_rows() > limits::kMaxRows || attn_dim() > limits::kMaxRows)
@@ -119,6 +183,9 @@ void BlockConfig::validate() const {
   if (rotary_dim() % 2 != 0)
     bad("partial_rotary_factor", "gives an odd rotary dimension " + std::to_string(rotary_dim()) +
                                      " (head_dim " + std::to_string(head_dim) + ")");
+  if (max_position_embeddings < 0)
+    bad("max_position_embeddings", "must not be negative, got " + std::to_string(max_position_embeddings));
+  validate_rope_scaling(*this);
 }
 
 }  // namespace vkgate

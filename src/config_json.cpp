@@ -6,6 +6,7 @@
 // causal, residual), which override the preset. The presets are transformers' own
 // classes: qwen3_next (Qwen3NextConfig), qwen3 (Qwen3Config + the paper's gate
 // flags), llama (LlamaConfig); any other model_type reads like qwen3.
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -28,19 +29,115 @@ namespace {
 
 using nlohmann::json;
 
-// vkgate implements plain RoPE only: a scaled variant (yarn, linear, dynamic, mrope, ...)
-// would silently give different positions, so it is refused.
-void check_rope_type(const KeyReader& r, const char* key, const json* rope_object) {
-  if (!rope_object) return;
-  if (!rope_object->is_object()) r.wrong(key, "an object or null", *rope_object);
-  for (const char* type_key : {"rope_type", "type"}) {
-    const auto it = rope_object->find(type_key);
-    if (it == rope_object->end() || it->is_null()) continue;
-    if (!it->is_string() || it->get<std::string>() != "default")
-      r.fail("key '" + r.name(key) + "." + type_key + "' is " + it->dump() +
-             ": vkgate implements only the default RoPE (no scaling)");
-  }
+constexpr std::array kRopeTypes{RopeType::none, RopeType::linear, RopeType::dynamic, RopeType::yarn,
+                               RopeType::llama3};
+
+std::string rope_type_list() {
+  std::string list;
+  for (RopeType t : kRopeTypes) list += std::string(list.empty() ? "" : ", ") + to_string(t);
+  return list;
 }
+
+bool at_least_one(double x) { return x >= 1; }
+bool positive_number(double x) { return x > 0; }
+bool non_negative(double x) { return x >= 0; }
+
+// One rope_scaling / rope_parameters object (`key`) as transformers reads it:
+// the type from `rope_type` or its older spelling `type` (absent: default),
+// then the keys that type reads, each checked and named on error. nullopt when
+// the object names no type (rope_parameters holding only rope_theta): it then
+// says nothing about scaling. `max_positions` is the model's
+// max_position_embeddings, yarn's default for a missing factor.
+std::optional<RopeScaling> read_rope_object(const KeyReader& r, const char* key, const json& object,
+                                            int max_positions) {
+  if (!object.is_object()) r.wrong(key, "an object or null", object);
+  const KeyReader o(object, r.source(), r.name(key) + ".");
+  const std::optional<std::string> rope_type = o.string("rope_type"), type = o.string("type");
+  if (rope_type && type && *rope_type != *type)
+    o.fail("keys '" + o.name("rope_type") + "' (" + json(*rope_type).dump() + ") and '" + o.name("type") + "' (" +
+           json(*type).dump() + ") disagree");
+  if (!rope_type && !type) return std::nullopt;
+  const char* type_key = rope_type ? "rope_type" : "type";
+  const std::string name = rope_type ? *rope_type : *type;
+  RopeScaling s;
+  const auto known = std::find_if(kRopeTypes.begin(), kRopeTypes.end(),
+                                  [&](RopeType t) { return name == to_string(t); });
+  if (known == kRopeTypes.end())
+    o.fail("key '" + o.name(type_key) + "' is " + json(name).dump() + ": vkgate implements the RoPE types " +
+           rope_type_list());
+  s.type = *known;
+  if (s.type == RopeType::none) return s;
+
+  auto required = [&](const char* k, bool (*in_range)(double), const char* expected) {
+    const std::optional<double> v = o.number(k, in_range, expected);
+    if (!v) o.fail("key '" + o.name(k) + "' is required with rope_type " + json(name).dump() + " (" + expected + ")");
+    return *v;
+  };
+  const std::optional<double> factor = o.number("factor", at_least_one, "a number >= 1");
+  if (s.type == RopeType::yarn || s.type == RopeType::llama3)
+    s.original_max_position_embeddings = o.positive_int("original_max_position_embeddings").value_or(0);
+  switch (s.type) {
+    case RopeType::none: break;
+    case RopeType::linear:
+    case RopeType::dynamic: s.factor = required("factor", at_least_one, "a number >= 1"); break;
+    case RopeType::llama3:
+      s.factor = required("factor", at_least_one, "a number >= 1");
+      s.low_freq_factor = required("low_freq_factor", positive_number, "a positive number");
+      s.high_freq_factor = required("high_freq_factor", positive_number, "a positive number");
+      if (!(s.high_freq_factor > s.low_freq_factor))
+        o.fail("key '" + o.name("high_freq_factor") + "' (" + json(s.high_freq_factor).dump() +
+               ") must be greater than '" + o.name("low_freq_factor") + "' (" + json(s.low_freq_factor).dump() + ")");
+      break;
+    case RopeType::yarn: {
+      // transformers 5 uses the factor given (some 4.x releases took the ratio of the two lengths
+      // whenever original_max_position_embeddings was given); without one, that ratio.
+      const int original = s.original_max_position_embeddings > 0 ? s.original_max_position_embeddings : max_positions;
+      s.factor = factor ? *factor : double(max_positions) / double(original);
+      if (!factor && !(s.factor >= 1))
+        o.fail("key '" + o.name("factor") + "' is not given and max_position_embeddings / " +
+               "original_max_position_embeddings = " + std::to_string(max_positions) + " / " +
+               std::to_string(original) + " is below 1");
+      // transformers reads `beta_fast or 32`: null (and 0) mean the default.
+      s.beta_fast = o.number("beta_fast", non_negative, "a positive number").value_or(0);
+      s.beta_slow = o.number("beta_slow", non_negative, "a positive number").value_or(0);
+      if (s.beta_fast == 0) s.beta_fast = 32;
+      if (s.beta_slow == 0) s.beta_slow = 1;
+      s.attention_factor = o.number("attention_factor", positive_number, "a positive number").value_or(0);
+      s.mscale = o.number("mscale", non_negative, "a non-negative number").value_or(0);
+      s.mscale_all_dim = o.number("mscale_all_dim", non_negative, "a non-negative number").value_or(0);
+      s.truncate = o.boolean("truncate").value_or(true);
+      break;
+    }
+  }
+  return s;
+}
+
+// The RoPE scaling of the config: rope_scaling (transformers < 5) or rope_parameters
+// (transformers >= 5); both naming a type and disagreeing is an error, as for rope_theta.
+RopeScaling read_rope_scaling(const KeyReader& r, int max_positions) {
+  std::optional<RopeScaling> scaling, parameters;
+  if (const json* p = r.find("rope_parameters")) parameters = read_rope_object(r, "rope_parameters", *p, max_positions);
+  if (const json* p = r.find("rope_scaling")) scaling = read_rope_object(r, "rope_scaling", *p, max_positions);
+  if (scaling && parameters && !(*scaling == *parameters))
+    r.fail("key 'rope_scaling' (" + r.find("rope_scaling")->dump() + ") disagrees with 'rope_parameters' (" +
+           r.find("rope_parameters")->dump() + ")");
+  RopeScaling s = scaling ? *scaling : parameters ? *parameters : RopeScaling{};
+  // Phi-3's configs keep the pre-training length at the top level; transformers prefers it.
+  if (const std::optional<int> top = r.positive_int("original_max_position_embeddings");
+      top && (s.type == RopeType::yarn || s.type == RopeType::llama3)) {
+    const char* nested = scaling ? "rope_scaling" : "rope_parameters";
+    if (s.original_max_position_embeddings > 0 && s.original_max_position_embeddings != *top)
+      r.fail("key 'original_max_position_embeddings' (" + std::to_string(*top) + ") disagrees with '" +
+             std::string(nested) + ".original_max_position_embeddings' (" +
+             std::to_string(s.original_max_position_embeddings) + ")");
+    s.original_max_position_embeddings = *top;
+  }
+  return s;
+}
+
+// transformers' class defaults of max_position_embeddings: LlamaConfig 2048,
+// Qwen3Config and Qwen3NextConfig 32768.
+int default_max_positions(const BlockConfig& c) { return c.model_type == "llama" ? 2048 : 32768; }
 
 // A RoPE parameter that may sit at the top level (older configs) or under rope_parameters
 // (transformers >= 5). Both present and different is an error: either choice could be the
@@ -130,12 +227,13 @@ BlockConfig block_config_from_json(const json& root, const std::string& source) 
   if (c.head_dim == 0) c.head_dim = default_head_dim(r, c);
   c.rms_norm_eps = r.number("rms_norm_eps", positive, "a positive number").value_or(c.rms_norm_eps);
 
+  c.max_position_embeddings = r.positive_int("max_position_embeddings").value_or(default_max_positions(c));
   std::optional<KeyReader> rope_params;
   if (const json* p = r.find("rope_parameters")) {
-    check_rope_type(r, "rope_parameters", p);
+    if (!p->is_object()) r.wrong("rope_parameters", "an object or null", *p);
     rope_params.emplace(*p, source, "rope_parameters.");
   }
-  check_rope_type(r, "rope_scaling", r.find("rope_scaling"));
+  c.rope_scaling = read_rope_scaling(r, c.max_position_embeddings);
   c.rope_theta = rope_value(r, rope_params, "rope_theta", positive, "a positive number")
                      .value_or(c.rope_theta);
   c.partial_rotary_factor =

@@ -116,8 +116,7 @@ struct Model::Impl {
   // not depend on the position: its state carries everything before it.
   void run(nn::StackPlan& p, uint32_t past, const std::vector<nn::LayerCache>* caches) {
     if (!cfg.gla) {
-      const auto table =
-          ops::rope_table(p.tokens, uint32_t(cfg.attention.rotary_dim()), cfg.attention.rope_theta, past);
+      const auto table = ops::rope_table(cfg.attention, p.tokens, past);
       std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
     }
     if (p.rec->recordings() == 0) {

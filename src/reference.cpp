@@ -96,16 +96,28 @@ namespace {
 
 // ---- the ops on double activations (sizes already checked) ----
 
-Vec rope_d(std::span<const double> x, int64_t batch, int64_t tokens, int64_t heads,
-           int64_t head_dim, int64_t rotary_dim, double theta, int64_t pos0, RopeStyle style) {
+// Plain RoPE's frequencies: pair i turns by θ^(−2i/r) per position.
+RopeFrequencies plain_frequencies(int64_t rotary_dim, double theta) {
+  RopeFrequencies f;
+  for (int64_t i = 0; i < rotary_dim / 2; ++i)
+    f.inv_freq.push_back(std::pow(theta, -2.0 * double(i) / double(rotary_dim)));
+  return f;
+}
+
+// RoPE on x [batch, tokens, heads, head_dim]; token t (position pos0 + t) turns
+// pair i by the angle pos·freqs[t].inv_freq[i], its cos and sin times
+// freqs[t].attention_factor; dims past 2·inv_freq.size() pass through.
+Vec rope_d(std::span<const double> x, int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim,
+           int64_t pos0, RopeStyle style, const std::vector<RopeFrequencies>& freqs) {
   Vec y(x.begin(), x.end());
-  const int64_t half = rotary_dim / 2;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t t = 0; t < tokens; ++t) {
       const double pos = double(pos0 + t);
+      const RopeFrequencies& f = freqs[size_t(t)];
+      const int64_t half = int64_t(f.inv_freq.size());
       for (int64_t i = 0; i < half; ++i) {
-        const double inv_freq = std::pow(theta, -2.0 * double(i) / double(rotary_dim));
-        const double c = std::cos(pos * inv_freq), s = std::sin(pos * inv_freq);
+        const double angle = pos * f.inv_freq[size_t(i)];
+        const double c = f.attention_factor * std::cos(angle), s = f.attention_factor * std::sin(angle);
         const int64_t first = style == RopeStyle::rotate_half ? i : 2 * i;
         const int64_t second = style == RopeStyle::rotate_half ? i + half : 2 * i + 1;
         for (int64_t h = 0; h < heads; ++h) {
@@ -285,7 +297,8 @@ std::vector<double> rope(std::span<const float> x, int64_t batch, int64_t tokens
   if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
     bad_argument("rope", "rotary_dim " + std::to_string(rotary_dim) +
                              " must be even and in [0, head_dim " + std::to_string(head_dim) + "]");
-  return rope_d(widen(x), batch, tokens, heads, head_dim, rotary_dim, theta, pos0, style);
+  const std::vector<RopeFrequencies> freqs(size_t(std::max<int64_t>(tokens, 0)), plain_frequencies(rotary_dim, theta));
+  return rope_d(widen(x), batch, tokens, heads, head_dim, pos0, style, freqs);
 }
 
 std::vector<double> softmax(std::span<const float> scores, int64_t batch, int64_t heads,
@@ -425,11 +438,76 @@ Result forward(const BlockConfig& cfg, const WeightMap& weights, const Inputs& i
   return internal::forward_d(cfg, weights, widen(in.hidden), in);
 }
 
+RopeFrequencies rope_frequencies(const BlockConfig& cfg, int64_t seq_len) {
+  cfg.validate();
+  if (seq_len < 1) bad_argument("rope_frequencies", "seq_len (" + std::to_string(seq_len) + ") must be positive");
+  const RopeScaling& s = cfg.rope_scaling;
+  const double r = cfg.rotary_dim(), factor = s.factor;
+  // Dynamic NTK stretches the base once the sequence outgrows the model's
+  // length m: θ' = θ·(1 + factor·(n − m)/m)^(r/(r−2)), n = seq_len.
+  double log_base = std::log(cfg.rope_theta);
+  if (s.type == RopeType::dynamic && seq_len > cfg.max_position_embeddings) {
+    const double m = cfg.max_position_embeddings;
+    log_base += r / (r - 2) * std::log1p(factor * (double(seq_len) - m) / m);
+  }
+  RopeFrequencies f;
+  for (int64_t i = 0; 2 * i < int64_t(r); ++i) f.inv_freq.push_back(std::exp(-log_base * double(2 * i) / r));
+  if (s.type == RopeType::none || s.type == RopeType::dynamic) return f;
+  if (s.type == RopeType::linear) {  // positions squeezed by the factor
+    for (double& w : f.inv_freq) w = w / factor;
+    return f;
+  }
+  // llama3 and yarn judge each pair by the turns it makes over the pre-training
+  // length L: n_i = L·ω_i / 2π.
+  const double L = cfg.rope_original_max_positions(), two_pi = 2 * std::acos(-1.0);
+  if (s.type == RopeType::llama3) {
+    // n_i below low_freq_factor: interpolated (ω/factor); above high_freq_factor:
+    // kept; between: the mix with weight t = (n_i − low)/(high − low) on ω.
+    for (double& w : f.inv_freq) {
+      const double turns = L * w / two_pi;
+      if (turns < s.low_freq_factor) {
+        w /= factor;
+      } else if (turns <= s.high_freq_factor) {
+        const double t = (turns - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        w = w * t + (w / factor) * (1 - t);
+      }
+    }
+    return f;
+  }
+  // yarn: the pair index at which a pair makes `turns` turns over L solves
+  // L·θ^(−2i/r) = 2π·turns. Pairs below the beta_fast index keep ω, pairs above
+  // the beta_slow index get ω/factor, a linear ramp in the index between.
+  auto pair_index = [&](double turns) { return r / 2 * std::log(L / (two_pi * turns)) / std::log(cfg.rope_theta); };
+  double first = pair_index(s.beta_fast), last = pair_index(s.beta_slow);
+  if (s.truncate) {
+    first = std::floor(first);
+    last = std::ceil(last);
+  }
+  first = first < 0 ? 0 : first;
+  last = last > r - 1 ? r - 1 : last;
+  const double span = last == first ? 0.001 : last - first;
+  for (size_t i = 0; i < f.inv_freq.size(); ++i) {
+    const double interpolated = std::min(1.0, std::max(0.0, (double(i) - first) / span));
+    f.inv_freq[i] *= (1 - interpolated) + interpolated / factor;
+  }
+  // The magnitude cos and sin are scaled by: given, or 1 + 0.1·m·ln(factor)
+  // (m = 1, or the ratio of those terms for mscale and mscale_all_dim).
+  auto magnitude = [&](double m) { return factor > 1 ? 1 + 0.1 * m * std::log(factor) : 1.0; };
+  if (s.attention_factor > 0)
+    f.attention_factor = s.attention_factor;
+  else if (s.mscale > 0 && s.mscale_all_dim > 0)
+    f.attention_factor = magnitude(s.mscale) / magnitude(s.mscale_all_dim);
+  else
+    f.attention_factor = magnitude(1);
+  return f;
+}
+
 Result internal::forward_d(const BlockConfig& cfg, const WeightMap& weights, std::span<const double> x,
-                           const Inputs& in) {
+                           const Inputs& in, std::span<const int64_t> rope_lengths) {
   cfg.validate();
   check_weights(cfg, weights);
   check_inputs(cfg, in, x.size());
+  if (!rope_lengths.empty()) check_size("forward", "rope_lengths", rope_lengths.size(), {in.tokens});
 
   const int64_t B = in.batch, T = in.tokens, P = in.past, S = P + T;
   const int64_t D = cfg.hidden_size, H = cfg.num_heads, KV = cfg.num_kv_heads, Dh = cfg.head_dim;
@@ -474,8 +552,17 @@ Result internal::forward_d(const BlockConfig& cfg, const WeightMap& weights, std
     q = rms_norm_d(q, weights.at("q_norm.weight"), rows * H, Dh, cfg.rms_norm_eps, cfg.norm_kind);
     k = rms_norm_d(k, weights.at("k_norm.weight"), rows * KV, Dh, cfg.rms_norm_eps, cfg.norm_kind);
   }
-  q = rope_d(q, B, T, H, Dh, cfg.rotary_dim(), cfg.rope_theta, P, cfg.rope_style);
-  k = rope_d(k, B, T, KV, Dh, cfg.rotary_dim(), cfg.rope_theta, P, cfg.rope_style);
+  // Each token's frequencies for the length its step ended at: P + T, or as rope_lengths says.
+  std::vector<RopeFrequencies> freqs;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t length = rope_lengths.empty() ? S : rope_lengths[size_t(t)];
+    if (t > 0 && length == (rope_lengths.empty() ? S : rope_lengths[size_t(t - 1)]))
+      freqs.push_back(freqs.back());
+    else
+      freqs.push_back(rope_frequencies(cfg, length));
+  }
+  q = rope_d(q, B, T, H, Dh, P, cfg.rope_style, freqs);
+  k = rope_d(k, B, T, KV, Dh, P, cfg.rope_style, freqs);
 
   Result r;
   r.q = heads_first(q, B, T, H, Dh);

@@ -32,7 +32,11 @@ std::vector<double> rms_norm_d(std::span<const double> x, std::span<const float>
 
 // forward() with the hidden states [in.batch, in.tokens, D] given in double by
 // `hidden`, which takes the place of in.hidden (not read). Validates like forward().
+// rope_lengths (empty, or one per token): the sequence length whose RoPE
+// frequencies each token takes (dynamic NTK's), instead of past + tokens for
+// all: a sequence fed in several steps, each step's positions rotated for the
+// length that step ended at.
 Result forward_d(const BlockConfig& cfg, const WeightMap& weights, std::span<const double> hidden,
-                 const Inputs& in);
+                 const Inputs& in, std::span<const int64_t> rope_lengths = {});
 
 }  // namespace vkgate::reference::internal

@@ -100,11 +100,12 @@ Vec mlp_residual(const ModelConfig& cfg, const WeightMap& weights, int layer, co
 // h = x + attn(input_layernorm(x)) (the block's oracle with its residual), then
 // h + mlp(post_attention_layernorm(h)). Appends the layer's attention statistics to `r`.
 Vec decoder_layer(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& x,
-                  const ModelInputs& in, ModelResult& r) {
+                  const ModelInputs& in, std::span<const int64_t> rope_lengths, ModelResult& r) {
   Inputs block_in;
   block_in.batch = in.batch;
   block_in.tokens = in.tokens;
-  const Result att = internal::forward_d(cfg.attention, attention_weights(cfg, weights, layer), x, block_in);
+  const Result att =
+      internal::forward_d(cfg.attention, attention_weights(cfg, weights, layer), x, block_in, rope_lengths);
   r.first_token_attn.insert(r.first_token_attn.end(), att.first_token_attn.begin(), att.first_token_attn.end());
   if (cfg.attention.gate_kind != GateKind::none) r.gate_mean.push_back(mean(att.gate));
   return mlp_residual(cfg, weights, layer, att.output, in.batch * in.tokens);
@@ -165,13 +166,28 @@ ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, cons
     bad_argument("model_forward", "batch (" + std::to_string(in.batch) + ") and tokens (" +
                                       std::to_string(in.tokens) + ") must be positive");
   check_size("model_forward", "ids", in.ids.size(), {in.batch, in.tokens});
+  // Each position's RoPE length: the end of the step that fed it.
+  std::vector<int64_t> rope_lengths;
+  if (!in.steps.empty()) {
+    int64_t end = 0;
+    for (int64_t n : in.steps) {
+      if (n <= 0 || n > in.tokens - end)
+        bad_argument("model_forward", "steps must be positive token counts summing to tokens (" +
+                                          std::to_string(in.tokens) + ")");
+      end += n;
+      rope_lengths.insert(rope_lengths.end(), size_t(n), end);
+    }
+    if (end != in.tokens)
+      bad_argument("model_forward", "steps sum to " + std::to_string(end) + ", not to tokens (" +
+                                        std::to_string(in.tokens) + ")");
+  }
 
   const int64_t rows = in.batch * in.tokens, D = cfg.hidden_size();
   ModelResult r;
   r.hidden_states.push_back(embed(cfg, weights.at(cfg.embedding_name()), in));
   for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
     Vec next = cfg.gla ? gla_layer(cfg, weights, layer, r.hidden_states.back(), in)
-                       : decoder_layer(cfg, weights, layer, r.hidden_states.back(), in, r);
+                       : decoder_layer(cfg, weights, layer, r.hidden_states.back(), in, rope_lengths, r);
     r.max_activation.push_back(max_abs(next));
     r.hidden_states.push_back(std::move(next));
   }
@@ -188,9 +204,11 @@ std::vector<int64_t> greedy_generate(const ModelConfig& cfg, const WeightMap& we
   if (max_new_tokens < 0)
     bad_argument("greedy_generate", "max_new_tokens (" + std::to_string(max_new_tokens) + ") is negative");
   std::vector<int64_t> ids(prompt.begin(), prompt.end()), generated;
+  std::vector<int64_t> steps{int64_t(prompt.size())};  // as a cached generation feeds the model
   const auto& eos = cfg.eos_token_ids;
   for (int step = 0; step < max_new_tokens; ++step) {
-    const ModelResult r = model_forward(cfg, weights, {ids, 1, int64_t(ids.size())});
+    const ModelResult r = model_forward(cfg, weights, {ids, 1, int64_t(ids.size()), steps});
+    steps.push_back(1);
     const auto last = r.logits.end() - cfg.vocab_size;
     // max_element returns the first of equal maxima: the lowest id on ties, as torch.argmax.
     const int64_t next = std::max_element(last, r.logits.end()) - last;

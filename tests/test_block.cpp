@@ -205,6 +205,12 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: every config validate() refuses is an E
       {"num_attention_heads", [](BlockConfig& c, double) { c.num_heads = 1 << 20, c.num_kv_heads = 1, c.head_dim = 1024; }},
       {"hidden_size", [](BlockConfig& c, double) { c.hidden_size = (1 << 24) + 1; }},
       {"num_hidden_layers", [](BlockConfig& c, double) { c.num_hidden_layers = 1000000000; }},
+      {"rope_scaling.factor", [](BlockConfig& c, double n) { c.rope_scaling.type = RopeType::linear, c.rope_scaling.factor = n; }},
+      {"max_position_embeddings", [](BlockConfig& c, double) { c.rope_scaling.type = RopeType::dynamic, c.rope_scaling.factor = 2; }},
+      {"rope_scaling.high_freq_factor", [](BlockConfig& c, double) {
+         c.max_position_embeddings = 64, c.rope_scaling.type = RopeType::llama3, c.rope_scaling.factor = 8;
+         c.rope_scaling.high_freq_factor = 0.5;
+       }},
   };
   for (const Bad& b : cases) {
     BlockConfig c = base;

@@ -201,6 +201,35 @@ std::vector<Case> block_cases() {
     k.batch = 2, k.tokens = 4, k.past = 3;
     cases.push_back(k);
   }
+  {  // YaRN under rope_parameters (transformers >= 5), partial rotary, after a cache.
+    Case k{"qwen3 + rope_parameters yarn (factor 4, original 16), rotary 0.5, cache P=5"};
+    k.config = {{"model_type", "qwen3"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"head_dim", 16}, {"max_position_embeddings", 64},
+                {"rope_parameters", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 16},
+                                     {"rope_theta", 1e4}, {"partial_rotary_factor", 0.5}}}};
+    k.cfg = qwen3(shape(64, 4, 2, 16), GateKind::none);
+    k.cfg.rope_theta = 1e4;
+    k.cfg.partial_rotary_factor = 0.5;
+    k.cfg.rope_scaling.type = RopeType::yarn;
+    k.cfg.rope_scaling.factor = 4;
+    k.cfg.rope_scaling.original_max_position_embeddings = 16;
+    k.batch = 1, k.tokens = 3, k.past = 5;
+    cases.push_back(k);
+  }
+  {  // Dynamic NTK (rope_scaling, `type`): the block's positions 3..5 end past max_position_embeddings 4.
+    Case k{"llama + rope_scaling dynamic (factor 2, max_position_embeddings 4), cache P=3"};
+    k.config = {{"model_type", "llama"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"max_position_embeddings", 4}, {"rope_theta", 1e4},
+                {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}};
+    k.cfg = qwen3(shape(64, 4, 2, 16), GateKind::none);
+    k.cfg.use_qk_norm = false;
+    k.cfg.rope_theta = 1e4;
+    k.cfg.max_position_embeddings = 4;
+    k.cfg.rope_scaling.type = RopeType::dynamic;
+    k.cfg.rope_scaling.factor = 2;
+    k.batch = 2, k.tokens = 3, k.past = 3;
+    cases.push_back(k);
+  }
   {  // Separate gate_proj, headwise; no q/k norm; no rotary; MQA; residual; inputs in the weights file.
     Case k{"separate headwise, no qk norm, no rotary, MQA 4/1, residual, input = weights file"};
     k.config = {{"model_type", "qwen3"}, {"hidden_size", 128}, {"num_attention_heads", 4},
@@ -383,6 +412,8 @@ void check_parsed(const Case& k, const std::string& config_path) {
   CHECK(p.gate_activation == c.gate_activation);
   CHECK(p.rope_style == c.rope_style);
   CHECK(p.gqa_mapping == c.gqa_mapping);
+  CHECK(p.rope_scaling == c.rope_scaling);
+  if (c.rope_scaling.type == RopeType::dynamic) CHECK(p.max_position_embeddings == c.max_position_embeddings);
 }
 
 // The gating rows of the paper's Table 1 and the NS-sigmoid control, each as

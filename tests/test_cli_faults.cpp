@@ -238,12 +238,18 @@ const std::vector<Malformed>& malformed_table() {
          return f.args();
        },
        1, {"config.json", "not valid JSON"}},
-      {"scaled RoPE (yarn) refused",
+      {"an unknown RoPE type (longrope) refused",
        [](Fixture& f) {
-         f.patch_config({{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}});
+         f.patch_config({{"rope_scaling", {{"rope_type", "longrope"}, {"factor", 4.0}}}});
          return f.args();
        },
-       1, {"config.json", "rope_scaling.rope_type", "only the default RoPE"}},
+       1, {"config.json", "rope_scaling.rope_type", "\"longrope\"", "default, linear, dynamic, yarn, llama3"}},
+      {"a RoPE scaling factor below 1",
+       [](Fixture& f) {
+         f.patch_config({{"rope_scaling", {{"rope_type", "linear"}, {"factor", 0.5}}}});
+         return f.args();
+       },
+       1, {"config.json", "rope_scaling.factor", ">= 1", "0.5"}},
       {"both gate flags true",
        [](Fixture& f) {
          f.patch_config({{"headwise_attn_output_gate", true}});

@@ -141,6 +141,64 @@ TEST_CASE("cli model: a qwen3 model with a G2 value gate (self_attn.gate_proj) t
   CHECK(g.out == expect + "\n");
 }
 
+// Scaled RoPE from config.json as released checkpoints spell it: Llama 3.1's
+// rope_scaling (llama3) on a llama model, a transformers 5 rope_parameters
+// YaRN on qwen3 through run, and dynamic NTK through generate's decode steps
+// past max_position_embeddings, each against the reference.
+TEST_CASE("cli model: rope_scaling llama3 and yarn through run, dynamic NTK through generate, against the reference") {
+  std::mt19937 rng(std::random_device{}());
+  struct Case {
+    const char* model_type;
+    json keys;
+  };
+  const Case cases[] = {
+      {"llama",
+       {{"max_position_embeddings", 64},
+        {"rope_scaling",
+         {{"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+          {"original_max_position_embeddings", 16}, {"rope_type", "llama3"}}}}},
+      {"qwen3",
+       {{"max_position_embeddings", 64},
+        {"rope_theta", nullptr},
+        {"rope_parameters",
+         {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 16}, {"rope_theta", 10000.0}}}}},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.model_type);
+    test::TinyModel shape;
+    shape.model_type = k.model_type;
+    ModelDir m(shape, rng, DType::F32, false, k.keys);
+    const ModelConfig parsed = load_model_config(m.path());
+    CHECK(parsed.attention.rope_scaling.type != RopeType::none);
+    CHECK(parsed.attention.rope_theta == 10000.0);
+    const std::vector<int64_t> ids = test::random_ids(rng, 10, shape.vocab);
+    const std::string input = m.ids_file("ids.safetensors", ids, 1, 10);
+    const std::string out = m.dir / "out.safetensors";
+    const CliResult r = run_cli(with_device({"run", "--weights", m.path(), "--input", input, "--output", out}), m.dir.path);
+    check_clean_exit(r);
+    REQUIRE(r.code == 0);
+    check_nmse(read_f64(out, "logits"), reference::model_forward(parsed, m.map, {ids, 1, 10}).logits, 1e-8);
+  }
+  // Dynamic NTK (the older `type` spelling): the prompt within max_position_embeddings, the steps beyond it.
+  test::TinyModel shape;
+  ModelDir m(shape, rng, DType::F32, false,
+             {{"max_position_embeddings", 4}, {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}});
+  const ModelConfig parsed = load_model_config(m.path());
+  REQUIRE(parsed.attention.rope_scaling.type == RopeType::dynamic);
+  const std::vector<int64_t> prompt = test::random_ids(rng, 3, shape.vocab);
+  const auto greedy = reference::greedy_generate(parsed, m.map, prompt, 6, false);
+  std::string expect;
+  for (int64_t id : greedy) expect += (expect.empty() ? "" : " ") + std::to_string(id);
+  const CliResult g = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids",
+                                           std::to_string(prompt[0]) + "," + std::to_string(prompt[1]) + "," +
+                                               std::to_string(prompt[2]),
+                                           "--max-new-tokens", "6", "--ignore-eos"}),
+                              m.dir.path);
+  check_clean_exit(g);
+  REQUIRE(g.code == 0);
+  CHECK(g.out == expect + "\n");
+}
+
 TEST_CASE("cli model: generate stops after eos_token_id unless --ignore-eos") {
   std::mt19937 rng(std::random_device{}());
   test::TinyModel shape;
@@ -367,8 +425,13 @@ TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming 
        {}, 1, {"lm_head.weight", "[199, 64]", "[200, 64]"}},
       {"a bad hidden_act", [&](const fs::path& d) { rewrite_config(d, {{"hidden_act", "relu2"}}); },
        {}, 1, {"config.json", "hidden_act", "relu2"}},
-      {"rope_scaling yarn", [&](const fs::path& d) { rewrite_config(d, {{"rope_scaling", {{"type", "yarn"}}}}); },
-       {}, 1, {"config.json", "rope_scaling"}},
+      {"rope_scaling longrope", [&](const fs::path& d) { rewrite_config(d, {{"rope_scaling", {{"type", "longrope"}}}}); },
+       {}, 1, {"config.json", "rope_scaling.type", "\"longrope\"", "yarn, llama3"}},
+      {"rope_scaling llama3 without low_freq_factor",
+       [&](const fs::path& d) {
+         rewrite_config(d, {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"high_freq_factor", 4.0}}}});
+       },
+       {}, 1, {"config.json", "rope_scaling.low_freq_factor", "required"}},
       {"an id out of range", nullptr, {"ids:1,200,3"}, 1, {"input_ids", "input id 200 at [0, 1]", "[0, 200)"}},
       {"a negative id", nullptr, {"ids:-4,2,3"}, 1, {"input_ids", "input id -4 at [0, 0]"}},
       {"ids of rank 1", nullptr, {"rank1"}, 1, {"input_ids", "expected [B, T]"}},

@@ -268,7 +268,8 @@ TEST_CASE("config: impossible or mistyped keys are errors naming the file and th
       {R"({"rope_parameters": "default"})", "rope_parameters"},
       {R"({"rope_parameters": {"rope_theta": 10000}})", "rope_theta"},  // disagrees with the top level
       {R"({"rope_parameters": {"partial_rotary_factor": "half"}})", "rope_parameters.partial_rotary_factor"},
-      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "rope_scaling.rope_type"},
+      {R"({"rope_scaling": {"rope_type": "longrope", "factor": 4.0}})", "rope_scaling.rope_type"},
+      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 0.25}})", "rope_scaling.factor"},
       {R"({"attention_bias": "no"})", "attention_bias"},
       {R"({"qkv_bias": 1})", "qkv_bias"},
       {R"({"elementwise_attn_output_gate": true})", "'headwise_attn_output_gate' and 'elementwise_attn_output_gate'"},

@@ -14,6 +14,18 @@ using test::check_close;
 using test::run_once;
 using test::upload_half;
 
+namespace {
+
+// Plain RoPE's cos/sin table on `rotary` dims with base θ (a block config
+// whose only rotary dims are those: rope_table reads nothing else of it).
+std::vector<float> plain_rope_table(uint32_t tokens, uint32_t rotary, double theta, uint32_t first) {
+  BlockConfig c;
+  c.head_dim = int(rotary);
+  c.rope_theta = theta;
+  return ops::rope_table(c, tokens, first);
+}
+
+}  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd shapes, K up to 4096") {
   struct Shape {
@@ -234,7 +246,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope: rotate-half, full and partial rotary, po
     CAPTURE(seed);
     const auto x = random(size_t(c.B) * c.T * c.H * c.Dh);
     auto gx = upload(x, "x");
-    auto table = upload(ops::rope_table(c.T, c.rotary, 1e6, c.pos0), "table");
+    auto table = upload(plain_rope_table(c.T, c.rotary, 1e6, c.pos0), "table");
     const ops::View v = ops::btd_view(c.T, c.H, c.Dh);
     run_once(vk, [&](gpu::Recorder& rec) {
       ops::rope(vk, rec, gx, v, table, gx, v, c.B * c.T, c.T, c.H, c.Dh, c.rotary);
@@ -266,7 +278,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "qkv_prepare: q/k norm + RoPE and v, from the p
     const auto proj = random(BT * cols, 2.0f), qw = random(c.Dh, 0.3f), kw = random(c.Dh, 0.3f);
     const auto old_k = random(size_t(c.B) * c.KV * seq * c.Dh), old_v = random(size_t(c.B) * c.KV * seq * c.Dh);
     auto gp = upload(proj, "projections"), gqw = upload(qw, "q_norm"), gkw = upload(kw, "k_norm");
-    auto table = upload(ops::rope_table(c.T, c.rotary, 1e6, c.first), "table");
+    auto table = upload(plain_rope_table(c.T, c.rotary, 1e6, c.first), "table");
     auto gq = poisoned(BT * c.H * c.Dh, "q"), gk = upload(old_k, "k cache"), gv = upload(old_v, "v cache");
     const ops::View qv{0, c.T * cols, cols, groups, group_stride, c.Dh}, kv{k_col, c.T * cols, cols, 1, c.Dh, 0},
         vv{v_col, c.T * cols, cols, 1, c.Dh, 0};

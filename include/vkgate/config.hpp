@@ -32,6 +32,39 @@ enum class GateActivation { sigmoid, silu, ns_sigmoid, identity };
 // RoPE's pairs: (i, i + r/2) as HF Llama/Qwen (rotate_half), or (2i, 2i + 1)
 // as the complex-number form of GPT-J, GLM and Meta's original checkpoints.
 enum class RopeStyle { rotate_half, interleaved };
+// RoPE's frequency scaling, transformers' `rope_type` (its ROPE_INIT_FUNCTIONS):
+//   none     "default": inv_freq_i = θ^(−2i/r), no scaling
+//   linear   inv_freq / factor (position interpolation)
+//   dynamic  NTK: θ grows with the sequence length once it passes max_position_embeddings
+//   yarn     NTK-by-parts between inv_freq and inv_freq / factor, cos and sin times an attention factor
+//   llama3   Llama 3.1's: low frequencies / factor, high ones kept, a smooth ramp between
+// (longrope, mrope and the others are refused when config.json asks for them.)
+enum class RopeType { none, linear, dynamic, yarn, llama3 };
+
+// The parameters of a scaled RoPE (README "RoPE scaling"). Each
+// type reads only its own fields; the others keep their defaults.
+struct RopeScaling {
+  RopeType type = RopeType::none;
+  // linear, dynamic, llama3, yarn: ≥ 1. (yarn without `factor` in config.json:
+  // max_position_embeddings / original_max_position_embeddings, as transformers.)
+  double factor = 1.0;
+  // yarn and llama3: the pre-training context length; 0 stands for
+  // BlockConfig::max_position_embeddings (transformers' fallback).
+  int original_max_position_embeddings = 0;
+  double low_freq_factor = 1.0;   // llama3 (> 0)
+  double high_freq_factor = 4.0;  // llama3 (> low_freq_factor)
+  double beta_fast = 32.0;        // yarn: the ramp's bounds in rotations (> 0)
+  double beta_slow = 1.0;
+  // yarn: what cos and sin are multiplied by; 0: derived from factor (0.1·ln(factor) + 1,
+  // or with mscale and mscale_all_dim both non-zero the ratio of the two such terms).
+  double attention_factor = 0.0;
+  double mscale = 0.0;          // yarn (DeepSeek's): 0 = not given
+  double mscale_all_dim = 0.0;  // yarn: 0 = not given
+  bool truncate = true;         // yarn: round the ramp's bounds outwards to whole dims
+
+  bool operator==(const RopeScaling&) const = default;
+};
+
 // Which KV head query head h reads: h / (H/KV) (grouped, HF) or h % KV
 // (tiled: the repeat-by-tiling of seed 002's expand/flatten code).
 enum class GqaMapping { grouped, tiled };
@@ -55,6 +88,7 @@ const char* to_string(GateCombine combine) noexcept;
 const char* to_string(GateActivation activation) noexcept;
 const char* to_string(RopeStyle style) noexcept;
 const char* to_string(GqaMapping mapping) noexcept;
+const char* to_string(RopeType type) noexcept;  // none is "default"
 
 struct BlockConfig {
   int hidden_size = 0;   // D
@@ -64,6 +98,12 @@ struct BlockConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   double partial_rotary_factor = 1.0;  // rotary dims = int(Dh · factor)
+  RopeScaling rope_scaling;            // none: plain RoPE
+  // The context length the model declares (config.json's, else its
+  // transformers class default: 2048 for llama, 32768 for the others); 0:
+  // unknown. Read by dynamic RoPE (where θ starts to grow) and as yarn's and
+  // llama3's original_max_position_embeddings when those do not give one.
+  int max_position_embeddings = 0;
   GateKind gate_kind = GateKind::elementwise;
   GateLayout gate_layout = GateLayout::qwen3_next;
   GatePosition gate_position = GatePosition::sdpa;
@@ -102,6 +142,11 @@ struct BlockConfig {
 
   int group_size() const { return num_heads / num_kv_heads; }  // G = H / KV
   int rotary_dim() const { return static_cast<int>(head_dim * partial_rotary_factor); }
+  // yarn's and llama3's pre-training length: rope_scaling's, else max_position_embeddings.
+  int rope_original_max_positions() const {
+    return rope_scaling.original_max_position_embeddings > 0 ? rope_scaling.original_max_position_embeddings
+                                                             : max_position_embeddings;
+  }
   // Heads at the gate's position: H (sdpa, query), KV (key, value), 1 (dense).
   int gate_heads() const {
     switch (gate_position) {

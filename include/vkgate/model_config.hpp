@@ -81,7 +81,8 @@ struct ModelConfig {
 //   hidden_size, num_attention_heads, num_hidden_layers, intermediate_size, vocab_size  (required)
 //   num_key_value_heads   default num_attention_heads
 //   head_dim              default 128 for qwen3 (HF's Qwen3Config), hidden/heads for llama
-//   rms_norm_eps, rope_theta (or rope_parameters), rope_scaling (only "default" or null)
+//   rms_norm_eps, rope_theta, rope_scaling / rope_parameters (default, linear, dynamic,
+//                         yarn, llama3), max_position_embeddings: as the block reads them
 //   hidden_act            silu | gelu | gelu_pytorch_tanh | sigmoid (default silu)
 //   attention_bias / qkv_bias   bias on q, k, v and o
 //   mlp_bias              llama: bias on gate, up and down (default false); Qwen3's

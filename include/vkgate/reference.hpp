@@ -58,6 +58,17 @@ std::vector<double> gate(std::span<const float> y, std::span<const float> g, int
                          GateActivation activation = GateActivation::sigmoid,
                          GateCombine combine = GateCombine::multiply);
 
+// RoPE's inverse frequencies ω_i (i < rotary_dim/2) and the factor cos and
+// sin are multiplied by, for cfg.rope_scaling (default, linear, dynamic, yarn,
+// llama3) as transformers' ROPE_INIT_FUNCTIONS define them, for a step whose
+// last position is seq_len − 1 (only dynamic NTK depends on it: its θ grows
+// once seq_len passes max_position_embeddings). Validates cfg.
+struct RopeFrequencies {
+  std::vector<double> inv_freq;   // [rotary_dim / 2]
+  double attention_factor = 1.0;  // yarn's; 1 for the others
+};
+RopeFrequencies rope_frequencies(const BlockConfig& cfg, int64_t seq_len);
+
 // ---- the whole block ----
 
 struct Inputs {
@@ -84,7 +95,8 @@ struct Result {
 };
 
 // Runs the block in double precision. Validates cfg and the weights (Error
-// naming the tensor) and the input sizes.
+// naming the tensor) and the input sizes. RoPE takes cfg.rope_scaling's
+// frequencies for seq_len = past + tokens (rope_frequencies).
 Result forward(const BlockConfig& cfg, const WeightMap& weights, const Inputs& in);
 
 // ---- accuracy metric ----

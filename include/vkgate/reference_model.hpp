@@ -33,6 +33,12 @@ struct ModelInputs {
   std::span<const int64_t> ids;  // [batch, tokens], each in [0, vocab_size)
   int64_t batch = 1;
   int64_t tokens = 1;
+  // How the sequence was fed to a cached model: the token counts of its steps
+  // (a prefill, then decode steps), summing to `tokens`; empty: one step. Only
+  // dynamic NTK RoPE depends on it: each step's positions are rotated with the
+  // frequencies for the length that step ended at (transformers' dynamic_rope_update),
+  // and the keys in the cache keep them.
+  std::span<const int64_t> steps;
 };
 
 struct ModelResult {
@@ -59,7 +65,9 @@ ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, cons
 // Greedy decoding of one sequence: the arg-max (lowest index on ties) of the
 // last position's logits, appended and fed back, `max_new_tokens` times or
 // until an id of cfg.eos_token_ids is emitted (it is included) when
-// stop_at_eos. Each step recomputes the whole sequence. Returns the new ids.
+// stop_at_eos. Each step recomputes the whole sequence, with the RoPE a cached
+// generation has (the prompt as one step, then one step per token: `steps`).
+// Returns the new ids.
 std::vector<int64_t> greedy_generate(const ModelConfig& cfg, const WeightMap& weights,
                                      std::span<const int64_t> prompt, int max_new_tokens,
                                      bool stop_at_eos = true);

@@ -110,8 +110,7 @@ std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t
   p->scratch.allocate(vk_);
   p->ids = vk_.allocator->allocate(BT * 4, MemoryKind::upload, "input_ids (staging)");
   if (!cfg_.gla) {  // GLA has no positions
-    const size_t table =
-        ops::rope_table(tokens, uint32_t(cfg_.attention.rotary_dim()), cfg_.attention.rope_theta, 0).size();
+    const size_t table = ops::rope_table_floats(tokens, uint32_t(cfg_.attention.rotary_dim()));
     p->rope_up = allocate(vk_, table, Storage::f32, MemoryKind::upload, "rope cos/sin table (staging)");
     if (tokens > kDirectTableTokens)
       p->rope = allocate(vk_, table, Storage::f32, MemoryKind::device, "rope cos/sin table");

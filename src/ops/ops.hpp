@@ -151,8 +151,24 @@ void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buf
           View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary,
           Storage s = Storage::f32, RopeStyle style = RopeStyle::rotate_half);
 
-// cos/sin for positions first..first+tokens−1, computed in double, as floats.
-std::vector<float> rope_table(uint32_t tokens, uint32_t rotary, double theta, uint32_t first);
+// RoPE's inverse frequencies [rotary_dim/2] and the factor cos and sin are
+// multiplied by, for c.rope_scaling as transformers' ROPE_INIT_FUNCTIONS
+// compute them, in double. `seq_len` is the length of the sequence once the
+// step is appended (the last position + 1): dynamic NTK's θ follows it, as
+// transformers' dynamic_rope_update does (the cached keys keep the rotation
+// of the step that wrote them). The reference computes its own.
+struct RopeFrequencies {
+  std::vector<double> inv_freq;
+  double attention_factor = 1.0;
+};
+RopeFrequencies rope_frequencies(const BlockConfig& c, int64_t seq_len);
+// cos then sin, each [tokens, rotary/2], for positions first..first+tokens−1,
+// computed in double and times the attention factor, as floats (+1 float so
+// that the buffer is never empty: rope_table_floats).
+std::vector<float> rope_table(const RopeFrequencies& f, uint32_t tokens, uint32_t first);
+// The table of a step of `tokens` new positions after `first` cached ones of a block of config c.
+std::vector<float> rope_table(const BlockConfig& c, uint32_t tokens, uint32_t first);
+size_t rope_table_floats(uint32_t tokens, uint32_t rotary);
 
 // The per-head passes between the projection and attention in one dispatch
 // (shaders/qkv_prepare.comp): q and the new keys get the gate when it acts on
