@@ -85,7 +85,7 @@ void bind_ops(py::module_& r) {
       [](arg::BlockConfig config, arg::Int seq_len) {
         const BlockConfig cfg = config_arg<BlockConfig>(config, "config", "BlockConfig");
         reference::RopeFrequencies f =
-            reference::rope_frequencies(cfg, integer_arg(seq_len, "seq_len", 1, int64_t(1) << 40));
+            reference::rope_frequencies(cfg, integer_arg(seq_len, "seq_len", 1, INT_MAX));
         const int64_t n = int64_t(f.inv_freq.size());
         return py::make_tuple(doubles(std::move(f.inv_freq), {n}), f.attention_factor);
       },

@@ -185,6 +185,9 @@ BAD = {
     "device": [1.5, True, -1, 2**40, 2**64, "", "a\ud800b", b"x", object()],
     "str_list": [None, 5, "ab", [None], ["a\ud800b"]],
     "int_list": [None, 5, [None], [2**64], ["a"]],
+    "stop": [5, b"x", [None], [5], ["a\ud800b"], object()],  # None, a str or a list of str
+    "steps": [5, "ab", [None], [0], [2**64], object()],
+    "optional_uint": ["3", 1.5, True, object(), -1, 2**64],
 }
 
 
@@ -280,9 +283,19 @@ CALLS = [
     ("Model.logits", "ids", "ids", lambda a, v: a.model.logits(v)),
     ("Model.logits", "stats", "bool", lambda a, v: a.model.logits([1], stats=v)),
     ("Model.generate", "prompt", "prompt", lambda a, v: a.model.generate(v, 1)),
-    ("Model.generate", "max_new_tokens", "typed_int", lambda a, v: a.model.generate([1], v)),
-    ("Model.generate", "stop_at_eos", "typed_bool", lambda a, v: a.model.generate([1], 1, v)),
+    ("Model.generate", "max_new_tokens", "int", lambda a, v: a.model.generate([1], v)),
+    ("Model.generate", "stop_at_eos", "bool", lambda a, v: a.model.generate([1], 1, v)),
     ("Model.generate", "tokenizer", "tokenizer", lambda a, v: a.model.generate("hi", 1, tokenizer=v)),
+    ("Model.generate", "temperature", "number", lambda a, v: a.model.generate([1], 1, temperature=v)),
+    ("Model.generate", "top_k", "int", lambda a, v: a.model.generate([1], 1, top_k=v)),
+    ("Model.generate", "top_p", "number", lambda a, v: a.model.generate([1], 1, top_p=v)),
+    ("Model.generate", "min_p", "number", lambda a, v: a.model.generate([1], 1, min_p=v)),
+    ("Model.generate", "repeat_penalty", "number", lambda a, v: a.model.generate([1], 1, repeat_penalty=v)),
+    ("Model.generate", "repeat_last_n", "field_int", lambda a, v: a.model.generate([1], 1, repeat_last_n=v)),
+    ("Model.generate", "presence_penalty", "number", lambda a, v: a.model.generate([1], 1, presence_penalty=v)),
+    ("Model.generate", "frequency_penalty", "number", lambda a, v: a.model.generate([1], 1, frequency_penalty=v)),
+    ("Model.generate", "seed", "optional_uint", lambda a, v: a.model.generate([1], 1, seed=v)),
+    ("Model.generate", "stop", "stop", lambda a, v: a.model.generate("hi", 1, stop=v)),
     ("Model.start", "batch", "int", lambda a, v: a.model.start(v, 4)),
     ("Model.start", "capacity", "int", lambda a, v: a.model.start(1, v)),
     ("Model.extend", "sequence", "sequence", lambda a, v: a.model.extend(v, [1])),
@@ -344,6 +357,9 @@ CALLS = [
     ("reference.model_forward", "config", "config", lambda a, v: vkgate.reference.model_forward(v, a.mw, [[1]])),
     ("reference.model_forward", "weights", "dict", lambda a, v: vkgate.reference.model_forward(a.mcfg, v, [[1]])),
     ("reference.model_forward", "ids", "ids", lambda a, v: vkgate.reference.model_forward(a.mcfg, a.mw, v)),
+    ("reference.model_forward", "steps", "steps", lambda a, v: vkgate.reference.model_forward(a.mcfg, a.mw, [[1]], v)),
+    ("reference.rope_frequencies", "config", "config", lambda a, v: vkgate.reference.rope_frequencies(v, 4)),
+    ("reference.rope_frequencies", "seq_len", "int", lambda a, v: vkgate.reference.rope_frequencies(a.cfg, v)),
     ("reference.greedy_generate", "config", "config", lambda a, v: vkgate.reference.greedy_generate(v, a.mw, [1], 1)),
     ("reference.greedy_generate", "weights", "dict", lambda a, v: vkgate.reference.greedy_generate(a.mcfg, v, [1], 1)),
     ("reference.greedy_generate", "prompt", "ids", lambda a, v: vkgate.reference.greedy_generate(a.mcfg, a.mw, v, 1)),
@@ -388,7 +404,7 @@ def field_kind(value, name):
 def config_calls():
     """Every field of every config, as a keyword of the constructor and as an attribute."""
     calls = []
-    for cls in (vkgate.BlockConfig, vkgate.GlaConfig, vkgate.ModelConfig):
+    for cls in (vkgate.BlockConfig, vkgate.GlaConfig, vkgate.ModelConfig, vkgate.RopeScaling):
         for name in cls.FIELDS:
             kind = field_kind(getattr(cls(), name), name)
             calls.append((cls.__name__, name, kind, lambda a, v, cls=cls, name=name: cls(**{name: v})))
@@ -431,7 +447,7 @@ def test_every_argument_refuses_every_wrong_kind(api, entry, argument, kind, cal
 NO_ARGUMENTS = {
     "devices", "Context.take_validation_messages", "BlockConfig.validate", "BlockConfig.copy",
     "BlockConfig.qwen3_next_attention", "GlaConfig.validate", "GlaConfig.copy", "ModelConfig.validate",
-    "ModelConfig.copy", "GatedAttention.last_timings", "Model.last_timings",
+    "ModelConfig.copy", "RopeScaling.copy", "GatedAttention.last_timings", "Model.last_timings",
 }
 
 
@@ -466,7 +482,7 @@ def bound(api, name):
     """The callable `name` of public_callables(), bound to one of api's objects."""
     objects = {"Context": api.ctx, "BlockConfig": api.cfg, "GlaConfig": api.gcfg, "ModelConfig": api.mcfg,
                "GatedAttention": api.block, "GlaLayer": api.gla, "Model": api.model, "Sequence": api.seq,
-               "Tokenizer": api.tok}
+               "Tokenizer": api.tok, "RopeScaling": vkgate.RopeScaling()}
     if name.startswith("reference."):
         return getattr(vkgate.reference, name.split(".")[1])
     owner, _, attr = name.partition(".")
