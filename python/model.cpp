@@ -139,17 +139,19 @@ void bind_model(py::module_& m) {
 
   py::class_<PyModel>(m, "Model",
                       "A whole decoder-only model (Qwen3 with the paper's gate flags, Llama, or fla's GLA) on the device.\n\n"
-                      "Model.load(ctx, dir, precision='fp32', check_finite=True): a Hugging Face checkpoint\n"
-                      "directory (config.json, model.safetensors or its index and shards).\n"
-                      "Model(ctx, config, weights, precision='fp32', check_finite=True): a vkgate.ModelConfig and\n"
-                      "a dict {full Hugging Face name: float32/float16 array} (vkgate.expected_model_weights).\n"
+                      "Model.load(ctx, dir, precision='fp32', check_finite=True, ignore_context_limit=False): a Hugging\n"
+                      "Face checkpoint directory (config.json, model.safetensors or its index and shards).\n"
+                      "Model(ctx, config, weights, precision='fp32', check_finite=True, ignore_context_limit=False): a\n"
+                      "vkgate.ModelConfig and a dict {full Hugging Face name: float32/float16 array}\n"
+                      "(vkgate.expected_model_weights). ignore_context_limit: run past context_limit.\n"
                       "One Model is used by one thread at a time.")
       .def_static(
           "load",
-          [](arg::Context ctx_arg, arg::Path dir, arg::Str precision, arg::Bool check_finite) {
+          [](arg::Context ctx_arg, arg::Path dir, arg::Str precision, arg::Bool check_finite,
+             arg::Bool ignore_context_limit) {
             Context& ctx = context_arg(ctx_arg);
             const BlockOptions b = block_options(precision, check_finite);
-            const ModelOptions o{b.precision, b.check_finite};
+            const ModelOptions o{b.precision, b.check_finite, bool_arg(ignore_context_limit, "ignore_context_limit")};
             auto pm = std::make_unique<PyModel>();
             pm->dir = fspath(dir, "dir");
             py::gil_scoped_release nogil;
@@ -157,15 +159,15 @@ void bind_model(py::module_& m) {
             return pm;
           },
           py::arg("ctx"), py::arg("dir"), py::arg("precision") = "fp32", py::arg("check_finite") = true,
-          py::keep_alive<0, 1>(),
+          py::arg("ignore_context_limit") = false, py::keep_alive<0, 1>(),
           "Reads DIR's config.json and checkpoint, checks every tensor and uploads it. Errors name the file\n"
           "and the tensor or key. precision: 'fp32', 'fp16' or 'bf16' device storage.")
       .def(py::init([](arg::Context ctx_arg, arg::ModelConfig config, arg::Weights weights, arg::Str precision,
-                       arg::Bool check_finite) {
+                       arg::Bool check_finite, arg::Bool ignore_context_limit) {
              Context& ctx = context_arg(ctx_arg);
              const ModelConfig cfg = config_arg<ModelConfig>(config, "config", "ModelConfig");
              const BlockOptions b = block_options(precision, check_finite);
-             const ModelOptions o{b.precision, b.check_finite};
+             const ModelOptions o{b.precision, b.check_finite, bool_arg(ignore_context_limit, "ignore_context_limit")};
              std::vector<py::array> holders;
              const TensorMap map = tensor_map(dict_arg(weights, "weights", "a dict {name: numpy array}"), holders, "weights");
              auto pm = std::make_unique<PyModel>();
@@ -174,7 +176,7 @@ void bind_model(py::module_& m) {
              return pm;
            }),
            py::arg("ctx"), py::arg("config"), py::arg("weights"), py::arg("precision") = "fp32",
-           py::arg("check_finite") = true, py::keep_alive<1, 2>())
+           py::arg("check_finite") = true, py::arg("ignore_context_limit") = false, py::keep_alive<1, 2>())
       .def(
           "logits",
           [](PyModel& self, arg::Ids ids, arg::Bool stats_arg) -> py::object {
@@ -291,6 +293,10 @@ void bind_model(py::module_& m) {
           "of the last of them ([vocab] or [batch, vocab]).")
       .def_property_readonly("config", [](PyModel& self) { return self.model->config(); })
       .def_property_readonly("precision", [](PyModel& self) { return std::string(to_string(self.model->precision())); })
+      .def_property_readonly("context_limit", [](PyModel& self) { return self.model->context_limit(); },
+                             "Positions one sequence may hold (max_position_embeddings, or as its rope_scaling\n"
+                             "reaches); longer prompts are refused and generation stops there. 0: none\n"
+                             "(ignore_context_limit=True, a GLA model).")
       .def_property_readonly("memory",
                              [](PyModel& self) {
                                const MemoryUse u = self.model->memory();

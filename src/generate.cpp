@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <optional>
 
 #include "gpu/context_impl.hpp"
@@ -64,6 +65,7 @@ struct Generation::Impl {
   std::string held;  // decoded text not yet passed on: it may begin a stop string
   GenerateResult result;
   bool done = false;
+  int room = INT_MAX;  // new ids the context limit leaves
 
   Impl(Model& m, std::span<const int64_t> prompt, const GenerateOptions& o, const Tokenizer* t)
       : model(m), tokenizer(t), options(o), sampler(o.sampling), context(prompt.begin(), prompt.end()),
@@ -81,7 +83,18 @@ struct Generation::Impl {
                                                      std::to_string(i) + " is outside the vocabulary [0, " +
                                                      std::to_string(vocab) + ")");
     if (t) decoder.emplace(t->stream_decoder());
+    if (const int limit = m.context_limit(); limit > 0) {
+      if (prompt.size() > size_t(limit))
+        throw Error(ErrorCode::invalid_argument,
+                    "generate: the prompt's " + std::to_string(prompt.size()) +
+                        " tokens are more than the model's context limit of " + std::to_string(limit) +
+                        " (max_position_embeddings); ModelOptions::ignore_context_limit (vkgate "
+                        "--ignore-context-limit) runs past it");
+      // The prompt and the new ids together stay within it: the last new id is never run.
+      room = limit - int(prompt.size());
+    }
     done = o.max_new_tokens == 0;
+    if (!done && room == 0) end(FinishReason::context_limit);
   }
 
   // The text `id` completes. A model may have more rows than its tokenizer has
@@ -105,12 +118,16 @@ struct Generation::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits;
     if (!seq) {  // kept only once the prompt has run, so that a failed step can be retried
-      Sequence first = model.start(1, int(prompt_size) + options.max_new_tokens);
+      Sequence first = model.start(1, int(prompt_size) + std::min(options.max_new_tokens, room));
       // A long prompt runs in chunks (each attending to the ones before through the cache), so
       // that its progress can be told and one step's scratch stays bounded.
       gpu::ProgressReport report(model.context().impl(), Progress::Task::prefill, prompt_size);
-      for (size_t at = 0; at < prompt_size; at += kPrefillChunk) {
-        const size_t n = std::min(kPrefillChunk, prompt_size - at);
+      // Dynamic NTK RoPE rotates a step's keys with frequencies of the step's own length, as
+      // transformers does for its one prefill step: chunks would rotate them otherwise.
+      const bool dynamic = model.config().attention.rope_scaling.type == RopeType::dynamic;
+      const size_t chunk = dynamic ? prompt_size : kPrefillChunk;
+      for (size_t at = 0; at < prompt_size; at += chunk) {
+        const size_t n = std::min(chunk, prompt_size - at);
         logits = model.extend(first, std::span(context).subspan(at, n), int(n));
         report.advance(at + n);
       }
@@ -138,6 +155,7 @@ struct Generation::Impl {
     const auto& eos = model.config().eos_token_ids;
     if (options.stop_at_eos && std::find(eos.begin(), eos.end(), s.id) != eos.end()) end(FinishReason::eos);
     if (int(result.ids.size()) == options.max_new_tokens) end(FinishReason::length);
+    if (int(result.ids.size()) == room) end(FinishReason::context_limit);
     if (tokenizer) {
       const bool ending = done || !more_ids;
       if (ending) held += decoder->finish();

@@ -104,6 +104,17 @@ struct Model::Impl {
                                                      " is outside the vocabulary [0, " +
                                                      std::to_string(cfg.vocab_size) + ")");
   }
+  // A step that would hold `positions` positions of one sequence, against the context limit.
+  void check_context(int64_t positions, const std::string& doing) const {
+    const int limit = options.ignore_context_limit ? 0 : cfg.context_limit();
+    if (limit > 0 && positions > limit)
+      throw Error(ErrorCode::invalid_argument,
+                  doing + ": " + std::to_string(positions) + " positions are more than the model's context limit of " +
+                      std::to_string(limit) + " (max_position_embeddings " +
+                      std::to_string(cfg.attention.max_position_embeddings) +
+                      (limit != cfg.attention.max_position_embeddings ? ", scaled by its rope_scaling" : "") +
+                      "); ModelOptions::ignore_context_limit (vkgate --ignore-context-limit) runs past it");
+  }
   // Ids [B, T] as int32 into the plan's staging buffer, checked first.
   void put_ids(nn::StackPlan& p, std::span<const int64_t> ids) const {
     check_ids(ids, int(p.batch), int(p.tokens));
@@ -251,6 +262,7 @@ std::vector<float> Model::logits(std::span<const int64_t> ids, int batch, int to
   if (batch <= 0 || tokens <= 0 || size_t(batch) * size_t(tokens) != ids.size())
     throw Error(ErrorCode::invalid_argument, "logits: " + std::to_string(ids.size()) + " ids for batch " +
                                                  std::to_string(batch) + " × tokens " + std::to_string(tokens));
+  m.check_context(tokens, "logits");
   const PlanKey key{batch, tokens, stats != nullptr};
   nn::StackPlan* p = m.plans.find(key);
   if (!p) p = &m.plans.add(key, m.stack->plan(uint32_t(batch), uint32_t(tokens), uint32_t(tokens), false, true, stats));
@@ -308,6 +320,7 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   if (tokens <= 0 || size_t(s.batch) * size_t(tokens) != ids.size())
     throw Error(ErrorCode::invalid_argument, "extend: " + std::to_string(ids.size()) + " ids for batch " +
                                                  std::to_string(s.batch) + " × tokens " + std::to_string(tokens));
+  m.check_context(int64_t(s.length) + tokens, "extend");
   if (s.length + tokens > s.capacity)
     throw Error(ErrorCode::invalid_argument, "extend: the sequence holds " + std::to_string(s.length) + " of " +
                                                  std::to_string(s.capacity) + " positions; " +
@@ -346,6 +359,7 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
 
 const ModelConfig& Model::config() const { return impl_->cfg; }
 Context& Model::context() { return impl_->ctx; }
+int Model::context_limit() const { return impl_->options.ignore_context_limit ? 0 : impl_->cfg.context_limit(); }
 Precision Model::precision() const { return impl_->options.precision; }
 
 MemoryUse Model::memory() const {

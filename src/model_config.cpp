@@ -5,7 +5,9 @@
 // a layer; this file adds the keys of the model around it.
 #include "vkgate/model_config.hpp"
 
+#include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -153,6 +155,16 @@ void ModelConfig::validate() const {
     if (id < 0 || id >= vocab_size)
       bad("eos_token_id", "holds " + std::to_string(id) + ", outside [0, vocab_size " +
                               std::to_string(vocab_size) + ")");
+}
+
+int ModelConfig::context_limit() const {
+  if (gla) return 0;
+  const BlockConfig& a = attention;
+  const RopeScaling& r = a.rope_scaling;
+  double limit = a.max_position_embeddings;
+  if (r.type == RopeType::linear || r.type == RopeType::dynamic) limit *= r.factor;
+  if (r.type == RopeType::yarn) limit = std::max(limit, r.factor * a.rope_original_max_positions());
+  return int(std::min(limit, double(INT_MAX)));
 }
 
 ModelConfig parse_model_config_json(std::string_view json_text, const std::string& source) {

@@ -393,6 +393,47 @@ TEST_CASE("cli model: generate samples with --seed, reads --prompt-file, stops a
   CHECK(doc.at("generated").size() == 3);
 }
 
+TEST_CASE("cli model: the context limit (max_position_embeddings) refuses longer input and stops generate, "
+          "unless --ignore-context-limit") {
+  std::mt19937 rng(std::random_device{}());
+  test::TinyModel shape;
+  ModelDir m(shape, rng, DType::F32, false, {{"max_position_embeddings", 6}});
+  auto cli = [&](std::vector<std::string> args) {
+    const CliResult r = run_cli(with_device(args), m.dir.path);
+    check_clean_exit(r);
+    return r;
+  };
+  const CliResult stopped = cli({"generate", "--weights", m.path(), "--prompt-ids", "1,2,3", "--max-new-tokens", "10",
+                                 "--ignore-eos", "--json"});
+  INFO("stderr: " << stopped.err);
+  REQUIRE(stopped.code == 0);
+  const json doc = json::parse(stopped.out);
+  CHECK(doc.at("generated").size() == 3);
+  CHECK(doc.at("finish_reason") == "context_limit");
+  CHECK(stopped.err.find("context limit of 6") != std::string::npos);
+  const CliResult on = cli({"generate", "--weights", m.path(), "--prompt-ids", "1,2,3", "--max-new-tokens", "10",
+                            "--ignore-eos", "--json", "--ignore-context-limit"});
+  REQUIRE(on.code == 0);
+  CHECK(json::parse(on.out).at("generated").size() == 10);
+  const CliResult long_prompt =
+      cli({"generate", "--weights", m.path(), "--prompt-ids", "1,2,3,4,5,6,7", "--max-new-tokens", "1"});
+  CHECK(long_prompt.code == 1);
+  CHECK(long_prompt.out.empty());
+  CHECK(long_prompt.err.find("prompt's 7 tokens") != std::string::npos);
+  CHECK(long_prompt.err.find("context limit of 6") != std::string::npos);
+
+  const std::string ids = m.ids_file("long.safetensors", {1, 2, 3, 4, 5, 6, 7}, 1, 7);
+  const std::string out = m.dir / "logits.safetensors";
+  const CliResult run = cli({"run", "--weights", m.path(), "--input", ids, "--output", out});
+  CHECK(run.code == 1);
+  CHECK(run.err.find("long.safetensors: tensor 'input_ids' holds 7 positions") != std::string::npos);
+  CHECK(run.err.find("context limit of 6") != std::string::npos);
+  CHECK(!fs::exists(out));
+  const CliResult run_on = cli({"run", "--weights", m.path(), "--input", ids, "--output", out, "--ignore-context-limit"});
+  CHECK(run_on.code == 0);
+  CHECK(fs::exists(out));
+}
+
 TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming the file and tensor or key, writing nothing") {
   std::mt19937 rng(11);
   test::TinyModel shape;

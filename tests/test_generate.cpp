@@ -139,3 +139,62 @@ TEST_CASE_FIXTURE(test::GpuTest, "generate: ids beyond the tokenizer decode to n
   CHECK(streamed.empty());
   CHECK(r.finish == FinishReason::length);
 }
+
+TEST_CASE_FIXTURE(test::GpuTest, "generate: the context limit refuses longer prompts and steps, and ends a generation") {
+  test::TinyModel shape;
+  ModelConfig cfg = shape.config();
+  cfg.attention.max_position_embeddings = 8;
+  const test::RandomModel m(cfg, rng);
+  Model model(ctx, m.cfg, m.tensors);
+  CHECK(model.context_limit() == 8);
+  GenerateOptions o;
+  o.max_new_tokens = 10;
+  o.stop_at_eos = false;
+  const std::vector<int64_t> prompt = test::random_ids(rng, 5, shape.vocab);
+  // Prompt and new ids together fill the 8 positions: 3 new ids, the last one never run.
+  const GenerateResult r = model.generate(prompt, o);
+  CHECK(r.finish == FinishReason::context_limit);
+  CHECK(r.ids == reference::greedy_generate(m.cfg, m.map, prompt, 3, false));
+  const std::vector<int64_t> eight = test::random_ids(rng, 8, shape.vocab), nine = test::random_ids(rng, 9, shape.vocab);
+  const GenerateResult full = model.generate(eight, o);
+  CHECK(full.ids.empty());
+  CHECK(full.finish == FinishReason::context_limit);
+  test::expect_error([&] { model.generate(nine, o); }, ErrorCode::invalid_argument,
+                     {"prompt's 9 tokens", "context limit of 8", "ignore_context_limit"});
+  test::expect_error([&] { model.logits(nine, 1, 9); }, ErrorCode::invalid_argument,
+                     {"logits: 9 positions", "context limit of 8", "max_position_embeddings 8"});
+  Sequence seq = model.start(1, 16);
+  model.extend(seq, eight, 8);
+  test::expect_error([&] { model.extend(seq, std::vector<int64_t>{1}, 1); }, ErrorCode::invalid_argument,
+                     {"extend: 9 positions", "context limit of 8"});
+
+  // ModelOptions::ignore_context_limit runs past it, as the reference does.
+  Model free(ctx, m.cfg, m.tensors, {.ignore_context_limit = true});
+  CHECK(free.context_limit() == 0);
+  o.max_new_tokens = 4;
+  const GenerateResult past = free.generate(nine, o);
+  CHECK(past.finish == FinishReason::length);
+  CHECK(past.ids == reference::greedy_generate(m.cfg, m.map, nine, 4, false));
+}
+
+TEST_CASE("generate: the context limit is max_position_embeddings, scaled as the RoPE scaling reaches") {
+  ModelConfig c = test::TinyModel().config();
+  CHECK(c.context_limit() == 0);  // made in code without a length
+  c.attention.max_position_embeddings = 4096;
+  CHECK(c.context_limit() == 4096);
+  c.attention.rope_scaling.type = RopeType::linear;
+  c.attention.rope_scaling.factor = 2;
+  CHECK(c.context_limit() == 8192);
+  c.attention.rope_scaling.type = RopeType::dynamic;
+  CHECK(c.context_limit() == 8192);
+  // Qwen3's YaRN recipe: factor 4 over the original 32768, max_position_embeddings 40960.
+  c.attention.max_position_embeddings = 40960;
+  c.attention.rope_scaling = {.type = RopeType::yarn, .factor = 4, .original_max_position_embeddings = 32768};
+  CHECK(c.context_limit() == 131072);
+  // Llama 3.1: max_position_embeddings is already the scaled length.
+  c.attention.max_position_embeddings = 131072;
+  c.attention.rope_scaling = {.type = RopeType::llama3, .factor = 8, .original_max_position_embeddings = 8192};
+  CHECK(c.context_limit() == 131072);
+  ModelConfig gla = test::TinyGla().config();
+  CHECK(gla.context_limit() == 0);
+}

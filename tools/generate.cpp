@@ -19,7 +19,7 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
                        --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
                        [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
                        [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
-                       [--stop STR]... [--ignore-eos] [--json] [--quiet]
+                       [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--json] [--quiet]
 
 Decoding, greedy unless --temperature is above 0: one step for the prompt,
 then one replayed step per new token, with the KV cache (a GLA model: each
@@ -58,6 +58,9 @@ sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one 
   --ignore-eos           keep going after eos_token_id (config.json or generation_config.json;
                          a list means any of them). Without it the eos id is printed, then
                          generation stops
+  --ignore-context-limit run past the model's context limit (max_position_embeddings, or the
+                         length its rope_scaling reaches): without it a longer prompt is refused
+                         and generation stops there (finish_reason context_limit)
   --quiet                no progress line on stderr (drawn only on a terminal: a first run's
                          pipeline compilation, the tensors loading, a long prompt's prefill)
   --json                 print one JSON object instead: generated (the ids), text (with
@@ -127,6 +130,7 @@ int cmd_generate(Args& args) {
     else if (a == "--device") device = args.value(a);
     else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
     else if (a == "--ignore-eos") g.stop_at_eos = false;
+    else if (a == "--ignore-context-limit") options.ignore_context_limit = true;
     else if (a == "--json") json = true;
     else if (a == "--quiet") quiet = true;
     else throw UsageError("generate: unknown option '" + a + "'");
@@ -207,6 +211,9 @@ int cmd_generate(Args& args) {
                  "has %d rows): decoded as no text, as Hugging Face does\n",
                  r.undecoded_ids.size(), static_cast<long long>(r.undecoded_ids[0]), tokenizer->source().c_str(),
                  tokenizer->vocab_size(), model.config().vocab_size);
+  if (r.finish == FinishReason::context_limit)
+    std::fprintf(stderr, "vkgate: stopped at the model's context limit of %d tokens (--ignore-context-limit goes on)\n",
+                 model.context_limit());
   std::fprintf(stderr, "vkgate: %zu ids (%s); prompt %.1f ms, %.2f tokens/s decoding\n", r.ids.size(),
                to_string(r.finish), r.prefill_ms, r.tokens_per_s());
   return 0;

@@ -21,7 +21,8 @@ namespace vkgate::cli {
 namespace {
 
 constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config FILE] [--layer N] --input FILE --output FILE
-                  [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite] [--quiet]
+                  [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite]
+                  [--ignore-context-limit] [--quiet]
 
 Runs a checkpoint on the device: the whole model when the input holds input_ids,
 one gated-attention block when it holds hidden_states, or one gated linear
@@ -58,6 +59,10 @@ optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
                      in attention_mask) and in the weights, and an output that overflows,
                      naming the tensor and the element
   --no-check-finite  let NaN and Inf through to the output
+  --ignore-context-limit
+                     (a model) run input_ids longer than the model's context limit
+                     (max_position_embeddings, or the length its rope_scaling reaches),
+                     which is refused without it
   --quiet            no progress line on stderr (drawn only on a terminal: a first run's
                      pipeline compilation, the tensors loading)
 
@@ -111,7 +116,7 @@ struct RunOptions {
   std::string weights, config, input, output, device;
   int layer = -1;
   vkgate::BlockOptions options;
-  bool stats = false, quiet = false;
+  bool stats = false, quiet = false, ignore_context_limit = false;
 
   vkgate::ContextOptions context_options() const {
     vkgate::ContextOptions c;
@@ -123,7 +128,7 @@ struct RunOptions {
 
 RunOptions parse_run(Args& args) {
   RunOptions o;
-  auto& [weights, config, input, output, device, layer, options, stats, quiet] = o;
+  auto& [weights, config, input, output, device, layer, options, stats, quiet, ignore_context_limit] = o;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--weights") weights = args.value(a);
@@ -134,6 +139,7 @@ RunOptions parse_run(Args& args) {
     else if (a == "--device") device = args.value(a);
     else if (a == "--stats") stats = true;
     else if (a == "--quiet") quiet = true;
+    else if (a == "--ignore-context-limit") ignore_context_limit = true;
     else if (a == "--check-finite") options.check_finite = true;
     else if (a == "--no-check-finite") options.check_finite = false;
     else if (a == "--precision") {
@@ -233,7 +239,7 @@ int run_gla(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const v
 
 // One gated-attention block on hidden_states (and a cache and a mask), or a GLA layer.
 int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
-  const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet] = o;
+  const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet, ignore_context_limit] = o;
   const vkgate::Checkpoint ckpt(weights);
   const std::string config = layer_config_path(o, ckpt);
   // A file that cannot be read is left to load_config, whose error says why.
@@ -376,7 +382,7 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   vkgate::Context ctx(o.context_options());
   std::unique_ptr<vkgate::Model> model;
   try {
-    model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite});
+    model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite, o.ignore_context_limit});
   } catch (const vkgate::Error& e) {
     throw with_weights_path(o.weights, e);
   }
@@ -385,8 +391,10 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   try {
     logits = model->logits(ids, int(B), int(T), o.stats ? &stats : nullptr);
   } catch (const vkgate::Error& e) {  // an id out of range: name the file and the tensor
-    if (std::string(e.what()).rfind("input id ", 0) == 0)
-      throw vkgate::Error(e.code(), o.input + ": tensor 'input_ids': " + e.what());
+    const std::string what = e.what();
+    if (what.starts_with("input id ")) throw vkgate::Error(e.code(), o.input + ": tensor 'input_ids': " + what);
+    if (what.starts_with("logits: "))  // more positions than the context limit
+      throw vkgate::Error(e.code(), o.input + ": tensor 'input_ids' holds " + what.substr(8));
     throw;
   }
   const int64_t V = cfg.vocab_size, L = cfg.num_hidden_layers, H = stats.heads;

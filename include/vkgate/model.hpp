@@ -49,6 +49,10 @@ struct ModelOptions {
   // Refuse NaN or ±Inf in a weight (and values beyond fp16's range with fp16
   // storage) at construction, naming the tensor.
   bool check_finite = true;
+  // Run sequences past config().context_limit() (max_position_embeddings):
+  // positions the model was not trained for. Without it such a step is an
+  // Error(invalid_argument) naming both lengths, and generate stops there.
+  bool ignore_context_limit = false;
 };
 
 // The paper's measurements, per layer, from a forward with statistics. A GLA
@@ -131,6 +135,8 @@ class Model {
   GenerateResult generate(const Tokenizer& tokenizer, std::string_view prompt, const GenerateOptions& options = {});
 
   const ModelConfig& config() const;
+  // config().context_limit(), or 0 (none) with ModelOptions::ignore_context_limit.
+  int context_limit() const;
   Precision precision() const;
   MemoryUse memory() const;
   // How often command buffers were recorded (decode steps replay, recording nothing).

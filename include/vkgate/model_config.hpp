@@ -71,6 +71,13 @@ struct ModelConfig {
   NormKind norm_kind() const { return gla ? NormKind::plain : attention.norm_kind; }
   // model.embeddings.weight (gla) or model.embed_tokens.weight.
   const char* embedding_name() const { return gla ? "model.embeddings.weight" : "model.embed_tokens.weight"; }
+  // The most positions one sequence may hold (ModelOptions::ignore_context_limit
+  // lifts it): attention.max_position_embeddings, or the length a RoPE scaling
+  // reaches — factor × it for linear and dynamic, for yarn factor ×
+  // original_max_position_embeddings when that is longer (as vLLM derives a
+  // model's max_model_len; llama3 configs already give the scaled length).
+  // 0: none (a GLA model has no positions; a config made in code without a length).
+  int context_limit() const;
   // The bare name of a layer's MLP norm: mlp_norm.weight (gla) or post_attention_layernorm.weight.
   const char* mlp_norm_name() const { return gla ? "mlp_norm.weight" : "post_attention_layernorm.weight"; }
 };

@@ -128,3 +128,21 @@ def test_generate_refuses_bad_sampling_options(ctx, tiny_model):
             model.generate([1, 2], max_new_tokens=2, **{name: value})
     with pytest.raises(vkgate.Error, match="stop"):
         model.generate([1, 2], max_new_tokens=2, stop="x")  # stop strings need text
+
+
+def test_context_limit(ctx, tmp_path):
+    cfg, w = write_model(tmp_path, np.random.default_rng(3), max_position_embeddings=6)
+    model = vkgate.Model.load(ctx, tmp_path)
+    assert model.context_limit == 6
+    assert len(model.generate([1, 2, 3], max_new_tokens=10, stop_at_eos=False)) == 3
+    stream = model.generate("hi", max_new_tokens=10, stop_at_eos=False)
+    list(stream)
+    assert stream.finish_reason == "context_limit" and len(stream.prompt_ids) + len(stream.ids) == 6
+    with pytest.raises(vkgate.Error, match="context limit of 6"):
+        model.generate([1, 2, 3, 4, 5, 6, 7], max_new_tokens=1)
+    with pytest.raises(vkgate.Error, match="7 positions"):
+        model.logits([1, 2, 3, 4, 5, 6, 7])
+    free = vkgate.Model.load(ctx, tmp_path, ignore_context_limit=True)
+    assert free.context_limit == 0
+    np.testing.assert_array_equal(free.generate([1, 2, 3], max_new_tokens=10, stop_at_eos=False),
+                                  vkgate.reference.greedy_generate(cfg, w, [1, 2, 3], 10, stop_at_eos=False))
