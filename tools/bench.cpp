@@ -58,7 +58,8 @@ CASE:
           decoding throughput (MB/s, median of 5) on a 1 MiB text, generated (prose, code
           with tabs and CRLF, digits, CJK, emoji) unless --text-file gives one; checks that
           decode(encode(text)) is the text (after the normalizer, e.g. NFC). --write-text FILE writes the text used, so another
-          tokenizer can be timed on the same bytes (alone, it only writes the file). No device
+          tokenizer can be timed on the same bytes (alone, it only writes the file; - writes it
+          to stdout and the report to stderr; FILE as run's --output). No device
 
   --json       print one JSON document instead of the table
 )";

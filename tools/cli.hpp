@@ -45,8 +45,9 @@ bool wants_help(const std::vector<std::string>& args);
 Precision parse_precision(const std::string& flag, const std::string& v);
 // Text in and out (cli_text.cpp). Errors name the path or the flag.
 std::string read_file(const std::string& path);
-// Writes a temporary file beside `path` and renames it into place: no partial file on an error.
-void write_file_atomically(const std::string& path, const std::string& bytes);
+// Files are written with vkgate::write_file / OutputFile (vkgate/output_file.hpp):
+// "-" is stdout, a symbolic link's target is replaced atomically, a device or
+// FIFO is written directly, a read-only file is refused.
 // Integers separated by commas and/or whitespace (none: an empty list); else a UsageError naming `flag`.
 std::vector<int64_t> parse_id_list(const std::string& flag, const std::string& text);
 // A JSON string literal of `text`; bytes that are not UTF-8 become U+FFFD (generated
