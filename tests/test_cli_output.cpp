@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli_harness.hpp"
@@ -27,38 +29,43 @@ namespace {
 using namespace vkgate;
 using namespace vkgate::cli_test;
 
-// Reads a FIFO to its end on a thread; if the child never opens it, finish()
-// opens it for writing itself so that the reader is not left waiting.
+// Reads a FIFO on a thread without ever blocking in open(): it holds the read
+// end and a write end of its own from the start, so that the FIFO reads as
+// empty (not ended) until the writer under test has come and gone; finish()
+// gives up its write end and takes what is left. A writer that never opens the
+// FIFO (or replaces it) leaves the text empty instead of hanging the test.
 class FifoReader {
  public:
-  explicit FifoReader(std::string path) : path_(std::move(path)), thread_([this] {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    char buf[65536];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      text_.append(buf, size_t(n));
-    }
-    ::close(fd);
-    done_ = true;
-  }) {}
-  ~FifoReader() { finish(); }
-  std::string finish() {
-    if (thread_.joinable()) {
-      for (int i = 0; i < 200 && !done_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (!done_) {
-        const int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) ::close(fd);
+  explicit FifoReader(const std::string& path)
+      : read_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)),
+        keep_(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) {
+    REQUIRE(read_ >= 0);
+    REQUIRE(keep_ >= 0);
+    thread_ = std::thread([this] {
+      char buf[65536];
+      for (;;) {
+        pollfd p{read_, POLLIN, 0};
+        ::poll(&p, 1, 20);
+        const ssize_t n = ::read(read_, buf, sizeof buf);
+        if (n > 0) text_.append(buf, size_t(n));
+        else if (n == 0) break;  // every write end closed, ours included: the end
+        else if (errno != EAGAIN && errno != EINTR) break;
       }
-      thread_.join();
-    }
+    });
+  }
+  ~FifoReader() { finish(); }
+  FifoReader(const FifoReader&) = delete;
+  FifoReader& operator=(const FifoReader&) = delete;
+  std::string finish() {
+    if (keep_ >= 0) ::close(std::exchange(keep_, -1));
+    if (thread_.joinable()) thread_.join();
+    if (read_ >= 0) ::close(std::exchange(read_, -1));
     return text_;
   }
 
  private:
-  std::string path_, text_;
-  std::atomic<bool> done_{false};
+  int read_, keep_;
+  std::string text_;
   std::thread thread_;
 };
 
