@@ -403,10 +403,11 @@ GenerateResult Model::generate(const Tokenizer& tokenizer, std::string_view prom
   return r;
 }
 
-double GenerateResult::tokens_per_s() const {
+std::optional<double> GenerateResult::tokens_per_s() const {
   double ms = 0;
   for (double t : step_ms) ms += t;
-  return ms > 0 ? double(step_ms.size()) * 1000.0 / ms : 0.0;
+  if (step_ms.empty() || !(ms > 0)) return std::nullopt;
+  return double(step_ms.size()) * 1000.0 / ms;
 }
 
 const ModelConfig& Model::config() const { return impl_->cfg; }

@@ -12,6 +12,7 @@
 
 #include "vkgate/block.hpp"
 #include "vkgate/context.hpp"
+#include "vkgate/error.hpp"
 
 namespace vkgate::cli {
 
@@ -53,6 +54,10 @@ std::vector<int64_t> parse_id_list(const std::string& flag, const std::string& t
 // A JSON string literal of `text`; bytes that are not UTF-8 become U+FFFD (generated
 // ids need not end on a character boundary), so the document stays valid JSON.
 std::string json_string(const std::string& text);
+// An error about the weights' values (NaN, Inf, beyond fp16: "weight 'NAME' holds ...")
+// with the weights path put in front and the flag that lets them through behind;
+// any other error unchanged (run.cpp; run and generate).
+vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e);
 // The run ended with messages from the validation layer (VKGATE_VALIDATION):
 // says so on stderr; the command then writes nothing and exits 1.
 bool validation_failed(const Context& ctx);

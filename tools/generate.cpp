@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (--prompt TEXT | --prompt-ids "1,2,3") --max-new-tokens N
                        [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16] [--ignore-eos] [--json]
+                       [--no-check-finite]
 
 Greedy decoding: one step for the prompt, then one replayed step per new token,
 with the KV cache (a GLA model: each layer's recurrent state) on the device.
@@ -41,8 +42,13 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
                          generation stops
   --json                 print one JSON object instead: generated (the ids), text (with
                          --prompt: the generated text, bytes that are not UTF-8 as U+FFFD),
-                         tokens_per_s (the decode steps'),
-                         prefill_ms, step_ms (each decode step), prompt_tokens
+                         tokens_per_s (the decode steps'; null when one id was generated,
+                         so no decode step ran), prefill_ms, step_ms (each decode step),
+                         prompt_tokens
+  --check-finite         (the default) refuse NaN or Inf in a weight, naming the directory,
+                         the tensor and the element (and, with --precision fp16, a value
+                         beyond fp16's range)
+  --no-check-finite      let them through
 
 Exit codes: 0 success, 1 bad file, config, id or device, 2 bad usage.
 )";
@@ -55,6 +61,12 @@ std::string json_list(const std::vector<double>& v) {
     s += buf;
   }
   return s + "]";
+}
+
+std::string number(double v, const char* format = "%.3f") {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
 }
 
 int cmd_generate(Args& args) {
@@ -75,6 +87,8 @@ int cmd_generate(Args& args) {
     else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
     else if (a == "--ignore-eos") g.stop_at_eos = false;
     else if (a == "--json") json = true;
+    else if (a == "--check-finite") options.check_finite = true;
+    else if (a == "--no-check-finite") options.check_finite = false;
     else throw UsageError("generate: unknown option '" + a + "'");
   }
   if (weights.empty()) throw UsageError("generate: --weights is required");
@@ -99,7 +113,13 @@ int cmd_generate(Args& args) {
   ContextOptions copts;
   copts.device = device;
   Context ctx(copts);
-  Model model = Model::load(ctx, weights, options);
+  std::optional<Model> loaded;
+  try {
+    loaded.emplace(Model::load(ctx, weights, options));
+  } catch (const Error& e) {
+    throw with_weights_path(weights, e);
+  }
+  Model& model = *loaded;
   if (tokenizer && tokenizer->vocab_size() > model.config().vocab_size)
     throw Error(ErrorCode::invalid_argument, tokenizer->source() + " has " + std::to_string(tokenizer->vocab_size()) +
                                                  " tokens, more than the " + std::to_string(model.config().vocab_size) +
@@ -109,9 +129,9 @@ int cmd_generate(Args& args) {
       throw Error(ErrorCode::invalid_argument, "--prompt-ids: id " + std::to_string(prompt[i]) + " at position " +
                                                    std::to_string(i) + " is outside the vocabulary [0, " +
                                                    std::to_string(model.config().vocab_size) + ") of " + weights);
-  std::fprintf(stderr, "vkgate: %s, %d layers, %s on %s: %zu prompt ids, up to %d new\n",
+  std::fprintf(stderr, "vkgate: %s, %d layers, %s on %s: %zu prompt %s, up to %d new\n",
                model.config().model_type.c_str(), model.config().num_hidden_layers, to_string(options.precision),
-               ctx.device().name.c_str(), prompt.size(), g.max_new_tokens);
+               ctx.device().name.c_str(), prompt.size(), prompt.size() == 1 ? "id" : "ids", g.max_new_tokens);
   bool first = true;
   if (!json && tokenizer) {
     g.on_text = [&](std::string_view piece) {
@@ -129,20 +149,23 @@ int cmd_generate(Args& args) {
   }
   const GenerateResult r = tokenizer ? model.generate(*tokenizer, text_prompt, g) : model.generate(prompt, g);
   if (validation_failed(ctx)) return 1;
+  const std::optional<double> rate = r.tokens_per_s();
   if (json) {
     std::string ids;
     for (int64_t id : r.ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
     const std::string text = tokenizer ? ", \"text\": " + json_string(r.text) : "";
-    std::printf("{\"generated\": [%s]%s, \"prompt_tokens\": %zu, \"tokens_per_s\": %.3f, \"prefill_ms\": %.3f, "
+    std::printf("{\"generated\": [%s]%s, \"prompt_tokens\": %zu, \"tokens_per_s\": %s, \"prefill_ms\": %.3f, "
                 "\"step_ms\": %s}\n",
-                ids.c_str(), text.c_str(), prompt.size(), r.tokens_per_s(), r.prefill_ms, json_list(r.step_ms).c_str());
+                ids.c_str(), text.c_str(), prompt.size(), rate.has_value() ? number(*rate).c_str() : "null",
+                r.prefill_ms, json_list(r.step_ms).c_str());
   } else if (tokenizer) {
     std::fputc('\n', stderr);  // stdout holds exactly the generated text
   } else {
     std::printf("\n");
   }
-  std::fprintf(stderr, "vkgate: %zu ids; prompt %.1f ms, %.2f tokens/s decoding\n", r.ids.size(), r.prefill_ms,
-               r.tokens_per_s());
+  std::fprintf(stderr, "vkgate: %zu %s; prompt %.1f ms, %s\n", r.ids.size(), r.ids.size() == 1 ? "id" : "ids",
+               r.prefill_ms, rate.has_value() ? (number(*rate, "%.2f") + " tokens/s decoding").c_str()
+                                              : "tokens/s n/a (no decode step)");
   return 0;
 }
 

@@ -154,14 +154,6 @@ RunOptions parse_run(Args& args) {
   return o;
 }
 
-// Errors about the weights' values name the weights path.
-vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e) {
-  const bool values = e.code() == vkgate::ErrorCode::non_finite || e.code() == vkgate::ErrorCode::unsupported;
-  return values && std::string(e.what()).rfind("weight '", 0) == 0
-             ? vkgate::Error(e.code(), path + ": " + e.what() + " (--no-check-finite lets it through)")
-             : e;
-}
-
 // Where the summary lines go: stdout, unless the output file goes there.
 FILE* summary(const RunOptions& o) { return vkgate::is_stdout_path(o.output) ? stderr : stdout; }
 
@@ -443,6 +435,14 @@ int cmd_run(Args& args) {
   const RunOptions o = parse_run(args);
   vkgate::check_output_path(o.output);  // a read-only file or a directory is refused before the work
   const vkgate::SafetensorsFile in_file(o.input);
+  if (!in_file.contains("input_ids") && !in_file.contains("hidden_states")) {
+    std::string held;
+    for (const std::string& name : in_file.names()) held += (held.empty() ? "'" : ", '") + name + "'";
+    throw vkgate::Error(vkgate::ErrorCode::missing_tensor,
+                        o.input + ": holds neither 'input_ids' [B, T] (to run the whole model) nor 'hidden_states' "
+                                  "[B, T, D] (to run one block or layer); it holds " +
+                            (held.empty() ? "no tensors" : held));
+  }
   if (!in_file.contains("input_ids")) return run_block(o, in_file);
   if (o.layer >= 0)
     throw UsageError("run: --layer runs one block on hidden_states, but " + o.input +
@@ -451,6 +451,13 @@ int cmd_run(Args& args) {
 }
 
 }  // namespace
+
+vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e) {
+  const bool values = e.code() == vkgate::ErrorCode::non_finite || e.code() == vkgate::ErrorCode::unsupported;
+  return values && std::string(e.what()).rfind("weight '", 0) == 0
+             ? vkgate::Error(e.code(), path + ": " + e.what() + " (--no-check-finite lets it through)")
+             : e;
+}
 
 const Command kRun{"run", kRunUsage, cmd_run};
 

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -108,7 +109,9 @@ struct GenerateResult {
   std::string text;             // with a tokenizer: the generated ids decoded
   double prefill_ms = 0;        // the prompt's step, host wall time
   std::vector<double> step_ms;  // each later step
-  double tokens_per_s() const;  // generated ids after the first, per second of steps
+  // Generated ids after the first, per second of steps; none when no step ran
+  // after the prompt's (one id or none generated), as no rate was measured.
+  std::optional<double> tokens_per_s() const;
 };
 
 class Model {

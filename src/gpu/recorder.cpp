@@ -57,11 +57,13 @@ Recorder::Recorder(Context::Impl& ctx, const Tuning& tuning) : ctx_(ctx), tuning
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 2;
-    VkCommandBuffer both[2];
-    VK_CHECK(vkAllocateCommandBuffers(ctx.device, &ai, both), "allocating command buffers");
-    prologue_ = both[0];
-    cmd_ = both[1];
+    const bool warm = ctx.info.type == "cpu";
+    ai.commandBufferCount = warm ? 3 : 2;
+    VkCommandBuffer all[3] = {};
+    VK_CHECK(vkAllocateCommandBuffers(ctx.device, &ai, all), "allocating command buffers");
+    prologue_ = all[0];
+    cmd_ = all[1];
+    warm_ = all[2];
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx.device, &fci, nullptr, &fence_), "creating a fence");
     if (ctx.info.timestamps) {
@@ -119,6 +121,15 @@ void Recorder::begin(Mode mode) {
   queries_used_ = 0;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
+  if (warm_) {
+    warm_pending_ = false;
+    VK_CHECK(vkResetCommandBuffer(warm_, 0), "resetting a command buffer");
+    VK_CHECK(vkBeginCommandBuffer(warm_, &bi), "beginning a command buffer");
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};  // as the recording's own first barrier
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_UNIFORM_READ_BIT;
+    vkCmdPipelineBarrier(warm_, kCompute | kTransfer, kCompute, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  }
   recording_ = true;
   recorded_ = false;
   if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
@@ -130,6 +141,15 @@ void Recorder::begin(Mode mode) {
                      VK_ACCESS_TRANSFER_WRITE_BIT;
   vkCmdPipelineBarrier(cmd_, kCompute | kTransfer, kCompute | kTransfer, 0, 1, &mb, 0, nullptr, 0, nullptr);
   timestamp();
+}
+
+void Recorder::full_barrier(VkCommandBuffer cmd) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                     VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_UNIFORM_READ_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
+  vkCmdPipelineBarrier(cmd, kCompute, kCompute | kTransfer | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, 0, 1, &mb, 0,
+                       nullptr, 0, nullptr);
 }
 
 void Recorder::timestamp() {
@@ -327,6 +347,15 @@ void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> 
   vkCmdDispatchIndirect(cmd_, counts.handle(), counts.offset() + slot.counts);
   labels_.push_back(std::move(label));
   timestamp();
+  if (warm_) {
+    // No invocation runs, but the driver compiles the code this dispatch will
+    // run. The barrier keeps the (empty) accesses ordered for synchronization
+    // validation, which does not look at the workgroup count.
+    vkCmdBindPipeline(warm_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+    vkCmdBindDescriptorSets(warm_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 2, sets, 1, &slot.params);
+    vkCmdDispatch(warm_, 0, 0, 0);
+    full_barrier(warm_);
+  }
 }
 
 void Recorder::copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
@@ -391,6 +420,10 @@ void Recorder::end() {
     ++barriers_;
   }
   VK_CHECK(vkEndCommandBuffer(cmd_), "ending a command buffer");
+  if (warm_) {
+    VK_CHECK(vkEndCommandBuffer(warm_), "ending a command buffer");
+    warm_pending_ = true;
+  }
   VK_CHECK(vkResetCommandBuffer(prologue_, 0), "resetting a command buffer");
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   VK_CHECK(vkBeginCommandBuffer(prologue_, &bi), "beginning a command buffer");
@@ -402,6 +435,12 @@ void Recorder::end() {
 
 void Recorder::submit(const std::string& doing) {
   if (!recorded_) throw Error(ErrorCode::invalid_argument, doing + ": the command buffer was not recorded");
+  if (warm_pending_) {
+    const VkCommandBuffer all[] = {warm_, prologue_, cmd_};
+    ctx_.submit_and_wait(all, fence_, doing.c_str());
+    warm_pending_ = false;  // compiled now: later submits run the recording alone
+    return;
+  }
   const VkCommandBuffer both[] = {prologue_, cmd_};
   ctx_.submit_and_wait(both, fence_, doing.c_str());
 }

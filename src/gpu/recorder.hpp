@@ -87,7 +87,9 @@ class Recorder {
   // visible to the host.
   void end();
 
-  // Submits and waits. May be called many times per recording.
+  // Submits and waits. May be called many times per recording. On a CPU
+  // driver the first submit of a recording also runs, before the timed
+  // commands, every dispatch's pipeline with zero workgroups (see warm_).
   void submit(const std::string& doing);
 
   // GPU time of each dispatch of the last submit (empty without timestamp support).
@@ -121,6 +123,7 @@ class Recorder {
   void sync(const std::vector<Use>& uses);
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
   void timestamp();
+  static void full_barrier(VkCommandBuffer cmd);  // every compute write before everything after
   // In update mode: checks that the next recorded command is `signature`
   // (and returns its index), else throws.
   size_t expect(uint64_t signature, const std::string& what);
@@ -140,6 +143,14 @@ class Recorder {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer prologue_ = VK_NULL_HANDLE;  // the parameter upload, submitted first
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  // CPU drivers (llvmpipe) compile a pipeline's code at its first dispatch
+  // with a given set of bindings, not when the pipeline is created: the first
+  // submit's timestamps would count compilation as GPU time. Each dispatch is
+  // also recorded here with zero workgroups (the same pipeline and descriptor
+  // sets, a barrier after each), and the first submit of a recording runs
+  // this ahead of the prologue and the timed commands.
+  VkCommandBuffer warm_ = VK_NULL_HANDLE;
+  bool warm_pending_ = false;
   VkFence fence_ = VK_NULL_HANDLE;
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t query_capacity_ = 0;
