@@ -5,8 +5,10 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -128,12 +130,14 @@ const char* kind_text(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
+  if (S_ISREG(mode)) return "a regular file";
   return "not a regular file";
 }
 
 // How a path is written.
 struct Plan {
   enum Kind { standard_output, direct, replace, create } kind = create;
+  bool magic = false;         // direct through a /proc link (/dev/stdout, /proc/self/fd/N)
   std::string given, target;  // target: after following symbolic links
   struct stat st {};          // of the target, when it exists
   std::string dir, base;      // replace, create: where the temporary file goes, and the target's name
@@ -142,6 +146,15 @@ struct Plan {
   // "is" or "links to TARGET, which is": what follows the path in a message about the target.
   std::string is() const { return target == given ? "is" : "links to " + target + ", which is"; }
 };
+
+// True for a path in /proc, whose symbolic links (/proc/self/fd/N) name open
+// descriptors rather than paths.
+bool in_procfs(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
+}
 
 std::string read_link(const Plan& p, const std::string& link) {
   std::string buf(256, '\0');
@@ -172,6 +185,18 @@ Plan make_plan(const std::string& given) {
       break;
     }
     if (hops == 40) p.fail("too many levels of symbolic links");
+    if (in_procfs(p.target)) {
+      // /dev/stdout -> /proc/self/fd/1 -> "pipe:[1234]": a link only the kernel
+      // can follow, to whatever the descriptor is. Open it as it is.
+      struct stat st {};
+      if (::stat(p.target.c_str(), &st) != 0) p.fail("cannot examine " + p.target + ": " + errno_text());
+      if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))
+        p.fail("links to " + p.target + ", which is " + kind_text(st.st_mode) + ": cannot write a file there");
+      p.st = st;
+      p.kind = Plan::direct;
+      p.magic = true;
+      return p;
+    }
     std::string link = read_link(p, p.target);
     if (link.empty()) p.fail("the symbolic link " + p.target + " is empty");
     if (link[0] != '/')
@@ -259,11 +284,13 @@ struct OutputFile::Impl {
   }
 
   void open_direct() {
-    fd = ::open(plan.target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    // Through /dev/stdout and the like the file may be a regular one (a shell's
+    // "> out"): truncate it, as cp and tee do; a FIFO or device ignores O_TRUNC.
+    fd = ::open(plan.target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | (plan.magic ? O_TRUNC : 0));
     if (fd < 0) fail(std::string("cannot open ") + (plan.target == plan.given ? "" : plan.target + ", ") + kind_text(plan.st.st_mode));
     struct stat st {};
     if (::fstat(fd, &st) != 0) fail("cannot examine " + plan.target);
-    if (S_ISREG(st.st_mode)) {  // replaced by a regular file since it was examined
+    if (S_ISREG(st.st_mode) && !plan.magic) {  // replaced by a regular file since it was examined
       ::close(std::exchange(fd, -1));
       plan.fail(plan.target + " changed while it was opened; not written");
     }

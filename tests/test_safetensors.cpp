@@ -527,6 +527,51 @@ TEST_CASE("safetensors: output file: a directory and a socket are refused naming
   CHECK(SafetensorsFile(dir.file("from_stdout.safetensors")).at("x").to_f32() == v);
 }
 
+TEST_CASE("safetensors: output file: /dev/stdout and /proc/self/fd/N are written through, to a pipe or a regular file") {
+  // Links to open descriptors, which only the kernel follows: "pipe:[1234]" is no path.
+  TempDir dir;
+  int ends[2];
+  REQUIRE(::pipe(ends) == 0);
+  std::string error;
+  try {
+    write_file("/proc/self/fd/" + std::to_string(ends[1]), "through the pipe");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::close(ends[1]);
+  std::string got(64, '\0');
+  const ssize_t n = ::read(ends[0], got.data(), got.size());
+  ::close(ends[0]);
+  CHECK(error.empty());
+  CHECK(got.substr(0, size_t(std::max<ssize_t>(n, 0))) == "through the pipe");
+
+  // /dev/stdout on a regular file (a shell's "> file"): the file is truncated and written, not replaced.
+  const std::string file = dir.write("stdout.txt", "a longer old text that must go");
+  std::fflush(stdout);
+  const int saved = ::dup(STDOUT_FILENO);
+  const int fd = ::open(file.c_str(), O_WRONLY);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, STDOUT_FILENO);
+  ::close(fd);
+  struct stat before {};
+  ::stat(file.c_str(), &before);
+  error.clear();
+  try {
+    write_file("/dev/stdout", "new");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  CHECK(error.empty());
+  CHECK(read_text(file) == "new");
+  struct stat after {};
+  ::stat(file.c_str(), &after);
+  CHECK(after.st_ino == before.st_ino);
+  CHECK(temporaries(dir.path).empty());
+}
+
 TEST_CASE("safetensors: output file: SIGTERM, SIGINT or SIGHUP during a write leaves no temporary file") {
   // A child writes a 64 GiB span of the zero page (a read-only anonymous
   // mapping: no memory, and far more than it can write before the signal);

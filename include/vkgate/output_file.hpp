@@ -17,6 +17,9 @@
 //   a FIFO, character or block device
 //                       opened and written directly (no temporary file, nothing replaced): a
 //                       FIFO waits for its reader, /dev/null takes anything;
+//   a link in /proc     (/dev/stdout, /dev/fd/N, /proc/self/fd/N: links to open descriptors,
+//                       which only the kernel follows) opened through the link and written
+//                       directly, truncated first when it is a regular file (as cp does);
 //   a directory, a socket
 //                       refused, naming it.
 // Every error is an Error(io) whose message starts with the path as given.
