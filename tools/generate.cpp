@@ -113,13 +113,13 @@ int cmd_generate(Args& args) {
   ContextOptions copts;
   copts.device = device;
   Context ctx(copts);
-  std::optional<Model> loaded;
-  try {
-    loaded.emplace(Model::load(ctx, weights, options));
-  } catch (const Error& e) {
-    throw with_weights_path(weights, e);
-  }
-  Model& model = *loaded;
+  Model model = [&] {
+    try {
+      return Model::load(ctx, weights, options);
+    } catch (const Error& e) {
+      throw with_weights_path(weights, e);  // NaN in a weight: name the directory and --no-check-finite
+    }
+  }();
   if (tokenizer && tokenizer->vocab_size() > model.config().vocab_size)
     throw Error(ErrorCode::invalid_argument, tokenizer->source() + " has " + std::to_string(tokenizer->vocab_size()) +
                                                  " tokens, more than the " + std::to_string(model.config().vocab_size) +
