@@ -71,7 +71,7 @@ TEST_CASE("cli: bench with a size of zero (or below) is bad usage for every op: 
       {"--rows", {"--op", "rope", "--rows", "0", "--heads", "2", "--head-dim", "8"}},
       {"--heads", {"--op", "rope", "--rows", "2", "--heads", "0", "--head-dim", "8"}},
       {"--head-dim", {"--op", "rope", "--rows", "2", "--heads", "2", "--head-dim", "0"}},
-      {"--rotary", {"--op", "rope", "--rows", "2", "--heads", "2", "--head-dim", "8", "--rotary", "0"}},
+      {"--rotary", {"--op", "rope", "--rows", "2", "--heads", "2", "--head-dim", "8", "--rotary", "-2"}},
       {"--rows", {"--op", "softmax", "--rows", "0", "--keys", "8"}},
       {"--keys", {"--op", "softmax", "--rows", "2", "--keys", "0"}},
       {"--rows", {"--op", "gate", "--rows", "0", "--heads", "2", "--head-dim", "8"}},

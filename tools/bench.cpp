@@ -127,11 +127,11 @@ int cmd_bench(Args& args) {
     else if (a == "--config") config = args.value(a);
     else if (a == "--mode") gla_mode = args.value(a);
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
-    else if (a == "--past" || a == "--causal")
+    else if (a == "--past" || a == "--causal" || a == "--rotary")  // --rotary 0: RoPE on no dims
       v[a.substr(2)] = std::to_string(args.number(a, 0, a == "--causal" ? 1 : 1L << 30));
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
-             a == "--head-dim" || a == "--batch" || a == "--rows" || a == "--dim" || a == "--rotary" ||
-             a == "--keys" || a == "--gate-width" || a == "--sweep-max" || a == "--dk" || a == "--dv")
+             a == "--head-dim" || a == "--batch" || a == "--rows" || a == "--dim" || a == "--keys" ||
+             a == "--gate-width" || a == "--sweep-max" || a == "--dk" || a == "--dv")
       v[a.substr(2)] = std::to_string(args.number(a, 1, 1L << 30));  // sizes: an empty case is bad usage
     else throw UsageError("bench: unknown option '" + a + "'");
   }
