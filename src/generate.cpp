@@ -47,10 +47,11 @@ const char* to_string(FinishReason reason) noexcept {
   return "?";
 }
 
-double GenerateResult::tokens_per_s() const {
+std::optional<double> GenerateResult::tokens_per_s() const {
   double ms = 0;
   for (double t : step_ms) ms += t;
-  return ms > 0 ? double(step_ms.size()) * 1000.0 / ms : 0.0;
+  if (step_ms.empty() || !(ms > 0)) return std::nullopt;
+  return double(step_ms.size()) * 1000.0 / ms;
 }
 
 struct Generation::Impl {

@@ -6,12 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +17,7 @@
 #include <utility>
 
 #include "vkgate/error.hpp"
+#include "vkgate/output_file.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian and is read in place");
@@ -389,82 +388,16 @@ std::string build_header(const std::string& path, const std::vector<TensorToWrit
   return text;
 }
 
-bool write_all(int fd, const void* data, size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= size_t(n);
-  }
-  return true;
-}
-
-// A uniquely named file next to the target, removed unless committed by rename.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : target_(target) {
-    static std::atomic<unsigned> counter{0};
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      name_ = target + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-      // 0666 so the final file gets the usual permissions after the umask.
-      fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) break;
-    }
-    if (fd_ < 0)
-      throw Error(ErrorCode::io,
-                  target + ": cannot create temporary file " + name_ + ": " + errno_text());
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(name_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t size) {
-    if (!write_all(fd_, data, size)) fail("cannot write");
-  }
-  void commit() {
-    if (::fsync(fd_) != 0) fail("cannot fsync");
-    const int fd = std::exchange(fd_, -1);
-    // A failing close can be the first report of a failed write.
-    if (::close(fd) != 0) fail("cannot close");
-    if (::rename(name_.c_str(), target_.c_str()) != 0)
-      fail("cannot rename the temporary file into place");
-    committed_ = true;
-    sync_directory();
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(ErrorCode::io, target_ + ": " + what + ": " + errno_text());
-  }
-  // Makes the rename itself durable; a failure here leaves a complete file, so it is not an error.
-  void sync_directory() const {
-    std::string dir = std::filesystem::path(target_).parent_path().string();
-    if (dir.empty()) dir = ".";
-    FileDescriptor d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (d.get() >= 0) ::fsync(d.get());
-  }
-
-  std::string target_;
-  std::string name_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 }  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string header = build_header(path, tensors, metadata);
   const uint64_t header_len = header.size();
-  TempFile file(path);
-  file.write(&header_len, sizeof header_len);
-  file.write(header.data(), header.size());
-  for (const TensorToWrite& t : tensors) file.write(t.bytes.data(), t.bytes.size());
+  OutputFile file(path);
+  file.write(std::as_bytes(std::span(&header_len, 1)));
+  file.write(header);
+  for (const TensorToWrite& t : tensors) file.write(t.bytes);
   file.commit();
 }
 

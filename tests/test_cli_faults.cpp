@@ -183,7 +183,8 @@ const std::vector<Malformed>& malformed_table() {
          f.write_input({}, {{"other", {2}}}, false);
          return f.args();
        },
-       1, {"in.safetensors", "tensor 'hidden_states' not found"}},
+       1, {"in.safetensors: holds neither 'input_ids' [B, T] (to run the whole model) nor 'hidden_states' [B, T, D]",
+           "it holds 'other'"}},
       {"hidden_states with the wrong hidden size",
        [](Fixture& f) {
          f.write_input({1, 3, 48});

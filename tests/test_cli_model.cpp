@@ -179,7 +179,8 @@ TEST_CASE("cli model: rope_scaling llama3 and yarn through run, dynamic NTK thro
     REQUIRE(r.code == 0);
     check_nmse(read_f64(out, "logits"), reference::model_forward(parsed, m.map, {ids, 1, 10}).logits, 1e-8);
   }
-  // Dynamic NTK (the older `type` spelling): the prompt within max_position_embeddings, the steps beyond it.
+  // Dynamic NTK (the older `type` spelling): the prompt within max_position_embeddings, the steps beyond it
+  // (and beyond the context limit of 4 × 2, which --ignore-context-limit lifts).
   test::TinyModel shape;
   ModelDir m(shape, rng, DType::F32, false,
              {{"max_position_embeddings", 4}, {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}});
@@ -192,7 +193,7 @@ TEST_CASE("cli model: rope_scaling llama3 and yarn through run, dynamic NTK thro
   const CliResult g = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids",
                                            std::to_string(prompt[0]) + "," + std::to_string(prompt[1]) + "," +
                                                std::to_string(prompt[2]),
-                                           "--max-new-tokens", "6", "--ignore-eos"}),
+                                           "--max-new-tokens", "6", "--ignore-eos", "--ignore-context-limit"}),
                               m.dir.path);
   check_clean_exit(g);
   REQUIRE(g.code == 0);

@@ -445,7 +445,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope scaling: tiny llama and qwen3 models with
       INFO(type << " with rope_scaling " << to_string(rope));
       const ModelConfig cfg = tiny_model(type, rope);
       test::RandomModel m(cfg, rng);
-      Model model(ctx, m.cfg, m.tensors);
+      Model model(ctx, m.cfg, m.tensors, {.ignore_context_limit = true});  // positions past 8 on purpose
       model.set_poison(true);
       const int B = 2, N = 12;
       const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
@@ -469,7 +469,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope scaling: dynamic NTK in a prefill and dec
   for (const char* type : {"llama", "qwen3"}) {
     INFO(type);
     test::RandomModel m(tiny_model(type, RopeType::dynamic), rng);
-    Model model(ctx, m.cfg, m.tensors);
+    Model model(ctx, m.cfg, m.tensors, {.ignore_context_limit = true});  // positions past 8 on purpose
     model.set_poison(true);
     const int B = 2, N = 13, P = 6;  // the prefill within max_position_embeddings, the steps beyond it
     const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);

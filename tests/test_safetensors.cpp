@@ -1,8 +1,21 @@
 // The safetensors reader and writer: round trips of every dtype and the
-// metadata, and malformed files rejected naming the path and the culprit.
+// metadata, malformed files rejected naming the path and the culprit, and the
+// writer's rules for what an output path names (vkgate/output_file.hpp):
+// symbolic links, FIFOs, read-only files, modes, directories, sockets, "-",
+// and signals during a write.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -12,10 +25,13 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 #include "test_util.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/output_file.hpp"
 #include "vkgate/reference.hpp"
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
@@ -296,4 +312,326 @@ TEST_CASE("safetensors: writer validates before it touches the file system") {
   expect_write_error({{"x", DType::F32, {3}, as_bytes(v)}}, ErrorCode::io,
                      dir.file("no_such_dir/w.safetensors"));
   CHECK(fs::is_empty(dir.path));
+}
+
+// ---- what a path names decides how it is written (vkgate/output_file.hpp) ----
+
+namespace {
+
+// Files under `dir` named like the writer's temporary files.
+std::vector<std::string> temporaries(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) out.push_back(it->path().string());
+  return out;
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+// Reads a FIFO on a thread without ever blocking in open(): it holds the read
+// end and a write end of its own from the start, so that the FIFO reads as
+// empty (not ended) until the writer under test has come and gone; finish()
+// gives up its write end and takes what is left. A writer that never opens the
+// FIFO (or replaces it) leaves the text empty instead of hanging the test.
+class FifoReader {
+ public:
+  explicit FifoReader(const std::string& path)
+      : read_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)),
+        keep_(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) {
+    REQUIRE(read_ >= 0);
+    REQUIRE(keep_ >= 0);
+    thread_ = std::thread([this] {
+      char buf[65536];
+      for (;;) {
+        pollfd p{read_, POLLIN, 0};
+        ::poll(&p, 1, 20);
+        const ssize_t n = ::read(read_, buf, sizeof buf);
+        if (n > 0) text_.append(buf, size_t(n));
+        else if (n == 0) break;  // every write end closed, ours included: the end
+        else if (errno != EAGAIN && errno != EINTR) break;
+      }
+    });
+  }
+  ~FifoReader() { finish(); }
+  FifoReader(const FifoReader&) = delete;
+  FifoReader& operator=(const FifoReader&) = delete;
+  std::string finish() {
+    if (keep_ >= 0) ::close(std::exchange(keep_, -1));
+    if (thread_.joinable()) thread_.join();
+    if (read_ >= 0) ::close(std::exchange(read_, -1));
+    return text_;
+  }
+
+ private:
+  int read_, keep_;
+  std::string text_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("safetensors: output file: a symbolic link (a chain, a dangling one) has its target replaced in its own directory") {
+  TempDir dir;
+  fs::create_directories(dir.path / "real");
+  const std::vector<float> old_values = {1, 2, 3}, new_values = {4, 5, 6, 7};
+  const std::string target = dir.file("real/out.safetensors");
+  write_safetensors(target, {{"x", DType::F32, {3}, as_bytes(old_values)}});
+  fs::create_symlink("real/out.safetensors", dir.path / "link");         // relative to the link's directory
+  fs::create_symlink(dir.path / "link", dir.path / "link_to_link");      // a chain, absolute
+  fs::create_symlink("real/new.safetensors", dir.path / "dangling");     // names nothing yet
+
+  for (const char* name : {"link", "link_to_link"}) {
+    CAPTURE(name);
+    write_safetensors(dir.file(name), {{"y", DType::F32, {4}, as_bytes(new_values)}});
+    CHECK(fs::is_symlink(dir.path / name));
+    CHECK(fs::read_symlink(dir.path / "link") == "real/out.safetensors");
+    CHECK(fs::is_regular_file(fs::symlink_status(target)));
+    CHECK(SafetensorsFile(target).at("y").to_f32() == new_values);
+    CHECK(temporaries(dir.path).empty());
+  }
+  write_file(dir.file("dangling"), "text through a dangling link");
+  CHECK(fs::is_symlink(dir.path / "dangling"));
+  CHECK(fs::is_regular_file(fs::symlink_status(dir.path / "real/new.safetensors")));
+  CHECK(read_text(dir.file("real/new.safetensors")) == "text through a dangling link");
+
+  // A link into a missing directory, and a loop: errors naming the path, nothing created.
+  fs::create_symlink("missing/out.txt", dir.path / "into_nothing");
+  fs::create_symlink("loop_b", dir.path / "loop_a");
+  fs::create_symlink("loop_a", dir.path / "loop_b");
+  expect_error([&] { write_file(dir.file("into_nothing"), "x"); }, ErrorCode::io, {dir.file("into_nothing"), "missing"});
+  expect_error([&] { write_file(dir.file("loop_a"), "x"); }, ErrorCode::io,
+               {dir.file("loop_a"), "too many levels of symbolic links"});
+  CHECK(!fs::exists(dir.path / "missing"));
+  CHECK(fs::is_symlink(dir.path / "loop_a"));
+  CHECK(temporaries(dir.path).empty());
+}
+
+TEST_CASE("safetensors: output file: a FIFO is written directly, never replaced by a regular file") {
+  TempDir dir;
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::vector<float> v = {1.5f, -2.0f, 3.25f};
+  const std::vector<TensorToWrite> tensors = {{"x", DType::F32, {3}, as_bytes(v)}};
+  {
+    FifoReader reader(fifo);
+    std::string error;
+    try {
+      write_safetensors(fifo, tensors, {{"k", "v"}});
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    const std::string got = reader.finish();
+    CHECK(error.empty());
+    write_safetensors(dir.file("regular.safetensors"), tensors, {{"k", "v"}});
+    CHECK(got == read_text(dir.file("regular.safetensors")));
+  }
+  {
+    FifoReader reader(fifo);
+    std::string error;
+    try {
+      write_file(fifo, "some text\n");
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    CHECK(reader.finish() == "some text\n");
+    CHECK(error.empty());
+  }
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK(temporaries(dir.path).empty());
+}
+
+TEST_CASE("safetensors: output file: a read-only file is refused naming it and left as it was, a writable one keeps its mode") {
+  TempDir dir;
+  const std::vector<float> v = {1, 2};
+  const std::vector<TensorToWrite> tensors = {{"x", DType::F32, {2}, as_bytes(v)}};
+  const std::string ro = dir.write("ro.safetensors", "old bytes");
+  ::chmod(ro.c_str(), 0444);
+  // Refused even as root, who may write it: the mode says not to.
+  expect_error([&] { write_safetensors(ro, tensors); }, ErrorCode::io, {ro + ": is read-only (mode 0444)", "not replaced"});
+  expect_error([&] { check_output_path(ro); }, ErrorCode::io, {ro, "read-only"});
+  fs::create_symlink("ro.safetensors", dir.path / "link_to_ro");
+  expect_error([&] { write_file(dir.file("link_to_ro"), "new"); }, ErrorCode::io,
+               {dir.file("link_to_ro") + ": links to " + ro + ", which is read-only (mode 0444)"});
+  CHECK(read_text(ro) == "old bytes");
+  CHECK(mode_of(ro) == 0444);
+  CHECK(temporaries(dir.path).empty());
+
+  for (const mode_t mode : {mode_t(0600), mode_t(0640), mode_t(0755), mode_t(0666)}) {
+    CAPTURE(mode);
+    const std::string p = dir.write("kept.safetensors", "old");
+    REQUIRE(::chmod(p.c_str(), mode) == 0);
+    write_safetensors(p, tensors);
+    CHECK(mode_of(p) == mode);
+    CHECK(SafetensorsFile(p).at("x").to_f32() == v);
+    fs::remove(p);
+  }
+  // A new file: 0666 less the umask.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  write_file(dir.file("new.txt"), "x");
+  CHECK(mode_of(dir.file("new.txt")) == (0666 & ~mask));
+}
+
+TEST_CASE("safetensors: output file: a directory and a socket are refused naming them, \"-\" is standard output") {
+  TempDir dir;
+  fs::create_directories(dir.path / "sub");
+  expect_error([&] { write_file(dir.file("sub"), "x"); }, ErrorCode::io, {dir.file("sub") + ": is a directory"});
+  expect_error([&] { check_output_path(dir.file("sub")); }, ErrorCode::io, {"is a directory"});
+  expect_error([&] { check_output_path(dir.file("missing/out.txt")); }, ErrorCode::io, {dir.file("missing/out.txt")});
+  check_output_path(dir.file("fresh.txt"));  // fine, and creates nothing
+  CHECK(!fs::exists(dir.path / "fresh.txt"));
+
+  const std::string sock = dir.file("sock");
+  const int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(s >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  REQUIRE(sock.size() < sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  REQUIRE(::bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+  expect_error([&] { write_file(sock, "x"); }, ErrorCode::io, {sock + ": is a socket"});
+  ::close(s);
+  CHECK(fs::is_socket(sock));
+
+  // "-": standard output, here redirected to a file for the length of the writes.
+  const std::vector<float> v = {7, 8, 9};
+  const std::string captured = dir.file("stdout.bin");
+  std::fflush(stdout);
+  const int saved = ::dup(STDOUT_FILENO);
+  const int fd = ::open(captured.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, STDOUT_FILENO);
+  ::close(fd);
+  std::string error;
+  try {
+    write_file("-", "text ");
+    write_safetensors("-", {{"x", DType::F32, {3}, as_bytes(v)}});
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  CHECK(error.empty());
+  CHECK(!fs::exists("-"));
+  const std::string got = read_text(captured);
+  REQUIRE(got.rfind("text ", 0) == 0);
+  write_text(dir.file("from_stdout.safetensors"), got.substr(5));
+  CHECK(SafetensorsFile(dir.file("from_stdout.safetensors")).at("x").to_f32() == v);
+}
+
+TEST_CASE("safetensors: output file: /dev/stdout and /proc/self/fd/N are written through, to a pipe or a regular file") {
+  // Links to open descriptors, which only the kernel follows: "pipe:[1234]" is no path.
+  TempDir dir;
+  int ends[2];
+  REQUIRE(::pipe(ends) == 0);
+  std::string error;
+  try {
+    write_file("/proc/self/fd/" + std::to_string(ends[1]), "through the pipe");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::close(ends[1]);
+  std::string got(64, '\0');
+  const ssize_t n = ::read(ends[0], got.data(), got.size());
+  ::close(ends[0]);
+  CHECK(error.empty());
+  CHECK(got.substr(0, size_t(std::max<ssize_t>(n, 0))) == "through the pipe");
+
+  // /dev/stdout on a regular file (a shell's "> file"): the file is truncated and written, not replaced.
+  const std::string file = dir.write("stdout.txt", "a longer old text that must go");
+  std::fflush(stdout);
+  const int saved = ::dup(STDOUT_FILENO);
+  const int fd = ::open(file.c_str(), O_WRONLY);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, STDOUT_FILENO);
+  ::close(fd);
+  struct stat before {};
+  ::stat(file.c_str(), &before);
+  error.clear();
+  try {
+    write_file("/dev/stdout", "new");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  CHECK(error.empty());
+  CHECK(read_text(file) == "new");
+  struct stat after {};
+  ::stat(file.c_str(), &after);
+  CHECK(after.st_ino == before.st_ino);
+  CHECK(temporaries(dir.path).empty());
+}
+
+TEST_CASE("safetensors: output file: SIGTERM, SIGINT or SIGHUP during a write leaves no temporary file") {
+  // A child writes a 64 GiB span of the zero page (a read-only anonymous
+  // mapping: no memory, and far more than it can write before the signal);
+  // the parent waits for its temporary file, signals it, and looks again.
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    CAPTURE(sig);
+    TempDir dir;
+    const std::string target = dir.file("huge.bin");
+    constexpr size_t kHuge = size_t(1) << 36;
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      // A program with the default dispositions (doctest catches SIGINT and SIGTERM itself).
+      for (int s : {SIGTERM, SIGINT, SIGHUP}) ::signal(s, SIG_DFL);
+      void* zeros = ::mmap(nullptr, kHuge, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (zeros == MAP_FAILED) ::_exit(3);
+      try {
+        write_file(target, std::string_view(static_cast<const char*>(zeros), kHuge));
+      } catch (...) {
+        ::_exit(4);
+      }
+      ::_exit(5);
+    }
+    bool seen = false, exited = false;
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!seen && !exited && std::chrono::steady_clock::now() < deadline) {
+      seen = !temporaries(dir.path).empty();
+      exited = !seen && ::waitpid(pid, &status, WNOHANG) == pid;
+      if (!seen && !exited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!exited) {
+      ::kill(pid, sig);
+      ::waitpid(pid, &status, 0);
+    }
+    CHECK(seen);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK(temporaries(dir.path).empty());
+    CHECK(!fs::exists(target));
+  }
+}
+
+TEST_CASE("safetensors: output file: a signal handler of the program's own, or an ignored signal, is left alone") {
+  TempDir dir;
+  struct sigaction mine {}, old_hup {}, old_int {}, now {};
+  mine.sa_handler = +[](int) {};
+  sigemptyset(&mine.sa_mask);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  REQUIRE(::sigaction(SIGHUP, &mine, &old_hup) == 0);
+  REQUIRE(::sigaction(SIGINT, &ignore, &old_int) == 0);
+  write_file(dir.file("a.txt"), "x");
+  ::sigaction(SIGHUP, nullptr, &now);
+  CHECK((now.sa_handler == mine.sa_handler));
+  ::sigaction(SIGINT, nullptr, &now);
+  CHECK((now.sa_handler == SIG_IGN));
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  CHECK(read_text(dir.file("a.txt")) == "x");
 }

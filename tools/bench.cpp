@@ -58,7 +58,8 @@ CASE:
           decoding throughput (MB/s, median of 5) on a 1 MiB text, generated (prose, code
           with tabs and CRLF, digits, CJK, emoji) unless --text-file gives one; checks that
           decode(encode(text)) is the text (after the normalizer, e.g. NFC). --write-text FILE writes the text used, so another
-          tokenizer can be timed on the same bytes (alone, it only writes the file). No device
+          tokenizer can be timed on the same bytes (alone, it only writes the file; - writes it
+          to stdout and the report to stderr; FILE as run's --output). No device
 
   --json       print one JSON document instead of the table
   --quiet      no progress line on stderr (drawn only on a terminal: pipeline compilation,
@@ -129,11 +130,12 @@ int cmd_bench(Args& args) {
     else if (a == "--config") config = args.value(a);
     else if (a == "--mode") gla_mode = args.value(a);
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
+    else if (a == "--past" || a == "--causal" || a == "--rotary")  // --rotary 0: RoPE on no dims
+      v[a.substr(2)] = std::to_string(args.number(a, 0, a == "--causal" ? 1 : 1L << 30));
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
-             a == "--head-dim" || a == "--batch" || a == "--causal" || a == "--rows" || a == "--dim" ||
-             a == "--rotary" || a == "--keys" || a == "--gate-width" || a == "--past" || a == "--sweep-max" ||
-             a == "--dk" || a == "--dv")
-      v[a.substr(2)] = std::to_string(args.number(a, 0, 1L << 30));
+             a == "--head-dim" || a == "--batch" || a == "--rows" || a == "--dim" || a == "--keys" ||
+             a == "--gate-width" || a == "--sweep-max" || a == "--dk" || a == "--dv")
+      v[a.substr(2)] = std::to_string(args.number(a, 1, 1L << 30));  // sizes: an empty case is bad usage
     else throw UsageError("bench: unknown option '" + a + "'");
   }
   auto get = [&](const char* key, long fallback) -> int64_t {

@@ -117,9 +117,11 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
   if (!b.json)
     std::printf("device: %s\nmodel:  %s, %d layers, hidden %d, vocab %d, %s\n", ctx.device().summary().c_str(),
                 name.c_str(), cfg.num_hidden_layers, cfg.hidden_size(), cfg.vocab_size, to_string(b.precision));
-  std::vector<int64_t> ids(size_t(*std::max_element(b.prompts.begin(), b.prompts.end())));
+  // Enough ids for the longest prompt and for the self-check's 16, whichever is more.
+  constexpr size_t kCheckTokens = 16;
+  std::vector<int64_t> ids(std::max(kCheckTokens, size_t(*std::max_element(b.prompts.begin(), b.prompts.end()))));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 7919 + 13) % size_t(cfg.vocab_size));
-  const double check = self_check(*model, std::vector<int64_t>(ids.begin(), ids.begin() + 16));
+  const double check = self_check(*model, std::vector<int64_t>(ids.begin(), ids.begin() + kCheckTokens));
   const double bound = b.precision == Precision::fp32 ? 1e-8 : 1e-3;
 
   struct Row {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "vkgate/output_file.hpp"
 #include "vkgate/tokenizer.hpp"
 
 namespace vkgate::cli {
@@ -75,9 +76,12 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int bench_tokenizer(const TokenizerBench& b) {
+  if (!b.write_text.empty()) vkgate::check_output_path(b.write_text);
   const std::string text = b.text_file.empty() ? mixed_text() : read_file(b.text_file);
+  // With --write-text - the text is stdout's, the report goes to stderr.
+  FILE* report = !b.write_text.empty() && vkgate::is_stdout_path(b.write_text) ? stderr : stdout;
   if (!b.write_text.empty()) {
-    write_file_atomically(b.write_text, text);
+    vkgate::write_file(b.write_text, text);
     if (b.tokenizer.empty()) {
       std::fprintf(stderr, "wrote %zu bytes to %s\n", text.size(), b.write_text.c_str());
       return 0;
@@ -105,19 +109,20 @@ int bench_tokenizer(const TokenizerBench& b) {
   const double enc = encode_ms[kReps / 2], dec = decode_ms[kReps / 2];
   const bool same = back == tok.normalize(text);
   if (b.json) {
-    std::printf("{\"tokenizer\": %s, \"vocab_size\": %d, \"load_ms\": %.1f, \"text_bytes\": %zu, \"tokens\": %zu, "
-                "\"encode_ms\": %.2f, \"encode_mb_per_s\": %.2f, \"decode_ms\": %.2f, \"decode_mb_per_s\": %.2f, "
-                "\"round_trip\": %s}\n",
-                json_string(tok.source()).c_str(), tok.vocab_size(), load_ms, text.size(), ids.size(), enc, mb / (enc / 1e3), dec,
-                mb / (dec / 1e3), same ? "true" : "false");
+    std::fprintf(report,
+                 "{\"tokenizer\": %s, \"vocab_size\": %d, \"load_ms\": %.1f, \"text_bytes\": %zu, \"tokens\": %zu, "
+                 "\"encode_ms\": %.2f, \"encode_mb_per_s\": %.2f, \"decode_ms\": %.2f, \"decode_mb_per_s\": %.2f, "
+                 "\"round_trip\": %s}\n",
+                 json_string(tok.source()).c_str(), tok.vocab_size(), load_ms, text.size(), ids.size(), enc,
+                 mb / (enc / 1e3), dec, mb / (dec / 1e3), same ? "true" : "false");
   } else {
-    std::printf("tokenizer: %s (vocab %d)\n", tok.source().c_str(), tok.vocab_size());
-    std::printf("load:      %.1f ms\n", load_ms);
-    std::printf("text:      %zu bytes (%s), %zu tokens\n", text.size(),
-                b.text_file.empty() ? "generated: prose, code, digits, CJK, emoji" : b.text_file.c_str(), ids.size());
-    std::printf("encode:    %.2f MB/s (median of %d: %.2f ms, best %.2f ms)\n", mb / (enc / 1e3), kReps, enc, encode_ms[0]);
-    std::printf("decode:    %.2f MB/s (median of %d: %.2f ms)\n", mb / (dec / 1e3), kReps, dec);
-    std::printf("check:     decode(encode(text)) %s the normalized text\n", same ? "==" : "!=");
+    std::fprintf(report, "tokenizer: %s (vocab %d)\n", tok.source().c_str(), tok.vocab_size());
+    std::fprintf(report, "load:      %.1f ms\n", load_ms);
+    std::fprintf(report, "text:      %zu bytes (%s), %zu tokens\n", text.size(),
+                 b.text_file.empty() ? "generated: prose, code, digits, CJK, emoji" : b.text_file.c_str(), ids.size());
+    std::fprintf(report, "encode:    %.2f MB/s (median of %d: %.2f ms, best %.2f ms)\n", mb / (enc / 1e3), kReps, enc, encode_ms[0]);
+    std::fprintf(report, "decode:    %.2f MB/s (median of %d: %.2f ms)\n", mb / (dec / 1e3), kReps, dec);
+    std::fprintf(report, "check:     decode(encode(text)) %s the normalized text\n", same ? "==" : "!=");
   }
   if (!same) std::fprintf(stderr, "vkgate: decode(encode(text)) differs from the normalized text\n");
   return same ? 0 : 1;

@@ -12,6 +12,7 @@
 
 #include "vkgate/block.hpp"
 #include "vkgate/context.hpp"
+#include "vkgate/error.hpp"
 
 namespace vkgate::cli {
 
@@ -60,8 +61,9 @@ bool wants_help(const std::vector<std::string>& args);
 Precision parse_precision(const std::string& flag, const std::string& v);
 // Text in and out (cli_text.cpp). Errors name the path or the flag.
 std::string read_file(const std::string& path);
-// Writes a temporary file beside `path` and renames it into place: no partial file on an error.
-void write_file_atomically(const std::string& path, const std::string& bytes);
+// Files are written with vkgate::write_file / OutputFile (vkgate/output_file.hpp):
+// "-" is stdout, a symbolic link's target is replaced atomically, a device or
+// FIFO is written directly, a read-only file is refused.
 // Integers separated by commas and/or whitespace (none: an empty list); else a UsageError naming `flag`.
 std::vector<int64_t> parse_id_list(const std::string& flag, const std::string& text);
 // A JSON string literal of `text`; bytes that are not UTF-8 become U+FFFD (generated
@@ -70,6 +72,10 @@ std::string json_string(const std::string& text);
 // With quiet false and stderr a terminal: options.on_progress draws long work
 // (pipeline compilation, tensor loading, a long prefill) as one line on stderr.
 void show_progress(ContextOptions& options, bool quiet);
+// An error about the weights' values (NaN, Inf, beyond fp16: "weight 'NAME' holds ...")
+// with the weights path put in front and the flag that lets them through behind;
+// any other error unchanged (run.cpp; run and generate).
+vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e);
 // The run ended with messages from the validation layer (VKGATE_VALIDATION):
 // says so on stderr; the command then writes nothing and exits 1.
 bool validation_failed(const Context& ctx);

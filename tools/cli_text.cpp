@@ -1,14 +1,11 @@
 // Text in and out of the CLI's commands (declared in cli.hpp): whole files,
-// files written atomically, token id lists, JSON strings.
+// token id lists, JSON strings.
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
-
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -23,26 +20,6 @@ std::string read_file(const std::string& path) {
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) throw Error(ErrorCode::io, path + ": cannot read");
   return text;
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ErrorCode::io, path + ": cannot create " + tmp + ": " + std::strerror(errno));
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    out.close();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw Error(ErrorCode::io, path + ": cannot write " + tmp);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw Error(ErrorCode::io, path + ": cannot rename " + tmp + " into place: " + ec.message());
-  }
 }
 
 std::vector<int64_t> parse_id_list(const std::string& flag, const std::string& text) {

@@ -19,7 +19,7 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
                        --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
                        [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
                        [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
-                       [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--json] [--quiet]
+                       [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--no-check-finite] [--json] [--quiet]
 
 Decoding, greedy unless --temperature is above 0: one step for the prompt,
 then one replayed step per new token, with the KV cache (a GLA model: each
@@ -65,9 +65,14 @@ sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one 
                          pipeline compilation, the tensors loading, a long prompt's prefill)
   --json                 print one JSON object instead: generated (the ids), text (with
                          --prompt: the generated text, bytes that are not UTF-8 as U+FFFD),
-                         tokens_per_s (the decode steps'),
-                         prefill_ms, step_ms (each decode step), prompt_tokens, finish_reason
-                         (length, eos, stop, context_limit), and with --prompt undecoded_ids
+                         tokens_per_s (the decode steps'; null when one id was generated,
+                         so no decode step ran), prefill_ms, step_ms (each decode step),
+                         prompt_tokens, finish_reason (length, eos, stop, context_limit), and
+                         with --prompt undecoded_ids
+  --check-finite         (the default) refuse NaN or Inf in a weight, naming the directory,
+                         the tensor and the element (and, with --precision fp16, a value
+                         beyond fp16's range)
+  --no-check-finite      let them through
 
 A model may have more rows than its tokenizer has tokens (Qwen3: 151,936 and
 151,669): a generated id the tokenizer does not know adds no text (as Hugging
@@ -95,6 +100,12 @@ std::string json_list(const std::vector<double>& v) {
     s += buf;
   }
   return s + "]";
+}
+
+std::string number(double v, const char* format = "%.3f") {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
 }
 
 int cmd_generate(Args& args) {
@@ -133,6 +144,8 @@ int cmd_generate(Args& args) {
     else if (a == "--ignore-context-limit") options.ignore_context_limit = true;
     else if (a == "--json") json = true;
     else if (a == "--quiet") quiet = true;
+    else if (a == "--check-finite") options.check_finite = true;
+    else if (a == "--no-check-finite") options.check_finite = false;
     else throw UsageError("generate: unknown option '" + a + "'");
   }
   if (weights.empty()) throw UsageError("generate: --weights is required");
@@ -161,7 +174,13 @@ int cmd_generate(Args& args) {
   copts.device = device;
   show_progress(copts, quiet);
   Context ctx(copts);
-  Model model = Model::load(ctx, weights, options);
+  Model model = [&] {
+    try {
+      return Model::load(ctx, weights, options);
+    } catch (const Error& e) {
+      throw with_weights_path(weights, e);  // NaN in a weight: name the directory and --no-check-finite
+    }
+  }();
   if (tokenizer && tokenizer->vocab_size() > model.config().vocab_size)
     throw Error(ErrorCode::invalid_argument, tokenizer->source() + " has " + std::to_string(tokenizer->vocab_size()) +
                                                  " tokens, more than the " + std::to_string(model.config().vocab_size) +
@@ -171,9 +190,9 @@ int cmd_generate(Args& args) {
       throw Error(ErrorCode::invalid_argument, "--prompt-ids: id " + std::to_string(prompt[i]) + " at position " +
                                                    std::to_string(i) + " is outside the vocabulary [0, " +
                                                    std::to_string(model.config().vocab_size) + ") of " + weights);
-  std::fprintf(stderr, "vkgate: %s, %d layers, %s on %s: %zu prompt ids, up to %d new\n",
+  std::fprintf(stderr, "vkgate: %s, %d layers, %s on %s: %zu prompt %s, up to %d new\n",
                model.config().model_type.c_str(), model.config().num_hidden_layers, to_string(options.precision),
-               ctx.device().name.c_str(), prompt.size(), g.max_new_tokens);
+               ctx.device().name.c_str(), prompt.size(), prompt.size() == 1 ? "id" : "ids", g.max_new_tokens);
   bool first = true;
   if (!json && tokenizer) {
     g.on_text = [&](std::string_view piece) {
@@ -191,16 +210,17 @@ int cmd_generate(Args& args) {
   }
   const GenerateResult r = tokenizer ? model.generate(*tokenizer, text_prompt, g) : model.generate(prompt, g);
   if (validation_failed(ctx)) return 1;
+  const std::optional<double> rate = r.tokens_per_s();
   if (json) {
     std::string ids;
     for (int64_t id : r.ids) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
     std::string undecoded;
     for (int64_t id : r.undecoded_ids) undecoded += (undecoded.empty() ? "" : ", ") + std::to_string(id);
     const std::string text = tokenizer ? ", \"text\": " + json_string(r.text) + ", \"undecoded_ids\": [" + undecoded + "]" : "";
-    std::printf("{\"generated\": [%s]%s, \"finish_reason\": \"%s\", \"prompt_tokens\": %zu, \"tokens_per_s\": %.3f, "
+    std::printf("{\"generated\": [%s]%s, \"finish_reason\": \"%s\", \"prompt_tokens\": %zu, \"tokens_per_s\": %s, "
                 "\"prefill_ms\": %.3f, \"step_ms\": %s}\n",
-                ids.c_str(), text.c_str(), to_string(r.finish), prompt.size(), r.tokens_per_s(), r.prefill_ms,
-                json_list(r.step_ms).c_str());
+                ids.c_str(), text.c_str(), to_string(r.finish), prompt.size(),
+                rate.has_value() ? number(*rate).c_str() : "null", r.prefill_ms, json_list(r.step_ms).c_str());
   } else if (tokenizer) {
     std::fputc('\n', stderr);  // stdout holds exactly the generated text
   } else {
@@ -214,8 +234,10 @@ int cmd_generate(Args& args) {
   if (r.finish == FinishReason::context_limit)
     std::fprintf(stderr, "vkgate: stopped at the model's context limit of %d tokens (--ignore-context-limit goes on)\n",
                  model.context_limit());
-  std::fprintf(stderr, "vkgate: %zu ids (%s); prompt %.1f ms, %.2f tokens/s decoding\n", r.ids.size(),
-               to_string(r.finish), r.prefill_ms, r.tokens_per_s());
+  std::fprintf(stderr, "vkgate: %zu %s (%s); prompt %.1f ms, %s\n", r.ids.size(), r.ids.size() == 1 ? "id" : "ids",
+               to_string(r.finish), r.prefill_ms,
+               rate.has_value() ? (number(*rate, "%.2f") + " tokens/s decoding").c_str()
+                                : "tokens/s n/a (no decode step)");
   return 0;
 }
 

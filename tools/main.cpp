@@ -9,12 +9,14 @@
 #include "cli.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/reference.hpp"
+#include "vkgate/version.hpp"
 
 namespace vkgate::cli {
 
 namespace {
 
 constexpr const char* kUsage = R"(usage: vkgate <command> [options]
+       vkgate --version
 
 Runs gated attention (Qwen3-Next, "Gated Attention for LLMs") and whole models
 built on it on a Vulkan device, checked against a double-precision CPU reference.
@@ -31,7 +33,8 @@ commands:
   bench      time ops, the block and whole models with GPU timestamps (after checking them),
              and the tokenizer's loading and encoding (--tokenizer)
 
-Run `vkgate <command> --help` for a command's options. Chat templates
+Run `vkgate <command> --help` for a command's options; `vkgate --version` (or
+`vkgate version`) prints the version. Chat templates
 (tokenizer_config.json) are out of scope: text is tokenized as given.
 
 environment:
@@ -176,6 +179,14 @@ int main(int argc, char** argv) {
   if (all.empty() || all[0] == "--help" || all[0] == "-h" || all[0] == "help") {
     std::fputs(kUsage, all.empty() ? stderr : stdout);
     return all.empty() ? 2 : 0;
+  }
+  if (all[0] == "--version" || all[0] == "version") {
+    if (all.size() > 1) {
+      std::fprintf(stderr, "vkgate: %s takes no arguments (see vkgate --help)\n", all[0].c_str());
+      return 2;
+    }
+    std::printf("vkgate %s\n", vkgate::kVersion);
+    return 0;
   }
   const std::string cmd = all[0];
   Args args{std::vector<std::string>(all.begin() + 1, all.end())};

@@ -14,6 +14,7 @@
 #include "vkgate/error.hpp"
 #include "vkgate/gla.hpp"
 #include "vkgate/model.hpp"
+#include "vkgate/output_file.hpp"
 #include "vkgate/safetensors.hpp"
 
 namespace vkgate::cli {
@@ -40,9 +41,13 @@ optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
                        hidden_states [B, T, D] and optionally past_key and past_value
                        [B, KV, P, Dh] (keys after k_norm and RoPE) and an additive
                        attention_mask [B, 1, T, P+T]: one block runs (may be the weights file)
-  --output FILE      written atomically: logits [B, T, V] (F32) for a model; output [B, T, D]
-                     (F32) for a block, with a cache also present_key / present_value
-                     [B, KV, P+T, Dh]
+  --output FILE      logits [B, T, V] (F32) for a model; output [B, T, D] (F32) for a block,
+                     with a cache also present_key / present_value [B, KV, P+T, Dh]. A file is
+                     replaced atomically (a temporary file beside it, removed on an error or
+                     SIGINT/SIGTERM/SIGHUP; no file on an error), keeping its mode; a symbolic
+                     link's target is replaced; a FIFO or device is written directly; a
+                     read-only file, a directory or a socket is refused. - writes the file to
+                     stdout, and the summary line then goes to stderr
   --layer N          (a block) read model.layers.N.self_attn.* and
                      model.layers.N.input_layernorm.weight; a layer that is not full attention
                      (Gated DeltaNet) is refused. Without it: bare names (q_proj.weight, ...)
@@ -156,21 +161,17 @@ RunOptions parse_run(Args& args) {
   if (input.empty()) throw UsageError("run: --input is required");
   if (output.empty()) throw UsageError("run: --output is required");
   // The output replaces its path atomically: never let it be one of the inputs.
-  for (const std::string& in_path : {weights, input, config}) {
-    std::error_code ec;
-    if (!in_path.empty() && std::filesystem::equivalent(output, in_path, ec))
-      throw UsageError("run: --output " + output + " is the same file as " + in_path);
-  }
+  if (!vkgate::is_stdout_path(output))
+    for (const std::string& in_path : {weights, input, config}) {
+      std::error_code ec;
+      if (!in_path.empty() && std::filesystem::equivalent(output, in_path, ec))
+        throw UsageError("run: --output " + output + " is the same file as " + in_path);
+    }
   return o;
 }
 
-// Errors about the weights' values name the weights path.
-vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e) {
-  const bool values = e.code() == vkgate::ErrorCode::non_finite || e.code() == vkgate::ErrorCode::unsupported;
-  return values && std::string(e.what()).rfind("weight '", 0) == 0
-             ? vkgate::Error(e.code(), path + ": " + e.what() + " (--no-check-finite lets it through)")
-             : e;
-}
+// Where the summary lines go: stdout, unless the output file goes there.
+FILE* summary(const RunOptions& o) { return vkgate::is_stdout_path(o.output) ? stderr : stdout; }
 
 // Writes the output file unless the validation layer objected to the run.
 bool write_output(const vkgate::Context& ctx, const RunOptions& o, const std::vector<vkgate::TensorToWrite>& tensors) {
@@ -231,9 +232,9 @@ int run_gla(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const v
       {"output", vkgate::DType::F32, {B, T, cfg.hidden_size}, std::as_bytes(std::span(out.output))},
       {"final_state", vkgate::DType::F32, state_shape, std::as_bytes(std::span(out.final_state))}};
   if (!write_output(ctx, o, tensors_out)) return 1;
-  std::printf("gla layer: batch %lld, tokens %lld, %s on %s -> %s\n", static_cast<long long>(B),
-              static_cast<long long>(T), vkgate::to_string(o.options.precision), ctx.device().name.c_str(),
-              o.output.c_str());
+  std::fprintf(summary(o), "gla layer: batch %lld, tokens %lld, %s on %s -> %s\n", static_cast<long long>(B),
+               static_cast<long long>(T), vkgate::to_string(o.options.precision), ctx.device().name.c_str(),
+               o.output.c_str());
   return 0;
 }
 
@@ -329,19 +330,20 @@ int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
     }
   }
   if (!write_output(ctx, o, tensors_out)) return 1;
-  std::printf("%s: batch %lld, tokens %lld, past %lld, %s on %s, GPU %.1f us -> %s\n",
-              layer >= 0 ? ("layer " + std::to_string(layer)).c_str() : "block", static_cast<long long>(B),
-              static_cast<long long>(T), static_cast<long long>(P), vkgate::to_string(options.precision),
-              ctx.device().name.c_str(), gpu_us, output.c_str());
+  std::fprintf(summary(o), "%s: batch %lld, tokens %lld, past %lld, %s on %s, GPU %.1f us -> %s\n",
+               layer >= 0 ? ("layer " + std::to_string(layer)).c_str() : "block", static_cast<long long>(B),
+               static_cast<long long>(T), static_cast<long long>(P), vkgate::to_string(options.precision),
+               ctx.device().name.c_str(), gpu_us, output.c_str());
   if (stats) {
-    std::printf("stats: first_token_attn mean %.4f", [&] {
+    std::fprintf(summary(o), "stats: first_token_attn mean %.4f", [&] {
       double m = 0;
       for (double v : out.stats->first_token_attn) m += v / double(out.stats->first_token_attn.size());
       return m;
     }());
     if (cfg.gate_kind != vkgate::GateKind::none)
-      std::printf(", gate_mean %.4f, gate_frac_below_0.1 %.4f", out.stats->gate_mean, out.stats->gate_frac_below_0_1);
-    std::printf("\n");
+      std::fprintf(summary(o), ", gate_mean %.4f, gate_frac_below_0.1 %.4f", out.stats->gate_mean,
+                   out.stats->gate_frac_below_0_1);
+    std::fprintf(summary(o), "\n");
   }
   return 0;
 }
@@ -423,26 +425,36 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   if (!write_output(ctx, o, out)) return 1;
   double gpu_us = 0;
   for (const auto& t : model->last_timings()) gpu_us += t.microseconds;
-  std::printf("model: %lld layers, batch %lld, tokens %lld, %s on %s, GPU %.1f us -> %s\n", static_cast<long long>(L),
-              static_cast<long long>(B), static_cast<long long>(T), vkgate::to_string(o.options.precision),
-              ctx.device().name.c_str(), gpu_us, o.output.c_str());
+  std::fprintf(summary(o), "model: %lld layers, batch %lld, tokens %lld, %s on %s, GPU %.1f us -> %s\n",
+               static_cast<long long>(L), static_cast<long long>(B), static_cast<long long>(T),
+               vkgate::to_string(o.options.precision), ctx.device().name.c_str(), gpu_us, o.output.c_str());
   if (o.stats) {
     auto mean = [](const std::vector<double>& v) {
       double m = 0;
       for (double x : v) m += x / double(v.size());
       return m;
     };
-    std::printf("stats:");
-    if (!first.empty()) std::printf(" first_token_attn mean %.4f,", mean(stats.first_token_attn));
-    if (!gate.empty()) std::printf(" gate_mean %.4f,", mean(stats.gate_mean));
-    std::printf(" max_activation %.4g\n", *std::max_element(stats.max_activation.begin(), stats.max_activation.end()));
+    std::fprintf(summary(o), "stats:");
+    if (!first.empty()) std::fprintf(summary(o), " first_token_attn mean %.4f,", mean(stats.first_token_attn));
+    if (!gate.empty()) std::fprintf(summary(o), " gate_mean %.4f,", mean(stats.gate_mean));
+    std::fprintf(summary(o), " max_activation %.4g\n",
+                 *std::max_element(stats.max_activation.begin(), stats.max_activation.end()));
   }
   return 0;
 }
 
 int cmd_run(Args& args) {
   const RunOptions o = parse_run(args);
+  vkgate::check_output_path(o.output);  // a read-only file or a directory is refused before the work
   const vkgate::SafetensorsFile in_file(o.input);
+  if (!in_file.contains("input_ids") && !in_file.contains("hidden_states")) {
+    std::string held;
+    for (const std::string& name : in_file.names()) held += (held.empty() ? "'" : ", '") + name + "'";
+    throw vkgate::Error(vkgate::ErrorCode::missing_tensor,
+                        o.input + ": holds neither 'input_ids' [B, T] (to run the whole model) nor 'hidden_states' "
+                                  "[B, T, D] (to run one block or layer); it holds " +
+                            (held.empty() ? "no tensors" : held));
+  }
   if (!in_file.contains("input_ids")) return run_block(o, in_file);
   if (o.layer >= 0)
     throw UsageError("run: --layer runs one block on hidden_states, but " + o.input +
@@ -451,6 +463,13 @@ int cmd_run(Args& args) {
 }
 
 }  // namespace
+
+vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e) {
+  const bool values = e.code() == vkgate::ErrorCode::non_finite || e.code() == vkgate::ErrorCode::unsupported;
+  return values && std::string(e.what()).rfind("weight '", 0) == 0
+             ? vkgate::Error(e.code(), path + ": " + e.what() + " (--no-check-finite lets it through)")
+             : e;
+}
 
 const Command kRun{"run", kRunUsage, cmd_run};
 

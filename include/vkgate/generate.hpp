@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,9 +70,9 @@ struct GenerateResult {
   FinishReason finish = FinishReason::length;
   double prefill_ms = 0;        // the prompt's step, host wall time
   std::vector<double> step_ms;  // each later step
-  // Generated ids after the first, per second of steps; 0 when there was no
-  // later step (one id, or none).
-  double tokens_per_s() const;
+  // Generated ids after the first, per second of steps; none when no step ran
+  // after the prompt's (one id or none generated), as no rate was measured.
+  std::optional<double> tokens_per_s() const;
 };
 
 class Generation {

@@ -1,5 +1,5 @@
 // safetensors I/O: a memory-mapped, validating reader with zero-copy views,
-// an atomic writer, and the fp16/bf16 <-> fp32 conversions checkpoints need.
+// an atomic writer (vkgate/output_file.hpp), and the fp16/bf16 <-> fp32 conversions checkpoints need.
 //
 // Format (https://github.com/huggingface/safetensors): u64 little-endian header
 // length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]},
@@ -83,12 +83,16 @@ struct TensorToWrite {
 };
 
 // Writes the tensors, in the given order and packed back to back, with the
-// header padded by spaces to a multiple of 8 bytes. Atomic: the file appears
-// at `path` complete or not at all (temporary file in the same directory,
-// fsync, rename). Throws Error(shape_mismatch) when a tensor's byte count does
-// not match its shape, Error(invalid_argument) for a duplicate or reserved
-// name or a negative dimension, Error(io) when writing fails; each message
-// starts with the path.
+// header padded by spaces to a multiple of 8 bytes, through OutputFile
+// (vkgate/output_file.hpp): a regular file (or none) at `path` is replaced
+// atomically — it appears complete or not at all (temporary file in the same
+// directory, fsync, rename; removed on SIGINT, SIGTERM, SIGHUP), keeping an
+// existing file's mode, and a read-only one is refused; a symbolic link's
+// target is replaced; a FIFO or device is written directly; "-" is standard
+// output. Throws Error(shape_mismatch) when a tensor's byte count does not
+// match its shape, Error(invalid_argument) for a duplicate or reserved name
+// or a negative dimension (both before the file system is touched),
+// Error(io) when writing fails; each message starts with the path.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

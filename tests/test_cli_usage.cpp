@@ -1,0 +1,261 @@
+// Smaller things a new user meets, as child processes (issue 25, item 6):
+// bench sizes of zero are bad usage; generate names the weights directory on a
+// NaN weight and takes --no-check-finite as run does; an input file holding no
+// tensor run knows says what it looked for and what it found; "1 prompt id",
+// "1 id"; no tokens/s when no decode step ran; run --stats times the recorded
+// work, not the driver's first compilation of the pipelines; --version; bench
+// --model with prompts shorter than its self-check.
+#ifdef VKGATE_CLI
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli_harness.hpp"
+#include "golden.hpp"
+#include "model_dir.hpp"
+#include "model_weights.hpp"
+#include "vkgate/version.hpp"
+
+namespace {
+
+using nlohmann::json;
+using namespace vkgate;
+using namespace vkgate::cli_test;
+
+std::vector<std::string> with_device(std::vector<std::string> args) {
+  for (const std::string& d : device_args()) args.push_back(d);
+  return args;
+}
+
+std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+
+// Rewrites a single-file model's weights with element `index` of `tensor` set to NaN.
+void put_nan(const fs::path& file, const std::string& tensor, size_t index) {
+  FileBuilder f;
+  {
+    const SafetensorsFile in(file.string());
+    for (const std::string& name : in.names()) {
+      std::vector<float> v = in.at(name).to_f32();
+      if (name == tensor) v.at(index) = NAN;
+      f.add(name, in.at(name).shape, v, DType::F32);
+    }
+  }
+  f.write(file.string());
+}
+
+size_t line_count(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("cli: bench with a size of zero (or below) is bad usage for every op: exit 2 naming the flag") {
+  // {the flag that is wrong, the arguments}
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"--m", {"--op", "matmul", "--m", "0", "--n", "8", "--k", "8"}},
+      {"--n", {"--op", "matmul", "--m", "8", "--n", "0", "--k", "8"}},
+      {"--k", {"--op", "matmul", "--m", "8", "--n", "8", "--k", "0"}},
+      {"--m", {"--op", "matmul", "--m", "-1", "--n", "8", "--k", "8"}},
+      {"--T", {"--op", "attention", "--T", "0", "--heads", "2", "--head-dim", "8"}},
+      {"--heads", {"--op", "attention", "--T", "4", "--heads", "0", "--head-dim", "8"}},
+      {"--kv-heads", {"--op", "attention", "--T", "4", "--heads", "2", "--kv-heads", "0", "--head-dim", "8"}},
+      {"--head-dim", {"--op", "attention", "--T", "4", "--heads", "2", "--head-dim", "0"}},
+      {"--batch", {"--op", "attention", "--T", "4", "--heads", "2", "--head-dim", "8", "--batch", "0"}},
+      {"--causal", {"--op", "attention", "--T", "4", "--heads", "2", "--head-dim", "8", "--causal", "2"}},
+      {"--rows", {"--op", "rmsnorm", "--rows", "0", "--dim", "8"}},
+      {"--dim", {"--op", "rmsnorm", "--rows", "2", "--dim", "0"}},
+      {"--rows", {"--op", "rope", "--rows", "0", "--heads", "2", "--head-dim", "8"}},
+      {"--heads", {"--op", "rope", "--rows", "2", "--heads", "0", "--head-dim", "8"}},
+      {"--head-dim", {"--op", "rope", "--rows", "2", "--heads", "2", "--head-dim", "0"}},
+      {"--rotary", {"--op", "rope", "--rows", "2", "--heads", "2", "--head-dim", "8", "--rotary", "-2"}},
+      {"--rows", {"--op", "softmax", "--rows", "0", "--keys", "8"}},
+      {"--keys", {"--op", "softmax", "--rows", "2", "--keys", "0"}},
+      {"--rows", {"--op", "gate", "--rows", "0", "--heads", "2", "--head-dim", "8"}},
+      {"--heads", {"--op", "gate", "--rows", "2", "--heads", "0", "--head-dim", "8"}},
+      {"--head-dim", {"--op", "gate", "--rows", "2", "--heads", "2", "--head-dim", "0"}},
+      {"--gate-width", {"--op", "gate", "--rows", "2", "--heads", "2", "--head-dim", "8", "--gate-width", "0"}},
+      {"--T", {"--op", "gla", "--T", "0", "--heads", "2", "--dk", "8", "--dv", "8", "--dim", "32"}},
+      {"--heads", {"--op", "gla", "--T", "4", "--heads", "0", "--dk", "8", "--dv", "8", "--dim", "32"}},
+      {"--dk", {"--op", "gla", "--T", "4", "--heads", "2", "--dk", "0", "--dv", "8", "--dim", "32"}},
+      {"--dv", {"--op", "gla", "--T", "4", "--heads", "2", "--dk", "8", "--dv", "0", "--dim", "32"}},
+      {"--dim", {"--op", "gla", "--T", "4", "--heads", "2", "--dk", "8", "--dv", "8", "--dim", "0"}},
+      {"--sweep-max", {"--op", "gla", "--sweep", "--sweep-max", "0", "--heads", "2", "--dk", "8", "--dv", "8"}},
+      {"--T", {"--block", "--T", "0"}},
+      {"--batch", {"--block", "--batch", "0"}},
+  };
+  TempDir dir("bench_zero");
+  std::vector<std::vector<std::string>> jobs;
+  for (const auto& [flag, args] : cases) {
+    std::vector<std::string> a{"bench"};
+    a.insert(a.end(), args.begin(), args.end());
+    jobs.push_back(with_device(a));
+  }
+  const std::vector<CliResult> results = run_all(jobs, dir.path);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const CliResult& r = results[i];
+    check_clean_exit(r);
+    INFO("stderr: " << r.err);
+    CHECK(r.code == 2);
+    CHECK(line_count(r.err) == 1);
+    CHECK(r.err.rfind("vkgate: " + cases[i].first + " must be an integer in ", 0) == 0);
+    CHECK(r.out.empty());  // refused before a device was opened
+  }
+}
+
+TEST_CASE("cli: generate on a NaN weight names the weights directory and --no-check-finite, which lets it through") {
+  std::mt19937 rng(25);
+  test::TinyModel shape;
+  ModelDir m(shape, rng, DType::F32, false);
+  put_nan(m.dir / "model.safetensors", "model.layers.1.mlp.down_proj.weight", 5);
+  const std::string ids = m.ids_file("ids.safetensors", {5, 17}, 1, 2);
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a{"generate", "--weights", m.path(), "--prompt-ids", "5,17", "--max-new-tokens", "2"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return with_device(a);
+  };
+  const std::vector<CliResult> r =
+      run_all({generate({}), generate({"--check-finite"}), generate({"--no-check-finite"}),
+               with_device({"run", "--weights", m.path(), "--input", ids, "--output", m.dir / "out.safetensors"})},
+              m.dir.path);
+  const std::string want = "vkgate: " + m.path() +
+                           ": weight 'model.layers.1.mlp.down_proj.weight' holds NaN at [0, 5] (--no-check-finite lets it through)\n";
+  for (const size_t i : {0, 1, 3}) {
+    check_clean_exit(r[i]);
+    CHECK(r[i].code == 1);
+    CHECK(r[i].err == want);  // generate says what run says
+    CHECK(r[i].out.empty());
+  }
+  check_clean_exit(r[2]);
+  INFO("stderr: " << r[2].err);
+  CHECK(r[2].code == 0);
+  CHECK(!fs::exists(m.dir / "out.safetensors"));
+  // Documented with run's.
+  const CliResult help = run_cli({"generate", "--help"}, m.dir.path);
+  CHECK(help.out.find("--no-check-finite") != std::string::npos);
+}
+
+TEST_CASE("cli: run on an input file holding neither input_ids nor hidden_states says which it looked for and what it found") {
+  std::mt19937 rng(26);
+  test::TinyModel shape;
+  ModelDir m(shape, rng, DType::F32, false);
+  const std::string typo = m.dir / "typo.safetensors", empty = m.dir / "empty.safetensors";
+  {
+    FileBuilder f;
+    const std::vector<int64_t> ids{1, 2, 3};
+    f.add_ids("input_id", {1, 3}, ids);
+    const std::vector<float> x{1, 2};
+    f.add("other", {2}, x, DType::F32);
+    f.write(typo);
+    FileBuilder none;
+    none.write(empty);
+  }
+  const std::string out = m.dir / "out.safetensors";
+  const std::vector<CliResult> r =
+      run_all({with_device({"run", "--weights", m.path(), "--input", typo, "--output", out}),
+               with_device({"run", "--weights", w1_dir(), "--input", empty, "--output", out})},
+              m.dir.path);
+  const std::string looked = ": holds neither 'input_ids' [B, T] (to run the whole model) nor 'hidden_states' [B, T, D] "
+                             "(to run one block or layer); it holds ";
+  check_clean_exit(r[0]);
+  CHECK(r[0].code == 1);
+  CHECK(r[0].err == "vkgate: " + typo + looked + "'input_id', 'other'\n");
+  check_clean_exit(r[1]);
+  CHECK(r[1].code == 1);
+  CHECK(r[1].err == "vkgate: " + empty + looked + "no tensors\n");
+  CHECK(!fs::exists(out));
+}
+
+TEST_CASE("cli: generate counts 1 prompt id and 1 id in the singular, and gives no tokens/s when no decode step ran") {
+  std::mt19937 rng(27);
+  test::TinyModel shape;
+  ModelDir m(shape, rng, DType::F32, false);
+  auto generate = [&](const char* prompt, const char* n, bool json_out) {
+    std::vector<std::string> a{"generate", "--weights", m.path(), "--prompt-ids", prompt, "--max-new-tokens", n, "--ignore-eos"};
+    if (json_out) a.push_back("--json");
+    return with_device(a);
+  };
+  const std::vector<CliResult> r =
+      run_all({generate("5", "1", false), generate("5", "1", true), generate("5,17", "3", false), generate("5,17", "3", true)},
+              m.dir.path);
+  for (const CliResult& c : r) {
+    check_clean_exit(c);
+    CHECK(c.code == 0);
+  }
+  INFO("stderr: " << r[0].err);
+  CHECK(r[0].err.find(": 1 prompt id, up to 1 new\n") != std::string::npos);
+  CHECK(r[0].err.find("vkgate: 1 id; prompt ") != std::string::npos);
+  CHECK(r[0].err.find("tokens/s n/a (no decode step)") != std::string::npos);
+  CHECK(r[0].err.find("0.00 tokens/s") == std::string::npos);
+  const json one = json::parse(r[1].out);
+  CHECK(one.at("tokens_per_s").is_null());
+  CHECK(one.at("step_ms").empty());
+  CHECK(one.at("generated").size() == 1);
+
+  CHECK(r[2].err.find(": 2 prompt ids, up to 3 new\n") != std::string::npos);
+  CHECK(r[2].err.find("vkgate: 3 ids; prompt ") != std::string::npos);
+  CHECK(r[2].err.find(" tokens/s decoding") != std::string::npos);
+  const json three = json::parse(r[3].out);
+  CHECK(three.at("tokens_per_s").get<double>() > 0);
+  CHECK(three.at("step_ms").size() == 2);
+}
+
+// CPU drivers (llvmpipe) compile a pipeline's code at its first dispatch; with
+// Mesa's shader cache off every run compiles. The GPU time run reports must be
+// that of the recorded work alone: before the fix the first run's "GPU" time
+// was nearly the whole run, compilation included.
+TEST_CASE("cli: run --stats reports the recorded work's GPU time, not the pipelines' first compilation") {
+  TempDir dir("stats_time");
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_cli(with_device({"run", "--weights", w1_dir(), "--input", w1_dir() + "/input.safetensors", "--output",
+                                           dir / "out.safetensors", "--stats"}),
+                              dir.path, {"MESA_SHADER_CACHE_DISABLE=true"});
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  check_clean_exit(r);
+  REQUIRE(r.code == 0);
+  const size_t at = r.out.find(", GPU ");
+  REQUIRE(at != std::string::npos);
+  const double gpu_us = std::strtod(r.out.c_str() + at + 6, nullptr);
+  INFO("stdout: " << r.out);
+  INFO("GPU " << gpu_us << " us of a run of " << wall_us << " us");
+  CHECK(gpu_us > 0);
+  CHECK(gpu_us < 0.2 * wall_us);
+}
+
+TEST_CASE("cli: --version and version print the project's version") {
+  TempDir dir("version");
+  const std::vector<CliResult> r = run_all({{"--version"}, {"version"}, {"--version", "x"}, {"--help"}}, dir.path);
+  for (const CliResult& c : r) check_clean_exit(c);
+  CHECK(r[0].code == 0);
+  CHECK(r[0].out == std::string("vkgate ") + VKGATE_VERSION_STRING + "\n");
+  CHECK(r[1].code == 0);
+  CHECK(r[1].out == r[0].out);
+  CHECK(r[2].code == 2);
+  CHECK(r[3].out.find("vkgate --version") != std::string::npos);
+  CHECK(std::string(kVersion) == VKGATE_VERSION_STRING);
+}
+
+TEST_CASE("cli: bench --model with prompts shorter than the self-check's 16 tokens") {
+  std::mt19937 rng(28);
+  test::TinyModel shape;
+  ModelDir m(shape, rng, DType::F32, false);
+  const std::vector<CliResult> r = run_all(
+      {with_device({"bench", "--model", m.path(), "--prompts", "4", "--decode", "2", "--reps", "1"}),
+       with_device({"bench", "--model", m.path(), "--prompts", "1,3", "--decode", "1", "--reps", "1", "--json"})},
+      m.dir.path);
+  for (const CliResult& c : r) {
+    check_clean_exit(c);
+    INFO("stderr: " << c.err);
+    CHECK(c.code == 0);
+  }
+  CHECK(r[0].out.find("prompt     4: prefill") != std::string::npos);
+  CHECK(r[0].out.find("check: a 16-token prompt in one step") != std::string::npos);
+  const json doc = json::parse(r[1].out);
+  CHECK(doc.at("self_check_nmse").get<double>() <= 1e-8);
+  CHECK(doc.at("runs").size() == 2);
+}
+
+#endif  // VKGATE_CLI
