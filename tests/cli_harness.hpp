@@ -208,6 +208,12 @@ inline std::vector<std::string> device_args() {
   return {};
 }
 
+// `args` with device_args() appended.
+inline std::vector<std::string> with_device(std::vector<std::string> args) {
+  for (const std::string& d : device_args()) args.push_back(d);
+  return args;
+}
+
 // ---- writing safetensors files through the library ----
 
 // Tensors for vkgate::write_safetensors, with storage that outlives the write.

@@ -20,11 +20,6 @@ using nlohmann::json;
 using namespace vkgate;
 using namespace vkgate::cli_test;
 
-std::vector<std::string> with_device(std::vector<std::string> args) {
-  for (const std::string& d : device_args()) args.push_back(d);
-  return args;
-}
-
 void check_logits(const std::string& out, const std::vector<double>& want, double bound) {
   const std::vector<float> got = SafetensorsFile(out).at("logits").to_f32();
   REQUIRE(got.size() == want.size());

@@ -41,10 +41,20 @@ void check_nmse(const std::vector<double>& got, const std::vector<double>& want,
   CHECK(d.nmse <= bound);
 }
 
-std::vector<std::string> with_device(std::vector<std::string> args) {
-  for (const std::string& d : device_args()) args.push_back(d);
-  return args;
-}
+// A random model whose vocabulary is the unit tokenizer's, its tokenizer.json beside it.
+struct TextModel {
+  std::string unit = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json";
+  Tokenizer tok = Tokenizer::load(unit);
+  test::TinyModel shape = [&] {
+    test::TinyModel t;
+    t.vocab = tok.vocab_size();
+    return t;
+  }();
+  ModelDir m;
+  explicit TextModel(std::mt19937& rng) : m(shape, rng, DType::F32, false) {
+    write_text(m.dir / "tokenizer.json", test::read_file_text(unit));
+  }
+};
 
 }  // namespace
 
@@ -236,12 +246,11 @@ TEST_CASE("cli model: generate stops after eos_token_id unless --ignore-eos") {
 // ids decoded, streamed piece by piece; --json carries it too.
 TEST_CASE("cli model: generate --prompt tokenizes with the model's tokenizer.json and streams the text") {
   std::mt19937 rng(std::random_device{}());
-  const std::string unit = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json";
-  const Tokenizer tok = Tokenizer::load(unit);
-  test::TinyModel shape;
-  shape.vocab = tok.vocab_size();
-  ModelDir m(shape, rng, DType::F32, false);
-  write_text(m.dir / "tokenizer.json", test::read_file_text(unit));
+  TextModel text(rng);
+  const std::string& unit = text.unit;
+  const Tokenizer& tok = text.tok;
+  const test::TinyModel& shape = text.shape;
+  ModelDir& m = text.m;
   const std::string prompt = "hello world, hello";
   const std::vector<int32_t> ids32 = tok.encode(prompt);
   const std::vector<int64_t> ids(ids32.begin(), ids32.end());
@@ -304,12 +313,11 @@ std::string json_string_of(const std::string& text) {
 TEST_CASE("cli model: generate samples with --seed, reads --prompt-file, stops at --stop, and decodes ids beyond the "
           "tokenizer as no text") {
   std::mt19937 rng(std::random_device{}());
-  const std::string unit = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json";
-  const Tokenizer tok = Tokenizer::load(unit);
-  test::TinyModel shape;
-  shape.vocab = tok.vocab_size();
-  ModelDir m(shape, rng, DType::F32, false);
-  write_text(m.dir / "tokenizer.json", test::read_file_text(unit));
+  TextModel tm(rng);
+  const std::string& unit = tm.unit;
+  const Tokenizer& tok = tm.tok;
+  const test::TinyModel& shape = tm.shape;
+  ModelDir& m = tm.m;
   write_text(m.dir / "prompt.txt", "hello world, hello");
   const std::vector<std::string> sample = {"--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--min-p",
                                            "0.01", "--repeat-penalty", "1.2", "--seed", "17", "--max-new-tokens",

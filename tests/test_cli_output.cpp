@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "fifo_reader.hpp"
 #include "golden.hpp"
 
 namespace {
@@ -29,45 +30,6 @@ namespace {
 using namespace vkgate;
 using namespace vkgate::cli_test;
 
-// Reads a FIFO on a thread without ever blocking in open(): it holds the read
-// end and a write end of its own from the start, so that the FIFO reads as
-// empty (not ended) until the writer under test has come and gone; finish()
-// gives up its write end and takes what is left. A writer that never opens the
-// FIFO (or replaces it) leaves the text empty instead of hanging the test.
-class FifoReader {
- public:
-  explicit FifoReader(const std::string& path)
-      : read_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)),
-        keep_(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) {
-    REQUIRE(read_ >= 0);
-    REQUIRE(keep_ >= 0);
-    thread_ = std::thread([this] {
-      char buf[65536];
-      for (;;) {
-        pollfd p{read_, POLLIN, 0};
-        ::poll(&p, 1, 20);
-        const ssize_t n = ::read(read_, buf, sizeof buf);
-        if (n > 0) text_.append(buf, size_t(n));
-        else if (n == 0) break;  // every write end closed, ours included: the end
-        else if (errno != EAGAIN && errno != EINTR) break;
-      }
-    });
-  }
-  ~FifoReader() { finish(); }
-  FifoReader(const FifoReader&) = delete;
-  FifoReader& operator=(const FifoReader&) = delete;
-  std::string finish() {
-    if (keep_ >= 0) ::close(std::exchange(keep_, -1));
-    if (thread_.joinable()) thread_.join();
-    if (read_ >= 0) ::close(std::exchange(read_, -1));
-    return text_;
-  }
-
- private:
-  int read_, keep_;
-  std::string text_;
-  std::thread thread_;
-};
 
 mode_t mode_of(const fs::path& p) {
   struct stat st {};
@@ -167,7 +129,7 @@ void check_output_rules(const Writer& w) {
   const std::string fifo = dir / "fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   {
-    FifoReader reader(fifo);
+    test::FifoReader reader(fifo);
     const CliResult f = finish(spawn_cli(w.args(fifo), d));
     const std::string got = reader.finish();
     check_clean_exit(f);

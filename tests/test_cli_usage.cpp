@@ -28,11 +28,6 @@ using nlohmann::json;
 using namespace vkgate;
 using namespace vkgate::cli_test;
 
-std::vector<std::string> with_device(std::vector<std::string> args) {
-  for (const std::string& d : device_args()) args.push_back(d);
-  return args;
-}
-
 std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
 
 // Rewrites a single-file model's weights with element `index` of `tensor` set to NaN.
@@ -187,7 +182,7 @@ TEST_CASE("cli: generate counts 1 prompt id and 1 id in the singular, and gives 
   }
   INFO("stderr: " << r[0].err);
   CHECK(r[0].err.find(": 1 prompt id, up to 1 new\n") != std::string::npos);
-  CHECK(r[0].err.find("vkgate: 1 id; prompt ") != std::string::npos);
+  CHECK(r[0].err.find("vkgate: 1 id (length); prompt ") != std::string::npos);
   CHECK(r[0].err.find("tokens/s n/a (no decode step)") != std::string::npos);
   CHECK(r[0].err.find("0.00 tokens/s") == std::string::npos);
   const json one = json::parse(r[1].out);
@@ -196,7 +191,7 @@ TEST_CASE("cli: generate counts 1 prompt id and 1 id in the singular, and gives 
   CHECK(one.at("generated").size() == 1);
 
   CHECK(r[2].err.find(": 2 prompt ids, up to 3 new\n") != std::string::npos);
-  CHECK(r[2].err.find("vkgate: 3 ids; prompt ") != std::string::npos);
+  CHECK(r[2].err.find("vkgate: 3 ids (length); prompt ") != std::string::npos);
   CHECK(r[2].err.find(" tokens/s decoding") != std::string::npos);
   const json three = json::parse(r[3].out);
   CHECK(three.at("tokens_per_s").get<double>() > 0);

@@ -132,7 +132,8 @@ TEST_CASE("cli progress: a terminal's stderr shows the progress line, --quiet an
   shape.layers = 1;
   ModelDir m(shape, rng, DType::F32, false);
   const std::string ids = m.ids_file("ids.safetensors", {1, 2, 3}, 1, 3);
-  const std::vector<std::string> run = {"run", "--weights", m.path(), "--input", ids, "--output", m.dir / "out.safetensors"};
+  const std::vector<std::string> run =
+      with_device({"run", "--weights", m.path(), "--input", ids, "--output", m.dir / "out.safetensors"});
   int code = -1;
   const std::string shown = run_on_terminal(run, m.dir, code);
   INFO("terminal: " << shown);

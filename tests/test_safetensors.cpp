@@ -35,6 +35,7 @@
 #include "vkgate/reference.hpp"
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
+#include "fifo_reader.hpp"
 #include "golden.hpp"
 
 namespace fs = std::filesystem;
@@ -333,45 +334,6 @@ mode_t mode_of(const std::string& path) {
   return st.st_mode & 07777;
 }
 
-// Reads a FIFO on a thread without ever blocking in open(): it holds the read
-// end and a write end of its own from the start, so that the FIFO reads as
-// empty (not ended) until the writer under test has come and gone; finish()
-// gives up its write end and takes what is left. A writer that never opens the
-// FIFO (or replaces it) leaves the text empty instead of hanging the test.
-class FifoReader {
- public:
-  explicit FifoReader(const std::string& path)
-      : read_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)),
-        keep_(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) {
-    REQUIRE(read_ >= 0);
-    REQUIRE(keep_ >= 0);
-    thread_ = std::thread([this] {
-      char buf[65536];
-      for (;;) {
-        pollfd p{read_, POLLIN, 0};
-        ::poll(&p, 1, 20);
-        const ssize_t n = ::read(read_, buf, sizeof buf);
-        if (n > 0) text_.append(buf, size_t(n));
-        else if (n == 0) break;  // every write end closed, ours included: the end
-        else if (errno != EAGAIN && errno != EINTR) break;
-      }
-    });
-  }
-  ~FifoReader() { finish(); }
-  FifoReader(const FifoReader&) = delete;
-  FifoReader& operator=(const FifoReader&) = delete;
-  std::string finish() {
-    if (keep_ >= 0) ::close(std::exchange(keep_, -1));
-    if (thread_.joinable()) thread_.join();
-    if (read_ >= 0) ::close(std::exchange(read_, -1));
-    return text_;
-  }
-
- private:
-  int read_, keep_;
-  std::string text_;
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -418,7 +380,7 @@ TEST_CASE("safetensors: output file: a FIFO is written directly, never replaced 
   const std::vector<float> v = {1.5f, -2.0f, 3.25f};
   const std::vector<TensorToWrite> tensors = {{"x", DType::F32, {3}, as_bytes(v)}};
   {
-    FifoReader reader(fifo);
+    test::FifoReader reader(fifo);
     std::string error;
     try {
       write_safetensors(fifo, tensors, {{"k", "v"}});
@@ -431,7 +393,7 @@ TEST_CASE("safetensors: output file: a FIFO is written directly, never replaced 
     CHECK(got == read_text(dir.file("regular.safetensors")));
   }
   {
-    FifoReader reader(fifo);
+    test::FifoReader reader(fifo);
     std::string error;
     try {
       write_file(fifo, "some text\n");
