@@ -208,6 +208,16 @@ inline std::vector<std::string> device_args() {
   return {};
 }
 
+// Ids as `vkgate generate --prompt-ids` prints them: "1 2 3".
+inline std::string id_line(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
 // `args` with device_args() appended.
 inline std::vector<std::string> with_device(std::vector<std::string> args) {
   for (const std::string& d : device_args()) args.push_back(d);
@@ -301,7 +311,7 @@ inline void write_raw(const fs::path& p, const std::string& header, size_t data_
   write_text(p, bytes);
 }
 
-// Block configs by the numbers, and the presets as the parser documents them (src/config_json.cpp).
+// Block configs by the numbers, and the presets as the parser documents them (src/io/config_json.cpp).
 inline BlockConfig shape(int D, int H, int KV, int Dh) {
   BlockConfig c;
   c.hidden_size = D;

@@ -62,9 +62,7 @@ TEST_CASE("cli gla model: run writes the reference's logits (fp32, bf16) and max
   check_logits(bf16, want.logits, 1e-3);
 
   const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 3);
-  std::string expected;
-  for (int64_t id : reference::greedy_generate(m.model.cfg, m.map, prompt, 5, false))
-    expected += (expected.empty() ? "" : " ") + std::to_string(id);
+  const std::string expected = id_line(reference::greedy_generate(m.model.cfg, m.map, prompt, 5, false));
   const CliResult g = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids",
                                            std::to_string(prompt[0]) + "," + std::to_string(prompt[1]) + "," +
                                                std::to_string(prompt[2]),

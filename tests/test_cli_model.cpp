@@ -88,9 +88,9 @@ TEST_CASE("cli model: run on the golden w1 model writes its logits and statistic
   }
 
   const json gen = json::parse(test::read_file_text(w1_dir() + "/generate.json"));
-  std::string prompt, want;
-  for (int64_t id : gen.at("prompt_ids").get<std::vector<int64_t>>()) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
-  for (int64_t id : gen.at("generated").get<std::vector<int64_t>>()) want += (want.empty() ? "" : " ") + std::to_string(id);
+  std::string prompt = id_line(gen.at("prompt_ids").get<std::vector<int64_t>>());
+  std::replace(prompt.begin(), prompt.end(), ' ', ',');
+  const std::string want = id_line(gen.at("generated").get<std::vector<int64_t>>());
   const std::string n = std::to_string(gen.at("max_new_tokens").get<int>());
   const CliResult g = run_cli(with_device({"generate", "--weights", w1_dir(), "--prompt-ids", prompt, "--max-new-tokens", n}), tmp.path);
   check_clean_exit(g);
@@ -141,8 +141,7 @@ TEST_CASE("cli model: a qwen3 model with a G2 value gate (self_attn.gate_proj) t
   for (size_t l = 0; l < gate_mean.size(); ++l) CHECK(std::abs(gate_mean[l] - want.gate_mean[l]) <= 1e-4);
   // Each step attends to the earlier tokens' values as the cache holds them: gated.
   const auto greedy = reference::greedy_generate(m.model.cfg, m.map, std::vector<int64_t>(ids.begin(), ids.begin() + 3), 5, false);
-  std::string expect;
-  for (int64_t id : greedy) expect += (expect.empty() ? "" : " ") + std::to_string(id);
+  const std::string expect = id_line(greedy);
   const CliResult g = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids",
                                            std::to_string(ids[0]) + "," + std::to_string(ids[1]) + "," + std::to_string(ids[2]),
                                            "--max-new-tokens", "5", "--ignore-eos"}), m.dir.path);
@@ -198,8 +197,7 @@ TEST_CASE("cli model: rope_scaling llama3 and yarn through run, dynamic NTK thro
   REQUIRE(parsed.attention.rope_scaling.type == RopeType::dynamic);
   const std::vector<int64_t> prompt = test::random_ids(rng, 3, shape.vocab);
   const auto greedy = reference::greedy_generate(parsed, m.map, prompt, 6, false);
-  std::string expect;
-  for (int64_t id : greedy) expect += (expect.empty() ? "" : " ") + std::to_string(id);
+  const std::string expect = id_line(greedy);
   const CliResult g = run_cli(with_device({"generate", "--weights", m.path(), "--prompt-ids",
                                            std::to_string(prompt[0]) + "," + std::to_string(prompt[1]) + "," +
                                                std::to_string(prompt[2]),
@@ -249,7 +247,6 @@ TEST_CASE("cli model: generate --prompt tokenizes with the model's tokenizer.jso
   TextModel text(rng);
   const std::string& unit = text.unit;
   const Tokenizer& tok = text.tok;
-  const test::TinyModel& shape = text.shape;
   ModelDir& m = text.m;
   const std::string prompt = "hello world, hello";
   const std::vector<int32_t> ids32 = tok.encode(prompt);

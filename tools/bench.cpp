@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "vkgate/bench.hpp"
+#include "bench/bench.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate::cli {

@@ -41,7 +41,7 @@ GlaResult gla_forward(const GlaConfig& cfg, const WeightMap& weights, const GlaI
 
 }  // namespace vkgate::reference
 
-// For the model oracle (as reference_internal.hpp's forward_d): the hidden
+// For the model oracle (as src/reference/internal.hpp's forward_d): the hidden
 // states come in double, so that a residual stream is never rounded to float
 // between layers.
 namespace vkgate::reference::internal {

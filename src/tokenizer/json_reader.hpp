@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "json_error.hpp"
+#include "io/json_error.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate::tok {

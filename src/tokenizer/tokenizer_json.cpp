@@ -7,7 +7,7 @@
 #include <climits>
 #include <nlohmann/json.hpp>
 
-#include "json_error.hpp"
+#include "io/json_error.hpp"
 #include "tokenizer/json_reader.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "vkgate/error.hpp"

@@ -1,10 +1,10 @@
-#include "vkgate/bench.hpp"
+#include "bench/bench.hpp"
 
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "bench_internal.hpp"
+#include "bench/bench_internal.hpp"
 #include "vkgate/block.hpp"
 #include "vkgate/error.hpp"
 

@@ -20,7 +20,7 @@
 
 #include "vkgate/config.hpp"
 
-#include "json_keys.hpp"
+#include "io/json_keys.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {

@@ -1,7 +1,7 @@
 #include "vkgate/checkpoint.hpp"
 #include "vkgate/model_config.hpp"
 
-#include "json_error.hpp"
+#include "io/json_error.hpp"
 
 #include <algorithm>
 #include <cerrno>

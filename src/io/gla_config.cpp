@@ -11,8 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "config_limits.hpp"
-#include "json_keys.hpp"
+#include "io/config_limits.hpp"
+#include "io/json_keys.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {

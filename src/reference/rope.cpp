@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "reference_internal.hpp"
+#include "reference/internal.hpp"
 #include "vkgate/reference.hpp"
 
 namespace vkgate::reference {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "config_limits.hpp"
-#include "json_keys.hpp"
+#include "io/config_limits.hpp"
+#include "io/json_keys.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {

@@ -14,7 +14,7 @@
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_gla.hpp"
 
-#include "reference_internal.hpp"
+#include "reference/internal.hpp"
 
 namespace vkgate::reference {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <random>
 
-#include "bench_internal.hpp"
+#include "bench/bench_internal.hpp"
 #include "nn/gla.hpp"
 #include "vkgate/reference_gla.hpp"
 

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string>
 
-#include "config_limits.hpp"
+#include "io/config_limits.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <utility>
 
-#include "json_error.hpp"
+#include "io/json_error.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/error.hpp"
 

@@ -1,4 +1,4 @@
-// Internal: what every benchmark case shares (src/bench*.cpp): seeded random
+// Internal: what every benchmark case shares (tools/bench/): seeded random
 // data rounded to the storage type, device buffers held for one case, the
 // timed repetitions of one recording, and the check against the reference.
 #pragma once
@@ -18,7 +18,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/transfer.hpp"
 #include "ops/ops.hpp"
-#include "vkgate/bench.hpp"
+#include "bench/bench.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/reference.hpp"
 

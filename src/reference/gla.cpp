@@ -9,7 +9,7 @@
 
 #include "vkgate/error.hpp"
 
-#include "reference_internal.hpp"
+#include "reference/internal.hpp"
 
 namespace vkgate::reference {
 

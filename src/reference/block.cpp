@@ -11,7 +11,7 @@
 
 #include "vkgate/error.hpp"
 
-#include "reference_internal.hpp"
+#include "reference/internal.hpp"
 
 namespace vkgate::reference {
 
