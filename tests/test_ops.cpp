@@ -49,8 +49,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
     // Room for split-K partial sums, where the device (or VKGATE_MATMUL_SPLITS) splits.
     auto gp = poisoned(size_t(ops::matmul_splits(vk.info, vk.tuning, s.M, s.N, s.K)) * s.M * s.N, "partial");
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::matmul(vk, rec, gx, gw, s.bias ? &gb : nullptr, s.residual ? &gr : nullptr, gy, s.M, s.N, s.K,
-                  ops::Storage::f32, false, 0, 0, &gp);
+      ops::matmul(vk, rec, {.x = gx, .w = gw, .y = gy, .M = s.M, .N = s.N, .K = s.K, .bias = s.bias ? &gb : nullptr,
+                            .residual = s.residual ? &gr : nullptr, .partial = &gp});
     });
     auto want = reference::linear(x, w, b, s.M, s.N, s.K);
     for (size_t i = 0; i < r.size(); ++i) want[i] += r[i];
@@ -96,7 +96,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the 
         auto gx = put(x, "x"), gw = put(w, "w"), gb = upload(b, "b"), gr = upload(r, "r");
         auto gy = poisoned(size_t(s.M) * s.N, "y"), gp = poisoned(size_t(splits) * s.M * s.N, "partial");
         run_once(vk, [&](gpu::Recorder& rec) {
-          ops::matmul(vk, rec, gx, gw, &gb, &gr, gy, s.M, s.N, s.K, st, true, 0, 0, &gp);
+          ops::matmul(vk, rec, {.x = gx, .w = gw, .y = gy, .M = s.M, .N = s.N, .K = s.K, .s = st, .bias = &gb,
+                                .residual = &gr, .y_f32 = true, .partial = &gp});
         });
         auto want = reference::linear(x, w, b, s.M, s.N, s.K);
         for (size_t i = 0; i < r.size(); ++i) want[i] += r[i];
@@ -140,11 +141,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       run_once(vk, [&](gpu::Recorder& rec) {
         fused = ops::matmul_rmsnorm_applies(vk.info, vk.tuning, s.M, s.K);
         if (fused) {
-          ops::matmul_rmsnorm(vk, rec, gx, gg, s.kind, 1e-6f, gw, s.bias ? &gb : nullptr, gy, s.M, s.N, s.K, st);
+          ops::matmul_rmsnorm(vk, rec, {.x = gx, .norm_w = gg, .kind = s.kind, .eps = 1e-6f, .w = gw, .y = gy, .M = s.M,
+                                        .N = s.N, .K = s.K, .s = st, .bias = s.bias ? &gb : nullptr});
         } else {
           const ops::View rows = ops::btd_view(s.M, 1, s.K);
-          ops::rmsnorm(vk, rec, gx, rows, gg, gxn, rows, s.M, s.M, 1, s.K, s.kind, 1e-6f, st, true);
-          ops::matmul(vk, rec, gxn, gw, s.bias ? &gb : nullptr, nullptr, gy, s.M, s.N, s.K, st);
+          ops::rmsnorm(vk, rec, {.x = gx, .in = rows, .w = gg, .y = gxn, .out = rows, .rows = s.M, .tokens = s.M,
+                                 .heads = 1, .dim = s.K, .kind = s.kind, .eps = 1e-6f, .s = st, .x_f32 = true});
+          ops::matmul(vk, rec, {.x = gxn, .w = gw, .y = gy, .M = s.M, .N = s.N, .K = s.K, .s = st,
+                                .bias = s.bias ? &gb : nullptr});
         }
       });
       CHECK(fused == expect_fused);
@@ -185,7 +189,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: rows of X and W a stride apart (ldx, l
     auto gx = upload(spread(x, s.M, s.ldx), "x"), gw = upload(spread(w, s.N, s.ldw), "w");
     auto gy = poisoned(size_t(s.M) * s.N, "y");
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::matmul(vk, rec, gx, gw, nullptr, nullptr, gy, s.M, s.N, s.K, ops::Storage::f32, false, s.ldx, s.ldw);
+      ops::matmul(vk, rec, {.x = gx, .w = gw, .y = gy, .M = s.M, .N = s.N, .K = s.K, .ldx = s.ldx, .ldw = s.ldw});
     });
     check_close(download(gy, size_t(s.M) * s.N), reference::linear(x, w, {}, s.M, s.N, s.K));
   }
@@ -204,7 +208,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm: per row, plain and zero-centred") {
       auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(x.size(), "y");
       const ops::View v = ops::btd_view(s.rows, 1, s.dim);
       run_once(vk, [&](gpu::Recorder& rec) {
-        ops::rmsnorm(vk, rec, gx, v, gw, gy, v, s.rows, s.rows, 1, s.dim, kind, 1e-6f);
+        ops::rmsnorm(vk, rec, {.x = gx, .in = v, .w = gw, .y = gy, .out = v, .rows = s.rows, .tokens = s.rows,
+                               .heads = 1, .dim = s.dim, .kind = kind, .eps = 1e-6f});
       });
       check_close(download(gy, x.size()), reference::rms_norm(x, w, s.rows, s.dim, 1e-6, kind));
     }
@@ -218,8 +223,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm: per head from [B,T,H,Dh] into [B,H,T,
     const auto x = random(size_t(B) * T * H * Dh, 2.0f), w = random(Dh, 0.3f);
     auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(x.size(), "y");
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::rmsnorm(vk, rec, gx, ops::btd_view(T, H, Dh), gw, gy, ops::bhsd_view(H, T, Dh), B * T, T, H, Dh,
-                   NormKind::zero_centered, 1e-6f);
+      ops::rmsnorm(vk, rec, {.x = gx, .in = ops::btd_view(T, H, Dh), .w = gw, .y = gy, .out = ops::bhsd_view(H, T, Dh),
+                             .rows = B * T, .tokens = T, .heads = H, .dim = Dh, .kind = NormKind::zero_centered,
+                             .eps = 1e-6f});
     });
     // Reference per row of Dh in [B,T,H,Dh] order, then transposed to [B,H,T,Dh].
     const auto rows = reference::rms_norm(x, w, size_t(B) * T * H, Dh, 1e-6, NormKind::zero_centered);
@@ -249,7 +255,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope: rotate-half, full and partial rotary, po
     auto table = upload(plain_rope_table(c.T, c.rotary, 1e6, c.pos0), "table");
     const ops::View v = ops::btd_view(c.T, c.H, c.Dh);
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::rope(vk, rec, gx, v, table, gx, v, c.B * c.T, c.T, c.H, c.Dh, c.rotary);
+      ops::rope(vk, rec, {.x = gx, .in = v, .table = table, .y = gx, .out = v, .rows = c.B * c.T, .tokens = c.T,
+                          .heads = c.H, .dim = c.Dh, .rotary = c.rotary});
     });
     check_close(download(gx, x.size()), reference::rope(x, c.B, c.T, c.H, c.Dh, c.rotary, 1e6, c.pos0));
   }
@@ -354,7 +361,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "softmax: scaled, causal, additive mask, fully 
     auto gs = upload(s, "scores");
     auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
     run_once(vk, [&](gpu::Recorder& rec) {
-      ops::softmax(vk, rec, gs, c.mask ? &gm : nullptr, c.B, c.H, c.T, c.S, c.causal, 0.125f);
+      ops::softmax(vk, rec, {.scores = gs, .batch = c.B, .heads = c.H, .tokens = c.T, .keys = c.S, .causal = c.causal,
+                             .scale = 0.125f, .mask = c.mask ? &gm : nullptr});
     });
     check_close(download(gs, s.size()), reference::softmax(s, c.B, c.H, c.T, c.S, 0.125, c.causal, mask));
   }
@@ -386,7 +394,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
     const double scale = 1.0 / std::sqrt(double(c.Dh));
     run_once(vk, [&](gpu::Recorder& rec) {
       ops::attention_scores(vk, rec, gq, gk, gs, shape, ops::Storage::f32, c.causal);
-      ops::softmax(vk, rec, gs, nullptr, c.B, c.H, c.T, c.S, c.causal, float(scale));
+      ops::softmax(vk, rec, {.scores = gs, .batch = c.B, .heads = c.H, .tokens = c.T, .keys = c.S, .causal = c.causal,
+                             .scale = float(scale)});
       ops::attention_values(vk, rec, gs, gv, go, shape, ops::Storage::f32, c.causal);
     });
     check_close(download(go, q.size()),
@@ -412,7 +421,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates, 
       gating.width = gw;
       gating.heads = H;
       run_once(vk, [&](gpu::Recorder& rec) {
-        ops::gate(vk, rec, gg, gating, gy, {0, 0, row, 1, Dh, 0}, rows, rows, H, Dh, ops::Storage::f32);
+        ops::gate(vk, rec, {.g = gg, .gating = gating, .y = gy, .y_view = {0, 0, row, 1, Dh, 0}, .rows = rows,
+                            .tokens = rows, .heads = H, .dim = Dh});
       });
       const auto got = download(gy, spread.size());
       std::vector<float> dense;
@@ -469,8 +479,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores wh
       auto gb = upload(b, "b"), gr = upload(r, "r");
       auto gy = poisoned(size_t(s.M) * s.N, "y");
       run_once(vk, [&](gpu::Recorder& rec) {
-        ops::matmul(vk, rec, gx, gw, s.bias ? &gb : nullptr, s.residual ? &gr : nullptr, gy, s.M, s.N, s.K, st,
-                    s.y_f32);
+        ops::matmul(vk, rec, {.x = gx, .w = gw, .y = gy, .M = s.M, .N = s.N, .K = s.K, .s = st,
+                              .bias = s.bias ? &gb : nullptr, .residual = s.residual ? &gr : nullptr,
+                              .y_f32 = s.y_f32});
       });
       auto want = reference::linear(x, w, s.bias ? b : std::vector<float>{}, s.M, s.N, s.K);
       if (s.residual)

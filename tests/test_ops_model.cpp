@@ -32,7 +32,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "glu: act(gate)·up for silu, gelu, gelu_tanh a
         const size_t n = size_t(s.rows) * s.ld_h;
         std::vector<float> nan_h(n, std::numeric_limits<float>::quiet_NaN());
         auto gh = half ? upload_half(*this, nan_h, "h") : poisoned(n, "h");
-        run_once(vk, [&](gpu::Recorder& rec) { ops::glu(vk, rec, gp, gh, s.rows, s.inter, act, st, s.ld_p, s.ld_h); });
+        run_once(vk, [&](gpu::Recorder& rec) { ops::glu(vk, rec, {.proj = gp, .h = gh, .rows = s.rows, .inter = s.inter,
+                                                                  .act = act, .s = st, .ld_p = s.ld_p,
+                                                                  .ld_h = s.ld_h}); });
         std::vector<float> got(n);
         if (half) {
           std::vector<uint16_t> bits(n);
@@ -61,7 +63,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "glu: every activation keeps its relative accur
     INFO("activation " << std::string(to_string(act)));
     auto gp = upload(p, "proj");
     auto gh = poisoned(inter, "h");
-    run_once(vk, [&](gpu::Recorder& rec) { ops::glu(vk, rec, gp, gh, 1, inter, act, ops::Storage::f32, 2 * inter, inter); });
+    run_once(vk, [&](gpu::Recorder& rec) { ops::glu(vk, rec, {.proj = gp, .h = gh, .rows = 1, .inter = inter,
+                                                              .act = act, .s = ops::Storage::f32, .ld_p = 2 * inter,
+                                                              .ld_h = inter}); });
     const auto got = download(gh, inter);
     for (uint32_t i = 0; i < inter; ++i) {
       const double want = reference::activation(act, p[i]);
@@ -89,7 +93,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "embed: rows gathered by id from a table in chu
                             "chunk"));
   run_once(vk, [&](gpu::Recorder& rec) {
     for (uint32_t c = 0; c < chunks.size(); ++c)
-      ops::embed(vk, rec, gids, chunks[c], gx, n, D, ld, 10 * c, std::min(10u, V - 10 * c), ops::Storage::f32);
+      ops::embed(vk, rec, {.ids = gids, .table = chunks[c], .x = gx, .rows = n, .dim = D, .ld = ld, .first = 10 * c,
+                           .count = std::min(10u, V - 10 * c), .s = ops::Storage::f32});
   });
   std::vector<double> want;
   for (uint32_t i = 0; i < n; ++i)

@@ -21,8 +21,8 @@ TEST_CASE("validation: the layer with synchronization validation is active in te
     gpu::Recorder rec(vk);
     rec.begin();
     rec.disable_hazard_tracking_for_test();
-    ops::matmul(vk, rec, x, w, nullptr, nullptr, y, 64, 64, 64);  // writes y
-    ops::matmul(vk, rec, y, w, nullptr, nullptr, z, 64, 64, 64);  // reads y: RAW without a barrier
+    ops::matmul(vk, rec, {.x = x, .w = w, .y = y, .M = 64, .N = 64, .K = 64});  // writes y
+    ops::matmul(vk, rec, {.x = y, .w = w, .y = z, .M = 64, .N = 64, .K = 64});  // reads y: RAW without a barrier
     rec.end();
     rec.submit("missing-barrier test");
     const auto msgs = ctx.take_validation_messages();
@@ -40,9 +40,9 @@ TEST_CASE("validation: the layer with synchronization validation is active in te
     auto y = t.device(64 * 64, "y"), z = t.device(64 * 64, "z"), u = t.device(64 * 64, "u");
     gpu::Recorder rec(vk);
     rec.begin();
-    ops::matmul(vk, rec, x, w, nullptr, nullptr, y, 64, 64, 64);
-    ops::matmul(vk, rec, x, w, nullptr, nullptr, u, 64, 64, 64);  // independent: no barrier
-    ops::matmul(vk, rec, y, w, nullptr, nullptr, z, 64, 64, 64);  // RAW on y: one barrier
+    ops::matmul(vk, rec, {.x = x, .w = w, .y = y, .M = 64, .N = 64, .K = 64});
+    ops::matmul(vk, rec, {.x = x, .w = w, .y = u, .M = 64, .N = 64, .K = 64});  // independent: no barrier
+    ops::matmul(vk, rec, {.x = y, .w = w, .y = z, .M = 64, .N = 64, .K = 64});  // RAW on y: one barrier
     rec.end();
     rec.submit("tracked test");
     CHECK(rec.barrier_count() == 1);

@@ -147,14 +147,16 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
   // x̂·Wᵀ for q (+ gate rows), k, v in one product, the RMSNorm folded in where it pays.
   const Buffer* qkv_bias = cfg_.qkv_bias ? &b_qkv_ : nullptr;
   if (p.norm_in_projection) {
-    ops::matmul_rmsnorm(vk_, rec, io.x, norm_w_, cfg_.norm_kind, eps, w_qkv_, qkv_bias, proj, BT, cols_, D, act_,
-                        ld_hidden_);
+    ops::matmul_rmsnorm(vk_, rec, {.x = io.x, .norm_w = norm_w_, .kind = cfg_.norm_kind, .eps = eps, .w = w_qkv_,
+                                   .y = proj, .M = BT, .N = cols_, .K = D, .s = act_, .bias = qkv_bias,
+                                   .ldw = ld_hidden_});
   } else {
     const Buffer& normed = ws["normed"];
-    ops::rmsnorm(vk_, rec, io.x, ops::btd_view(T, 1, D), norm_w_, normed, {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0},
-                 BT, T, 1, D, cfg_.norm_kind, eps, act_, true);
-    ops::matmul(vk_, rec, normed, w_qkv_, qkv_bias, nullptr, proj, BT, cols_, D, act_, false, ld_hidden_, ld_hidden_,
-                split_k);
+    ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D), .w = norm_w_, .y = normed,
+                            .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
+                            .heads = 1, .dim = D, .kind = cfg_.norm_kind, .eps = eps, .s = act_, .x_f32 = true});
+    ops::matmul(vk_, rec, {.x = normed, .w = w_qkv_, .y = proj, .M = BT, .N = cols_, .K = D, .s = act_,
+                           .bias = qkv_bias, .ldx = ld_hidden_, .ldw = ld_hidden_, .partial = split_k});
   }
 
   // q, and the new keys and values into the cache at positions past..: the
@@ -179,21 +181,25 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
       const ops::View y = target == ops::GateTarget::query ? query_view(T)
                           : target == ops::GateTarget::key ? key_view(T)
                                                            : value_view(T);
-      ops::gate(vk_, rec, proj, gating, proj, y, BT, T, gating.heads, Dh, act_);
+      ops::gate(vk_, rec, {.g = proj, .gating = gating, .y = proj, .y_view = y, .rows = BT, .tokens = T,
+                           .heads = gating.heads, .dim = Dh, .s = act_});
     }
     auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
                        uint32_t first) {
       const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
       if (qk_norm) {
-        ops::rmsnorm(vk_, rec, proj, src, norm, dst, out, BT, T, heads, Dh, cfg_.norm_kind, eps, act_);
+        ops::rmsnorm(vk_, rec, {.x = proj, .in = src, .w = norm, .y = dst, .out = out, .rows = BT, .tokens = T,
+                                .heads = heads, .dim = Dh, .kind = cfg_.norm_kind, .eps = eps, .s = act_});
         src = out;  // rotated in place
       }
-      ops::rope(vk_, rec, qk_norm ? dst : proj, src, io.rope, dst, out, BT, T, heads, Dh, rd, act_, cfg_.rope_style);
+      ops::rope(vk_, rec, {.x = qk_norm ? dst : proj, .in = src, .table = io.rope, .y = dst, .out = out, .rows = BT,
+                           .tokens = T, .heads = heads, .dim = Dh, .rotary = rd, .s = act_, .style = cfg_.rope_style});
     };
     prepare(query_view(T), qn_w_, q, H, T, 0);
     prepare(key_view(T), kn_w_, io.keys, KV, stride, io.past);
-    ops::rope(vk_, rec, proj, value_view(T), io.rope, io.values, ops::bhsd_view(KV, stride, Dh, io.past), BT, T, KV,
-              Dh, 0, act_);
+    ops::rope(vk_, rec, {.x = proj, .in = value_view(T), .table = io.rope, .y = io.values,
+                         .out = ops::bhsd_view(KV, stride, Dh, io.past), .rows = BT, .tokens = T, .heads = KV,
+                         .dim = Dh, .rotary = 0, .s = act_});
   }
 
   // softmax(q·kᵀ/√Dh + mask)·v, gated: fused, or in query chunks through a score matrix.
@@ -211,16 +217,22 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
       part.first = first;
       part.count = std::min(p.chunk, T - first);
       ops::attention_scores(vk_, rec, q, io.keys, scores, part, act_, cfg_.causal);
-      ops::softmax(vk_, rec, scores, io.mask, B, H, part.count, S, cfg_.causal, scale, first, T, p.score_ld);
+      ops::softmax(vk_, rec, {.scores = scores, .batch = B, .heads = H, .tokens = part.count, .keys = S,
+                              .causal = cfg_.causal, .scale = scale, .mask = io.mask, .first = first, .total = T,
+                              .ld = p.score_ld});
       if (p.stats) ops::first_token_attn(vk_, rec, scores, B, H, T, p.score_ld, *io.stats.buffer, io.stats.at);
       ops::attention_values(vk_, rec, scores, io.values, attn, part, act_, cfg_.causal);
     }
-    if (sdpa_gate) ops::gate(vk_, rec, proj, gating, attn, {0, T * p.attn_ld, p.attn_ld, 1, Dh, 0}, BT, T, H, Dh, act_);
+    if (sdpa_gate) ops::gate(vk_, rec, {.g = proj, .gating = gating, .y = attn,
+                                        .y_view = {0, T * p.attn_ld, p.attn_ld, 1, Dh, 0}, .rows = BT, .tokens = T,
+                                        .heads = H, .dim = Dh, .s = act_});
   }
   if (p.stats && gated) ops::gate_scores(vk_, rec, proj, gating, BT, T, act_, *io.stats.buffer, io.stats.at + H);
   const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
-  ops::matmul(vk_, rec, attn, w_o_, cfg_.o_bias ? &b_o_ : nullptr, cfg_.residual ? &io.x : nullptr, io.y, BT, D, H * Dh,
-              act_, true, p.attn_ld, ld_heads_, split_k, gated && at == GatePosition::dense ? &dense : nullptr);
+  ops::matmul(vk_, rec, {.x = attn, .w = w_o_, .y = io.y, .M = BT, .N = D, .K = H * Dh, .s = act_,
+                         .bias = cfg_.o_bias ? &b_o_ : nullptr, .residual = cfg_.residual ? &io.x : nullptr,
+                         .y_f32 = true, .ldx = p.attn_ld, .ldw = ld_heads_, .partial = split_k,
+                         .gate = gated && at == GatePosition::dense ? &dense : nullptr});
 }
 
 }  // namespace vkgate::nn

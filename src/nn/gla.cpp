@@ -110,20 +110,23 @@ void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32
   uint32_t ldx = D_;
   if (forms_.attn_norm) {
     const Buffer& normed = ws["normed"];
-    ops::rmsnorm(vk_, rec, io.x, ops::btd_view(T, 1, D_), norm_w_, normed, {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0},
-                 BT, T, 1, D_, NormKind::plain, float(cfg_.norm_eps), act_, true);
+    ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D_), .w = norm_w_, .y = normed,
+                            .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
+                            .heads = 1, .dim = D_, .kind = NormKind::plain, .eps = float(cfg_.norm_eps), .s = act_,
+                            .x_f32 = true});
     x = &normed;
     ldx = ld_hidden_;
   }
-  ops::matmul(vk_, rec, *x, w_proj_, b_proj_.valid() ? &b_proj_ : nullptr, nullptr, proj, BT, cols_, D_, act_, false,
-              ldx, ld_hidden_, split_k);
+  ops::matmul(vk_, rec, {.x = *x, .w = w_proj_, .y = proj, .M = BT, .N = cols_, .K = D_, .s = act_,
+                         .bias = b_proj_.valid() ? &b_proj_ : nullptr, .ldx = ldx, .ldw = ld_hidden_,
+                         .partial = split_k});
   // The low-rank forget gate's second product reads the first rank_ columns.
   const Buffer* gk = &proj;
   ops::View gk_view{gk_col_, T * cols_, cols_, 1, dk_, 0};
   if (rank_) {
     gk = &ws["gla_gk"];
-    ops::matmul(vk_, rec, proj, w_gk1_, &b_gk1_, nullptr, *gk, BT, KV_ * dk_, rank_, act_, false, cols_, ld_rank_,
-                split_k);
+    ops::matmul(vk_, rec, {.x = proj, .w = w_gk1_, .y = *gk, .M = BT, .N = KV_ * dk_, .K = rank_, .s = act_,
+                           .bias = &b_gk1_, .ldx = cols_, .ldw = ld_rank_, .partial = split_k});
     gk_view = {0, T * KV_ * dk_, KV_ * dk_, 1, dk_, 0};
   }
 
@@ -139,8 +142,8 @@ void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32
   const ops::GlaOutput out{o, proj, view(g_col_, dv_), out_norm_w_.valid() ? &out_norm_w_ : nullptr,
                            cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, o_parts(T)};
   ops::gla_output(vk_, rec, out, act_);
-  ops::matmul(vk_, rec, attn, w_o_, nullptr, io.residual, io.y, BT, D_, H_ * dv_, act_, true, ld_out_, ld_out_,
-              split_k);
+  ops::matmul(vk_, rec, {.x = attn, .w = w_o_, .y = io.y, .M = BT, .N = D_, .K = H_ * dv_, .s = act_,
+                         .residual = io.residual, .y_f32 = true, .ldx = ld_out_, .ldw = ld_out_, .partial = split_k});
 }
 
 }  // namespace vkgate::nn

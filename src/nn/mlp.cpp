@@ -59,19 +59,22 @@ void Mlp::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
     for (const char* role : {"normed", "mlp_proj", "mlp_hidden"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
   if (norm_in_projection(rows)) {
-    ops::matmul_rmsnorm(vk_, rec, x, norm_w_, norm_kind_, eps_, w_gate_up_, gate_up_bias, proj, rows, 2 * inter_,
-                        hidden_, act_, ld_hidden_);
+    ops::matmul_rmsnorm(vk_, rec, {.x = x, .norm_w = norm_w_, .kind = norm_kind_, .eps = eps_, .w = w_gate_up_,
+                                   .y = proj, .M = rows, .N = 2 * inter_, .K = hidden_, .s = act_, .bias = gate_up_bias,
+                                   .ldw = ld_hidden_});
   } else {
     const Buffer& normed = ws["normed"];
-    ops::rmsnorm(vk_, rec, x, ops::btd_view(rows, 1, hidden_), norm_w_, normed,
-                 {0, rows * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, rows, rows, 1, hidden_, norm_kind_, eps_, act_,
-                 true);
-    ops::matmul(vk_, rec, normed, w_gate_up_, gate_up_bias, nullptr, proj, rows, 2 * inter_, hidden_, act_, false,
-                ld_hidden_, ld_hidden_, split_k);
+    ops::rmsnorm(vk_, rec, {.x = x, .in = ops::btd_view(rows, 1, hidden_), .w = norm_w_, .y = normed,
+                            .out = {0, rows * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = rows, .tokens = rows,
+                            .heads = 1, .dim = hidden_, .kind = norm_kind_, .eps = eps_, .s = act_, .x_f32 = true});
+    ops::matmul(vk_, rec, {.x = normed, .w = w_gate_up_, .y = proj, .M = rows, .N = 2 * inter_, .K = hidden_, .s = act_,
+                           .bias = gate_up_bias, .ldx = ld_hidden_, .ldw = ld_hidden_, .partial = split_k});
   }
-  ops::glu(vk_, rec, proj, h, rows, inter_, act_fn_, act_, 2 * inter_, ld_inter_);
-  ops::matmul(vk_, rec, h, w_down_, b_down_.valid() ? &b_down_ : nullptr, &x, y, rows, hidden_, inter_, act_, true,
-              ld_inter_, ld_inter_, split_k);
+  ops::glu(vk_, rec, {.proj = proj, .h = h, .rows = rows, .inter = inter_, .act = act_fn_, .s = act_,
+                      .ld_p = 2 * inter_, .ld_h = ld_inter_});
+  ops::matmul(vk_, rec, {.x = h, .w = w_down_, .y = y, .M = rows, .N = hidden_, .K = inter_, .s = act_,
+                         .bias = b_down_.valid() ? &b_down_ : nullptr, .residual = &x, .y_f32 = true, .ldx = ld_inter_,
+                         .ldw = ld_inter_, .partial = split_k});
 }
 
 uint64_t Mlp::weight_bytes() const {

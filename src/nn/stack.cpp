@@ -167,8 +167,9 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
     rec.copy(p.x, p.last, std::move(last));
     rows = &p.last;
   }
-  ops::rmsnorm(vk_, rec, *rows, ops::btd_view(M, 1, D), final_norm_, p.normed, {0, M * lm.ld(), lm.ld(), 1, lm.ld(), 0},
-               M, M, 1, D, cfg_.norm_kind(), float(cfg_.norm_eps()), act_, true);
+  ops::rmsnorm(vk_, rec, {.x = *rows, .in = ops::btd_view(M, 1, D), .w = final_norm_, .y = p.normed,
+                          .out = {0, M * lm.ld(), lm.ld(), 1, lm.ld(), 0}, .rows = M, .tokens = M, .heads = 1, .dim = D,
+                          .kind = cfg_.norm_kind(), .eps = float(cfg_.norm_eps()), .s = act_, .x_f32 = true});
   lm.project(rec, p.scratch, p.normed, M, p.logits);
   if (p.with_stats) rec.copy(p.stats, p.stats_down, p.stats.size());
   rec.end();

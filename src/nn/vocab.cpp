@@ -31,7 +31,8 @@ VocabMatrix::VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const Hos
 }
 
 void VocabMatrix::gather(gpu::Recorder& rec, const Buffer& ids, const Buffer& x, uint32_t n) const {
-  for (const Chunk& c : chunks_) ops::embed(vk_, rec, ids, c.rows, x, n, dim_, ld_, c.first, c.count, act_);
+  for (const Chunk& c : chunks_) ops::embed(vk_, rec, {.ids = ids, .table = c.rows, .x = x, .rows = n, .dim = dim_,
+                                                       .ld = ld_, .first = c.first, .count = c.count, .s = act_});
 }
 
 uint32_t VocabMatrix::block_rows(uint32_t m) const {
@@ -55,7 +56,8 @@ void VocabMatrix::project(gpu::Recorder& rec, const Workspace& ws, const Buffer&
     const Buffer& xb = mb < m ? ws["lm_rows"] : x;
     if (mb < m) rec.copy(x, xb, std::vector<VkBufferCopy>{{m0 * row_bytes, 0, rows * row_bytes}});
     for (const Chunk& c : chunks_) {
-      ops::matmul(vk_, rec, xb, c.rows, nullptr, nullptr, logits, rows, c.count, dim_, act_, true, ld_, ld_);
+      ops::matmul(vk_, rec, {.x = xb, .w = c.rows, .y = logits, .M = rows, .N = c.count, .K = dim_, .s = act_,
+                             .y_f32 = true, .ldx = ld_, .ldw = ld_});
       // Row r of the chunk's logits is out[m0 + r, first .. first + count).
       std::vector<VkBufferCopy> regions;
       for (uint32_t r = 0; r < rows; ++r)

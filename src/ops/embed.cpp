@@ -10,8 +10,8 @@ struct Push {
 };
 }  // namespace
 
-void embed(Context::Impl& ctx, Recorder& rec, const Buffer& ids, const Buffer& table, const Buffer& x, uint32_t rows,
-           uint32_t dim, uint32_t ld, uint32_t first, uint32_t count, Storage s) {
+void embed(Context::Impl& ctx, Recorder& rec, const EmbedArgs& a) {
+  const auto& [ids, table, x, rows, dim, ld, first, count, s] = a;
   const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64;
   const Push push{rows, dim, ld ? ld : dim, first, count};
   const gpu::Grid g = gpu::grid_for(rows);

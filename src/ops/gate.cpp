@@ -12,8 +12,8 @@ struct Push {
 };
 }  // namespace
 
-void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate& gating, const Buffer& y, View y_view,
-          uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, Storage s) {
+void gate(Context::Impl& ctx, Recorder& rec, const GateArgs& a) {
+  const auto& [g, gating, y, y_view, rows, tokens, heads, dim, s] = a;
   // One subgroup per head row under the CPU kernels (a workgroup's
   // invocations run one after another on one thread), 64 invocations
   // elsewhere; VKGATE_DISABLE_CPU_MATMUL gives the latter on a CPU driver too,

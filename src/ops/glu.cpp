@@ -10,8 +10,8 @@ struct Push {
 };
 }  // namespace
 
-void glu(Context::Impl& ctx, Recorder& rec, const Buffer& proj, const Buffer& h, uint32_t rows, uint32_t inter,
-         Activation act, Storage s, uint32_t ld_p, uint32_t ld_h) {
+void glu(Context::Impl& ctx, Recorder& rec, const GluArgs& a) {
+  const auto& [proj, h, rows, inter, act, s, ld_p, ld_h] = a;
   // One subgroup per row under the CPU kernels (as the gate: llvmpipe runs a
   // workgroup's invocations one after another), 64 invocations elsewhere.
   const uint32_t wg = cpu_gemm(ctx.info, rec.tuning()) ? 8 : 64;

@@ -162,9 +162,8 @@ uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_
   return split_count(d, t, route(d, t, push, s), K);
 }
 
-void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
-            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s, bool y_f32,
-            uint32_t ldx, uint32_t ldw, const Buffer* partial, const EpilogueGate* gate) {
+void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
+  const auto& [x, w, y, M, N, K, s, bias, residual, y_f32, ldx, ldw, partial, gate] = a;
   Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
   set_gate(gate, push.gate_act, push.gate_combine, push.gate_at, push.ldg);
   const Tuning& t = rec.tuning();
@@ -241,9 +240,8 @@ bool matmul_rmsnorm_applies(const DeviceInfo& d, const Tuning& t, uint32_t M, ui
   return matvec_applies(d, t, M) && norm_matvec_fits(d, M, K, ldw ? ldw : K) && t.pass_fusion;
 }
 
-void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
-                    const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s,
-                    uint32_t ldw) {
+void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const MatmulRmsnormArgs& a) {
+  auto [x, norm_w, kind, eps, w, y, M, N, K, s, bias, ldw] = a;
   if (!ldw) ldw = K;
   if (!norm_matvec_fits(ctx.info, M, K, ldw))
     throw Error(ErrorCode::invalid_argument, "matmul_rmsnorm: " + std::to_string(M) + " rows of " +

@@ -95,10 +95,20 @@ struct EpilogueGate {
 // y_f32. Rows of x and w are ldx and ldw elements apart (0: K). With `partial`
 // (at least matmul_splits(...)·M·N floats) the tiled GPU kernels may split K
 // across workgroups and add the fp32 partial sums in a second pass.
-void matmul(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& w, const Buffer* bias,
-            const Buffer* residual, const Buffer& y, uint32_t M, uint32_t N, uint32_t K, Storage s = Storage::f32,
-            bool y_f32 = false, uint32_t ldx = 0, uint32_t ldw = 0, const Buffer* partial = nullptr,
-            const EpilogueGate* gate = nullptr);
+struct MatmulArgs {
+  const Buffer& x;
+  const Buffer& w;
+  const Buffer& y;
+  uint32_t M, N, K;
+  Storage s = Storage::f32;
+  const Buffer* bias = nullptr;
+  const Buffer* residual = nullptr;
+  bool y_f32 = false;
+  uint32_t ldx = 0, ldw = 0;
+  const Buffer* partial = nullptr;
+  const EpilogueGate* gate = nullptr;
+};
+void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a);
 // The K splits matmul() takes for this product when given a partial buffer (1:
 // none): on GPUs, for the tiled and tensor-core kernels when the output has
 // fewer than 256 tiles, each split at least 256 of K; Tuning::matmul_splits
@@ -113,9 +123,19 @@ uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_
 // Tuning::matvec or pass_fusion (the caller then runs rmsnorm and matmul).
 // matmul_rmsnorm throws for shapes its kernel cannot take.
 bool matmul_rmsnorm_applies(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_t K, uint32_t ldw = 0);
-void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, const Buffer& norm_w, NormKind kind, float eps,
-                    const Buffer& w, const Buffer* bias, const Buffer& y, uint32_t M, uint32_t N, uint32_t K,
-                    Storage s = Storage::f32, uint32_t ldw = 0);
+struct MatmulRmsnormArgs {
+  const Buffer& x;
+  const Buffer& norm_w;
+  NormKind kind;
+  float eps;
+  const Buffer& w;
+  const Buffer& y;
+  uint32_t M, N, K;
+  Storage s = Storage::f32;
+  const Buffer* bias = nullptr;
+  uint32_t ldw = 0;
+};
+void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const MatmulRmsnormArgs& a);
 
 // The row stride (elements) for a GEMM operand of K elements per row in
 // storage `s`: K, except under the CPU kernels when the row is a multiple of
@@ -140,16 +160,34 @@ gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N);
 
 // RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the
 // same buffer. y is stored as `s`; x as `s`, or fp32 when x_f32. w is fp32.
-void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
-             View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
-             Storage s = Storage::f32, bool x_f32 = false);
+struct RmsnormArgs {
+  const Buffer& x;
+  View in;
+  const Buffer& w;
+  const Buffer& y;
+  View out;
+  uint32_t rows, tokens, heads, dim;
+  NormKind kind;
+  float eps;
+  Storage s = Storage::f32;
+  bool x_f32 = false;
+};
+void rmsnorm(Context::Impl& ctx, Recorder& rec, const RmsnormArgs& a);
 
 // RoPE on the first `rotary` dims in `style`'s pairs, the rest copied. `table`
 // holds cos then sin, each [tokens, rotary/2] (see rope_table). x and y may be
 // the same buffer.
-void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& table, const Buffer& y,
-          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary,
-          Storage s = Storage::f32, RopeStyle style = RopeStyle::rotate_half);
+struct RopeArgs {
+  const Buffer& x;
+  View in;
+  const Buffer& table;
+  const Buffer& y;
+  View out;
+  uint32_t rows, tokens, heads, dim, rotary;
+  Storage s = Storage::f32;
+  RopeStyle style = RopeStyle::rotate_half;
+};
+void rope(Context::Impl& ctx, Recorder& rec, const RopeArgs& a);
 
 // RoPE's inverse frequencies [rotary_dim/2] and the factor cos and sin are
 // multiplied by, for c.rope_scaling as transformers' ROPE_INIT_FUNCTIONS
@@ -203,9 +241,15 @@ void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_
 // with rows `ld` floats apart (0: keys; the mask's rows too). The rows may be a
 // chunk of the queries: tokens `first`.. of `total` (0: = tokens), which places
 // them for the causal mask and in mask [B, 1, total, keys].
-void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
-             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale, uint32_t first = 0,
-             uint32_t total = 0, uint32_t ld = 0);
+struct SoftmaxArgs {
+  const Buffer& scores;
+  uint32_t batch, heads, tokens, keys;
+  bool causal;
+  float scale;
+  const Buffer* mask = nullptr;
+  uint32_t first = 0, total = 0, ld = 0;
+};
+void softmax(Context::Impl& ctx, Recorder& rec, const SoftmaxArgs& a);
 
 struct AttentionShape {
   uint32_t batch, heads, kv_heads, tokens, keys, head_dim;
@@ -293,21 +337,41 @@ void copy_shader(Context::Impl& ctx, Recorder& rec, const Buffer& src, const Buf
 // y (bt, h, d) = gated(y, scores of g), for bt < rows, h < heads, d < dim, in
 // place, y read and written through `y_view` (a pass of its own: the unfused
 // attention's gate, and any position's gate when Tuning::pass_fusion is off).
-void gate(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate& gating, const Buffer& y, View y_view,
-          uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, Storage s = Storage::f32);
+struct GateArgs {
+  const Buffer& g;
+  const Gate& gating;
+  const Buffer& y;
+  View y_view;
+  uint32_t rows, tokens, heads, dim;
+  Storage s = Storage::f32;
+};
+void gate(Context::Impl& ctx, Recorder& rec, const GateArgs& a);
 
 // The MLP's gated product (shaders/glu.comp): h[r, i] = act(g[r, i]) · u[r, i]
 // for the fused projection P [rows, 2I] (gate outputs, then up outputs; rows
 // ld_p apart) into h [rows, I] (rows ld_h apart). P and h stored as `s`.
-void glu(Context::Impl& ctx, Recorder& rec, const Buffer& proj, const Buffer& h, uint32_t rows, uint32_t inter,
-         Activation act, Storage s, uint32_t ld_p = 0, uint32_t ld_h = 0);
+struct GluArgs {
+  const Buffer& proj;
+  const Buffer& h;
+  uint32_t rows, inter;
+  Activation act;
+  Storage s;
+  uint32_t ld_p = 0, ld_h = 0;
+};
+void glu(Context::Impl& ctx, Recorder& rec, const GluArgs& a);
 
 // The embedding gather (shaders/embed.comp): x[r, :] = table[ids[r] − first, :]
 // for the ids within the table chunk of `count` rows starting at row `first`
 // (others are left as they are: another chunk's dispatch writes them). ids
 // int32 [rows], table rows `ld` elements apart stored as `s`, x fp32 [rows, dim].
-void embed(Context::Impl& ctx, Recorder& rec, const Buffer& ids, const Buffer& table, const Buffer& x, uint32_t rows,
-           uint32_t dim, uint32_t ld, uint32_t first, uint32_t count, Storage s);
+struct EmbedArgs {
+  const Buffer& ids;
+  const Buffer& table;
+  const Buffer& x;
+  uint32_t rows, dim, ld, first, count;
+  Storage s;
+};
+void embed(Context::Impl& ctx, Recorder& rec, const EmbedArgs& a);
 
 // The paper's statistics, reduced on the device (shaders/stats.comp) into the
 // fp32 buffer `out` at float offset `at`, deterministically:

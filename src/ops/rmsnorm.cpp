@@ -14,9 +14,8 @@ struct Push {
 };
 }  // namespace
 
-void rmsnorm(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& w, const Buffer& y,
-             View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, NormKind kind, float eps,
-             Storage s, bool x_f32) {
+void rmsnorm(Context::Impl& ctx, Recorder& rec, const RmsnormArgs& a) {
+  const auto& [x, in, w, y, out, rows, tokens, heads, dim, kind, eps, s, x_f32] = a;
   const RowReduce r = row_reduce(ctx.info, rec.tuning(), dim);
   const gpu::Pipeline& p = ctx.pipelines->get(variant("rmsnorm", s, x_f32 ? "_x32" : "") + r.suffix, {r.wg});
   Push push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps};

@@ -92,9 +92,8 @@ std::vector<float> rope_table(const BlockConfig& c, uint32_t tokens, uint32_t fi
   return rope_table(rope_frequencies(c, int64_t(first) + tokens), tokens, first);
 }
 
-void rope(Context::Impl& ctx, Recorder& rec, const Buffer& x, View in, const Buffer& table, const Buffer& y,
-          View out, uint32_t rows, uint32_t tokens, uint32_t heads, uint32_t dim, uint32_t rotary, Storage s,
-          RopeStyle style) {
+void rope(Context::Impl& ctx, Recorder& rec, const RopeArgs& a) {
+  const auto& [x, in, table, y, out, rows, tokens, heads, dim, rotary, s, style] = a;
   const gpu::Pipeline& p = ctx.pipelines->get(variant("rope", s), {kWorkgroup});
   const uint64_t count = uint64_t(rows) * heads * (dim - rotary / 2);
   Push push{in, out, tokens, heads, dim, rotary, uint32_t(count), style == RopeStyle::interleaved ? 1u : 0u};

@@ -12,9 +12,8 @@ struct Push {
 };
 }  // namespace
 
-void softmax(Context::Impl& ctx, Recorder& rec, const Buffer& scores, const Buffer* mask, uint32_t batch,
-             uint32_t heads, uint32_t tokens, uint32_t keys, bool causal, float scale, uint32_t first,
-             uint32_t total, uint32_t ld) {
+void softmax(Context::Impl& ctx, Recorder& rec, const SoftmaxArgs& a) {
+  auto [scores, batch, heads, tokens, keys, causal, scale, mask, first, total, ld] = a;
   if (total == 0) total = tokens;
   if (ld == 0) ld = keys;
   if (ld < keys) throw Error(ErrorCode::invalid_argument, "softmax: rows of " + std::to_string(keys) +

@@ -28,7 +28,8 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   const uint32_t splits = ops::matmul_splits(b.vk.info, b.vk.tuning, uint32_t(M), uint32_t(N), uint32_t(K), s, ld, ld);
   const Buffer& gp = b.device(size_t(splits > 1 ? splits : 0) * size_t(M * N) * 4 + 4, "split-K partial sums");
   b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::matmul(b.vk, rec, gx, gw, nullptr, nullptr, gy, uint32_t(M), uint32_t(N), uint32_t(K), s, true, ld, ld, &gp);
+    ops::matmul(b.vk, rec, {.x = gx, .w = gw, .y = gy, .M = uint32_t(M), .N = uint32_t(N), .K = uint32_t(K), .s = s,
+                            .y_f32 = true, .ldx = ld, .ldw = ld, .partial = &gp});
   });
   // Check up to 64 rows spread over M against the double reference.
   const auto rows = sample_rows(size_t(M), 64);
@@ -68,7 +69,8 @@ Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_
     const Buffer& gs = b.device(size_t(B * H * T * T) * 4, "scores");
     b.time(c, opt, [&](gpu::Recorder& rec) {
       ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s, causal);
-      ops::softmax(b.vk, rec, gs, nullptr, uint32_t(B), uint32_t(H), uint32_t(T), uint32_t(T), causal, float(scale));
+      ops::softmax(b.vk, rec, {.scores = gs, .batch = uint32_t(B), .heads = uint32_t(H), .tokens = uint32_t(T),
+                               .keys = uint32_t(T), .causal = causal, .scale = float(scale)});
       ops::attention_values(b.vk, rec, gs, gv, go, shape, s, causal);
     });
   }
@@ -121,7 +123,9 @@ Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt) {
   const Buffer& gy = b.device(size_t(rows * dim) * 4, "y");
   const ops::View v = ops::btd_view(uint32_t(rows), 1, uint32_t(dim));
   b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::rmsnorm(b.vk, rec, gx, v, gw, gy, v, uint32_t(rows), uint32_t(rows), 1, uint32_t(dim), NormKind::plain, 1e-6f);
+    ops::rmsnorm(b.vk, rec, {.x = gx, .in = v, .w = gw, .y = gy, .out = v, .rows = uint32_t(rows),
+                             .tokens = uint32_t(rows), .heads = 1, .dim = uint32_t(dim), .kind = NormKind::plain,
+                             .eps = 1e-6f});
   });
   record_check(c, b.download(gy, size_t(rows * dim)),
                reference::rms_norm(x.values, w.values, rows, dim, 1e-6, NormKind::plain), "all rows");
@@ -148,8 +152,9 @@ Case rope(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t r
   const Buffer& gy = b.device(n * 4, "y");
   const ops::View v = ops::btd_view(uint32_t(rows), uint32_t(heads), uint32_t(head_dim));
   b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::rope(b.vk, rec, gx, v, gt, gy, v, uint32_t(rows), uint32_t(rows), uint32_t(heads), uint32_t(head_dim),
-              uint32_t(rotary));
+    ops::rope(b.vk, rec, {.x = gx, .in = v, .table = gt, .y = gy, .out = v, .rows = uint32_t(rows),
+                          .tokens = uint32_t(rows), .heads = uint32_t(heads), .dim = uint32_t(head_dim),
+                          .rotary = uint32_t(rotary)});
   });
   record_check(c, b.download(gy, n), reference::rope(x.values, 1, rows, heads, head_dim, rotary, 1e6, 0), "all rows");
   c.flop = 6.0 * double(rows * heads) * double(rotary / 2);
@@ -164,14 +169,16 @@ Case softmax(Context& ctx, int64_t rows, int64_t keys, const Options& opt) {
   const HostData s = random_data(size_t(rows * keys), Storage::f32, b.rng, 3.0f);
   const Buffer& gs = b.upload(s, "scores");
   b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::softmax(b.vk, rec, gs, nullptr, 1, 1, uint32_t(rows), uint32_t(keys), false, 1.0f);
+    ops::softmax(b.vk, rec, {.scores = gs, .batch = 1, .heads = 1, .tokens = uint32_t(rows), .keys = uint32_t(keys),
+                             .causal = false, .scale = 1.0f});
   });
   // The timed runs repeated the in-place softmax; check one run on fresh data.
   gpu::upload(b.vk, gs, s.stored.data(), s.stored.size());
   {
     gpu::Recorder rec(b.vk);
     rec.begin();
-    ops::softmax(b.vk, rec, gs, nullptr, 1, 1, uint32_t(rows), uint32_t(keys), false, 1.0f);
+    ops::softmax(b.vk, rec, {.scores = gs, .batch = 1, .heads = 1, .tokens = uint32_t(rows), .keys = uint32_t(keys),
+                             .causal = false, .scale = 1.0f});
     rec.end();
     rec.submit("softmax check");
   }
@@ -197,7 +204,8 @@ Case gate(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t g
   gating.heads = uint32_t(heads);
   const ops::View yv = ops::btd_view(uint32_t(rows), uint32_t(heads), uint32_t(head_dim));
   auto record = [&](gpu::Recorder& rec) {
-    ops::gate(b.vk, rec, gg, gating, gy, yv, uint32_t(rows), uint32_t(rows), uint32_t(heads), uint32_t(head_dim));
+    ops::gate(b.vk, rec, {.g = gg, .gating = gating, .y = gy, .y_view = yv, .rows = uint32_t(rows),
+                          .tokens = uint32_t(rows), .heads = uint32_t(heads), .dim = uint32_t(head_dim)});
   };
   b.time(c, opt, record);
   gpu::upload(b.vk, gy, y.stored.data(), y.stored.size());
