@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
+#include <optional>
 
 #include "finite.hpp"
 #include "gpu/context_impl.hpp"
@@ -11,6 +11,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/transfer.hpp"
 #include "nn/attention.hpp"
+#include "nn/plan_cache.hpp"
 #include "nn/storage.hpp"
 #include "ops/ops.hpp"
 #include "vkgate/error.hpp"
@@ -47,29 +48,30 @@ struct GatedAttention::Impl {
   struct Key {
     int batch, tokens, past;
     bool mask, cache, stats;
-    auto operator<=>(const Key&) const = default;
+    bool operator==(const Key&) const = default;
   };
-  bool resident(const Key& k) const { return k.past < 0; }
+  static bool resident(const Key& k) { return k.past < 0; }
   struct Plan {
     Key key;
-    nn::AttentionPlan attn;
+    std::unique_ptr<nn::MixerPlan> attn;
     nn::Workspace scratch;
-    Buffer x_up, x, y, y_down, rope_up, rope;
-    // What the shaders read as hidden states and the rope table, and write the
-    // output to: the device copies, or for a few tokens the mapped staging
-    // buffers themselves, which saves a copy each way and its barrier.
-    const Buffer *x_in = nullptr, *rope_in = nullptr, *y_out = nullptr;
+    Buffer x_up, x, y, y_down;
+    // What the shaders read as hidden states and write the output to: the
+    // device copies, or for a few tokens the mapped staging buffers
+    // themselves, which saves a copy each way and its barrier.
+    const Buffer *x_in = nullptr, *y_out = nullptr;
     int past = 0;  // positions before the new tokens (for a resident plan: as last recorded)
-    Buffer k, v;                 // the cache of a plan given one explicitly [B, KV, past + T, Dh]
+    std::unique_ptr<nn::MixerCache> given;  // the cache of a plan given one explicitly [B, KV, past + T, Dh]
     Buffer kv_up, mask_up, mask;  // inputs beyond hidden_states, when used
     Buffer k_down, v_down;        // present_key/value, when asked for
-    Buffer stats, stats_down;     // [H first-token means][gate sum][gate count < 0.1]
+    Buffer stats, stats_down;     // Attention::stats_floats()
     std::unique_ptr<gpu::Recorder> rec;
   };
-  std::map<Key, std::unique_ptr<Plan>> plans;
-  Plan* last = nullptr;
-  Buffer cache_k, cache_v;  // resident cache [B, KV, capacity, Dh] in the activation type
-  int cache_batch = 0, cache_capacity = 0, cache_len = 0;
+  static constexpr size_t kMaxPlans = 8;
+  nn::PlanCache<Key, Plan> plans{kMaxPlans};
+  std::optional<Key> last;  // the plan that ran last
+  std::unique_ptr<nn::MixerCache> cache;  // the resident cache (reserve_cache, load_cache): an nn::KvCache
+  int cache_len = 0;
 
   Impl(Context& c, const BlockConfig& config, const BlockOptions& opts)
       : ctx(c), vk(c.impl()), cfg(config), options(opts), act(nn::storage_of(opts.precision)) {
@@ -86,18 +88,16 @@ struct GatedAttention::Impl {
   }
 
   Plan& plan(const Key& key) {
-    if (auto it = plans.find(key); it != plans.end()) return *it->second;
+    if (Plan* p = plans.find(key)) return *p;
     auto p = std::make_unique<Plan>();
     p->key = key;
     p->past = resident(key) ? cache_len : key.past;
     const size_t B = size_t(key.batch), T = size_t(key.tokens), BT = B * T;
     // Keys allocated per (batch, KV head): the resident cache's capacity, or past + T.
-    const size_t S = resident(key) ? size_t(cache_capacity) : T + size_t(key.past);
-    const size_t D = size_t(cfg.hidden_size), H = size_t(cfg.num_heads), KV = size_t(cfg.num_kv_heads),
-                 Dh = size_t(cfg.head_dim);
+    const size_t S = resident(key) ? size_t(kv(*cache).capacity) : T + size_t(key.past);
+    const size_t D = size_t(cfg.hidden_size);
     const Storage f32 = Storage::f32;
-    p->attn = attention->plan(uint32_t(B), uint32_t(T), uint32_t(S), key.mask, key.stats, resident(key));
-    attention->reserve(p->attn, p->scratch);
+    p->attn = attention->plan({uint32_t(B), uint32_t(T), uint32_t(S), true, key.stats, key.mask}, p->scratch);
     p->scratch.allocate(vk);
     const bool direct_io = BT <= kDirectIoTokens && attention->tuning().direct_io;
     p->x_up = buffer(BT * D, f32, MemoryKind::upload, "hidden_states (staging)");
@@ -106,54 +106,53 @@ struct GatedAttention::Impl {
     p->y_down = buffer(BT * D, f32, MemoryKind::readback, "output (readback)");
     if (!direct_io) p->y = device(BT * D, f32, "output");
     p->y_out = direct_io ? &p->y_down : &p->y;
-    const size_t table_floats = ops::rope_table_floats(uint32_t(T), uint32_t(cfg.rotary_dim()));
-    p->rope_up = buffer(table_floats, f32, MemoryKind::upload, "rope cos/sin table (staging)");
-    if (!direct_io) p->rope = device(table_floats, f32, "rope cos/sin table");
-    p->rope_in = direct_io ? &p->rope_up : &p->rope;
-    if (!resident(key)) {
-      p->k = device(B * KV * S * Dh, act, "key cache");
-      p->v = device(B * KV * S * Dh, act, "value cache");
-    }
+    if (!resident(key)) p->given = attention->make_cache(uint32_t(B), uint32_t(S), "");
+    const uint32_t score_ld = static_cast<const nn::AttentionPlan&>(*p->attn).score_ld;
     if (key.past > 0)
-      p->kv_up = buffer(2 * B * KV * size_t(key.past) * Dh, act, MemoryKind::upload, "past_key/past_value (staging)");
+      p->kv_up = buffer(2 * B * size_t(cfg.num_kv_heads) * size_t(key.past) * size_t(cfg.head_dim), act,
+                        MemoryKind::upload, "past_key/past_value (staging)");
     if (key.mask) {
-      p->mask_up = buffer(BT * p->attn.score_ld, f32, MemoryKind::upload, "attention_mask (staging)");
-      p->mask = device(BT * p->attn.score_ld, f32, "attention_mask");
+      p->mask_up = buffer(BT * score_ld, f32, MemoryKind::upload, "attention_mask (staging)");
+      p->mask = device(BT * score_ld, f32, "attention_mask");
     }
     if (key.cache) {
-      p->k_down = buffer(B * KV * S * Dh, act, MemoryKind::readback, "present_key (readback)");
-      p->v_down = buffer(B * KV * S * Dh, act, MemoryKind::readback, "present_value (readback)");
+      const size_t n = B * size_t(cfg.num_kv_heads) * S * size_t(cfg.head_dim);
+      p->k_down = buffer(n, act, MemoryKind::readback, "present_key (readback)");
+      p->v_down = buffer(n, act, MemoryKind::readback, "present_value (readback)");
     }
     if (key.stats) {
-      p->stats = device(H + 2, f32, "statistics");
-      p->stats_down = buffer(H + 2, f32, MemoryKind::readback, "statistics (readback)");
+      p->stats = device(attention->stats_floats(), f32, "statistics");
+      p->stats_down = buffer(attention->stats_floats(), f32, MemoryKind::readback, "statistics (readback)");
     }
     p->rec = std::make_unique<gpu::Recorder>(vk, attention->tuning());
     record(*p);
-    Plan& ref = *p;
-    plans.emplace(key, std::move(p));
-    return ref;
+    return plans.add(key, std::move(p));
   }
 
-  const Buffer& keys(const Plan& p) const { return resident(p.key) ? cache_k : p.k; }
-  const Buffer& values(const Plan& p) const { return resident(p.key) ? cache_v : p.v; }
+  static const nn::KvCache& kv(const nn::MixerCache& c) { return static_cast<const nn::KvCache&>(c); }
+  const nn::KvCache& kv_cache(const Plan& p) const { return kv(resident(p.key) ? *cache : *p.given); }
+  // The plan that ran last, without making it the most recently used.
+  const Plan* last_plan() const {
+    const Plan* found = nullptr;
+    if (last) plans.for_each([&](const Key& k, const Plan& p) { if (k == *last) found = &p; });
+    return found;
+  }
 
   // Mode::update rewrites only the parameters of a recorded plan (its
   // resident cache grew): the command buffer is replayed as it is.
   void record(Plan& p, gpu::Recorder::Mode mode = gpu::Recorder::Mode::record) {
     gpu::Recorder& rec = *p.rec;
+    const nn::KvCache& kvc = kv_cache(p);
     const uint32_t B = uint32_t(p.key.batch), KV = uint32_t(cfg.num_kv_heads), Dh = uint32_t(cfg.head_dim),
                    P = uint32_t(p.past), S = uint32_t(p.key.tokens) + P;
     rec.begin(mode);
     if (poison) {
       if (!resident(p.key))
-        for (const Buffer* b : {&p.k, &p.v}) rec.fill(*b, nn::nan_word(act));
+        for (const Buffer* b : {&kvc.keys, &kvc.values}) rec.fill(*b, nn::nan_word(act));
       rec.fill(*p.y_out, nn::nan_word(Storage::f32));
     }
-    if (p.x_in != &p.x_up) {
-      rec.copy(p.x_up, p.x, p.x.size());
-      rec.copy(p.rope_up, p.rope, p.rope.size());
-    }
+    if (p.x_in != &p.x_up) rec.copy(p.x_up, p.x, p.x.size());
+    attention->record_begin(rec, *p.attn);
     if (P && !resident(p.key)) {
       // past_key then past_value, each [B, KV, P, Dh], into positions 0..P−1 of [B, KV, S, Dh].
       const VkDeviceSize e = ops::element_bytes(act), row = VkDeviceSize(P) * Dh * e, half = VkDeviceSize(B) * KV * row;
@@ -162,18 +161,18 @@ struct GatedAttention::Impl {
         k_regions.push_back({bk * row, VkDeviceSize(bk) * S * Dh * e, row});
         v_regions.push_back({half + bk * row, VkDeviceSize(bk) * S * Dh * e, row});
       }
-      rec.copy(p.kv_up, p.k, k_regions);
-      rec.copy(p.kv_up, p.v, v_regions);
+      rec.copy(p.kv_up, kvc.keys, k_regions);
+      rec.copy(p.kv_up, kvc.values, v_regions);
     }
     if (p.key.mask) rec.copy(p.mask_up, p.mask, p.mask.size());
     rec.mark("upload inputs");
-    const nn::AttentionIo io{*p.x_in, *p.y_out, keys(p), values(p), P, *p.rope_in,
-                             p.key.mask ? &p.mask : nullptr, {p.key.stats ? &p.stats : nullptr, 0}};
-    attention->record(rec, p.attn, p.scratch, io, poison);
+    const nn::MixerIo io{*p.x_in, *p.y_out, cfg.residual, &kvc, P, {p.key.stats ? &p.stats : nullptr, 0},
+                         p.key.mask ? &p.mask : nullptr};
+    attention->record(rec, *p.attn, p.scratch, io, poison);
     if (p.y_out != &p.y_down) rec.copy(p.y, p.y_down, p.y.size());
     if (p.key.cache) {
-      rec.copy(p.k, p.k_down, p.k.size());
-      rec.copy(p.v, p.v_down, p.v.size());
+      rec.copy(kvc.keys, p.k_down, kvc.keys.size());
+      rec.copy(kvc.values, p.v_down, kvc.values.size());
     }
     if (p.key.stats) rec.copy(p.stats, p.stats_down, p.stats.size());
     rec.mark("download outputs");
@@ -182,17 +181,12 @@ struct GatedAttention::Impl {
 
   // The device's reductions (ops::first_token_attn, ops::gate_scores) as BlockStats.
   BlockStats stats(const Plan& p) const {
-    const size_t H = size_t(cfg.num_heads);
-    const float* st = static_cast<const float*>(p.stats_down.mapped());
+    const nn::MixerStats m = attention->read_stats(static_cast<const float*>(p.stats_down.mapped()),
+                                                   double(p.key.batch) * p.key.tokens);
     BlockStats out;
-    out.first_token_attn.assign(st, st + H);
-    if (cfg.gate_kind == GateKind::none) {
-      out.gate_mean = out.gate_frac_below_0_1 = std::numeric_limits<double>::quiet_NaN();
-      return out;
-    }
-    const double n = double(p.key.batch) * p.key.tokens * double(cfg.gate_rows());
-    out.gate_mean = double(st[H]) / n;
-    out.gate_frac_below_0_1 = double(st[H + 1]) / n;
+    out.first_token_attn = m.first_token_attn;
+    out.gate_mean = m.gate_mean.value_or(std::numeric_limits<double>::quiet_NaN());
+    out.gate_frac_below_0_1 = m.gate_frac_below_0_1.value_or(std::numeric_limits<double>::quiet_NaN());
     return out;
   }
 };
@@ -264,15 +258,16 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
   Impl& im = *impl_;
   const bool resident = in.use_device_cache;
   if (resident) {
-    if (im.cache_capacity == 0)
+    if (!im.cache)
       throw Error(ErrorCode::invalid_argument, "forward: use_device_cache needs reserve_cache or load_cache first");
-    if (in.batch != im.cache_batch || in.past != 0 || !in.past_key.empty() || !in.past_value.empty() || in.want_cache)
+    const nn::KvCache& c = Impl::kv(*im.cache);
+    if (in.batch != int(c.batch) || in.past != 0 || !in.past_key.empty() || !in.past_value.empty() || in.want_cache)
       throw Error(ErrorCode::invalid_argument,
-                  "forward: with use_device_cache the batch must be the cache's (" + std::to_string(im.cache_batch) +
+                  "forward: with use_device_cache the batch must be the cache's (" + std::to_string(c.batch) +
                       ") and past, past_key, past_value and want_cache must be left unset");
-    if (im.cache_len + in.tokens > im.cache_capacity)
+    if (im.cache_len + in.tokens > int(c.capacity))
       throw Error(ErrorCode::invalid_argument, "forward: the device cache holds " + std::to_string(im.cache_len) +
-                                                   " of " + std::to_string(im.cache_capacity) + " positions; " +
+                                                   " of " + std::to_string(c.capacity) + " positions; " +
                                                    std::to_string(in.tokens) + " more do not fit");
   }
   const size_t B = size_t(in.batch), T = size_t(in.tokens), P = size_t(resident ? im.cache_len : in.past),
@@ -280,7 +275,7 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
                Dh = size_t(c.head_dim);
   // Every buffer the plan allocates, counted without overflow before anything is allocated.
   const uint64_t most = im.vk.info.max_storage_buffer_range / 4;
-  const size_t S = resident ? size_t(im.cache_capacity) : T + P;
+  const size_t S = resident ? size_t(Impl::kv(*im.cache).capacity) : T + P;
   checked_product({B, T, D}, most, "hidden_states");
   checked_product({B, T, size_t(im.attention->projection_columns())}, most, "the projections");
   checked_product({B, H, T, Dh}, most, "q");
@@ -318,25 +313,24 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
     try {
       im.record(p, gpu::Recorder::Mode::update);
     } catch (...) {  // a half-updated plan must not be replayed: drop it
-      if (im.last == &p) im.last = nullptr;
-      im.plans.erase(key);
+      if (im.last == key) im.last.reset();
+      im.plans.drop_if([&](const Impl::Key& k) { return k == key; });
       throw;
     }
   }
   std::memcpy(p.x_up.mapped(), in.hidden.data(), in.hidden.size_bytes());
-  const auto table = ops::rope_table(c, uint32_t(T), uint32_t(P));
-  std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
+  im.attention->prepare(*p.attn, uint32_t(P));
   const Storage act = im.act;
   if (P && !resident) {
     nn::encode(in.past_key, act, p.kv_up.mapped());
     nn::encode(in.past_value, act, static_cast<char*>(p.kv_up.mapped()) + in.past_key.size() * ops::element_bytes(act));
   }
   if (mask)  // rows of P + T into rows score_ld apart
-    for (size_t row = 0; row < B * T; ++row)
-      std::memcpy(static_cast<float*>(p.mask_up.mapped()) + row * p.attn.score_ld, in.attention_mask.data() + row * (P + T),
+    for (size_t row = 0, ld = static_cast<const nn::AttentionPlan&>(*p.attn).score_ld; row < B * T; ++row)
+      std::memcpy(static_cast<float*>(p.mask_up.mapped()) + row * ld, in.attention_mask.data() + row * (P + T),
                   (P + T) * sizeof(float));
   p.rec->submit("running the gated attention block");
-  im.last = &p;
+  im.last = key;
   if (resident) im.cache_len += in.tokens;
 
   ForwardOutputs out;
@@ -373,27 +367,15 @@ void GatedAttention::reserve_cache(int batch, int capacity) {
   if (batch <= 0 || capacity <= 0)
     throw Error(ErrorCode::invalid_argument, "reserve_cache: batch and capacity must be positive");
   // Resident plans were recorded against the old buffers.
-  // (`last` first: it may point into a plan erased below.)
-  if (im.last && im.resident(im.last->key)) im.last = nullptr;
-  for (auto it = im.plans.begin(); it != im.plans.end();)
-    it = im.resident(it->first) ? im.plans.erase(it) : std::next(it);
-  const size_t n = checked_product({size_t(batch), size_t(im.cfg.num_kv_heads), size_t(capacity), size_t(im.cfg.head_dim)},
-                                   im.vk.info.max_storage_buffer_range / ops::element_bytes(im.act),
-                                   "reserve_cache: the resident key cache");
+  if (im.last && Impl::resident(*im.last)) im.last.reset();
+  im.plans.drop_if(Impl::resident);
+  checked_product({size_t(batch), size_t(im.cfg.num_kv_heads), size_t(capacity), size_t(im.cfg.head_dim)},
+                  im.vk.info.max_storage_buffer_range / ops::element_bytes(im.act),
+                  "reserve_cache: the resident key cache");
   // No cache until both halves exist: a failed allocation leaves none (not a stale capacity).
-  im.cache_k = Buffer();
-  im.cache_v = Buffer();
-  im.cache_batch = im.cache_capacity = im.cache_len = 0;
-  im.cache_k = im.device(n, im.act, "resident key cache");
-  try {
-    im.cache_v = im.device(n, im.act, "resident value cache");
-  } catch (...) {
-    im.cache_k = Buffer();
-    throw;
-  }
-  im.cache_batch = batch;
-  im.cache_capacity = capacity;
+  im.cache.reset();
   im.cache_len = 0;
+  im.cache = im.attention->make_cache(uint32_t(batch), uint32_t(capacity), "resident ");
 }
 
 void GatedAttention::load_cache(std::span<const float> key, std::span<const float> value, int batch, int length,
@@ -418,7 +400,8 @@ void GatedAttention::load_cache(std::span<const float> key, std::span<const floa
   }
   reserve_cache(batch, capacity);
   const size_t e = ops::element_bytes(im.act), C = size_t(capacity);
-  for (auto [src, dst] : {std::pair{key, &im.cache_k}, std::pair{value, &im.cache_v}}) {
+  const nn::KvCache& c = Impl::kv(*im.cache);
+  for (auto [src, dst] : {std::pair{key, &c.keys}, std::pair{value, &c.values}}) {
     // [B, KV, length, Dh] rows into [B, KV, capacity, Dh], the rest zero.
     std::vector<std::byte> host(size_t(batch) * KV * C * Dh * e);
     for (size_t bk = 0; bk < size_t(batch) * KV; ++bk)
@@ -439,29 +422,26 @@ void GatedAttention::truncate_cache(int length) {
 
 std::vector<StageTime> GatedAttention::last_timings() const {
   std::vector<StageTime> out;
-  if (!impl_->last) return out;
-  for (const auto& t : impl_->last->rec->timings()) out.push_back({t.label, t.microseconds});
+  if (const Impl::Plan* p = impl_->last_plan())
+    for (const auto& t : p->rec->timings()) out.push_back({t.label, t.microseconds});
   return out;
 }
 
 void GatedAttention::replay(int times) {
-  if (!impl_->last) throw Error(ErrorCode::invalid_argument, "replay: no forward has run yet");
-  for (int i = 0; i < times; ++i) impl_->last->rec->submit("replaying the gated attention block");
+  const Impl::Plan* p = impl_->last_plan();
+  if (!p) throw Error(ErrorCode::invalid_argument, "replay: no forward has run yet");
+  for (int i = 0; i < times; ++i) p->rec->submit("replaying the gated attention block");
 }
 
 void GatedAttention::set_poison(bool on) {
   if (impl_->poison == on) return;
   impl_->poison = on;
-  for (auto& [key, plan] : impl_->plans) impl_->record(*plan);
+  impl_->plans.for_each([&](const Impl::Key&, Impl::Plan& p) { impl_->record(p); });
 }
 
 const BlockConfig& GatedAttention::config() const { return impl_->cfg; }
 Precision GatedAttention::precision() const { return impl_->options.precision; }
 size_t GatedAttention::recorded_shapes() const { return impl_->plans.size(); }
-size_t GatedAttention::recordings() const {
-  size_t n = 0;
-  for (const auto& [key, plan] : impl_->plans) n += plan->rec->recordings();
-  return n;
-}
+size_t GatedAttention::recordings() const { return impl_->plans.recordings(); }
 
 }  // namespace vkgate

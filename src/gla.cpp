@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "finite.hpp"
 #include "gpu/context_impl.hpp"
 #include "gpu/recorder.hpp"
 #include "nn/gla.hpp"
+#include "nn/plan_cache.hpp"
 #include "nn/storage.hpp"
 #include "vkgate/error.hpp"
 
@@ -27,11 +27,14 @@ struct GlaLayer::Impl {
   bool poison = false;
 
   struct Plan {
+    std::unique_ptr<nn::MixerPlan> gla;
     nn::Workspace scratch;
-    Buffer x_up, x, y, y_down, state_up, state, state_down;
+    Buffer x_up, x, y, y_down, state_up, state_down;
+    nn::GlaState state;  // the initial state in, the final state out
     std::unique_ptr<gpu::Recorder> rec;
   };
-  std::map<std::pair<int, int>, std::unique_ptr<Plan>> plans;
+  static constexpr size_t kMaxPlans = 4;
+  nn::PlanCache<std::pair<int, int>, Plan> plans{kMaxPlans};
 
   Impl(Context& c, const GlaConfig& config, const BlockOptions& opts)
       : vk(c.impl()), cfg(config), options(opts), act(nn::storage_of(opts.precision)) {
@@ -41,40 +44,36 @@ struct GlaLayer::Impl {
                                               vk.info.name + " does not support");
   }
 
-  size_t state_elements(int batch) const {
-    return size_t(batch) * size_t(cfg.num_heads) * size_t(cfg.head_k_dim()) * size_t(cfg.head_v_dim());
-  }
+  size_t state_elements(int batch) const { return gla->state_elements(uint32_t(batch)); }
 
   Plan& plan(int batch, int tokens) {
-    auto& slot = plans[{batch, tokens}];
-    if (slot) return *slot;
+    if (Plan* found = plans.find({batch, tokens})) return *found;
     auto p = std::make_unique<Plan>();
     const size_t BT = size_t(batch) * size_t(tokens), D = size_t(cfg.hidden_size), S = state_elements(batch);
     // Without attn_norm the projection reads the input as it is: in the activation storage.
     const Storage x_storage = gla->has_attn_norm() ? Storage::f32 : act;
-    gla->reserve(uint32_t(batch), uint32_t(tokens), p->scratch);
+    p->gla = gla->plan({uint32_t(batch), uint32_t(tokens), uint32_t(tokens), true, false, false}, p->scratch);
     p->scratch.allocate(vk);
     p->x_up = nn::allocate(vk, BT * D, x_storage, MemoryKind::upload, "hidden_states (staging)");
     p->x = nn::allocate(vk, BT * D, x_storage, MemoryKind::device, "hidden_states");
     p->y = nn::allocate(vk, BT * D, Storage::f32, MemoryKind::device, "output");
     p->y_down = nn::allocate(vk, BT * D, Storage::f32, MemoryKind::readback, "output (readback)");
     p->state_up = nn::allocate(vk, S, Storage::f32, MemoryKind::upload, "initial_state (staging)");
-    p->state = nn::allocate(vk, S, Storage::f32, MemoryKind::device, "state");
+    p->state.state = nn::allocate(vk, S, Storage::f32, MemoryKind::device, "state");
     p->state_down = nn::allocate(vk, S, Storage::f32, MemoryKind::readback, "final_state (readback)");
     p->rec = std::make_unique<gpu::Recorder>(vk, gla->tuning());
     gpu::Recorder& rec = *p->rec;
     rec.begin();
     if (poison) rec.fill(p->y, nn::nan_word(Storage::f32));
     rec.copy(p->x_up, p->x, p->x.size());
-    rec.copy(p->state_up, p->state, p->state.size());
+    rec.copy(p->state_up, p->state.state, S * 4);
     rec.mark("upload inputs");
-    gla->record(rec, p->scratch, uint32_t(batch), uint32_t(tokens), {p->x, p->y, p->state, nullptr}, poison);
+    gla->record(rec, *p->gla, p->scratch, {p->x, p->y, false, &p->state, 0, {}, nullptr}, poison);
     rec.copy(p->y, p->y_down, p->y.size());
-    rec.copy(p->state, p->state_down, p->state.size());
+    rec.copy(p->state.state, p->state_down, S * 4);
     rec.mark("download outputs");
     rec.end();
-    slot = std::move(p);
-    return *slot;
+    return plans.add({batch, tokens}, std::move(p));
   }
 };
 

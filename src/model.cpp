@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
-#include <list>
 
 #include "finite.hpp"
 #include "gpu/context_impl.hpp"
+#include "nn/plan_cache.hpp"
 #include "nn/stack.hpp"
 #include "ops/ops.hpp"
 #include "vkgate/checkpoint.hpp"
@@ -16,8 +16,7 @@ namespace vkgate {
 
 namespace {
 
-// The plans a Model (forwards without a cache) or a Sequence keeps; the least
-// recently used goes first, so memory stays bounded whatever the shapes.
+// The plans a Model (forwards without a cache) or a Sequence keeps (nn::PlanCache).
 constexpr size_t kMaxPlans = 4;
 
 struct PlanKey {
@@ -25,57 +24,11 @@ struct PlanKey {
   bool stats;
   bool operator==(const PlanKey&) const = default;
 };
+using PlanCache = nn::PlanCache<PlanKey, nn::StackPlan>;
 
-struct KeyedPlan {
-  PlanKey key;
-  std::unique_ptr<nn::StackPlan> plan;
-};
-
-// Plans by key, the most recently used first.
-class PlanCache {
- public:
-  nn::StackPlan* find(const PlanKey& key) {
-    auto it = std::find_if(plans_.begin(), plans_.end(), [&](const KeyedPlan& p) { return p.key == key; });
-    if (it == plans_.end()) return nullptr;
-    plans_.splice(plans_.begin(), plans_, it);
-    return plans_.front().plan.get();
-  }
-  nn::StackPlan& add(const PlanKey& key, std::unique_ptr<nn::StackPlan> plan) {
-    if (plans_.size() == kMaxPlans) {
-      dropped_recordings_ += plans_.back().plan->rec->recordings();
-      plans_.pop_back();
-    }
-    plans_.push_front({key, std::move(plan)});
-    return *plans_.front().plan;
-  }
-  // Drops every plan (they record anew when next used).
-  void clear() {
-    dropped_recordings_ = recordings();
-    plans_.clear();
-  }
-  size_t recordings() const {
-    size_t n = dropped_recordings_;
-    for (const KeyedPlan& p : plans_) n += p.plan->rec->recordings();
-    return n;
-  }
-  uint64_t bytes() const;
-
- private:
-  std::list<KeyedPlan> plans_;
-  size_t dropped_recordings_ = 0;
-};
-
-uint64_t plan_bytes(const nn::StackPlan& p) {
-  uint64_t n = p.scratch.bytes();
-  for (const gpu::Buffer* b : {&p.ids, &p.rope_up, &p.rope, &p.x, &p.h, &p.last, &p.normed, &p.logits, &p.stats,
-                               &p.stats_down})
-    n += b->size();
-  return n;
-}
-
-uint64_t PlanCache::bytes() const {
+uint64_t plan_bytes(const PlanCache& plans) {
   uint64_t n = 0;
-  for (const KeyedPlan& p : plans_) n += plan_bytes(*p.plan);
+  plans.for_each([&](const PlanKey&, const nn::StackPlan& p) { n += p.bytes(); });
   return n;
 }
 
@@ -87,7 +40,7 @@ struct Model::Impl {
   ModelConfig cfg;
   ModelOptions options;
   std::unique_ptr<nn::Stack> stack;
-  PlanCache plans;
+  PlanCache plans{kMaxPlans};
   std::vector<Sequence::Impl*> sequences;  // live ones
   size_t ended_recordings = 0;             // of sequences that have ended
   std::vector<StageTime> last_timings;
@@ -123,16 +76,12 @@ struct Model::Impl {
   }
 
   // One step after put_ids: the plan recorded (or its parameters updated for
-  // another cache length), submitted and waited for. A GLA step's commands do
-  // not depend on the position: its state carries everything before it.
-  void run(nn::StackPlan& p, uint32_t past, const std::vector<nn::LayerCache>* caches) {
-    if (!cfg.gla) {
-      const auto table = ops::rope_table(cfg.attention, p.tokens, past);
-      std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
-    }
+  // another cache length), submitted and waited for.
+  void run(nn::StackPlan& p, uint32_t past, const nn::LayerCaches* caches) {
+    stack->prepare(p, past);
     if (p.rec->recordings() == 0) {
       stack->record(p, gpu::Recorder::Mode::record, past, caches, poison);
-    } else if (p.past != past && !cfg.gla) {
+    } else if (p.past != past) {
       try {
         stack->record(p, gpu::Recorder::Mode::update, past, caches, poison);
       } catch (const Error&) {  // a sequence of commands that changed with the length: record it anew
@@ -144,26 +93,19 @@ struct Model::Impl {
     for (const auto& t : p.rec->timings()) last_timings.push_back({t.label, t.microseconds});
   }
 
-  // A GLA model's layers have neither attention probabilities nor sigmoid gate
-  // scores: first_token_attn and gate_mean stay empty (as the reference's).
+  // Each layer's statistics as its mixer reads them; layers without attention
+  // probabilities (GLA) or without a gate add nothing to those lists.
   ModelStats stats(const nn::StackPlan& p) const {
-    const int L = cfg.num_hidden_layers, H = cfg.gla ? cfg.gla->num_heads : cfg.attention.num_heads;
-    const uint32_t stride = stack->stats_stride();
+    const int L = cfg.num_hidden_layers;
     const float* s = static_cast<const float*>(p.stats_down.mapped());
-    const bool gated = cfg.attention.gate_kind != GateKind::none;
-    const double gate_values = double(p.batch) * p.tokens * double(cfg.attention.gate_rows());
     ModelStats out;
     out.layers = L;
-    out.heads = H;
     for (int l = 0; l < L; ++l) {
-      const float* at = s + size_t(l) * stride;
-      if (cfg.gla) {
-        out.max_activation.push_back(at[0]);
-        continue;
-      }
-      out.first_token_attn.insert(out.first_token_attn.end(), at, at + H);
-      if (gated) out.gate_mean.push_back(double(at[H]) / gate_values);
-      out.max_activation.push_back(at[H + 2]);
+      const nn::MixerStats m = stack->layer_stats(p, l);
+      out.heads = std::max(out.heads, int(m.first_token_attn.size()));
+      out.first_token_attn.insert(out.first_token_attn.end(), m.first_token_attn.begin(), m.first_token_attn.end());
+      if (m.gate_mean) out.gate_mean.push_back(*m.gate_mean);
+      out.max_activation.push_back(s[size_t(l + 1) * stack->stats_stride() - 1]);
     }
     return out;
   }
@@ -172,25 +114,29 @@ struct Model::Impl {
 struct Sequence::Impl {
   Model::Impl* model;
   int batch = 0, capacity = 0, length = 0;
-  std::vector<nn::LayerCache> caches;
-  PlanCache plans;
-  // GLA: zeroes every layer's state (a new sequence, truncate(0)).
-  std::unique_ptr<gpu::Recorder> reset;
-  // GLA: a step failed after it may have advanced some states, which no longer
-  // match `length`; only truncate(0) makes the sequence usable again.
+  nn::LayerCaches caches;
+  PlanCache plans{kMaxPlans};
+  // Returns every cache to an empty sequence (a new sequence, truncate(0));
+  // null when no cache needs it (KV caches).
+  std::unique_ptr<gpu::Recorder> clear;
+  // A step failed after it may have advanced some recurrent states, which no
+  // longer match `length`; only truncate(0) makes the sequence usable again.
   bool state_lost = false;
 
   ~Impl() {
     model->ended_recordings += plans.recordings();
     std::erase(model->sequences, this);
   }
+  bool recurrent() const {
+    return std::any_of(caches.begin(), caches.end(), [](const auto& c) { return c->recurrent(); });
+  }
   uint64_t cache_bytes() const {
     uint64_t n = 0;
-    for (const nn::LayerCache& c : caches) n += c.keys.size() + c.values.size() + c.state.size();
+    for (const auto& c : caches) n += c->bytes();
     return n;
   }
-  void zero_states() {
-    reset->submit("resetting the GLA states of a sequence");
+  void clear_states() {
+    if (clear) clear->submit("clearing the recurrent states of a sequence");
     state_lost = false;
   }
 };
@@ -209,12 +155,12 @@ void Sequence::truncate(int length) {
   if (length < 0 || length > s.length)
     throw Error(ErrorCode::invalid_argument, "truncate: length " + std::to_string(length) + " is outside 0.." +
                                                  std::to_string(s.length));
-  if (s.reset) {  // a GLA model: one state per layer, the sum of every position so far
-    if (length == 0) s.zero_states();
+  if (s.recurrent()) {  // a recurrent state (GLA) sums every position so far
+    if (length == 0) s.clear_states();
     else if (length != s.length)
       throw Error(ErrorCode::invalid_argument,
                   "truncate: length " + std::to_string(length) + " of " + std::to_string(s.length) +
-                      ": a GLA model's sequence holds a recurrent state, not one cache entry per position, so it "
+                      ": the sequence holds recurrent states (GLA layers), not one cache entry per position, so it "
                       "cannot be rolled back; truncate to 0 (start again) or keep the length");
   }
   s.length = length;
@@ -283,29 +229,13 @@ Sequence Model::start(int batch, int capacity) {
   m.sequences.push_back(s.get());
   s->batch = batch;
   s->capacity = capacity;
-  if (m.cfg.gla) {  // one fp32 state per layer, whatever the capacity
-    const size_t n = m.stack->gla_state_elements(uint32_t(batch));
-    s->reset = std::make_unique<gpu::Recorder>(m.vk, m.stack->tuning());
-    s->reset->begin();
-    for (int l = 0; l < m.cfg.num_hidden_layers; ++l) {
-      nn::LayerCache c;
-      c.state = nn::allocate(m.vk, n, nn::Storage::f32, gpu::MemoryKind::device,
-                             "layer " + std::to_string(l) + " GLA state");
-      s->reset->fill(c.state, 0);  // the word of 0.0f
-      s->caches.push_back(std::move(c));
-    }
-    s->reset->end();
-    s->zero_states();
-    return Sequence(std::move(s));
-  }
-  const BlockConfig& a = m.cfg.attention;
-  const size_t n = size_t(batch) * size_t(a.num_kv_heads) * size_t(capacity) * size_t(a.head_dim);
-  for (int l = 0; l < m.cfg.num_hidden_layers; ++l) {
-    const std::string name = "layer " + std::to_string(l) + " ";
-    nn::LayerCache c;
-    c.keys = nn::allocate(m.vk, n, m.stack->storage(), gpu::MemoryKind::device, name + "key cache");
-    c.values = nn::allocate(m.vk, n, m.stack->storage(), gpu::MemoryKind::device, name + "value cache");
-    s->caches.push_back(std::move(c));
+  s->caches = m.stack->make_caches(uint32_t(batch), uint32_t(capacity));
+  if (s->recurrent()) {  // recurrent states start at zero, and truncate(0) zeroes them again
+    s->clear = std::make_unique<gpu::Recorder>(m.vk, m.stack->tuning());
+    s->clear->begin();
+    m.stack->record_clear(*s->clear, s->caches);
+    s->clear->end();
+    s->clear_states();
   }
   return Sequence(std::move(s));
 }
@@ -315,7 +245,7 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   Sequence::Impl& s = *seq.impl_;
   if (s.model != &m) throw Error(ErrorCode::invalid_argument, "extend: the sequence belongs to another model");
   if (s.state_lost)
-    throw Error(ErrorCode::invalid_argument, "extend: an earlier step failed and left the sequence's GLA states "
+    throw Error(ErrorCode::invalid_argument, "extend: an earlier step failed and left the sequence's recurrent states "
                                              "undefined; truncate(0) starts it again");
   if (tokens <= 0 || size_t(s.batch) * size_t(tokens) != ids.size())
     throw Error(ErrorCode::invalid_argument, "extend: " + std::to_string(ids.size()) + " ids for batch " +
@@ -349,7 +279,7 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   try {
     m.run(*p, uint32_t(s.length), &s.caches);
   } catch (...) {
-    s.state_lost = s.reset != nullptr;
+    s.state_lost = s.recurrent();
     throw;
   }
   s.length += tokens;
@@ -365,10 +295,10 @@ Precision Model::precision() const { return impl_->options.precision; }
 MemoryUse Model::memory() const {
   MemoryUse u;
   u.weights = impl_->stack->weight_bytes();
-  u.workspace = impl_->plans.bytes();
+  u.workspace = plan_bytes(impl_->plans);
   for (const Sequence::Impl* s : impl_->sequences) {
     u.kv_cache += s->cache_bytes();
-    u.workspace += s->plans.bytes();
+    u.workspace += plan_bytes(s->plans);
   }
   return u;
 }

@@ -5,7 +5,13 @@
 # Carry [".gl", "build"]: .gl holds libvulkan1, vulkan-validationlayers and the
 # glvnd libraries as .debs. The golden cases come with the working tree (tests/golden).
 # Results go to $OUT (JSON and text).
-# Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all]   (default: all)
+# Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all|quick]   (default: all)
+# quick: one ~8-minute call for a session's whole device budget: the library
+# tests (no CLI) on the default path, whole-model benches (qwen3-0.6b fp16 and
+# bf16), the block and the matmul against PyTorch on the same card; every
+# step bounded by `timeout`. Carry [".gl", "build/tools/vkgate",
+# "build/tests/vkgate_tests"] (the test binary finds the golden cases through
+# VKGATE_GOLDEN_DIR).
 set -uo pipefail
 what=${1:-all}
 build=${BUILD:-build}  # the carried Release tree
@@ -24,6 +30,31 @@ fi
   echo "== vkgate devices"
   $cli devices
 } 2>&1 | tee "$out/devices.txt"
+if [ "$what" = quick ]; then
+  export VKGATE_GOLDEN_DIR=$PWD/tests/golden
+  echo "== pwd $PWD"
+  echo "== tests, default path (validation + synchronization validation), no CLI or soak tests"
+  timeout 240 env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='cli*,soak*,consumer*' \
+    > "$out/tests.txt" 2>&1
+  echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -40
+  echo "== whole models: qwen3-0.6b (random weights), prefill 64 and 512 tokens, decode 64"
+  for p in fp16 bf16; do
+    timeout 90 $cli bench --device nvidia --quiet --model-shape qwen3-0.6b --precision $p --prompts 64,512 \
+      --decode 64 2>&1 | grep -vE "^device" | tee -a "$out/model_bench.txt"
+  done
+  echo "== block prefill T 4096, decode over 32k, matmul 8192³ (fp16)"
+  {
+    timeout 60 $cli bench --device nvidia --quiet --json --peak --op matmul --m 8192 --n 8192 --k 8192 --dtype f16
+    timeout 60 $cli bench --device nvidia --quiet --json --block --T 4096 --precision fp16
+    timeout 60 $cli bench --device nvidia --quiet --json --block --past 32768 --T 1 --precision fp16
+  } > "$out/vkgate_bench.jsonl" 2> "$out/vkgate_bench.err"
+  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*|"gflops": [0-9.]*|"gbps": [0-9.]*' "$out/vkgate_bench.jsonl" | paste - - - - 
+  echo "== PyTorch, the same block"
+  PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
+  tail -2 "$out/torch_bench.err"
+  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - -
+  exit 0
+fi
 if [ "$what" != bench ]; then
   export VKGATE_GOLDEN_DIR=$PWD/tests/golden  # the build compiled in this checkout's path
   # test_pass TITLE FILTER [VAR=VALUE...]: the test cases FILTER selects, with

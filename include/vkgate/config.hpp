@@ -170,6 +170,8 @@ struct BlockConfig {
   }
   int64_t kv_dim() const { return int64_t(num_kv_heads) * head_dim; }
   int64_t attn_dim() const { return int64_t(num_heads) * head_dim; }  // o_proj input width
+
+  bool operator==(const BlockConfig&) const = default;
 };
 
 // Parses a Hugging Face config.json into a BlockConfig (README: "Config keys").

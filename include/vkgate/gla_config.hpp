@@ -52,6 +52,8 @@ struct GlaConfig {
   int head_v_dim() const { return int(double(hidden_size) * expand_v) / num_heads; }
   int group_size() const { return num_heads / num_kv_heads; }
   double scale() const;  // gla_scale, or d_k^-0.5
+
+  bool operator==(const GlaConfig&) const = default;
 };
 
 // Parses a GLA layer's config.json (`"mixer": "gla"`) or a `model_type: "gla"`
@@ -69,6 +71,7 @@ struct GlaForms {
   int low_rank_dim = 0;     // r of gk_proj.0/gk_proj.1; 0: the single gk_proj
   std::string output_norm;  // "g_norm_swish_gate.weight", "g_norm.weight", or "" (no norm)
   bool attn_norm = false;   // attn_norm.weight [D], applied to the input first
+  bool operator==(const GlaForms&) const = default;
 };
 // The forms of the tensors in `weights` (bare names): Error(missing_tensor)
 // naming what is missing when neither forget-gate form is complete,

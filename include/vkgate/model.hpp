@@ -60,7 +60,8 @@ struct ModelOptions {
 // model has no attention probabilities and no sigmoid gate scores:
 // first_token_attn and gate_mean stay empty, max_activation is measured.
 struct ModelStats {
-  int layers = 0, heads = 0;
+  int layers = 0;
+  int heads = 0;  // of first_token_attn's rows; 0 without attention probabilities
   std::vector<double> first_token_attn;  // [L, H]: attention on key 0, mean over batch and queries
   std::vector<double> max_activation;    // [L]: max |x| of the residual stream after each layer
   std::vector<double> gate_mean;         // [L]: mean sigmoid gate score; empty without a gate

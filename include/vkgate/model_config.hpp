@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <optional>
+#include <variant>
 
 #include "vkgate/config.hpp"
 #include "vkgate/gla_config.hpp"
@@ -33,6 +34,24 @@ namespace vkgate {
 // 002's GLU).
 enum class Activation { silu, gelu, gelu_tanh, sigmoid };
 const char* to_string(Activation a) noexcept;  // the config.json spelling
+
+// A GLA layer: its config and the forms of its tensors.
+struct GlaMixer {
+  GlaConfig config;
+  GlaForms forms;
+  bool operator==(const GlaMixer&) const = default;
+};
+// One layer's token mixer, chosen per layer (ModelConfig::mixer): gated
+// softmax attention (the block) or gated linear attention. A new kind is one
+// more alternative here, its nn/ module and one line of nn::make_mixer.
+using MixerConfig = std::variant<BlockConfig, GlaMixer>;
+
+// The mixer's tensors under their bare names (expected_weights,
+// gla_expected_weights), and where a layer keeps them: attention under
+// model.layers.{i}.self_attn. (its norm model.layers.{i}.input_layernorm.weight),
+// GLA under model.layers.{i}.attn. (attn_norm.weight beside it).
+std::vector<TensorSpec> mixer_weights(const MixerConfig& m);
+std::string mixer_tensor_name(const MixerConfig& m, int layer, const std::string& bare);
 
 struct ModelConfig {
   std::string model_type;  // "qwen3", "llama" or "gla"
@@ -65,6 +84,9 @@ struct ModelConfig {
   // Throws Error(invalid_config) naming the key when the config is impossible
   // (attention.validate() included).
   void validate() const;
+  // Layer `layer`'s token mixer (every layer's is the same kind today: the
+  // attention block, or GLA for model_type gla).
+  MixerConfig mixer(int layer) const;
   int hidden_size() const { return gla ? gla->hidden_size : attention.hidden_size; }
   // The model's RMSNorms (each layer's MLP norm, model.norm): gla: plain with norm_eps.
   double norm_eps() const { return gla ? gla->norm_eps : attention.rms_norm_eps; }

@@ -230,15 +230,27 @@ std::string layer_gla_name(int layer, const std::string& bare) {
   return layer_tensor_name(layer, bare == "attn_norm.weight" ? bare : "attn." + bare);
 }
 
+MixerConfig ModelConfig::mixer(int /*layer*/) const {
+  if (gla) return GlaMixer{*gla, gla_forms};
+  return attention;
+}
+
+std::vector<TensorSpec> mixer_weights(const MixerConfig& m) {
+  if (const GlaMixer* g = std::get_if<GlaMixer>(&m)) return gla_expected_weights(g->config, g->forms);
+  return expected_weights(std::get<BlockConfig>(m));
+}
+
+std::string mixer_tensor_name(const MixerConfig& m, int layer, const std::string& bare) {
+  return std::holds_alternative<GlaMixer>(m) ? layer_gla_name(layer, bare) : layer_attention_name(layer, bare);
+}
+
 std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg) {
   cfg.validate();
   const int64_t D = cfg.hidden_size(), I = cfg.intermediate_size, V = cfg.vocab_size;
-  const std::vector<TensorSpec> mixer =
-      cfg.gla ? gla_expected_weights(*cfg.gla, cfg.gla_forms) : expected_weights(cfg.attention);
-  const auto mixer_name = cfg.gla ? layer_gla_name : layer_attention_name;
   std::vector<TensorSpec> s{{cfg.embedding_name(), {V, D}}};
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
-    for (const TensorSpec& t : mixer) s.push_back({mixer_name(i, t.name), t.shape});
+    const MixerConfig mixer = cfg.mixer(i);
+    for (const TensorSpec& t : mixer_weights(mixer)) s.push_back({mixer_tensor_name(mixer, i, t.name), t.shape});
     s.push_back({layer_tensor_name(i, cfg.mlp_norm_name()), {D}});
     s.push_back({layer_tensor_name(i, "mlp.gate_proj.weight"), {I, D}});
     s.push_back({layer_tensor_name(i, "mlp.up_proj.weight"), {I, D}});
@@ -256,12 +268,13 @@ std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg) {
 
 TensorMap layer_attention_tensors(const ModelConfig& cfg, const TensorMap& model, int layer) {
   cfg.validate();
-  if (cfg.gla)
-    throw Error(ErrorCode::invalid_argument, "model_type gla: the layers are GLA layers, not attention blocks");
   if (layer < 0 || layer >= cfg.num_hidden_layers)
     throw Error(ErrorCode::invalid_argument, "layer " + std::to_string(layer) + " is out of range: the model has " +
                                                  std::to_string(cfg.num_hidden_layers) + " layers, 0.." +
                                                  std::to_string(cfg.num_hidden_layers - 1));
+  if (!std::holds_alternative<BlockConfig>(cfg.mixer(layer)))
+    throw Error(ErrorCode::invalid_argument, "model_type " + cfg.model_type + ": layer " + std::to_string(layer) +
+                                                 " is not an attention block");
   TensorMap out;
   for (const TensorSpec& spec : expected_weights(cfg.attention)) {
     const std::string full = layer_attention_name(layer, spec.name);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "vkgate/error.hpp"
 
@@ -81,60 +82,105 @@ uint64_t Attention::weight_bytes() const {
   return n;
 }
 
-AttentionPlan Attention::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool mask, bool stats,
-                              bool resident) const {
-  AttentionPlan p;
-  p.batch = batch;
-  p.tokens = tokens;
-  p.kv_stride = kv_stride;
-  p.mask = mask;
-  p.stats = stats;
+namespace {
+// Up to this many tokens a step's shaders read the RoPE table from its mapped
+// staging buffer; longer steps copy it to the device first.
+constexpr uint32_t kDirectTableTokens = 8;
+}  // namespace
+
+std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) const {
+  auto owned = std::make_unique<AttentionPlan>();
+  AttentionPlan& p = *owned;
+  p.shape = s;
+  const uint32_t batch = s.batch, tokens = s.tokens, kv_stride = s.kv_stride;
   const uint32_t BT = batch * tokens, H = uint32_t(cfg_.num_heads), D = uint32_t(cfg_.hidden_size);
   p.norm_in_projection = ops::matmul_rmsnorm_applies(vk_.info, tuning_, BT, D, ld_hidden_);
   // A plan whose cache grows between replays keeps the score stride of its
   // capacity, rounded to whole vec4s, whatever the cache's length.
-  p.score_ld = resident ? (kv_stride + 3) / 4 * 4 : kv_stride;
+  p.score_ld = s.sequence ? (kv_stride + 3) / 4 * 4 : kv_stride;
   ops::AttentionShape shape{batch, H, uint32_t(cfg_.num_kv_heads), tokens, kv_stride, uint32_t(cfg_.head_dim)};
   shape.score_stride = p.score_ld;
   shape.tiled = cfg_.gqa_mapping == GqaMapping::tiled;
   // Statistics need every probability; otherwise fused where the device prefers it.
-  p.fused = !stats && tuning_.fused && ops::flash_preferred(vk_.info, tuning_);
+  p.fused = !s.stats && tuning_.fused && ops::flash_preferred(vk_.info, tuning_);
   if (p.fused)
     p.flash = ops::flash_plan(vk_.info, shape, act_, ops::flash_options(tuning_));
   else
-    p.chunk = stats ? tokens : ops::query_chunk(tuning_, shape);
+    p.chunk = s.stats ? tokens : ops::query_chunk(tuning_, shape);
   p.attn_ld = p.fused ? H * uint32_t(cfg_.head_dim) : ld_heads_;  // the fused kernel writes dense rows
-  return p;
-}
 
-void Attention::reserve(const AttentionPlan& p, Workspace& ws) const {
-  const size_t B = p.batch, T = p.tokens, BT = B * T, H = size_t(cfg_.num_heads), Dh = size_t(cfg_.head_dim),
-               D = size_t(cfg_.hidden_size), e = ops::element_bytes(act_);
-  if (!p.norm_in_projection) ws.need("normed", BT * ld_hidden_ * e);
-  ws.need("proj", BT * cols_ * e);
+  const size_t B = batch, T = tokens, Dh = size_t(cfg_.head_dim), KV = size_t(cfg_.num_kv_heads),
+               e = ops::element_bytes(act_);
+  if (!p.norm_in_projection) ws.need("normed", BT * size_t(ld_hidden_) * e);
+  ws.need("proj", BT * size_t(cols_) * e);
   ws.need("q", B * H * T * Dh * e);
-  ws.need("attn", BT * p.attn_ld * e);
-  const ops::AttentionShape shape{p.batch, uint32_t(H), uint32_t(cfg_.num_kv_heads), p.tokens, p.kv_stride, uint32_t(Dh)};
+  ws.need("attn", BT * size_t(p.attn_ld) * e);
   if (p.fused)
     ws.need("partial", ops::flash_partial_floats(shape, p.flash) * 4);
   else
     ws.need("scores", B * H * p.chunk * size_t(p.score_ld) * 4);
   // Split-K where a projection's tiles would leave the GPU idle (ops::matmul_splits).
-  const size_t proj_splits = ops::matmul_splits(vk_.info, tuning_, uint32_t(BT), cols_, uint32_t(D), act_, ld_hidden_, ld_hidden_);
-  const size_t o_splits =
-      ops::matmul_splits(vk_.info, tuning_, uint32_t(BT), uint32_t(D), uint32_t(H * Dh), act_, p.attn_ld, ld_heads_);
+  const size_t proj_splits = ops::matmul_splits(vk_.info, tuning_, BT, cols_, D, act_, ld_hidden_, ld_hidden_);
+  const size_t o_splits = ops::matmul_splits(vk_.info, tuning_, BT, D, H * uint32_t(Dh), act_, p.attn_ld, ld_heads_);
   if (proj_splits > 1) ws.need("split_k", proj_splits * BT * cols_ * 4);
   if (o_splits > 1) ws.need("split_k", o_splits * BT * D * 4);
+  if (!s.sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
+    ws.need("keys", B * KV * kv_stride * Dh * e);
+    ws.need("values", B * KV * kv_stride * Dh * e);
+  }
+  const size_t table = ops::rope_table_floats(tokens, uint32_t(cfg_.rotary_dim()));
+  p.rope_up = allocate(vk_, table, Storage::f32, gpu::MemoryKind::upload, "rope cos/sin table (staging)");
+  if (tokens > kDirectTableTokens || !tuning_.direct_io)
+    p.rope = allocate(vk_, table, Storage::f32, gpu::MemoryKind::device, "rope cos/sin table");
+  return owned;
 }
 
-void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& ws, const AttentionIo& io,
+void Attention::prepare(MixerPlan& plan, uint32_t past) const {
+  AttentionPlan& p = static_cast<AttentionPlan&>(plan);
+  const std::vector<float> table = ops::rope_table(cfg_, p.shape.tokens, past);
+  std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
+}
+
+void Attention::record_begin(Recorder& rec, const MixerPlan& plan) const {
+  const AttentionPlan& p = static_cast<const AttentionPlan&>(plan);
+  if (p.rope.valid()) rec.copy(p.rope_up, p.rope, p.rope.size());
+}
+
+std::unique_ptr<MixerCache> Attention::make_cache(uint32_t batch, uint32_t capacity, const std::string& name) const {
+  auto c = std::make_unique<KvCache>();
+  const size_t n = size_t(batch) * size_t(cfg_.num_kv_heads) * capacity * size_t(cfg_.head_dim);
+  c->keys = allocate(vk_, n, act_, gpu::MemoryKind::device, name + "key cache");
+  c->values = allocate(vk_, n, act_, gpu::MemoryKind::device, name + "value cache");
+  c->batch = batch;
+  c->capacity = capacity;
+  return c;
+}
+
+MixerStats Attention::read_stats(const float* f, double rows) const {
+  const size_t H = size_t(cfg_.num_heads);
+  MixerStats s;
+  s.first_token_attn.assign(f, f + H);
+  if (cfg_.gate_kind != GateKind::none) {
+    const double n = rows * double(cfg_.gate_rows());
+    s.gate_mean = double(f[H]) / n;
+    s.gate_frac_below_0_1 = double(f[H + 1]) / n;
+  }
+  return s;
+}
+
+void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws, const MixerIo& io,
                        bool poison) const {
-  const uint32_t B = p.batch, T = p.tokens, BT = B * T, S = T + io.past;
+  const AttentionPlan& p = static_cast<const AttentionPlan&>(plan);
+  const uint32_t B = p.shape.batch, T = p.shape.tokens, BT = B * T, S = T + io.past;
   const uint32_t D = uint32_t(cfg_.hidden_size), H = uint32_t(cfg_.num_heads), KV = uint32_t(cfg_.num_kv_heads),
                  Dh = uint32_t(cfg_.head_dim);
-  if (S > p.kv_stride)
+  if (S > p.shape.kv_stride)
     throw Error(ErrorCode::invalid_argument, "attention: " + std::to_string(S) + " keys exceed the cache's " +
-                                                 std::to_string(p.kv_stride) + " positions");
+                                                 std::to_string(p.shape.kv_stride) + " positions");
+  const auto* cache = static_cast<const KvCache*>(io.cache);
+  const Buffer& keys = cache ? cache->keys : ws["keys"];
+  const Buffer& values = cache ? cache->values : ws["values"];
+  const Buffer& rope = p.rope_table();
   const float eps = float(cfg_.rms_norm_eps);
   const Buffer& proj = ws["proj"];
   const Buffer& q = ws["q"];
@@ -170,11 +216,11 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
                                  : at == GatePosition::key   ? ops::GateTarget::key
                                  : at == GatePosition::value ? ops::GateTarget::value
                                                              : ops::GateTarget::none;
-  const uint32_t rd = uint32_t(cfg_.rotary_dim()), stride = p.kv_stride;
+  const uint32_t rd = uint32_t(cfg_.rotary_dim()), stride = p.shape.kv_stride;
   if (tuning_.pass_fusion) {
     const ops::QkvPrepare args{proj,  query_view(T), key_view(T), value_view(T), qk_norm ? &qn_w_ : nullptr,
-                               qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, eps, io.rope, rd, cfg_.rope_style, target,
-                               gating, q, io.keys, io.values, stride, io.past};
+                               qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, eps, rope, rd, cfg_.rope_style, target,
+                               gating, q, keys, values, stride, io.past};
     ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);
   } else {
     if (target != ops::GateTarget::none) {  // in place in the projections
@@ -192,12 +238,12 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
                                 .heads = heads, .dim = Dh, .kind = cfg_.norm_kind, .eps = eps, .s = act_});
         src = out;  // rotated in place
       }
-      ops::rope(vk_, rec, {.x = qk_norm ? dst : proj, .in = src, .table = io.rope, .y = dst, .out = out, .rows = BT,
+      ops::rope(vk_, rec, {.x = qk_norm ? dst : proj, .in = src, .table = rope, .y = dst, .out = out, .rows = BT,
                            .tokens = T, .heads = heads, .dim = Dh, .rotary = rd, .s = act_, .style = cfg_.rope_style});
     };
     prepare(query_view(T), qn_w_, q, H, T, 0);
-    prepare(key_view(T), kn_w_, io.keys, KV, stride, io.past);
-    ops::rope(vk_, rec, {.x = proj, .in = value_view(T), .table = io.rope, .y = io.values,
+    prepare(key_view(T), kn_w_, keys, KV, stride, io.past);
+    ops::rope(vk_, rec, {.x = proj, .in = value_view(T), .table = rope, .y = values,
                          .out = ops::bhsd_view(KV, stride, Dh, io.past), .rows = BT, .tokens = T, .heads = KV,
                          .dim = Dh, .rotary = 0, .s = act_});
   }
@@ -208,7 +254,7 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   const bool sdpa_gate = gated && at == GatePosition::sdpa;
   if (p.fused) {
-    const ops::FlashArgs args{q, io.keys, io.values, io.mask, sdpa_gate ? &proj : nullptr, gating, attn, &ws["partial"]};
+    const ops::FlashArgs args{q, keys, values, io.mask, sdpa_gate ? &proj : nullptr, gating, attn, &ws["partial"]};
     ops::flash_attention(vk_, rec, args, shape, p.flash, cfg_.causal, scale, act_);
   } else {
     const Buffer& scores = ws["scores"];
@@ -216,21 +262,21 @@ void Attention::record(Recorder& rec, const AttentionPlan& p, const Workspace& w
       ops::AttentionShape part = shape;
       part.first = first;
       part.count = std::min(p.chunk, T - first);
-      ops::attention_scores(vk_, rec, q, io.keys, scores, part, act_, cfg_.causal);
+      ops::attention_scores(vk_, rec, q, keys, scores, part, act_, cfg_.causal);
       ops::softmax(vk_, rec, {.scores = scores, .batch = B, .heads = H, .tokens = part.count, .keys = S,
                               .causal = cfg_.causal, .scale = scale, .mask = io.mask, .first = first, .total = T,
                               .ld = p.score_ld});
-      if (p.stats) ops::first_token_attn(vk_, rec, scores, B, H, T, p.score_ld, *io.stats.buffer, io.stats.at);
-      ops::attention_values(vk_, rec, scores, io.values, attn, part, act_, cfg_.causal);
+      if (p.shape.stats) ops::first_token_attn(vk_, rec, scores, B, H, T, p.score_ld, *io.stats.buffer, io.stats.at);
+      ops::attention_values(vk_, rec, scores, values, attn, part, act_, cfg_.causal);
     }
     if (sdpa_gate) ops::gate(vk_, rec, {.g = proj, .gating = gating, .y = attn,
                                         .y_view = {0, T * p.attn_ld, p.attn_ld, 1, Dh, 0}, .rows = BT, .tokens = T,
                                         .heads = H, .dim = Dh, .s = act_});
   }
-  if (p.stats && gated) ops::gate_scores(vk_, rec, proj, gating, BT, T, act_, *io.stats.buffer, io.stats.at + H);
+  if (p.shape.stats && gated) ops::gate_scores(vk_, rec, proj, gating, BT, T, act_, *io.stats.buffer, io.stats.at + H);
   const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
   ops::matmul(vk_, rec, {.x = attn, .w = w_o_, .y = io.y, .M = BT, .N = D, .K = H * Dh, .s = act_,
-                         .bias = cfg_.o_bias ? &b_o_ : nullptr, .residual = cfg_.residual ? &io.x : nullptr,
+                         .bias = cfg_.o_bias ? &b_o_ : nullptr, .residual = io.residual ? &io.x : nullptr,
                          .y_f32 = true, .ldx = p.attn_ld, .ldw = ld_heads_, .partial = split_k,
                          .gate = gated && at == GatePosition::dense ? &dense : nullptr});
 }

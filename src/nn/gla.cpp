@@ -70,7 +70,31 @@ uint32_t Gla::o_parts(uint32_t tokens) const {
   return ops::gla_chunkwise(tuning_, tokens) ? ops::gla_chunk_parts(vk_.info, tuning_, dk_) : ops::gla_row_blocks(dk_);
 }
 
-void Gla::reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const {
+uint32_t Gla::max_step_tokens(uint32_t batch) const {
+  const uint64_t fit = vk_.info.max_storage_buffer_range / (uint64_t(batch) * largest_token_bytes());
+  const uint32_t forced = tuning_.gla_segment_tokens;
+  return uint32_t(std::min<uint64_t>(forced ? std::min<uint64_t>(fit, forced) : fit, UINT32_MAX));
+}
+
+std::unique_ptr<MixerCache> Gla::make_cache(uint32_t batch, uint32_t /*capacity*/, const std::string& name) const {
+  auto c = std::make_unique<GlaState>();
+  c->state = allocate(vk_, state_elements(batch), Storage::f32, gpu::MemoryKind::device, name + "GLA state");
+  return c;
+}
+
+std::unique_ptr<MixerPlan> Gla::plan(const MixerShape& s, Workspace& ws) const {
+  auto p = std::make_unique<MixerPlan>();
+  p->shape = s;
+  const uint32_t batch = s.batch, tokens = s.tokens;
+  if (const uint32_t most = max_step_tokens(batch); tokens > most)
+    throw Error(ErrorCode::unsupported,
+                "gla: a step of batch " + std::to_string(batch) + " × " + std::to_string(tokens) +
+                    " tokens is more than the " + std::to_string(most) + " tokens one step's GLA buffers hold (" +
+                    std::to_string(batch * largest_token_bytes()) + " bytes per token against " +
+                    "maxStorageBufferRange " + std::to_string(vk_.info.max_storage_buffer_range) +
+                    ", or VKGATE_GLA_SEGMENT_TOKENS); a Sequence runs a long prompt in pieces (Model::extend), "
+                    "or use a smaller batch");
+  if (!s.sequence) ws.need("layer_state", state_elements(batch) * 4);  // zeroed before each layer
   const size_t BT = size_t(batch) * tokens, e = ops::element_bytes(act_);
   if (forms_.attn_norm) ws.need("normed", BT * ld_hidden_ * e);
   ws.need("gla_proj", BT * cols_ * e);
@@ -92,11 +116,14 @@ void Gla::reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const {
                                     rank_ ? ops::matmul_splits(vk_.info, tuning_, rows, KV_ * dk_, rank_, act_, cols_, ld_rank_) : 1u,
                                     ops::matmul_splits(vk_.info, tuning_, rows, D_, H_ * dv_, act_, ld_out_, ld_out_)});
   if (splits > 1) ws.need("split_k", splits * BT * std::max(cols_, D_) * 4);
+  return p;
 }
 
-void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32_t tokens, const GlaIo& io,
-                 bool poison) const {
-  const uint32_t T = tokens, BT = batch * tokens;
+void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, const MixerIo& io, bool poison) const {
+  const uint32_t batch = p.shape.batch, T = p.shape.tokens, BT = batch * T;
+  // The sequence's state, or a zero state of the plan's (a forward that keeps none).
+  const Buffer& state = io.cache ? static_cast<const GlaState*>(io.cache)->state : ws["layer_state"];
+  if (!io.cache) rec.fill(state, 0);  // 0.0f
   const Buffer& proj = ws["gla_proj"];
   const Buffer& o = ws["gla_o"];
   const Buffer& attn = ws["gla_attn"];
@@ -131,7 +158,7 @@ void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32
   }
 
   auto view = [&](uint32_t col, uint32_t dim) { return ops::View{col, T * cols_, cols_, 1, dim, 0}; };
-  const ops::GlaScan scan{proj,   *gk, view(q_col_, dk_), view(k_col_, dk_), view(v_col_, dv_), gk_view, io.state, o,
+  const ops::GlaScan scan{proj,   *gk, view(q_col_, dk_), view(k_col_, dk_), view(v_col_, dv_), gk_view, state, o,
                           ws["gla_qs"], ws["gla_ks"], ws["gla_as"], batch, T, H_, KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
                           float(cfg_.gate_logit_normalizer), cfg_.clamp_min, float(cfg_.scale())};
   if (ops::gla_chunkwise(tuning_, T))
@@ -143,7 +170,8 @@ void Gla::record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32
                            cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, o_parts(T)};
   ops::gla_output(vk_, rec, out, act_);
   ops::matmul(vk_, rec, {.x = attn, .w = w_o_, .y = io.y, .M = BT, .N = D_, .K = H_ * dv_, .s = act_,
-                         .residual = io.residual, .y_f32 = true, .ldx = ld_out_, .ldw = ld_out_, .partial = split_k});
+                         .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = ld_out_, .ldw = ld_out_,
+                         .partial = split_k});
 }
 
 }  // namespace vkgate::nn

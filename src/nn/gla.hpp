@@ -15,6 +15,7 @@
 #include "gpu/memory.hpp"
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
+#include "nn/mixer.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
 #include "vkgate/gla_config.hpp"
@@ -22,35 +23,40 @@
 
 namespace vkgate::nn {
 
-struct GlaIo {
-  // [B·T, D]: fp32 when the layer has attn_norm, else already in the
-  // activation storage (the caller converts: the projection reads it as is).
-  const gpu::Buffer& x;
-  const gpu::Buffer& y;      // fp32 [B·T, D]
-  const gpu::Buffer& state;  // fp32 [B, H, dk, dv]
-  const gpu::Buffer* residual;  // fp32 [B·T, D] added to y, or null
+// A sequence's state of one GLA layer: fp32 [B, H, dk, dv].
+struct GlaState final : MixerCache {
+  gpu::Buffer state;
+  uint64_t bytes() const override { return state.size(); }
+  void record_clear(gpu::Recorder& rec) const override { rec.fill(state, 0); }  // the word of 0.0f
+  bool recurrent() const override { return true; }
 };
 
-class Gla {
+class Gla final : public Mixer {
  public:
   // Validates the weights against cfg (which the caller validated) and
   // uploads them: projections in `act`, norms and biases in fp32.
   Gla(Context::Impl& vk, const gpu::Tuning& tuning, const GlaConfig& cfg, const TensorMap& weights, Storage act);
 
-  // The scratch a recording of `batch`×`tokens` uses (roles "normed",
-  // "gla_proj", "gla_gk", "gla_o", "gla_attn", "split_k").
-  void reserve(uint32_t batch, uint32_t tokens, Workspace& ws) const;
-  void record(gpu::Recorder& rec, const Workspace& ws, uint32_t batch, uint32_t tokens, const GlaIo& io,
-              bool poison = false) const;
+  // Reserves the scratch roles "normed", "gla_proj", "gla_gk", "gla_o",
+  // "gla_attn", "split_k" (and "layer_state" without a sequence: a zero
+  // state each layer starts from). The input x is fp32 when the layer has
+  // attn_norm, else already in the activation storage (the projection reads it as is).
+  std::unique_ptr<MixerPlan> plan(const MixerShape& shape, Workspace& ws) const override;
+  void record(gpu::Recorder& rec, const MixerPlan& plan, const Workspace& ws, const MixerIo& io,
+              bool poison) const override;
+  std::unique_ptr<MixerCache> make_cache(uint32_t batch, uint32_t capacity, const std::string& name) const override;
+  uint32_t max_step_tokens(uint32_t batch) const override;
+  uint64_t weight_bytes() const override;
+  const gpu::Tuning& tuning() const override { return tuning_; }  // the Context's when the module was made
 
   const GlaConfig& config() const { return cfg_; }
-  const gpu::Tuning& tuning() const { return tuning_; }  // the Context's when the module was made
   const GlaForms& forms() const { return forms_; }
   bool has_attn_norm() const { return forms_.attn_norm; }
+  // The floats of the state of `batch` rows.
+  size_t state_elements(uint32_t batch) const { return size_t(batch) * H_ * dk_ * dv_; }
   // The bytes per token of the largest buffer a recording uses (its input,
   // output or a scratch role): what bounds the tokens of one recording.
   uint64_t largest_token_bytes() const;
-  uint64_t weight_bytes() const;
 
  private:
   // The partial sums of o that a recording of `tokens` tokens per sequence

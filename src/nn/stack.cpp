@@ -9,16 +9,11 @@
 namespace vkgate::nn {
 
 namespace {
-// Up to this many tokens a step's shaders read the rope table from its mapped
-// staging buffer (as the block's decode steps do); longer steps copy it first.
-constexpr uint32_t kDirectTableTokens = 8;
-
-// Layer `layer`'s GLA tensors under the bare names nn::Gla reads, viewed from
-// the model's full names.
-TensorMap gla_layer_view(const ModelConfig& cfg, const TensorMap& w, int layer) {
+// Layer `layer`'s mixer tensors under their bare names, viewed from the model's full names.
+TensorMap mixer_view(const MixerConfig& mixer, const TensorMap& w, int layer) {
   TensorMap bare;
-  for (const TensorSpec& spec : gla_expected_weights(*cfg.gla, cfg.gla_forms))
-    bare[spec.name] = w.at(layer_gla_name(layer, spec.name));
+  for (const TensorSpec& spec : mixer_weights(mixer))
+    bare[spec.name] = w.at(mixer_tensor_name(mixer, layer, spec.name));
   return bare;
 }
 }  // namespace
@@ -45,31 +40,50 @@ Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cf
   done = cfg.tie_word_embeddings ? 1 : 2;
   bytes = w.at(cfg.embedding_name()).bytes.size() + (lm_head_ ? w.at("lm_head.weight").bytes.size() : 0);
   report.advance(done, bytes);
+  std::vector<MixerConfig> planned;  // the distinct mixer configs, in the order of their plans
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
-    Layer layer;
-    if (cfg.gla)
-      layer.gla = std::make_unique<Gla>(vk, tuning, *cfg.gla, gla_layer_view(cfg, w, i), act);
-    else
-      layer.attention = std::make_unique<Attention>(vk, tuning, cfg.attention, layer_attention_tensors(cfg, w, i), act);
-    layer.mlp = std::make_unique<Mlp>(vk, tuning, cfg, w, i, act);
-    layers_.push_back(std::move(layer));
+    const MixerConfig mixer = cfg.mixer(i);
+    mixers_.push_back(make_mixer(vk, tuning, mixer, mixer_view(mixer, w, i), act));
+    mlps_.push_back(std::make_unique<Mlp>(vk, tuning, cfg, w, i, act));
+    const auto same = std::find(planned.begin(), planned.end(), mixer);
+    plan_of_.push_back(size_t(same - planned.begin()));
+    if (same == planned.end()) {
+      planned.push_back(mixer);
+      planners_.push_back(size_t(i));
+    }
+    stats_stride_ = std::max(stats_stride_, mixers_.back()->stats_floats() + 1);
     loaded_layer(i);
   }
   final_norm_ = upload(vk, stored(w.at("model.norm.weight"), Storage::f32), "model.norm.weight");
   report.advance(specs.size(), bytes + w.at("model.norm.weight").bytes.size());
 }
 
-size_t Stack::gla_state_elements(uint32_t batch) const {
-  if (!cfg_.gla) return 0;
-  const GlaConfig& g = *cfg_.gla;
-  return size_t(batch) * size_t(g.num_heads) * size_t(g.head_k_dim()) * size_t(g.head_v_dim());
+uint32_t Stack::max_step_tokens(uint32_t batch) const {
+  uint32_t most = UINT32_MAX;
+  for (size_t planner : planners_) most = std::min(most, mixers_[planner]->max_step_tokens(batch));
+  return most;
 }
 
-uint32_t Stack::max_step_tokens(uint32_t batch) const {
-  if (!cfg_.gla) return UINT32_MAX;
-  const uint64_t fit = vk_.info.max_storage_buffer_range / (uint64_t(batch) * layers_[0].gla->largest_token_bytes());
-  const uint32_t forced = tuning_.gla_segment_tokens;
-  return uint32_t(std::min<uint64_t>(forced ? std::min<uint64_t>(fit, forced) : fit, UINT32_MAX));
+LayerCaches Stack::make_caches(uint32_t batch, uint32_t capacity) const {
+  LayerCaches caches;
+  for (size_t l = 0; l < mixers_.size(); ++l)
+    caches.push_back(mixers_[l]->make_cache(batch, capacity, "layer " + std::to_string(l) + " "));
+  return caches;
+}
+
+void Stack::record_clear(gpu::Recorder& rec, const LayerCaches& caches) const {
+  for (const auto& c : caches) c->record_clear(rec);
+}
+
+MixerStats Stack::layer_stats(const StackPlan& p, int layer) const {
+  const float* at = static_cast<const float*>(p.stats_down.mapped()) + size_t(layer) * stats_stride_;
+  return mixers_[size_t(layer)]->read_stats(at, double(p.batch) * p.tokens);
+}
+
+uint64_t StackPlan::bytes() const {
+  uint64_t n = scratch.bytes();
+  for (const Buffer* b : {&ids, &x, &h, &last, &normed, &logits, &stats, &stats_down}) n += b->size();
+  return n;
 }
 
 std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
@@ -82,55 +96,35 @@ std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t
   p->all_logits = all_logits;
   p->with_stats = stats;
   const size_t B = batch, T = tokens, BT = B * T, D = size_t(cfg_.hidden_size()), M = p->rows(),
-               KV = size_t(cfg_.attention.num_kv_heads), Dh = size_t(cfg_.attention.head_dim),
-               e = ops::element_bytes(act_), L = layers_.size();
+               L = mixers_.size();
   const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
-  // Every layer has the same shape: the first one's plan and scratch serve them all.
-  if (const Gla* gla = layers_[0].gla.get()) {
-    if (const uint32_t most = max_step_tokens(batch); tokens > most)
-      throw Error(ErrorCode::unsupported,
-                  "model: a step of batch " + std::to_string(batch) + " × " + std::to_string(tokens) +
-                      " tokens is more than the " + std::to_string(most) + " tokens one step's GLA buffers hold (" +
-                      std::to_string(batch * gla->largest_token_bytes()) + " bytes per token against " +
-                      "maxStorageBufferRange " + std::to_string(vk_.info.max_storage_buffer_range) +
-                      ", or VKGATE_GLA_SEGMENT_TOKENS); a Sequence runs a long prompt in pieces (Model::extend), "
-                      "or use a smaller batch");
-    gla->reserve(batch, tokens, p->scratch);
-    if (!sequence) p->scratch.need("layer_state", gla_state_elements(batch) * 4);  // zeroed before each layer
-  } else {
-    p->attention = layers_[0].attention->plan(batch, tokens, kv_stride, false, stats, sequence);
-    layers_[0].attention->reserve(p->attention, p->scratch);
-    if (!sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
-      p->scratch.need("keys", B * KV * kv_stride * Dh * e);
-      p->scratch.need("values", B * KV * kv_stride * Dh * e);
-    }
-  }
-  layers_[0].mlp->reserve(uint32_t(BT), p->scratch);
+  // Layers of one config share a plan; every plan shares the scratch.
+  for (size_t planner : planners_)
+    p->mixers.push_back(mixers_[planner]->plan({batch, tokens, kv_stride, sequence, stats, false}, p->scratch));
+  mlps_[0]->reserve(uint32_t(BT), p->scratch);
   lm.reserve(uint32_t(M), p->scratch);
   p->scratch.allocate(vk_);
   p->ids = vk_.allocator->allocate(BT * 4, MemoryKind::upload, "input_ids (staging)");
-  if (!cfg_.gla) {  // GLA has no positions
-    const size_t table = ops::rope_table_floats(tokens, uint32_t(cfg_.attention.rotary_dim()));
-    p->rope_up = allocate(vk_, table, Storage::f32, MemoryKind::upload, "rope cos/sin table (staging)");
-    if (tokens > kDirectTableTokens)
-      p->rope = allocate(vk_, table, Storage::f32, MemoryKind::device, "rope cos/sin table");
-  }
   p->x = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream");
-  p->h = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream after attention");
+  p->h = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream after the mixer");
   if (!all_logits) p->last = allocate(vk_, B * D, Storage::f32, MemoryKind::device, "last positions");
   p->normed = allocate(vk_, M * lm.ld(), act_, MemoryKind::device, "final norm");
   p->logits = allocate(vk_, M * size_t(cfg_.vocab_size), Storage::f32, MemoryKind::readback, "logits (readback)");
   if (stats) {
-    p->stats = allocate(vk_, L * stats_stride(), Storage::f32, MemoryKind::device, "statistics");
-    p->stats_down = allocate(vk_, L * stats_stride(), Storage::f32, MemoryKind::readback, "statistics (readback)");
+    p->stats = allocate(vk_, L * stats_stride_, Storage::f32, MemoryKind::device, "statistics");
+    p->stats_down = allocate(vk_, L * stats_stride_, Storage::f32, MemoryKind::readback, "statistics (readback)");
   }
   p->rec = std::make_unique<gpu::Recorder>(vk_, tuning_);
   return p;
 }
 
-void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const std::vector<LayerCache>* caches,
+void Stack::prepare(StackPlan& p, uint32_t past) const {
+  for (size_t i = 0; i < planners_.size(); ++i) mixers_[planners_[i]]->prepare(*p.mixers[i], past);
+}
+
+void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const LayerCaches* caches,
                    bool poison) const {
-  if (bool(caches) != p.sequence || (caches && caches->size() != layers_.size()))
+  if (bool(caches) != p.sequence || (caches && caches->size() != mixers_.size()))
     throw Error(ErrorCode::invalid_argument, "model: a plan recorded without the caches it was made for");
   gpu::Recorder& rec = *p.rec;
   const uint32_t B = p.batch, T = p.tokens, BT = B * T, D = uint32_t(cfg_.hidden_size()), M = p.rows();
@@ -139,24 +133,17 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
   if (poison)
     for (const Buffer* b : {&p.x, &p.h, &p.last, &p.normed})
       if (b->valid()) rec.fill(*b, nan_word(b == &p.normed ? act_ : Storage::f32));
-  if (p.rope.valid()) rec.copy(p.rope_up, p.rope, p.rope.size());
+  for (size_t i = 0; i < planners_.size(); ++i) mixers_[planners_[i]]->record_begin(rec, *p.mixers[i]);
 
   embed_->gather(rec, p.ids, p.x, BT);
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const uint32_t at = uint32_t(l) * stats_stride();
-    if (const Gla* gla = layers_[l].gla.get()) {  // h = x + gla(attn_norm(x))
-      const Buffer& state = caches ? (*caches)[l].state : p.scratch["layer_state"];
-      if (!caches) rec.fill(state, 0);  // 0.0f: a forward without a sequence starts from a zero state
-      gla->record(rec, p.scratch, B, T, {p.x, p.h, state, &p.x}, poison);
-    } else {  // h = x + attn(norm(x))
-      const AttentionIo io{p.x, p.h,
-                           caches ? (*caches)[l].keys : p.scratch["keys"],
-                           caches ? (*caches)[l].values : p.scratch["values"],
-                           past, p.rope_table(), nullptr, {p.with_stats ? &p.stats : nullptr, at}};
-      layers_[l].attention->record(rec, p.attention, p.scratch, io, poison);
-    }
-    layers_[l].mlp->record(rec, p.scratch, BT, p.h, p.x, poison);  // x = h + mlp(norm(h))
-    if (p.with_stats) ops::max_abs(vk_, rec, p.x, BT * D, p.stats, at + stats_stride() - 1);
+  for (size_t l = 0; l < mixers_.size(); ++l) {
+    const uint32_t at = uint32_t(l) * stats_stride_;
+    // h = x + mixer(norm(x)); x = h + mlp(norm(h))
+    const MixerIo io{p.x, p.h, true, caches ? (*caches)[l].get() : nullptr, past,
+                     {p.with_stats ? &p.stats : nullptr, at}, nullptr};
+    mixers_[l]->record(rec, *p.mixers[plan_of_[l]], p.scratch, io, poison);
+    mlps_[l]->record(rec, p.scratch, BT, p.h, p.x, poison);
+    if (p.with_stats) ops::max_abs(vk_, rec, p.x, BT * D, p.stats, at + stats_stride_ - 1);
   }
 
   // lm_head(norm(x)) for every position, or for each row's last.
@@ -178,8 +165,7 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
 
 uint64_t Stack::weight_bytes() const {
   uint64_t n = embed_->bytes() + (lm_head_ ? lm_head_->bytes() : 0) + final_norm_.size();
-  for (const Layer& l : layers_)
-    n += (l.gla ? l.gla->weight_bytes() : l.attention->weight_bytes()) + l.mlp->weight_bytes();
+  for (size_t l = 0; l < mixers_.size(); ++l) n += mixers_[l]->weight_bytes() + mlps_[l]->weight_bytes();
   return n;
 }
 

@@ -3,13 +3,13 @@
 //   x = embed(ids);  for each layer: h = x + mixer(norm(x)); x = h + mlp(norm(h))
 //   logits = lm_head(norm(x))          (every position, or the last of each row)
 //
-// The mixer is softmax attention, or for a GLA model a gated linear attention
-// layer (nn::Gla) whose recurrent state replaces the KV cache.
+// Each layer's token mixer is the nn::Mixer its config names
+// (ModelConfig::mixer): softmax attention, gated linear attention, ...
 //
 // The Stack owns the weights (shared by every plan and sequence); a StackPlan
 // owns one shape's buffers, workspace and command buffer; the caches are
-// the caller's (a sequence's, which outlive a step), or scratch shared by all
-// layers when a forward keeps none (a GLA layer then starts from a zero state).
+// the caller's (a sequence's, which outlive a step), or each mixer's scratch
+// when a forward keeps none.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,7 @@
 
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
-#include "nn/attention.hpp"
-#include "nn/gla.hpp"
+#include "nn/mixer.hpp"
 #include "nn/mlp.hpp"
 #include "nn/storage.hpp"
 #include "nn/vocab.hpp"
@@ -29,33 +28,29 @@
 
 namespace vkgate::nn {
 
-// One layer's cache: keys and values [B, KV, capacity, Dh] in the activation
-// storage (softmax attention), or the GLA state fp32 [B, H, dk, dv].
-struct LayerCache {
-  Buffer keys, values;
-  Buffer state;
-};
-
 struct StackPlan {
   uint32_t batch = 0, tokens = 0;
   uint32_t kv_stride = 0;   // the caches' positions: a sequence's capacity, or tokens
   bool sequence = false;    // the caches are a sequence's (else scratch)
   bool all_logits = false;  // logits of every position, else of each row's last
   bool with_stats = false;
-  AttentionPlan attention;
+  // One plan per distinct mixer config, shared by the layers that have it.
+  std::vector<std::unique_ptr<MixerPlan>> mixers;
   Workspace scratch;
   Buffer ids;               // int32 [B·T], mapped: the host writes it, the gather reads it
-  Buffer rope_up, rope;     // cos/sin for the step's positions (rope: its device copy, for long steps)
-  Buffer x, h;              // the residual stream, fp32 [B·T, D]: x → (attention) h → (MLP) x
+  Buffer x, h;              // the residual stream, fp32 [B·T, D]: x → (mixer) h → (MLP) x
   Buffer last;              // fp32 [B, D]: each row's last position (when !all_logits)
   Buffer normed;            // lm_head's input [M, D] in the activation storage
   Buffer logits;            // fp32 [M, V], host-visible
-  Buffer stats, stats_down;  // per layer [H first-token][gate sum][gate count < 0.1][max |x|]; GLA: [max |x|]
+  Buffer stats, stats_down;  // per layer stats_stride() floats: the mixer's, then max |x|
   std::unique_ptr<gpu::Recorder> rec;
   uint32_t past = 0;        // the positions before the step, as last recorded
   uint32_t rows() const { return all_logits ? batch * tokens : batch; }  // M
-  const Buffer& rope_table() const { return rope.valid() ? rope : rope_up; }
+  uint64_t bytes() const;   // its buffers and scratch
 };
+
+// A sequence's caches, one per layer.
+using LayerCaches = std::vector<std::unique_ptr<MixerCache>>;
 
 class Stack {
  public:
@@ -64,38 +59,41 @@ class Stack {
 
   std::unique_ptr<StackPlan> plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
                                   bool all_logits, bool stats) const;
+  // The host's part of a step after `past` positions, before each submit.
+  void prepare(StackPlan& p, uint32_t past) const;
   // Records the plan for a step after `past` positions, into `caches` (one per
   // layer; null for a plan without a sequence). Mode::update rewrites the
   // parameters of a recorded plan for another `past`.
-  void record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const std::vector<LayerCache>* caches,
+  void record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const LayerCaches* caches,
               bool poison = false) const;
-
-  // The floats per layer of StackPlan::stats. A GLA layer has no attention
-  // probabilities and no sigmoid gate scores: only max |x| is measured.
-  uint32_t stats_stride() const { return cfg_.gla ? 1 : uint32_t(cfg_.attention.num_heads) + 3; }
-  // The floats of one layer's GLA state for `batch` rows (0 without GLA layers).
-  size_t gla_state_elements(uint32_t batch) const;
-  // The most tokens one step of `batch` rows may hold: a GLA layer's largest
-  // buffer must fit maxStorageBufferRange (VKGATE_GLA_SEGMENT_TOKENS lowers it
-  // for tests); 0 when not even one token fits; unbounded without GLA layers.
+  // One cache per layer for `batch` rows of `capacity` positions, and what
+  // returns them all to an empty sequence.
+  LayerCaches make_caches(uint32_t batch, uint32_t capacity) const;
+  void record_clear(gpu::Recorder& rec, const LayerCaches& caches) const;
+  // The floats per layer of StackPlan::stats: the most any mixer writes, then max |x|.
+  uint32_t stats_stride() const { return stats_stride_; }
+  // Layer `layer`'s statistics of the plan's last run.
+  MixerStats layer_stats(const StackPlan& p, int layer) const;
+  // The most tokens one step of `batch` rows may hold (the least any mixer
+  // allows; 0 when not even one token fits).
   uint32_t max_step_tokens(uint32_t batch) const;
+
   const ModelConfig& config() const { return cfg_; }
   Storage storage() const { return act_; }
   const gpu::Tuning& tuning() const { return tuning_; }
   uint64_t weight_bytes() const;
 
  private:
-  struct Layer {
-    std::unique_ptr<Attention> attention;  // one of attention and gla
-    std::unique_ptr<Gla> gla;
-    std::unique_ptr<Mlp> mlp;
-  };
   Context::Impl& vk_;
   const gpu::Tuning tuning_;
   ModelConfig cfg_;
   Storage act_;
   std::unique_ptr<VocabMatrix> embed_, lm_head_;  // lm_head_ null when tied: embed_ serves both
-  std::vector<Layer> layers_;
+  std::vector<std::unique_ptr<Mixer>> mixers_;    // per layer
+  std::vector<std::unique_ptr<Mlp>> mlps_;        // per layer
+  std::vector<size_t> plan_of_;   // per layer: its plan in StackPlan::mixers
+  std::vector<size_t> planners_;  // per plan: the first layer that has it (its mixer makes the plan)
+  uint32_t stats_stride_ = 1;
   Buffer final_norm_;
 };
 

@@ -46,14 +46,6 @@ std::span<const float> bias_or_empty(const WeightMap& w, bool present, const std
   return present ? w.at(name) : std::span<const float>{};
 }
 
-// Layer `layer`'s attention tensors under the bare names the block's oracle reads.
-WeightMap attention_weights(const ModelConfig& cfg, const WeightMap& weights, int layer) {
-  WeightMap out;
-  for (const TensorSpec& spec : expected_weights(cfg.attention))
-    out[spec.name] = weights.at(layer_attention_name(layer, spec.name));
-  return out;
-}
-
 // Rows of the embedding table for ids [B, T]; the first id out of range is named with its position.
 Vec embed(const ModelConfig& cfg, std::span<const float> table, const ModelInputs& in) {
   const int64_t D = cfg.hidden_size(), V = cfg.vocab_size;
@@ -96,34 +88,42 @@ Vec mlp_residual(const ModelConfig& cfg, const WeightMap& weights, int layer, co
   return out;
 }
 
-// One pre-norm decoder layer on the residual stream x [B, T, D]:
-// h = x + attn(input_layernorm(x)) (the block's oracle with its residual), then
-// h + mlp(post_attention_layernorm(h)). Appends the layer's attention statistics to `r`.
-Vec decoder_layer(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& x,
-                  const ModelInputs& in, std::span<const int64_t> rope_lengths, ModelResult& r) {
-  Inputs block_in;
-  block_in.batch = in.batch;
-  block_in.tokens = in.tokens;
-  const Result att =
-      internal::forward_d(cfg.attention, attention_weights(cfg, weights, layer), x, block_in, rope_lengths);
-  r.first_token_attn.insert(r.first_token_attn.end(), att.first_token_attn.begin(), att.first_token_attn.end());
-  if (cfg.attention.gate_kind != GateKind::none) r.gate_mean.push_back(mean(att.gate));
-  return mlp_residual(cfg, weights, layer, att.output, in.batch * in.tokens);
+// Layer `layer`'s mixer tensors under their bare names.
+WeightMap mixer_view(const MixerConfig& mixer, const WeightMap& weights, int layer) {
+  WeightMap bare;
+  for (const TensorSpec& spec : mixer_weights(mixer))
+    bare[spec.name] = weights.at(mixer_tensor_name(mixer, layer, spec.name));
+  return bare;
 }
 
-// One GLA layer on x [B, T, D]: h = x + gla(attn_norm(x)) from a zero state
-// (gla_forward_d applies attn_norm, found under its bare name), then h + mlp(mlp_norm(h)).
-Vec gla_layer(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& x, const ModelInputs& in) {
-  WeightMap bare;
-  for (const TensorSpec& spec : gla_expected_weights(*cfg.gla, cfg.gla_forms))
-    bare[spec.name] = weights.at(layer_gla_name(layer, spec.name));
-  GlaInputs gla_in;
-  gla_in.batch = int(in.batch);
-  gla_in.tokens = int(in.tokens);
-  Vec h = internal::gla_forward_d(*cfg.gla, bare, x, gla_in).output;
-  for (size_t i = 0; i < h.size(); ++i) h[i] += x[i];
-  return mlp_residual(cfg, weights, layer, h, in.batch * in.tokens);
-}
+// h = x + mixer(norm(x)) of one layer on the residual stream x [B, T, D], each
+// kind by its own oracle: the block's (with its residual; its statistics
+// appended to `r`), or GLA's from a zero state (gla_forward_d applies attn_norm).
+struct MixerResidual {
+  const WeightMap& bare;
+  const Vec& x;
+  const ModelInputs& in;
+  std::span<const int64_t> rope_lengths;
+  ModelResult& r;
+
+  Vec operator()(const BlockConfig& a) const {
+    Inputs block_in;
+    block_in.batch = in.batch;
+    block_in.tokens = in.tokens;
+    const Result att = internal::forward_d(a, bare, x, block_in, rope_lengths);
+    r.first_token_attn.insert(r.first_token_attn.end(), att.first_token_attn.begin(), att.first_token_attn.end());
+    if (a.gate_kind != GateKind::none) r.gate_mean.push_back(mean(att.gate));
+    return att.output;
+  }
+  Vec operator()(const GlaMixer& g) const {
+    GlaInputs gla_in;
+    gla_in.batch = int(in.batch);
+    gla_in.tokens = int(in.tokens);
+    Vec h = internal::gla_forward_d(g.config, bare, x, gla_in).output;
+    for (size_t i = 0; i < h.size(); ++i) h[i] += x[i];
+    return h;
+  }
+};
 
 }  // namespace
 
@@ -186,8 +186,11 @@ ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, cons
   ModelResult r;
   r.hidden_states.push_back(embed(cfg, weights.at(cfg.embedding_name()), in));
   for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
-    Vec next = cfg.gla ? gla_layer(cfg, weights, layer, r.hidden_states.back(), in)
-                       : decoder_layer(cfg, weights, layer, r.hidden_states.back(), in, rope_lengths, r);
+    // h = x + mixer(norm(x)), then h + mlp(norm(h))
+    const MixerConfig mixer = cfg.mixer(layer);
+    const WeightMap bare = mixer_view(mixer, weights, layer);
+    const Vec h = std::visit(MixerResidual{bare, r.hidden_states.back(), in, rope_lengths, r}, mixer);
+    Vec next = mlp_residual(cfg, weights, layer, h, rows);
     r.max_activation.push_back(max_abs(next));
     r.hidden_states.push_back(std::move(next));
   }

@@ -57,9 +57,12 @@ Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision pr
     segments.push_back({at, n, &b.upload(part, "hidden_states"), &b.device(size_t(B) * n * D * 4, "output")});
   }
   const Buffer& zeros = b.upload(HostData{std::vector<float>(S), std::vector<std::byte>(S * 4)}, "zero state");
-  const Buffer& state = b.device(S * 4, "state");
+  nn::GlaState state;
+  state.state = b.vk.allocator->allocate(S * 4, gpu::MemoryKind::device, "state");
   nn::Workspace ws;
-  layer.reserve(B, std::min(seg, T), ws);
+  std::map<uint32_t, std::unique_ptr<nn::MixerPlan>> plans;  // by segment length (a full one, the last)
+  for (const Segment& s : segments)
+    if (!plans.count(s.tokens)) plans[s.tokens] = layer.plan({B, s.tokens, s.tokens, true, false, false}, ws);
   ws.allocate(b.vk);
   Case c;
   c.name = "gla B" + std::to_string(batch) + " T" + std::to_string(tokens) + " H" + std::to_string(cfg.num_heads) +
@@ -67,8 +70,9 @@ Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision pr
            to_string(precision) + (form == GlaForm::chunk ? " chunk" : form == GlaForm::recurrent ? " recurrent" : "") +
            (segments.size() > 1 ? " (" + std::to_string(segments.size()) + " segments)" : "");
   b.time(c, opt, [&](gpu::Recorder& rec) {
-    rec.copy(zeros, state, S * 4);  // every run from the zero state
-    for (const Segment& s : segments) layer.record(rec, ws, B, s.tokens, {*s.x, *s.y, state, nullptr});
+    rec.copy(zeros, state.state, S * 4);  // every run from the zero state
+    for (const Segment& s : segments)
+      layer.record(rec, *plans.at(s.tokens), ws, {*s.x, *s.y, false, &state, 0, {}, nullptr}, false);
   });
   std::vector<float> y(size_t(B) * T * D);
   for (const Segment& s : segments) {

@@ -1,0 +1,118 @@
+// Internal: a layer's token mixer — gated softmax attention (nn::Attention),
+// gated linear attention (nn::Gla) — behind one interface, so that a model
+// (nn::Stack) holds any kind in any layer and a facade (GatedAttention,
+// GlaLayer) drives its own kind through the same calls:
+//
+//   plan(shape, workspace)   the shape's kernel choices, its scratch reserved
+//   prepare(plan, past)      host work before each submit (attention: RoPE table)
+//   record_begin(rec, plan)  commands once per recording for every layer of the plan
+//   record(rec, plan, ws, io) the layer's dispatches: y = (x +) mixer(norm(x))
+//   make_cache(batch, capacity)  a sequence's state for this layer (a KV cache,
+//                            a recurrent state), with its own truncate rule
+//   stats_floats / read_stats   the per-layer statistics it measures
+//
+// A new kind costs its shaders, its op files, its module (a Mixer), its
+// reference and one line of make_mixer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/memory.hpp"
+#include "gpu/recorder.hpp"
+#include "gpu/tuning.hpp"
+#include "nn/storage.hpp"
+#include "nn/workspace.hpp"
+#include "vkgate/model_config.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate::nn {
+
+// The shape of one recording.
+struct MixerShape {
+  uint32_t batch = 0, tokens = 0;
+  // Positions a sequence's cache holds per row: its capacity (or, without a
+  // sequence, the step's tokens). Attention's keys; a recurrent state ignores it.
+  uint32_t kv_stride = 0;
+  // The step runs against a sequence's cache (MixerIo::cache); else against
+  // scratch of the plan's own that starts empty (no positions, a zero state).
+  bool sequence = false;
+  bool stats = false;  // the statistics are measured (stats_floats)
+  bool mask = false;   // an additive attention mask (the block facade)
+};
+
+// A plan: the shape and every kernel choice, decided once; what a mixer
+// needs beyond the shared workspace lives in its subclass.
+struct MixerPlan {
+  virtual ~MixerPlan() = default;
+  MixerShape shape;
+};
+
+// One layer's state for a sequence.
+class MixerCache {
+ public:
+  virtual ~MixerCache() = default;
+  virtual uint64_t bytes() const = 0;
+  // Records what returns the cache to an empty sequence: zeroes a recurrent
+  // state; nothing for a KV cache, whose positions are overwritten.
+  virtual void record_clear(gpu::Recorder& /*rec*/) const {}
+  // A recurrent state sums every position so far: it can be rolled back to 0
+  // (cleared) or kept, nothing between, and a step that failed half way
+  // leaves it undefined. A KV cache can be truncated anywhere.
+  virtual bool recurrent() const { return false; }
+};
+
+// Where a layer writes its statistics: stats_floats() floats at `at`.
+struct StatsSlot {
+  const gpu::Buffer* buffer = nullptr;
+  uint32_t at = 0;
+};
+
+// One recording's inputs and outputs.
+struct MixerIo {
+  const gpu::Buffer& x;      // fp32 [B·T, D]: the layer's input, before the mixer's norm
+  const gpu::Buffer& y;      // fp32 [B·T, D]: mixer(norm(x)), + x with `residual`
+  bool residual;
+  const MixerCache* cache;   // the sequence's (MixerShape::sequence), else null
+  uint32_t past;             // positions before the step's
+  StatsSlot stats;           // when MixerShape::stats
+  const gpu::Buffer* mask;   // fp32 [B, 1, T, ·] when MixerShape::mask
+};
+
+// A layer's statistics, as read back (read_stats).
+struct MixerStats {
+  std::vector<double> first_token_attn;  // per head; empty without attention probabilities
+  std::optional<double> gate_mean;       // mean sigmoid gate score; none without a gate
+  std::optional<double> gate_frac_below_0_1;
+};
+
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+  virtual std::unique_ptr<MixerPlan> plan(const MixerShape& shape, Workspace& ws) const = 0;
+  virtual void prepare(MixerPlan& /*plan*/, uint32_t /*past*/) const {}
+  virtual void record_begin(gpu::Recorder& /*rec*/, const MixerPlan& /*plan*/) const {}
+  // `poison` fills the module's scratch with NaN first (tests).
+  virtual void record(gpu::Recorder& rec, const MixerPlan& plan, const Workspace& ws, const MixerIo& io,
+                      bool poison) const = 0;
+  // `name` starts the cache's buffer names ("layer 3 ").
+  virtual std::unique_ptr<MixerCache> make_cache(uint32_t batch, uint32_t capacity, const std::string& name) const = 0;
+  // The statistics floats a layer writes, and what they say for `values`
+  // rows (batch × tokens) of the recording.
+  virtual uint32_t stats_floats() const { return 0; }
+  virtual MixerStats read_stats(const float* /*floats*/, double /*rows*/) const { return {}; }
+  // The most tokens one step of `batch` rows may hold (its largest buffer
+  // within maxStorageBufferRange); 0 when not even one fits.
+  virtual uint32_t max_step_tokens(uint32_t /*batch*/) const { return UINT32_MAX; }
+  virtual uint64_t weight_bytes() const = 0;
+  virtual const gpu::Tuning& tuning() const = 0;
+};
+
+// The module of `config`, its weights under their bare names (mixer_weights).
+std::unique_ptr<Mixer> make_mixer(Context::Impl& vk, const gpu::Tuning& tuning, const MixerConfig& config,
+                                  const TensorMap& weights, Storage act);
+
+}  // namespace vkgate::nn
