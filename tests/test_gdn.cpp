@@ -414,7 +414,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "gdn: the recurrent ops against the reference o
   wide.key_head_dim = 33;
   wide.value_head_dim = 70;
   check_ops(*this, wide, 1, 19, Storage::f32, 1e-9);
-  // The GPUs' reductions (shared memory) on a CPU driver too.
+  // The GPUs' reductions (shared memory) and the recurrent kernel's shared-memory
+  // columns (without subgroup arithmetic) on a CPU driver too.
   test::ScopedTuning tuning(ctx);
   tuning->subgroup_reduce = false;
   check_ops(*this, small_gdn(2, 2, 4), 2, 37, Storage::f32, 1e-9);

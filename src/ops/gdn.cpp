@@ -57,7 +57,29 @@ GdnScratchFloats gdn_scratch_floats(const GdnShape& s) {
           std::max<uint64_t>(1, rows * s.nv * s.dv)};
 }
 
-uint32_t gdn_recurrent_columns(const DeviceInfo& d, uint32_t dk, uint32_t dv) {
+namespace {
+
+// The subgroup form of the recurrent kernel (gdn_recurrent.comp SUBGROUP):
+// lanes per column (0: not usable here) and columns per workgroup. CPU drivers
+// have 8 lanes; GPUs take 32 where they can run full subgroups of 32 (64 on
+// devices that only have 64), with 4 columns per workgroup.
+// !Tuning::subgroup_reduce (VKGATE_DISABLE_SUBGROUP_REDUCE) turns it off.
+struct SubgroupColumns {
+  uint32_t lanes = 0, columns = 0;
+};
+SubgroupColumns subgroup_columns(const DeviceInfo& d, const Tuning& t) {
+  if (!d.subgroup_arithmetic || !t.subgroup_reduce) return {};
+  uint32_t lanes = d.subgroup_size;
+  if (d.subgroup_size_control && d.min_subgroup_size <= 32 && 32 <= d.max_subgroup_size) lanes = 32;
+  const uint32_t columns = cpu_kernels(d) ? 8 : 4;
+  if (lanes < 4 || lanes > 64 || !gpu::subgroup_size_ok(d, lanes, lanes * columns)) return {};
+  return {lanes, columns};
+}
+
+}  // namespace
+
+uint32_t gdn_recurrent_columns(const DeviceInfo& d, const Tuning& t, uint32_t dk, uint32_t dv) {
+  if (const SubgroupColumns sg = subgroup_columns(d, t); sg.lanes) return sg.columns;
   // Up to 64 columns, as many as d_v needs, with the columns' shared memory
   // within half of what the device has (and at least 8 columns).
   const uint64_t budget = std::max<uint64_t>(d.shared_memory_bytes / 2, 16 * 1024);
@@ -104,14 +126,21 @@ void gdn_prepare(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnS
 
 void gdn_recurrent(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s) {
   check_shape(a, s);
-  const uint32_t wg = gdn_recurrent_columns(ctx.info, s.dk, s.dv);
+  const uint32_t columns = gdn_recurrent_columns(ctx.info, rec.tuning(), s.dk, s.dv);
   const RecurrentPush push{s.batch, s.tokens, s.nk, s.nv, s.dv};
-  rec.dispatch(ctx.pipelines->get("gdn_recurrent", {wg, s.dk}),
-               {{&a.scratch.mixed, gpu::Access::read},
-                {&a.scratch.bg, gpu::Access::read},
+  const SubgroupColumns sg = subgroup_columns(ctx.info, rec.tuning());
+  const bool texel = sg.lanes && cpu_kernels(ctx.info);
+  const VkFormat f32 = texel ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_UNDEFINED;
+  const gpu::Pipeline& p =
+      sg.lanes ? ctx.pipelines->get(texel ? "gdn_recurrent_sg_cpu" : "gdn_recurrent_sg",
+                                    {sg.lanes * columns, s.dk, sg.lanes, (s.dk + sg.lanes - 1) / sg.lanes}, sg.lanes)
+               : ctx.pipelines->get("gdn_recurrent", {columns, s.dk});
+  rec.dispatch(p,
+               {{&a.scratch.mixed, gpu::Access::read, f32},
+                {&a.scratch.bg, gpu::Access::read, f32},
                 {&a.state, gpu::Access::read_write},
                 {&a.scratch.o, gpu::Access::write}},
-               push, (s.dv + wg - 1) / wg, s.nv, s.batch, "gdn.recurrent");
+               push, (s.dv + columns - 1) / columns, s.nv, s.batch, "gdn.recurrent");
 }
 
 void gdn_output(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st) {

@@ -447,7 +447,10 @@ void gdn_recurrent(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const Gd
 void gdn_output(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
 // The three above in order.
 void gdn_forward(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
-// Columns per workgroup of gdn_recurrent on this device (each keeps dk floats of shared memory).
-uint32_t gdn_recurrent_columns(const DeviceInfo& d, uint32_t dk, uint32_t dv);
+// Columns of the state per workgroup of gdn_recurrent: where the device runs
+// full subgroups with subgroup arithmetic (and Tuning::subgroup_reduce), a
+// subgroup per column holding it in registers; else an invocation per column
+// holding it in shared memory.
+uint32_t gdn_recurrent_columns(const DeviceInfo& d, const Tuning& t, uint32_t dk, uint32_t dv);
 
 }  // namespace vkgate::ops
