@@ -4,9 +4,9 @@
 // variant: gdn_prepare
 // variant: gdn_prepare_f16 T=F16
 // variant: gdn_prepare_bf16 T=BF16
-// variant: gdn_prepare_sg ONE_SUBGROUP
-// variant: gdn_prepare_f16_sg T=F16 ONE_SUBGROUP
-// variant: gdn_prepare_bf16_sg T=BF16 ONE_SUBGROUP
+// variant: gdn_prepare_cpu ONE_SUBGROUP TEXEL
+// variant: gdn_prepare_f16_cpu T=F16 ONE_SUBGROUP TEXEL
+// variant: gdn_prepare_bf16_cpu T=BF16 ONE_SUBGROUP TEXEL
 // variant: gdn_conv_state CONV_STATE
 // variant: gdn_conv_state_f16 CONV_STATE T=F16
 // variant: gdn_conv_state_bf16 CONV_STATE T=BF16
@@ -25,7 +25,8 @@
 // last K−1 inputs of [state | new tokens], in place (each invocation reads its
 // whole row into registers before writing it).
 // Storage: T for the projections; fp32 for the conv weight, A_log, dt_bias,
-// the conv state and the outputs.
+// the conv state and the outputs. TEXEL (CPU drivers) reads the inputs through
+// texel views (storage.glsl).
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef CONV_STATE
@@ -35,15 +36,15 @@
 #define T F32
 #endif
 
-RO(0, x, T)            // in_proj_qkvz's output: row bt at bt·qkvz_ld + qkvz_base
-RO(1, xba, T)          // in_proj_ba's output: row bt at bt·ba_ld + ba_base, per key head [b (r) | a (r)]
-RO(2, conv_w, F32)     // [C, K]
-RO(3, a_log, F32)      // [nv]
-RO(4, dt_bias, F32)    // [nv]
+IN(0, x, T)            // in_proj_qkvz's output: row bt at bt·qkvz_ld + qkvz_base
+IN(1, xba, T)          // in_proj_ba's output: row bt at bt·ba_ld + ba_base, per key head [b (r) | a (r)]
+IN(2, conv_w, F32)     // [C, K]
+IN(3, a_log, F32)      // [nv]
+IN(4, dt_bias, F32)    // [nv]
 #ifdef CONV_STATE
 RW(5, conv_state, F32) // [B, C, K−1]
 #else
-RO(5, conv_state, F32)
+IN(5, conv_state, F32)
 RW(6, mixed, F32)      // [B·T, C]
 RW(7, bg, F32)         // [B·T, nv, 2]: β, g
 #endif

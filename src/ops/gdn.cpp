@@ -29,7 +29,10 @@ struct RecurrentPush {
 void check_shape(const GdnArgs& a, const GdnShape& s) {
   if (s.batch == 0 || s.tokens == 0 || s.nk == 0 || s.nv % s.nk != 0 || s.dk == 0 || s.dv == 0 || s.kernel < 2 ||
       s.kernel > 16)
-    throw Error(ErrorCode::invalid_argument, "gdn: impossible shape");
+    throw Error(ErrorCode::invalid_argument,
+                "gdn: impossible shape: batch " + std::to_string(s.batch) + ", tokens " + std::to_string(s.tokens) +
+                    ", nk " + std::to_string(s.nk) + ", nv " + std::to_string(s.nv) + ", dk " + std::to_string(s.dk) +
+                    ", dv " + std::to_string(s.dv) + ", kernel " + std::to_string(s.kernel));
   const uint64_t rows = s.rows();
   const uint64_t widest = std::max({uint64_t(s.channels()), uint64_t(s.nv) * s.dv, uint64_t(a.qkvz_ld),
                                     uint64_t(a.ba_ld), uint64_t(a.y_ld)});
@@ -94,15 +97,18 @@ void gdn_prepare(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnS
   PreparePush push{s.batch,    s.tokens,  s.nk,      s.nv,     s.dk,          s.dv,
                    s.kernel,   a.qkvz_base, a.qkvz_ld, a.ba_base, a.ba_ld, uint32_t(groups),
                    float(1.0 / std::sqrt(double(s.dk)))};
+  // Where row_reduce takes one subgroup per row (CPU drivers), texel reads too.
   const RowReduce r = row_reduce(ctx.info, rec.tuning(), 2 * s.dk);
+  const bool texel = std::string(r.suffix) == "_sg";
+  const VkFormat x = texel ? texel_format(st) : VK_FORMAT_UNDEFINED, f32 = texel ? VK_FORMAT_R32_SFLOAT : x;
   const gpu::Grid g = gpu::grid_for(groups);
-  rec.dispatch(ctx.pipelines->get(variant("gdn_prepare", st) + r.suffix, {r.wg}),
-               {{&a.qkvz, gpu::Access::read},
-                {&a.ba, gpu::Access::read},
-                {&a.conv_weight, gpu::Access::read},
-                {&a.a_log, gpu::Access::read},
-                {&a.dt_bias, gpu::Access::read},
-                {&a.conv_state, gpu::Access::read},
+  rec.dispatch(ctx.pipelines->get(variant("gdn_prepare", st) + (texel ? "_cpu" : ""), {r.wg}),
+               {{&a.qkvz, gpu::Access::read, x},
+                {&a.ba, gpu::Access::read, x},
+                {&a.conv_weight, gpu::Access::read, f32},
+                {&a.a_log, gpu::Access::read, f32},
+                {&a.dt_bias, gpu::Access::read, f32},
+                {&a.conv_state, gpu::Access::read, f32},
                 {&a.scratch.mixed, gpu::Access::write},
                 {&a.scratch.bg, gpu::Access::write}},
                push, g.x, g.y, 1, "gdn.prepare");
