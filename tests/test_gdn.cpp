@@ -469,3 +469,17 @@ TEST_CASE_FIXTURE(test::GpuTest, "gdn: the golden case through the ops (fp32, co
   check_nmse(to_double(run.final_state()), gold.file.at("final_state").to_f64(), 1e-9);
   check_nmse(to_double(run.final_conv_state()), gold.file.at("final_conv_state").to_f64(), 1e-9);
 }
+
+TEST_CASE_FIXTURE(test::GpuTest, "gdn: the ops refuse an impossible shape, naming it, before recording anything") {
+  const GdnConfig c = small_gdn(2, 2, 4);
+  const gpu::Buffer b = device(64, "b");
+  const ops::GdnArgs args{b, 0, 16, b, 0, 16, b, b, b, b, 1e-6f, b, b, b, 16, {b, b, b}};
+  ops::GdnShape bad = ops::gdn_shape(c, 1, 4);
+  bad.nv = 3;  // not a multiple of nk
+  gpu::Recorder rec(vk);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(ops::gdn_forward(vk, rec, args, bad), doctest::Contains("nv 3"), Error);
+  ops::GdnShape huge = ops::gdn_shape(c, 1 << 16, 1 << 16);
+  CHECK_THROWS_WITH_AS(ops::gdn_forward(vk, rec, args, huge), doctest::Contains("beyond 32 bits"), Error);
+  rec.end();
+}

@@ -394,7 +394,9 @@ void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s
 //   gdn_recurrent  the delta rule token by token (shaders/gdn_recurrent.comp)
 //   gdn_output     RMSNorm(o)·norm.weight·silu(z) per value head (shaders/gla_output.comp)
 // and then out_proj (matmul) on y. Steps (T = 1…8) are the same calls on few
-// tokens against the carried states.
+// tokens against the carried states. The chunked form for prefill (issue 26:
+// chunks of 64, the WY representation) would take gdn_recurrent's place
+// between the same prepare and output passes; it is not written yet.
 struct GdnShape {
   uint32_t batch = 1, tokens = 1;
   uint32_t nk = 0, nv = 0, dk = 0, dv = 0, kernel = 0;  // key/value heads, head dims, conv kernel K
