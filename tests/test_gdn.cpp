@@ -332,6 +332,7 @@ struct GdnOpsRun {
   const WeightMap& w;
   Storage s;
   int batch;
+  ops::GdnForm form = ops::GdnForm::recurrent;
   gpu::Buffer conv_w, a_log, dt_bias, norm_w, conv_state, state;
 
   GdnOpsRun(test::GpuTest& t_, const GdnConfig& c, const WeightMap& w_, Storage s_, int B,
@@ -366,11 +367,13 @@ struct GdnOpsRun {
     const ops::GdnShape shape = ops::gdn_shape(cfg, uint32_t(batch), uint32_t(tokens));
     const ops::GdnScratchFloats f = ops::gdn_scratch_floats(shape);
     const gpu::Buffer mixed = t.poisoned(f.mixed, "mixed"), bg = t.poisoned(f.bg, "bg"), o = t.poisoned(f.o, "o");
+    const gpu::Buffer cw = t.poisoned(f.chunk_w, "chunk_w"), cu = t.poisoned(f.chunk_u, "chunk_u"),
+                      cp = t.poisoned(f.chunk_p, "chunk_p");
     const uint32_t V = uint32_t(nv * cfg.value_head_dim);
     const gpu::Buffer y = poisoned_words(t, rows * V * ops::element_bytes(s), "y");
     const ops::GdnArgs args{p,      0,      uint32_t(ld), p,  uint32_t(Q), uint32_t(ld), conv_w,  a_log,
-                            dt_bias, norm_w, float(cfg.rms_norm_eps), conv_state, state, y, V, {mixed, bg, o}};
-    test::run_once(t.vk, [&](gpu::Recorder& rec) { ops::gdn_forward(t.vk, rec, args, shape, s); });
+                            dt_bias, norm_w, float(cfg.rms_norm_eps), conv_state, state, y, V, {mixed, bg, o, &cw, &cu, &cp}};
+    test::run_once(t.vk, [&](gpu::Recorder& rec) { ops::gdn_forward(t.vk, rec, args, shape, s, form); });
     const std::vector<float> got_y = download_as(t, y, rows * V, s);
     return host_linear(got_y, w.at("out_proj.weight"), rows, D, V);
   }
@@ -386,15 +389,27 @@ void check_nmse(std::span<const double> got, std::span<const double> want, doubl
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 // The ops against the reference on one input, from random states.
-void check_ops(test::GpuTest& t, const GdnConfig& c, int B, int T, Storage s, double bound) {
+void check_ops(test::GpuTest& t, const GdnConfig& c, int B, int T, Storage s, double bound,
+               ops::GdnForm form = ops::GdnForm::recurrent, bool strong_decay = false) {
   CAPTURE(t.seed);
-  INFO("r " << c.group_size() << ", K " << c.conv_kernel << ", B " << B << ", T " << T << ", " << storage_name(s));
+  INFO("r " << c.group_size() << ", K " << c.conv_kernel << ", B " << B << ", T " << T << ", " << storage_name(s)
+            << (form == ops::GdnForm::chunk ? ", chunked" : ", recurrent") << (strong_decay ? ", strong decay" : ""));
   GdnWeights w(c, t.rng);
+  if (strong_decay) {
+    // Every other value head decays by about e^-20 per token (g ≈ −4·softplus(5)), the rest barely.
+    auto& a_log = w.data.at("A_log");
+    auto& dt_bias = w.data.at("dt_bias");
+    for (size_t h = 0; h < a_log.size(); ++h) {
+      a_log[h] = h % 2 ? std::log(4.0f) : std::log(0.002f);
+      dt_bias[h] = h % 2 ? 5.0f : -1.0f;
+    }
+  }
   const auto x = t.random(size_t(B) * T * c.hidden_size);
   const auto cs = t.random(size_t(B) * c.conv_channels() * (c.conv_kernel - 1));
   const auto s0 = t.random(size_t(B) * c.num_value_heads * c.key_head_dim * c.value_head_dim, 0.3f);
   const auto want = reference::gdn_forward(c, w.map, {x, B, T, cs, s0});
   GdnOpsRun run(t, c, w.map, s, B, cs, s0);
+  run.form = form;
   check_nmse(run.run(x, T), want.output, bound);
   check_nmse(to_double(run.final_state()), want.final_state, bound);
   check_nmse(to_double(run.final_conv_state()), want.final_conv_state, bound);
@@ -482,4 +497,31 @@ TEST_CASE_FIXTURE(test::GpuTest, "gdn: the ops refuse an impossible shape, namin
   ops::GdnShape huge = ops::gdn_shape(c, 1 << 16, 1 << 16);
   CHECK_THROWS_WITH_AS(ops::gdn_forward(vk, rec, args, huge), doctest::Contains("beyond 32 bits"), Error);
   rec.end();
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gdn: the chunked ops against the reference: T = 1, 63, 64, 65, 150, r = 1, 2, 4, K = 3, 4, batch 2, both states") {
+  using ops::GdnForm;
+  for (int T : {1, 63, 64, 65, 150}) check_ops(*this, small_gdn(2, 2, 4), 2, T, Storage::f32, 1e-9, GdnForm::chunk);
+  for (int r : {1, 4}) check_ops(*this, small_gdn(2, r, 3), 2, 130, Storage::f32, 1e-9, GdnForm::chunk);
+  GdnConfig wide = small_gdn(3, 1, 4);
+  wide.key_head_dim = 33;
+  wide.value_head_dim = 70;
+  check_ops(*this, wide, 1, 77, Storage::f32, 1e-9, GdnForm::chunk);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gdn: the chunked ops with a decay of e^-20 per token, fp16 and bf16 storage, and the golden case") {
+  using ops::GdnForm;
+  for (GdnForm form : {GdnForm::recurrent, GdnForm::chunk})
+    check_ops(*this, small_gdn(2, 2, 4), 2, 150, Storage::f32, 1e-9, form, true);
+  if (ctx.device().storage16) {
+    check_ops(*this, small_gdn(2, 2, 4), 2, 70, Storage::f16, 1e-5, GdnForm::chunk);
+    check_ops(*this, small_gdn(2, 2, 3), 2, 70, Storage::bf16, 3e-4, GdnForm::chunk);
+  }
+  GdnGolden gold;
+  GdnOpsRun run(*this, gold.cfg, gold.weights, Storage::f32, gold.batch(), gold.floats.at("conv_state"),
+                gold.floats.at("initial_state"));
+  run.form = GdnForm::chunk;
+  check_nmse(run.run(gold.floats.at("hidden_states"), gold.tokens()), gold.file.at("output").to_f64(), 1e-9);
+  check_nmse(to_double(run.final_state()), gold.file.at("final_state").to_f64(), 1e-9);
+  check_nmse(to_double(run.final_conv_state()), gold.file.at("final_conv_state").to_f64(), 1e-9);
 }

@@ -24,6 +24,9 @@ struct PreparePush {
 struct RecurrentPush {
   uint32_t batch, tokens, nk, nv, dv;
 };
+struct ChunkPush {
+  uint32_t batch, tokens, nk, nv, dv, chunks;
+};
 
 // The shaders index every buffer with 32 bits.
 void check_shape(const GdnArgs& a, const GdnShape& s) {
@@ -56,8 +59,13 @@ GdnShape gdn_shape(const GdnConfig& c, uint32_t batch, uint32_t tokens) {
 
 GdnScratchFloats gdn_scratch_floats(const GdnShape& s) {
   const uint64_t rows = s.rows();
-  return {std::max<uint64_t>(1, rows * s.channels()), std::max<uint64_t>(1, rows * s.nv * 2),
-          std::max<uint64_t>(1, rows * s.nv * s.dv)};
+  const uint64_t chunks = (uint64_t(s.tokens) + kGdnChunk - 1) / kGdnChunk;
+  return {std::max<uint64_t>(1, rows * s.channels()),
+          std::max<uint64_t>(1, rows * s.nv * 2),
+          std::max<uint64_t>(1, rows * s.nv * s.dv),
+          std::max<uint64_t>(1, rows * s.nv * s.dk),
+          std::max<uint64_t>(1, rows * s.nv * s.dv),
+          std::max<uint64_t>(1, uint64_t(s.batch) * s.nv * chunks * kGdnChunk * kGdnChunk)};
 }
 
 namespace {
@@ -159,9 +167,46 @@ void gdn_output(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnSh
   gla_output(ctx, rec, out, st);
 }
 
-void gdn_forward(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st) {
+void gdn_chunked(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s) {
+  check_shape(a, s);
+  const GdnScratch& x = a.scratch;
+  if (!x.chunk_w || !x.chunk_u || !x.chunk_p)
+    throw Error(ErrorCode::invalid_argument, "gdn_chunked: the chunk scratch (chunk_w, chunk_u, chunk_p) is missing");
+  const uint32_t chunks = (s.tokens + kGdnChunk - 1) / kGdnChunk;
+  if (uint64_t(s.batch) * s.nv * chunks * kGdnChunk * kGdnChunk >= (uint64_t(1) << 32))
+    throw Error(ErrorCode::unsupported, "gdn_chunked: the chunks' scores need indices beyond 32 bits");
+  const ChunkPush push{s.batch, s.tokens, s.nk, s.nv, s.dv, chunks};
+  rec.dispatch(ctx.pipelines->get("gdn_chunk_wy", {kGdnChunk, s.dk}),
+               {{&x.mixed, gpu::Access::read},
+                {&x.bg, gpu::Access::read_write},
+                {x.chunk_w, gpu::Access::write},
+                {x.chunk_u, gpu::Access::write},
+                {x.chunk_p, gpu::Access::write},
+                // Every variant of a shader takes the same bindings; this one reads neither.
+                {&a.state, gpu::Access::read},
+                {&x.o, gpu::Access::read}},
+               push, chunks, s.nv, s.batch, "gdn.chunk_wy");
+  // Columns per workgroup: each keeps dk + kGdnChunk floats of shared memory.
+  const uint64_t budget = std::max<uint64_t>(ctx.info.shared_memory_bytes / 2, 16 * 1024);
+  uint32_t wg = 8;
+  while (wg < s.dv && wg < 64 && uint64_t(s.dk + kGdnChunk) * wg * 2 * 4 <= budget &&
+         wg * 2 <= ctx.info.max_workgroup_invocations)
+    wg *= 2;
+  rec.dispatch(ctx.pipelines->get("gdn_chunk_state", {wg, s.dk}),
+               {{&x.mixed, gpu::Access::read},
+                {&x.bg, gpu::Access::read},
+                {x.chunk_w, gpu::Access::read},
+                {x.chunk_u, gpu::Access::read},
+                {x.chunk_p, gpu::Access::read},
+                {&a.state, gpu::Access::read_write},
+                {&x.o, gpu::Access::read_write}},
+               push, (s.dv + wg - 1) / wg, s.nv, s.batch, "gdn.chunk_state");
+}
+
+void gdn_forward(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st, GdnForm form) {
   gdn_prepare(ctx, rec, a, s, st);
-  gdn_recurrent(ctx, rec, a, s);
+  if (form == GdnForm::chunk) gdn_chunked(ctx, rec, a, s);
+  else gdn_recurrent(ctx, rec, a, s);
   gdn_output(ctx, rec, a, s, st);
 }
 

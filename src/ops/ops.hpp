@@ -394,9 +394,9 @@ void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s
 //   gdn_recurrent  the delta rule token by token (shaders/gdn_recurrent.comp)
 //   gdn_output     RMSNorm(o)·norm.weight·silu(z) per value head (shaders/gla_output.comp)
 // and then out_proj (matmul) on y. Steps (T = 1…8) are the same calls on few
-// tokens against the carried states. The chunked form for prefill (issue 26:
-// chunks of 64, the WY representation) would take gdn_recurrent's place
-// between the same prepare and output passes; it is not written yet.
+// tokens against the carried states. For prefill, gdn_chunked (chunks of
+// kGdnChunk tokens, the WY representation: shaders/gdn_chunk.comp) takes
+// gdn_recurrent's place between the same passes; it needs the chunk scratch.
 struct GdnShape {
   uint32_t batch = 1, tokens = 1;
   uint32_t nk = 0, nv = 0, dk = 0, dv = 0, kernel = 0;  // key/value heads, head dims, conv kernel K
@@ -413,13 +413,21 @@ struct GdnScratchFloats {
   uint64_t mixed;  // [B·T, C]: q (scaled), k (normalised), v after the conv
   uint64_t bg;     // [B·T, nv, 2]: β and g
   uint64_t o;      // [B·T, nv, dv]: the delta rule's output
+  // gdn_chunked only:
+  uint64_t chunk_w;  // [B·T, nv, dk]: W
+  uint64_t chunk_u;  // [B·T, nv, dv]: Ũ
+  uint64_t chunk_p;  // [B, nv, chunks, kGdnChunk, kGdnChunk]: the decayed q·k of each chunk
 };
+constexpr uint32_t kGdnChunk = 64;
 GdnScratchFloats gdn_scratch_floats(const GdnShape& s);
 // The same scratch as buffers, each at least as large as gdn_scratch_floats says.
 struct GdnScratch {
   const Buffer& mixed;
   const Buffer& bg;
   const Buffer& o;
+  const Buffer* chunk_w = nullptr;  // gdn_chunked only (else may be null)
+  const Buffer* chunk_u = nullptr;
+  const Buffer* chunk_p = nullptr;
 };
 
 // Everything one layer's recording reads and writes. The projections are
@@ -446,9 +454,13 @@ struct GdnArgs {
 };
 void gdn_prepare(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
 void gdn_recurrent(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s);
+// Throws Error(invalid_argument) without the chunk scratch.
+void gdn_chunked(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s);
 void gdn_output(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
-// The three above in order.
-void gdn_forward(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
+// Prepare, the recurrence in `form`, output.
+enum class GdnForm { recurrent, chunk };
+void gdn_forward(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32,
+                 GdnForm form = GdnForm::recurrent);
 // Columns of the state per workgroup of gdn_recurrent: where the device runs
 // full subgroups with subgroup arithmetic (and Tuning::subgroup_reduce), a
 // subgroup per column holding it in registers; else an invocation per column
