@@ -221,7 +221,7 @@ TEST_CASE("gdn: the reference against every stage of the golden case (conv state
   }
 }
 
-TEST_CASE("gdn: the reference in pieces carrying both states equals one call (r = 1, 2, 4; K = 3, 4; batch 2)") {
+TEST_CASE("gdn: the reference in pieces carrying both states equals one call (r = 1, 2, 4, K = 3, 4, batch 2)") {
   std::mt19937 rng(26);
   for (int r : {1, 2, 4})
     for (int K : {3, 4}) {
