@@ -12,6 +12,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "vkgate/config.hpp"
+#include "vkgate/gdn_config.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/model_config.hpp"
 
@@ -448,5 +449,86 @@ struct GlaOutput {
   uint32_t y_ld, rows, tokens, heads, dv, parts;  // rows: B·T; parts: of o, summed
 };
 void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s = Storage::f32);
+
+// ---- Gated DeltaNet (include/vkgate/gdn_config.hpp gives the equations) ----
+// A layer records, after its projections (matmul: in_proj_qkvz and in_proj_ba,
+// possibly one fused product), gdn_forward — or its parts in this order:
+//   gdn_prepare    the causal conv + SiLU + l2 norms + β and g (shaders/gdn_prepare.comp),
+//                  then the conv state replaced by the last K−1 inputs (in place)
+//   gdn_recurrent  the delta rule token by token (shaders/gdn_recurrent.comp)
+//   gdn_output     RMSNorm(o)·norm.weight·silu(z) per value head (shaders/gla_output.comp)
+// and then out_proj (matmul) on y. Steps (T = 1…8) are the same calls on few
+// tokens against the carried states. For prefill, gdn_chunked (chunks of
+// kGdnChunk tokens, the WY representation: shaders/gdn_chunk.comp) takes
+// gdn_recurrent's place between the same passes; it needs the chunk scratch.
+struct GdnShape {
+  uint32_t batch = 1, tokens = 1;
+  uint32_t nk = 0, nv = 0, dk = 0, dv = 0, kernel = 0;  // key/value heads, head dims, conv kernel K
+  uint32_t group() const { return nv / nk; }                        // r
+  uint32_t channels() const { return 2 * nk * dk + nv * dv; }       // C
+  uint32_t qkvz_group() const { return 2 * dk + 2 * group() * dv; }  // in_proj_qkvz's columns per key head
+  uint64_t rows() const { return uint64_t(batch) * tokens; }        // B·T
+};
+// The shape of a layer of config `c` on `batch` sequences of `tokens` tokens.
+GdnShape gdn_shape(const GdnConfig& c, uint32_t batch, uint32_t tokens);
+
+// The fp32 scratch a recording of `s` takes, in floats per buffer (each ≥ 1).
+struct GdnScratchFloats {
+  uint64_t mixed;  // [B·T, C]: q (scaled), k (normalised), v after the conv
+  uint64_t bg;     // [B·T, nv, 2]: β and g
+  uint64_t o;      // [B·T, nv, dv]: the delta rule's output
+  // gdn_chunked only:
+  uint64_t chunk_w;  // [B·T, nv, dk]: W
+  uint64_t chunk_u;  // [B·T, nv, dv]: Ũ
+  uint64_t chunk_p;  // [B, nv, chunks, kGdnChunk, kGdnChunk]: the decayed q·k of each chunk
+};
+constexpr uint32_t kGdnChunk = 64;
+GdnScratchFloats gdn_scratch_floats(const GdnShape& s);
+// The same scratch as buffers, each at least as large as gdn_scratch_floats says.
+struct GdnScratch {
+  const Buffer& mixed;
+  const Buffer& bg;
+  const Buffer& o;
+  const Buffer* chunk_w = nullptr;  // gdn_chunked only (else may be null)
+  const Buffer* chunk_u = nullptr;
+  const Buffer* chunk_p = nullptr;
+};
+
+// Everything one layer's recording reads and writes. The projections are
+// stored as the op's Storage; every other buffer is fp32.
+struct GdnArgs {
+  // in_proj_qkvz's output: row bt (= b·T + t) at bt·qkvz_ld + qkvz_base, grouped
+  // per key head j as [q_j (dk) | k_j (dk) | v (r·dv) | z (r·dv)].
+  const Buffer& qkvz;
+  uint32_t qkvz_base, qkvz_ld;
+  // in_proj_ba's output: row bt at bt·ba_ld + ba_base, per key head [b (r) | a (r)]
+  // (may be the same buffer as qkvz: a fused projection).
+  const Buffer& ba;
+  uint32_t ba_base, ba_ld;
+  const Buffer& conv_weight;  // [C, K] (conv1d.weight [C, 1, K])
+  const Buffer& a_log;        // [nv]
+  const Buffer& dt_bias;      // [nv]
+  const Buffer& norm_weight;  // [dv]
+  float eps;                  // rms_norm_eps
+  const Buffer& conv_state;   // [B, C, K−1] oldest first: read, then replaced by the new one
+  const Buffer& state;        // [B, nv, dk, dv]: read, then replaced by the final state
+  const Buffer& y;            // out_proj's input: row bt at bt·y_ld, value head h at h·dv
+  uint32_t y_ld;
+  GdnScratch scratch;
+};
+void gdn_prepare(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
+void gdn_recurrent(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s);
+// Throws Error(invalid_argument) without the chunk scratch.
+void gdn_chunked(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s);
+void gdn_output(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
+// Prepare, the recurrence in `form`, output.
+enum class GdnForm { recurrent, chunk };
+void gdn_forward(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32,
+                 GdnForm form = GdnForm::recurrent);
+// Columns of the state per workgroup of gdn_recurrent: where the device runs
+// full subgroups with subgroup arithmetic (and Tuning::subgroup_reduce), a
+// subgroup per column holding it in registers; else an invocation per column
+// holding it in shared memory.
+uint32_t gdn_recurrent_columns(const DeviceInfo& d, const Tuning& t, uint32_t dk, uint32_t dv);
 
 }  // namespace vkgate::ops
