@@ -114,9 +114,11 @@ int cmd_bench(Args& args) {
       const std::string list = args.value(a);
       for (size_t at = 0; at <= list.size();) {
         const size_t comma = std::min(list.find(',', at), list.size());
+        const std::string item = list.substr(at, comma - at);  // outlives `end`, which points into it
         char* end = nullptr;
-        const long n = std::strtol(list.substr(at, comma - at).c_str(), &end, 10);
-        if (comma == at || *end || n < 1 || n > (1 << 20)) throw UsageError("--prompts must be comma-separated positive integers, got '" + list + "'");
+        const long n = std::strtol(item.c_str(), &end, 10);
+        if (comma == at || *end || n < 1 || n > (1 << 20))
+          throw UsageError("--prompts must be comma-separated positive integers, got '" + list + "'");
         model.prompts.push_back(int(n));
         at = comma + 1;
       }
