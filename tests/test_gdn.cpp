@@ -15,9 +15,11 @@
 
 #include "golden.hpp"
 #include "harness.hpp"
+#include "test_util.hpp"
 #include "ops/ops.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/gdn.hpp"
 #include "vkgate/gdn_config.hpp"
 #include "vkgate/reference_gdn.hpp"
 #include "vkgate/safetensors.hpp"
@@ -524,4 +526,108 @@ TEST_CASE_FIXTURE(test::GpuTest, "gdn: the chunked ops with a decay of e^-20 per
   check_nmse(run.run(gold.floats.at("hidden_states"), gold.tokens()), gold.file.at("output").to_f64(), 1e-9);
   check_nmse(to_double(run.final_state()), gold.file.at("final_state").to_f64(), 1e-9);
   check_nmse(to_double(run.final_conv_state()), gold.file.at("final_conv_state").to_f64(), 1e-9);
+}
+
+// ---- the layer (vkgate::GatedDeltaNet over nn::Gdn) ----
+
+namespace {
+
+// The layer against the reference in the form `mode` forces: output and both states.
+void check_layer(test::GpuTest& t, const GdnConfig& cfg, int batch, int tokens, gpu::RecurrenceMode mode,
+                 Precision precision, double bound) {
+  CAPTURE(tokens);
+  const std::string storage(to_string(precision));
+  CAPTURE(storage);
+  test::ScopedTuning tuning(t.ctx);
+  tuning.target.gdn_mode = mode;
+  GdnWeights w(cfg, t.rng);
+  // The weights and the input as the storage holds them, so only the kernels' rounding counts.
+  auto stored = [precision](float v) {
+    return precision == Precision::fp16 ? half_to_float(float_to_half(v)) : bf16_to_float(float_to_bf16(v));
+  };
+  if (precision != Precision::fp32)
+    for (auto& [name, v] : w.data)
+      for (float& x : v) x = stored(x);
+  GatedDeltaNet layer(t.ctx, cfg, w.map, {precision});
+  layer.set_poison(true);
+  CHECK(layer.chunked(tokens) == (mode == gpu::RecurrenceMode::chunk));
+  const size_t C = size_t(cfg.conv_channels()) * size_t(cfg.conv_kernel - 1),
+               S = size_t(cfg.num_value_heads) * size_t(cfg.key_head_dim) * size_t(cfg.value_head_dim);
+  auto x = normal(t.rng, size_t(batch) * tokens * size_t(cfg.hidden_size));
+  if (precision != Precision::fp32)
+    for (float& v : x) v = stored(v);
+  const auto conv = normal(t.rng, size_t(batch) * C), state = normal(t.rng, size_t(batch) * S, 0.3f);
+  const GdnOutputs got = layer.forward(x, batch, tokens, conv, state);
+  const auto want = reference::gdn_forward(cfg, w.map, {x, batch, tokens, conv, state});
+  auto wide = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  CHECK(nmse(wide(got.output), want.output) <= bound);
+  CHECK(nmse(wide(got.final_state), want.final_state) <= bound);
+  CHECK(nmse(wide(got.final_conv_state), want.final_conv_state) <= (precision == Precision::fp32 ? bound : 1e-5));
+}
+
+constexpr gpu::RecurrenceMode kForms[] = {gpu::RecurrenceMode::recurrent, gpu::RecurrenceMode::chunk};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "gdn layer: GatedDeltaNet in each form against the reference: T = 1, 63, 64, 65, 150, "
+                                 "r = 1, 2, 4, batch 2, both states given") {
+  CAPTURE(seed);
+  for (gpu::RecurrenceMode mode : kForms) {
+    CAPTURE(int(mode));
+    for (int T : {1, 63, 64, 65, 150}) check_layer(*this, small_gdn(2, 2, 4), 2, T, mode, Precision::fp32, 1e-9);
+    for (int r : {1, 4}) check_layer(*this, small_gdn(2, r, 3), 1, 70, mode, Precision::fp32, 1e-9);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gdn layer: fp16 and bf16 storage in each form (NMSE 1e-5 and 3e-4), the states fp32") {
+  if (!vk.info.storage16) return;
+  for (gpu::RecurrenceMode mode : kForms) {
+    check_layer(*this, small_gdn(2, 2, 4), 1, 80, mode, Precision::fp16, 1e-5);
+    check_layer(*this, small_gdn(2, 2, 4), 1, 80, mode, Precision::bf16, 3e-4);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gdn layer: the golden case in each form, and a sequence in pieces carrying both states") {
+  const GdnGolden g;
+  for (gpu::RecurrenceMode mode : kForms) {
+    CAPTURE(int(mode));
+    test::ScopedTuning tuning(ctx);
+    tuning.target.gdn_mode = mode;
+    GatedDeltaNet layer(ctx, g.cfg, g.weights);
+    layer.set_poison(true);
+    const GdnOutputs out = layer.forward(g.floats.at("hidden_states"), g.batch(), g.tokens(),
+                                         g.floats.at("conv_state"), g.floats.at("initial_state"));
+    CHECK(nmse(std::vector<double>(out.output.begin(), out.output.end()), g.file.at("output").to_f64()) <= 1e-9);
+    CHECK(nmse(std::vector<double>(out.final_state.begin(), out.final_state.end()), g.file.at("final_state").to_f64()) <=
+          1e-9);
+    CHECK(nmse(std::vector<double>(out.final_conv_state.begin(), out.final_conv_state.end()),
+               g.file.at("final_conv_state").to_f64()) <= 1e-9);
+    // 80 tokens as 33 + 1 + 46, each from the states the one before left.
+    const size_t D = size_t(g.cfg.hidden_size);
+    const std::vector<float>& x = g.floats.at("hidden_states");
+    std::vector<float> conv = g.floats.at("conv_state"), state = g.floats.at("initial_state"), y;
+    for (auto [at, n] : {std::pair{0, 33}, {33, 1}, {34, 46}}) {
+      const GdnOutputs part = layer.forward(std::span(x).subspan(size_t(at) * D, size_t(n) * D), 1, n, conv, state);
+      y.insert(y.end(), part.output.begin(), part.output.end());
+      conv = part.final_conv_state;
+      state = part.final_state;
+    }
+    CHECK(nmse(std::vector<double>(y.begin(), y.end()), g.file.at("output").to_f64()) <= 1e-9);
+    CHECK(nmse(std::vector<double>(state.begin(), state.end()), g.file.at("final_state").to_f64()) <= 1e-9);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "gdn layer: misshapen inputs and weights are errors naming them") {
+  const GdnConfig cfg = small_gdn(2, 2, 4);
+  const GdnWeights w(cfg, rng);
+  GatedDeltaNet layer(ctx, cfg, w.map);
+  const auto x = normal(rng, size_t(3) * size_t(cfg.hidden_size));
+  test::expect_error([&] { layer.forward(x, 1, 4); }, ErrorCode::shape_mismatch, {"hidden_states", "[1, 4, 40]"});
+  test::expect_error([&] { layer.forward(x, 1, 3, std::vector<float>(5)); }, ErrorCode::shape_mismatch,
+                     {"conv_state", "[1, 88, 3]"});
+  test::expect_error([&] { layer.forward(x, 1, 3, {}, std::vector<float>(7)); }, ErrorCode::shape_mismatch,
+                     {"initial_state", "[1, 4, 12, 10]"});
+  WeightMap missing = w.map;
+  missing.erase("A_log");
+  test::expect_error([&] { GatedDeltaNet bad(ctx, cfg, missing); }, ErrorCode::missing_tensor, {"A_log"});
 }

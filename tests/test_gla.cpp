@@ -62,21 +62,21 @@ size_t state_size(const GlaConfig& c, int batch) {
 // compiles the instrumented chunked kernels (their unrolled register tiles)
 // for longer than CI's stage can wait (over 15 minutes without finishing);
 // every other run checks both forms under synchronization validation.
-std::vector<gpu::GlaMode> forms_under_test(const Context& ctx, bool automatic = false) {
+std::vector<gpu::RecurrenceMode> forms_under_test(const Context& ctx, bool automatic = false) {
   if (ctx.gpu_assisted_validation_enabled()) {
     MESSAGE("GPU-assisted validation: the recurrent form only");
-    return {gpu::GlaMode::recurrent};
+    return {gpu::RecurrenceMode::recurrent};
   }
-  std::vector<gpu::GlaMode> forms{gpu::GlaMode::recurrent, gpu::GlaMode::chunk};
-  if (automatic) forms.insert(forms.begin(), gpu::GlaMode::automatic);
+  std::vector<gpu::RecurrenceMode> forms{gpu::RecurrenceMode::recurrent, gpu::RecurrenceMode::chunk};
+  if (automatic) forms.insert(forms.begin(), gpu::RecurrenceMode::automatic);
   return forms;
 }
-const char* form_name(gpu::GlaMode m) {
-  return m == gpu::GlaMode::recurrent ? "recurrent" : m == gpu::GlaMode::chunk ? "chunk" : "automatic";
+const char* form_name(gpu::RecurrenceMode m) {
+  return m == gpu::RecurrenceMode::recurrent ? "recurrent" : m == gpu::RecurrenceMode::chunk ? "chunk" : "automatic";
 }
 
 // One forward of the layer in `form` against the reference, from a random initial state.
-void check_gla(test::GpuTest& t, const GlaConfig& cfg, const GlaForms& f, int batch, int tokens, gpu::GlaMode form) {
+void check_gla(test::GpuTest& t, const GlaConfig& cfg, const GlaForms& f, int batch, int tokens, gpu::RecurrenceMode form) {
   CAPTURE(t.seed);
   INFO("form " << form_name(form));
   GlaWeights w(cfg, f, t.rng);
@@ -121,14 +121,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: the layer against the reference over GQA,
     c.key_coupling = r.coupling;
     if (r.clamp) c.clamp_min = -0.05;
     c.use_output_gate = r.gate;
-    for (gpu::GlaMode form : forms_under_test(ctx)) check_gla(*this, c, r.forms, 2, 5, form);
+    for (gpu::RecurrenceMode form : forms_under_test(ctx)) check_gla(*this, c, r.forms, 2, 5, form);
   }
   // d_k 6: the scan's row blocks are not whole groups of 4 (one row per fetch
   // on CPU drivers), and the chunks' row tile is not whole groups of 8.
   GlaConfig c = small_gla();
   c.expand_k = 0.375;
   REQUIRE(c.head_k_dim() == 6);
-  for (gpu::GlaMode form : forms_under_test(ctx)) check_gla(*this, c, forms(8, "g_norm_swish_gate.weight", true), 2, 70, form);
+  for (gpu::RecurrenceMode form : forms_under_test(ctx)) check_gla(*this, c, forms(8, "g_norm_swish_gate.weight", true), 2, 70, form);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150 in each form, and a sequence in pieces carrying the state equals the whole") {
@@ -136,7 +136,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: T = 1, 63, 64, 65, 150 in each form, and 
   const GlaForms f = forms(8, "g_norm_swish_gate.weight", true);
   GlaWeights w(c, f, rng);
   const int D = c.hidden_size;
-  for (gpu::GlaMode form : forms_under_test(ctx, true)) {
+  for (gpu::RecurrenceMode form : forms_under_test(ctx, true)) {
     INFO("form " << form_name(form));
     test::ScopedTuning tuning(ctx);
     tuning->gla_mode = form;
@@ -178,7 +178,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: forget gates beyond e^60 within a sub-blo
   const int B = 2, T = 150, D = c.hidden_size;
   const auto x = random(size_t(B) * T * D), s0 = random(state_size(c, B));
   const auto want = reference::gla_forward(c, w.map, {x, B, T, s0});
-  for (gpu::GlaMode form : forms_under_test(ctx)) {
+  for (gpu::RecurrenceMode form : forms_under_test(ctx)) {
     INFO("form " << form_name(form));
     test::ScopedTuning tuning(ctx);
     tuning->gla_mode = form;
@@ -229,7 +229,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: golden w3, fla's GLA layer with GQA and a
       weights[name] = HostTensor{t.dtype, t.shape, t.bytes};
     }
   const TensorView& hidden = file.at("hidden_states");
-  for (gpu::GlaMode form : forms_under_test(ctx)) {
+  for (gpu::RecurrenceMode form : forms_under_test(ctx)) {
     INFO("form " << form_name(form));
     test::ScopedTuning tuning(ctx);
     tuning->gla_mode = form;
@@ -248,7 +248,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: fp16 and bf16 storage, the state in fp32 
     return;
   }
   const GlaConfig c = small_gla();
-  for (gpu::GlaMode form : forms_under_test(ctx))
+  for (gpu::RecurrenceMode form : forms_under_test(ctx))
     for (const GlaForms& f : {forms(8, "g_norm_swish_gate.weight", true), forms(0, "", false)})
       for (Precision prec : {Precision::fp16, Precision::bf16}) {
         INFO("form " << form_name(form) << ", prec = " << std::string(to_string(prec)) << ", attn_norm " << f.attn_norm);

@@ -50,6 +50,7 @@ struct GdnConfig {
 
   // Qwen3-Next-80B-A3B's layer: hidden 2048, nk 16, nv 32, dk = dv = 128, K 4.
   static GdnConfig qwen3_next();
+  bool operator==(const GdnConfig&) const = default;
 };
 
 // Parses a Gated DeltaNet layer's config.json (`"mixer": "gated_deltanet"`)

@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "vkgate/config.hpp"
+#include "vkgate/gdn_config.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/weights.hpp"
 
@@ -41,15 +42,25 @@ struct GlaMixer {
   GlaForms forms;
   bool operator==(const GlaMixer&) const = default;
 };
+// A Gated DeltaNet layer (Qwen3-Next's linear attention), with the layer's
+// input RMSNorm (input_layernorm.weight beside it) when it has one: a model's
+// layer does, a layer file does not.
+struct GdnMixer {
+  GdnConfig config;
+  std::optional<NormKind> input_norm;
+  bool operator==(const GdnMixer&) const = default;
+};
 // One layer's token mixer, chosen per layer (ModelConfig::mixer): gated
-// softmax attention (the block) or gated linear attention. A new kind is one
-// more alternative here, its nn/ module and one line of nn::make_mixer.
-using MixerConfig = std::variant<BlockConfig, GlaMixer>;
+// softmax attention (the block), gated linear attention or Gated DeltaNet. A
+// new kind is one more alternative here, its nn/ module and one line of
+// nn::make_mixer.
+using MixerConfig = std::variant<BlockConfig, GlaMixer, GdnMixer>;
 
 // The mixer's tensors under their bare names (expected_weights,
 // gla_expected_weights), and where a layer keeps them: attention under
 // model.layers.{i}.self_attn. (its norm model.layers.{i}.input_layernorm.weight),
-// GLA under model.layers.{i}.attn. (attn_norm.weight beside it).
+// GLA under model.layers.{i}.attn. (attn_norm.weight beside it), Gated
+// DeltaNet under model.layers.{i}.linear_attn. (input_layernorm.weight beside it).
 std::vector<TensorSpec> mixer_weights(const MixerConfig& m);
 std::string mixer_tensor_name(const MixerConfig& m, int layer, const std::string& bare);
 

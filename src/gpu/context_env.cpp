@@ -24,11 +24,11 @@ Coopmat coopmat_switch(const char* name, Coopmat fallback) {
 }
 
 // Unset or empty: by token count; a value other than the two forms is an error.
-GlaMode gla_mode_switch(const char* name) {
+RecurrenceMode recurrence_mode_switch(const char* name) {
   const char* v = std::getenv(name);
-  if (!v || !*v) return GlaMode::automatic;
-  if (std::strcmp(v, "recurrent") == 0) return GlaMode::recurrent;
-  if (std::strcmp(v, "chunk") == 0) return GlaMode::chunk;
+  if (!v || !*v) return RecurrenceMode::automatic;
+  if (std::strcmp(v, "recurrent") == 0) return RecurrenceMode::recurrent;
+  if (std::strcmp(v, "chunk") == 0) return RecurrenceMode::chunk;
   throw Error(ErrorCode::invalid_argument,
               std::string(name) + "='" + v + "' is not a GLA form: use recurrent or chunk (or leave it unset)");
 }
@@ -56,7 +56,8 @@ Tuning tuning_from_environment() {
   t.score_bytes = number("VKGATE_SCORE_BYTES", t.score_bytes);
   t.vocab_chunk_rows = uint32_t(number("VKGATE_VOCAB_CHUNK_ROWS", 0));
   t.gla_segment_tokens = uint32_t(number("VKGATE_GLA_SEGMENT_TOKENS", 0));
-  t.gla_mode = gla_mode_switch("VKGATE_GLA_MODE");
+  t.gla_mode = recurrence_mode_switch("VKGATE_GLA_MODE");
+  t.gdn_mode = recurrence_mode_switch("VKGATE_GDN_MODE");
   t.coopmat_flash = coopmat_switch("VKGATE_COOPMAT_FLASH", t.coopmat_flash);
   t.coopmat_staged = coopmat_switch("VKGATE_COOPMAT_STAGED", t.coopmat_staged);
   return t;

@@ -15,8 +15,9 @@ namespace vkgate::gpu {
 // tests).
 enum class Coopmat { off, tensor, emulated };
 
-// The form of a GLA layer's recurrence: by token count, or forced (tests, triage).
-enum class GlaMode { automatic, recurrent, chunk };
+// The form of a linear-attention layer's recurrence (GLA, Gated DeltaNet): the
+// layer's choice by token count, or forced (tests, triage).
+enum class RecurrenceMode { automatic, recurrent, chunk };
 
 struct Tuning {
   bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
@@ -38,7 +39,8 @@ struct Tuning {
   // VKGATE_GLA_SEGMENT_TOKENS: tokens per recording of a GLA layer's forward
   // (0: as many as its buffers hold); for tests and triage of the segments.
   uint32_t gla_segment_tokens = 0;
-  GlaMode gla_mode = GlaMode::automatic;  // VKGATE_GLA_MODE (recurrent | chunk)
+  RecurrenceMode gla_mode = RecurrenceMode::automatic;  // VKGATE_GLA_MODE (recurrent | chunk)
+  RecurrenceMode gdn_mode = RecurrenceMode::automatic;  // VKGATE_GDN_MODE (recurrent | chunk)
   Coopmat coopmat_flash = Coopmat::tensor;    // VKGATE_COOPMAT_FLASH (0 | 1 | emulate)
   Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
 };

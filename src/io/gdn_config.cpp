@@ -43,7 +43,7 @@ void GdnConfig::validate() const {
   limits::check_range("linear_num_key_heads", num_key_heads, 1, limits::kMaxRows);
   limits::check_range("linear_num_value_heads", num_value_heads, 1, limits::kMaxRows);
   if (num_value_heads % num_key_heads != 0)
-    bad("linear_num_value_heads", "(" + std::to_string(num_value_heads) +
+    bad("linear_num_value_heads", std::string("(") + std::to_string(num_value_heads) +
                                       ") must be a multiple of linear_num_key_heads (" +
                                       std::to_string(num_key_heads) + ")");
   limits::check_range("linear_key_head_dim", key_head_dim, 1, kMaxKeyHeadDim);

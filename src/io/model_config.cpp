@@ -237,11 +237,19 @@ MixerConfig ModelConfig::mixer(int /*layer*/) const {
 
 std::vector<TensorSpec> mixer_weights(const MixerConfig& m) {
   if (const GlaMixer* g = std::get_if<GlaMixer>(&m)) return gla_expected_weights(g->config, g->forms);
+  if (const GdnMixer* g = std::get_if<GdnMixer>(&m)) {
+    std::vector<TensorSpec> s = gdn_expected_weights(g->config);
+    if (g->input_norm) s.insert(s.begin(), {"input_layernorm.weight", {g->config.hidden_size}});
+    return s;
+  }
   return expected_weights(std::get<BlockConfig>(m));
 }
 
 std::string mixer_tensor_name(const MixerConfig& m, int layer, const std::string& bare) {
-  return std::holds_alternative<GlaMixer>(m) ? layer_gla_name(layer, bare) : layer_attention_name(layer, bare);
+  if (std::holds_alternative<GlaMixer>(m)) return layer_gla_name(layer, bare);
+  if (std::holds_alternative<GdnMixer>(m))
+    return layer_tensor_name(layer, bare == "input_layernorm.weight" ? bare : "linear_attn." + bare);
+  return layer_attention_name(layer, bare);
 }
 
 std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg) {

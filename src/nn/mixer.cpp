@@ -1,6 +1,7 @@
 #include "nn/mixer.hpp"
 
 #include "nn/attention.hpp"
+#include "nn/gdn.hpp"
 #include "nn/gla.hpp"
 
 namespace vkgate::nn {
@@ -22,6 +23,7 @@ std::unique_ptr<Mixer> make_mixer(Context::Impl& vk, const gpu::Tuning& tuning, 
           [&](const GlaMixer& c) -> std::unique_ptr<Mixer> {
             return std::make_unique<Gla>(vk, tuning, c.config, weights, act);
           },
+          [&](const GdnMixer& c) -> std::unique_ptr<Mixer> { return std::make_unique<Gdn>(vk, tuning, c, weights, act); },
       },
       config);
 }

@@ -81,7 +81,7 @@ constexpr uint32_t kChunkMinTokens = 64;
 uint32_t chunk_rows(const DeviceInfo& d, const Tuning& t) { return cpu_gemm(d, t) ? 64 : 32; }
 
 bool gla_chunkwise(const Tuning& t, uint32_t tokens) {
-  return t.gla_mode == gpu::GlaMode::chunk || (t.gla_mode == gpu::GlaMode::automatic && tokens >= kChunkMinTokens);
+  return t.gla_mode == gpu::RecurrenceMode::chunk || (t.gla_mode == gpu::RecurrenceMode::automatic && tokens >= kChunkMinTokens);
 }
 
 uint32_t gla_chunk_parts(const DeviceInfo& d, const Tuning& t, uint32_t dk) {

@@ -12,6 +12,7 @@
 
 #include "vkgate/error.hpp"
 #include "vkgate/reference.hpp"
+#include "vkgate/reference_gdn.hpp"
 #include "vkgate/reference_gla.hpp"
 
 #include "reference/internal.hpp"
@@ -114,6 +115,18 @@ struct MixerResidual {
     r.first_token_attn.insert(r.first_token_attn.end(), att.first_token_attn.begin(), att.first_token_attn.end());
     if (a.gate_kind != GateKind::none) r.gate_mean.push_back(mean(att.gate));
     return att.output;
+  }
+  Vec operator()(const GdnMixer& g) const {
+    const int64_t rows = in.batch * in.tokens, D = g.config.hidden_size;
+    GdnInputs gdn_in;
+    gdn_in.batch = int(in.batch);
+    gdn_in.tokens = int(in.tokens);
+    const Vec xn = g.input_norm ? rms_norm_d(x, bare.at("input_layernorm.weight"), rows, D, g.config.rms_norm_eps,
+                                             *g.input_norm)
+                                : x;
+    Vec h = internal::gdn_forward_d(g.config, bare, xn, gdn_in).output;
+    for (size_t i = 0; i < h.size(); ++i) h[i] += x[i];
+    return h;
   }
   Vec operator()(const GlaMixer& g) const {
     GlaInputs gla_in;

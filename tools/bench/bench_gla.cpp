@@ -18,7 +18,7 @@ Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision pr
   cfg.validate();
   Bench b(ctx);
   gpu::Tuning tuning = b.vk.tuning;
-  if (form != GlaForm::automatic) tuning.gla_mode = form == GlaForm::chunk ? gpu::GlaMode::chunk : gpu::GlaMode::recurrent;
+  if (form != GlaForm::automatic) tuning.gla_mode = form == GlaForm::chunk ? gpu::RecurrenceMode::chunk : gpu::RecurrenceMode::recurrent;
   const GlaForms forms{16, "g_norm_swish_gate.weight", true};
   std::map<std::string, std::vector<float>> data;
   WeightMap weights;

@@ -1,0 +1,155 @@
+#include "nn/gdn.hpp"
+
+#include <algorithm>
+
+#include "ops/ops.hpp"
+#include "vkgate/error.hpp"
+
+namespace vkgate::nn {
+
+Gdn::Gdn(Context::Impl& vk, const gpu::Tuning& tuning, const GdnMixer& cfg, const TensorMap& w, Storage act)
+    : vk_(vk), tuning_(tuning), cfg_(cfg), act_(act) {
+  const GdnConfig& c = cfg.config;
+  check_gdn_weights(c, w);
+  D_ = uint32_t(c.hidden_size);
+  qkvz_ = uint32_t(c.qkvz_rows());
+  cols_ = qkvz_ + 2 * uint32_t(c.num_value_heads);
+  const size_t e = ops::element_bytes(act);
+  ld_hidden_ = ops::operand_stride(vk.info, tuning, D_, act);
+  ld_value_ = ops::operand_stride(vk.info, tuning, uint32_t(c.value_dim()), act);
+  auto weight = [&](const char* name) { return stored(w.at(name), act); };
+  auto f32 = [&](const char* name) { return stored(w.at(name), Storage::f32); };
+  if (cfg.input_norm) norm_w_ = upload(vk, f32("input_layernorm.weight"), "input_layernorm.weight");
+  // One product gives both projections, in_proj_ba's columns after in_proj_qkvz's.
+  w_in_ = upload(vk,
+                 ops::strided_rows(concat({weight("in_proj_qkvz.weight"), weight("in_proj_ba.weight")}), cols_,
+                                   D_ * e, ld_hidden_ * e),
+                 "in_proj_qkvz+in_proj_ba.weight");
+  conv_w_ = upload(vk, f32("conv1d.weight"), "conv1d.weight");  // [C, 1, K] is [C, K]
+  a_log_ = upload(vk, f32("A_log"), "A_log");
+  dt_bias_ = upload(vk, f32("dt_bias"), "dt_bias");
+  out_norm_w_ = upload(vk, f32("norm.weight"), "norm.weight");
+  w_out_ = upload(vk, ops::strided_rows(weight("out_proj.weight"), D_, size_t(c.value_dim()) * e, ld_value_ * e),
+                  "out_proj.weight");
+}
+
+uint64_t Gdn::weight_bytes() const {
+  uint64_t n = 0;
+  for (const Buffer* b : {&norm_w_, &w_in_, &conv_w_, &a_log_, &dt_bias_, &out_norm_w_, &w_out_}) n += b->size();
+  return n;
+}
+
+// The chunked form is correct but slower than the recurrence on every device
+// measured (BENCHMARKS.md, 2026-11-26): the layer's own choice is the
+// recurrence until it is not; VKGATE_GDN_MODE=chunk forces it.
+bool Gdn::chunked(uint32_t /*tokens*/) const { return tuning_.gdn_mode == gpu::RecurrenceMode::chunk; }
+
+size_t Gdn::conv_elements(uint32_t batch) const {
+  const GdnConfig& c = cfg_.config;
+  return size_t(batch) * size_t(c.conv_channels()) * size_t(c.conv_kernel - 1);
+}
+
+size_t Gdn::state_elements(uint32_t batch) const {
+  const GdnConfig& c = cfg_.config;
+  return size_t(batch) * size_t(c.num_value_heads) * size_t(c.key_head_dim) * size_t(c.value_head_dim);
+}
+
+std::unique_ptr<MixerCache> Gdn::make_cache(uint32_t batch, uint32_t /*capacity*/, const std::string& name) const {
+  auto c = std::make_unique<GdnState>();
+  c->conv = allocate(vk_, conv_elements(batch), Storage::f32, gpu::MemoryKind::device, name + "Gated DeltaNet conv state");
+  c->state = allocate(vk_, state_elements(batch), Storage::f32, gpu::MemoryKind::device, name + "Gated DeltaNet state");
+  return c;
+}
+
+uint64_t Gdn::largest_token_bytes() const {
+  const GdnConfig& c = cfg_.config;
+  const uint64_t e = ops::element_bytes(act_), nv = uint64_t(c.num_value_heads);
+  return std::max({uint64_t(ld_hidden_) * e, uint64_t(cols_) * e, uint64_t(c.conv_channels()) * 4,
+                   nv * uint64_t(std::max(c.key_head_dim, c.value_head_dim)) * 4, uint64_t(ld_value_) * e,
+                   nv * ops::kGdnChunk * 4, uint64_t(D_) * 4});
+}
+
+uint32_t Gdn::max_step_tokens(uint32_t batch) const {
+  return uint32_t(std::min<uint64_t>(vk_.info.max_storage_buffer_range / (uint64_t(batch) * largest_token_bytes()),
+                                     UINT32_MAX));
+}
+
+std::unique_ptr<MixerPlan> Gdn::plan(const MixerShape& s, Workspace& ws) const {
+  auto p = std::make_unique<MixerPlan>();
+  p->shape = s;
+  if (const uint32_t most = max_step_tokens(s.batch); s.tokens > most)
+    throw Error(ErrorCode::unsupported,
+                "gated deltanet: a step of batch " + std::to_string(s.batch) + " × " + std::to_string(s.tokens) +
+                    " tokens is more than the " + std::to_string(most) + " tokens one step's buffers hold (" +
+                    std::to_string(s.batch * largest_token_bytes()) + " bytes per token against " +
+                    "maxStorageBufferRange " + std::to_string(vk_.info.max_storage_buffer_range) +
+                    "); run the sequence in pieces, the states carried");
+  const ops::GdnShape shape = ops::gdn_shape(cfg_.config, s.batch, s.tokens);
+  const ops::GdnScratchFloats f = ops::gdn_scratch_floats(shape);
+  const size_t BT = size_t(s.batch) * s.tokens, e = ops::element_bytes(act_);
+  if (has_input_norm()) ws.need("normed", BT * ld_hidden_ * e);
+  ws.need("gdn_proj", BT * cols_ * e);
+  ws.need("gdn_mixed", f.mixed * 4);
+  ws.need("gdn_bg", f.bg * 4);
+  ws.need("gdn_o", f.o * 4);
+  ws.need("gdn_y", BT * ld_value_ * e);
+  if (chunked(s.tokens)) {
+    ws.need("gdn_w", f.chunk_w * 4);
+    ws.need("gdn_u", f.chunk_u * 4);
+    ws.need("gdn_p", f.chunk_p * 4);
+  }
+  if (!s.sequence) {
+    ws.need("gdn_conv", conv_elements(s.batch) * 4);
+    ws.need("gdn_state", state_elements(s.batch) * 4);
+  }
+  const uint32_t rows = uint32_t(BT), V = uint32_t(cfg_.config.value_dim());
+  const uint32_t splits = std::max(ops::matmul_splits(vk_.info, tuning_, rows, cols_, D_, act_, ld_hidden_, ld_hidden_),
+                                   ops::matmul_splits(vk_.info, tuning_, rows, D_, V, act_, ld_value_, ld_value_));
+  if (splits > 1) ws.need("split_k", splits * BT * std::max(cols_, D_) * 4);
+  return p;
+}
+
+void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, const MixerIo& io, bool poison) const {
+  const uint32_t B = p.shape.batch, T = p.shape.tokens, BT = B * T;
+  const GdnConfig& c = cfg_.config;
+  const Buffer& proj = ws["gdn_proj"];
+  const Buffer& y = ws["gdn_y"];
+  const Buffer* split_k = ws.find("split_k");
+  if (poison)
+    for (const char* role : {"normed", "gdn_proj", "gdn_y"})
+      if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
+  // The sequence's states, or zero states of the plan's (a forward that keeps none).
+  const auto* cache = static_cast<const GdnState*>(io.cache);
+  const Buffer& conv = cache ? cache->conv : ws["gdn_conv"];
+  const Buffer& state = cache ? cache->state : ws["gdn_state"];
+  if (!cache) {
+    rec.fill(conv, 0);
+    rec.fill(state, 0);
+  }
+
+  const Buffer* x = &io.x;
+  uint32_t ldx = D_;
+  if (has_input_norm()) {
+    const Buffer& normed = ws["normed"];
+    ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D_), .w = norm_w_, .y = normed,
+                            .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
+                            .heads = 1, .dim = D_, .kind = *cfg_.input_norm, .eps = float(c.rms_norm_eps), .s = act_,
+                            .x_f32 = true});
+    x = &normed;
+    ldx = ld_hidden_;
+  }
+  ops::matmul(vk_, rec, {.x = *x, .w = w_in_, .y = proj, .M = BT, .N = cols_, .K = D_, .s = act_, .ldx = ldx,
+                         .ldw = ld_hidden_, .partial = split_k});
+  const bool chunks = chunked(T);
+  const ops::GdnArgs args{proj,     0,      cols_,       proj,        qkvz_,          cols_,
+                          conv_w_,  a_log_, dt_bias_,    out_norm_w_, float(c.rms_norm_eps), conv,
+                          state,    y,      ld_value_,
+                          {ws["gdn_mixed"], ws["gdn_bg"], ws["gdn_o"], chunks ? &ws["gdn_w"] : nullptr,
+                           chunks ? &ws["gdn_u"] : nullptr, chunks ? &ws["gdn_p"] : nullptr}};
+  ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, B, T), act_, chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
+  ops::matmul(vk_, rec, {.x = y, .w = w_out_, .y = io.y, .M = BT, .N = D_, .K = uint32_t(c.value_dim()), .s = act_,
+                         .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = ld_value_, .ldw = ld_value_,
+                         .partial = split_k});
+}
+
+}  // namespace vkgate::nn
