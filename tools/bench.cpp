@@ -1,6 +1,7 @@
 // `vkgate bench`: ops, the block and whole models timed with GPU timestamps,
 // each checked against the CPU reference first.
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,13 @@ CASE:
           M = recurrent, chunk, auto (the layer's choice) or both (default: the two
           forms, then the chunked form's speed-up on the recurrence's stages)
   --op gla --sweep [--sweep-max T] ...   the same at T = 128, 256, ... up to T
+  --op gdn --T T [--dim D] [--key-heads NK] [--value-heads NV] [--dk DK] [--dv DV] [--conv K]
+          [--batch B] [--precision ...] [--mode M]   (--sweep as gla's)
+          a Gated DeltaNet layer (default: Qwen3-Next-80B's, hidden 2048, nk 16, nv 32,
+          dk = dv = 128, K 4) from zero states: the projections, the conv, the delta rule
+          and the output norm; M as gla's (the layer's own choice: VKGATE_GDN_MODE). The
+          first 128 tokens of each row are checked against the reference; --T 1 times a
+          decode step (a recurrent state: the same whatever came before)
   --block [--config FILE] [--batch B] [--T T] [--past P] [--precision fp32|fp16|bf16]
           (default: the Qwen3-Next attention shape, T 64; --past P --T 1 is a decode step)
   --block --sweep [--sweep-max T]   prefill at T = 128, 256, ... up to T (default 8192)
@@ -79,12 +87,14 @@ void print_case(const vkgate::bench::Case& c, const vkgate::bench::Peak* peak) {
                   c.time.median_us > 0 ? 100 * st.median_us / c.time.median_us : 0.0);
 }
 
-// The stages of a GLA case that run the recurrence in either form (the
-// projections, norms and output are the same in both).
+// The stages of a GLA or Gated DeltaNet case that run the recurrence in
+// either form (the projections, norms, conv and output are the same in both).
 double recurrence_us(const vkgate::bench::Case& c) {
   double us = 0;
   for (const auto& [label, st] : c.stages)
-    if (label.starts_with("gla.") && label != "gla.output") us += st.median_us;
+    if ((label.starts_with("gla.") && label != "gla.output") || label == "gdn.recurrent" ||
+        label.starts_with("gdn.chunk"))
+      us += st.median_us;
   return us;
 }
 
@@ -136,7 +146,8 @@ int cmd_bench(Args& args) {
       v[a.substr(2)] = std::to_string(args.number(a, 0, a == "--causal" ? 1 : 1L << 30));
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
              a == "--head-dim" || a == "--batch" || a == "--rows" || a == "--dim" || a == "--keys" ||
-             a == "--gate-width" || a == "--sweep-max" || a == "--dk" || a == "--dv")
+             a == "--gate-width" || a == "--sweep-max" || a == "--dk" || a == "--dv" || a == "--key-heads" ||
+             a == "--value-heads" || a == "--conv")
       v[a.substr(2)] = std::to_string(args.number(a, 1, 1L << 30));  // sizes: an empty case is bad usage
     else throw UsageError("bench: unknown option '" + a + "'");
   }
@@ -190,23 +201,36 @@ int cmd_bench(Args& args) {
   } else if (op == "gate") {
     const int64_t Dh = get("head-dim", -1);
     add(b::gate(ctx, get("rows", -1), get("heads", -1), Dh, get("gate-width", Dh), opt));
-  } else if (op == "gla") {
-    vkgate::GlaConfig g;
-    g.hidden_size = int(get("dim", 2048));
-    g.num_heads = g.num_kv_heads = int(get("heads", -1));
-    // fla's head sizes are int(D·expand) / H: expand = H·d / D gives them back.
-    g.expand_k = double(get("dk", -1) * g.num_heads) / g.hidden_size;
-    g.expand_v = double(get("dv", -1) * g.num_heads) / g.hidden_size;
-    if (g.head_k_dim() != get("dk", -1) || g.head_v_dim() != get("dv", -1))
-      throw UsageError("bench: --dk and --dv times --heads must not exceed --dim");
+  } else if (op == "gla" || op == "gdn") {
     std::vector<b::GlaForm> forms;
     if (gla_mode == "both") forms = {b::GlaForm::recurrent, b::GlaForm::chunk};
     else if (gla_mode == "recurrent") forms = {b::GlaForm::recurrent};
     else if (gla_mode == "chunk") forms = {b::GlaForm::chunk};
     else if (gla_mode == "auto") forms = {b::GlaForm::automatic};
     else throw UsageError("bench: --mode must be recurrent, chunk, auto or both, got '" + gla_mode + "'");
+    std::function<b::Case(int64_t, b::GlaForm)> run;
+    if (op == "gla") {
+      vkgate::GlaConfig g;
+      g.hidden_size = int(get("dim", 2048));
+      g.num_heads = g.num_kv_heads = int(get("heads", -1));
+      // fla's head sizes are int(D·expand) / H: expand = H·d / D gives them back.
+      g.expand_k = double(get("dk", -1) * g.num_heads) / g.hidden_size;
+      g.expand_v = double(get("dv", -1) * g.num_heads) / g.hidden_size;
+      if (g.head_k_dim() != get("dk", -1) || g.head_v_dim() != get("dv", -1))
+        throw UsageError("bench: --dk and --dv times --heads must not exceed --dim");
+      run = [&, g](int64_t T, b::GlaForm f) { return b::gla(ctx, g, int(get("batch", 1)), int(T), prec, opt, f); };
+    } else {
+      vkgate::GdnConfig g = vkgate::GdnConfig::qwen3_next();
+      g.hidden_size = int(get("dim", g.hidden_size));
+      g.num_key_heads = int(get("key-heads", g.num_key_heads));
+      g.num_value_heads = int(get("value-heads", g.num_value_heads));
+      g.key_head_dim = int(get("dk", g.key_head_dim));
+      g.value_head_dim = int(get("dv", g.value_head_dim));
+      g.conv_kernel = int(get("conv", g.conv_kernel));
+      run = [&, g](int64_t T, b::GlaForm f) { return b::gdn(ctx, g, int(get("batch", 1)), int(T), prec, opt, f); };
+    }
     for (int64_t T = sweep ? 128 : get("T", -1); T <= (sweep ? get("sweep-max", 8192) : get("T", -1)); T *= 2) {
-      for (b::GlaForm f : forms) add(b::gla(ctx, g, int(get("batch", 1)), int(T), prec, opt, f));
+      for (b::GlaForm f : forms) add(run(T, f));
       if (forms.size() == 2 && !json) {
         const auto& rec = cases[cases.size() - 2];
         const auto& chunk = cases.back();
@@ -217,7 +241,7 @@ int cmd_bench(Args& args) {
       }
     }
   } else if (!op.empty()) {
-    throw UsageError("bench: unknown --op '" + op + "' (matmul, attention, rmsnorm, rope, softmax, gate, gla)");
+    throw UsageError("bench: unknown --op '" + op + "' (matmul, attention, rmsnorm, rope, softmax, gate, gla, gdn)");
   } else if (block) {
     const vkgate::BlockConfig cfg = config.empty() ? vkgate::BlockConfig::qwen3_next_attention() : vkgate::load_config(config);
     if (sweep) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "vkgate/config.hpp"
+#include "vkgate/gdn_config.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/context.hpp"
 #include "vkgate/precision.hpp"
@@ -68,6 +69,11 @@ Case block(Context& ctx, const BlockConfig& cfg, int batch, int tokens, int past
 // (VKGATE_GLA_MODE when set).
 enum class GlaForm { automatic, recurrent, chunk };
 Case gla(Context& ctx, const GlaConfig& cfg, int batch, int tokens, Precision precision, const Options& opt,
+         GlaForm form = GlaForm::automatic);
+// A Gated DeltaNet layer (no input norm) with seeded random weights on
+// `tokens` tokens from zero states; its first tokens checked against
+// reference::gdn_forward. `form` as gla's (VKGATE_GDN_MODE for automatic).
+Case gdn(Context& ctx, const GdnConfig& cfg, int batch, int tokens, Precision precision, const Options& opt,
          GlaForm form = GlaForm::automatic);
 Peak peak(Context& ctx, const Options& opt);
 
