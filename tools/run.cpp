@@ -12,6 +12,7 @@
 #include "cli.hpp"
 #include "vkgate/checkpoint.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/gdn.hpp"
 #include "vkgate/gla.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/output_file.hpp"
@@ -26,9 +27,13 @@ constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config 
                   [--ignore-context-limit] [--quiet]
 
 Runs a checkpoint on the device: the whole model when the input holds input_ids,
-one gated-attention block when it holds hidden_states, or one gated linear
+one gated-attention block when it holds hidden_states, one gated linear
 attention layer when the config says "mixer": "gla" (hidden_states and an
-optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32).
+optional initial_state [B, H, d_k, d_v] in; output and final_state out, F32),
+or one Gated DeltaNet layer when it says "mixer": "gated_deltanet"
+(hidden_states, optional conv_state [B, C, K-1] (oldest first) and
+initial_state [B, nv, d_k, d_v] in; output, final_state and final_conv_state
+out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
 
   --weights PATH     a checkpoint directory (model.safetensors, or model.safetensors.index.json
                      and its shards) or a .safetensors file (then --config is required)
@@ -238,15 +243,60 @@ int run_gla(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const v
   return 0;
 }
 
-// One gated-attention block on hidden_states (and a cache and a mask), or a GLA layer.
+// One Gated DeltaNet layer (`"mixer": "gated_deltanet"`) on hidden_states and
+// optional conv_state and initial_state: output and both final states.
+int run_gdn(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const vkgate::Checkpoint& ckpt,
+            const std::string& config) {
+  if (o.layer >= 0)
+    throw UsageError("run: --layer reads a softmax-attention layer; a Gated DeltaNet layer file has bare names");
+  if (o.stats)
+    throw UsageError("run: --stats measures softmax attention; a Gated DeltaNet layer has no attention probabilities");
+  const vkgate::GdnConfig cfg = vkgate::load_gdn_config(config);
+  const vkgate::TensorMap tensors = vkgate::gdn_layer_tensors(ckpt, cfg);
+  const InputTensor hidden = hidden_states(o.input, in_file, cfg.hidden_size);
+  const int64_t B = hidden.shape[0], T = hidden.shape[1];
+  const std::vector<int64_t> conv_shape{B, cfg.conv_channels(), cfg.conv_kernel - 1},
+      state_shape{B, cfg.num_value_heads, cfg.key_head_dim, cfg.value_head_dim};
+  InputTensor conv, state;
+  if (in_file.contains("conv_state")) conv = input_tensor(in_file, "conv_state", conv_shape);
+  if (in_file.contains("initial_state")) state = input_tensor(in_file, "initial_state", state_shape);
+  if (o.options.check_finite) {
+    check_finite(o.input, "hidden_states", hidden, false);
+    check_finite(o.input, "conv_state", conv, false);
+    check_finite(o.input, "initial_state", state, false);
+  }
+  vkgate::Context ctx(o.context_options());
+  std::unique_ptr<vkgate::GatedDeltaNet> layer;
+  try {
+    layer = std::make_unique<vkgate::GatedDeltaNet>(ctx, cfg, tensors, o.options);
+  } catch (const vkgate::Error& e) {
+    throw with_weights_path(o.weights, e);
+  }
+  const vkgate::GdnOutputs out = layer->forward(hidden.data, int(B), int(T), conv.data, state.data);
+  std::vector<vkgate::TensorToWrite> tensors_out{
+      {"output", vkgate::DType::F32, {B, T, cfg.hidden_size}, std::as_bytes(std::span(out.output))},
+      {"final_state", vkgate::DType::F32, state_shape, std::as_bytes(std::span(out.final_state))},
+      {"final_conv_state", vkgate::DType::F32, conv_shape, std::as_bytes(std::span(out.final_conv_state))}};
+  if (!write_output(ctx, o, tensors_out)) return 1;
+  std::fprintf(summary(o), "gated deltanet layer: batch %lld, tokens %lld, %s (%s) on %s -> %s\n",
+               static_cast<long long>(B), static_cast<long long>(T), vkgate::to_string(o.options.precision),
+               layer->chunked(int(T)) ? "chunked" : "recurrent", ctx.device().name.c_str(), o.output.c_str());
+  return 0;
+}
+
+// One gated-attention block on hidden_states (and a cache and a mask), or a
+// GLA or Gated DeltaNet layer.
 int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet, ignore_context_limit] = o;
   const vkgate::Checkpoint ckpt(weights);
   const std::string config = layer_config_path(o, ckpt);
   // A file that cannot be read is left to load_config, whose error says why.
   std::error_code ec;
-  if (std::filesystem::is_regular_file(config, ec) && vkgate::is_gla_config_json(read_file(config), config))
-    return run_gla(o, in_file, ckpt, config);
+  if (std::filesystem::is_regular_file(config, ec)) {
+    const std::string text = read_file(config);
+    if (vkgate::is_gla_config_json(text, config)) return run_gla(o, in_file, ckpt, config);
+    if (vkgate::is_gdn_config_json(text, config)) return run_gdn(o, in_file, ckpt, config);
+  }
   const vkgate::BlockConfig cfg = vkgate::load_config(config);
   if (layer >= 0) cfg.check_layer(layer);
   const vkgate::TensorMap tensors = vkgate::block_tensors(ckpt, cfg, layer);

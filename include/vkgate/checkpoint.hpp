@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vkgate/config.hpp"
+#include "vkgate/gdn_config.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/safetensors.hpp"
@@ -73,5 +74,8 @@ TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg);
 // the checkpoint holds (gla_forms: low-rank or single forget gate, output
 // norm, attn_norm), each tensor checked as block_tensors does.
 TensorMap gla_layer_tensors(const Checkpoint& ckpt, const GlaConfig& cfg);
+// A Gated DeltaNet layer's tensors under their bare names (in_proj_qkvz.weight,
+// ..., gdn_expected_weights), each checked as block_tensors does.
+TensorMap gdn_layer_tensors(const Checkpoint& ckpt, const GdnConfig& cfg);
 
 }  // namespace vkgate

@@ -138,6 +138,17 @@ HostTensor checked_tensor(const Checkpoint& ckpt, const std::string& full, const
                                                ", expected " + shape_text(shape));
   return HostTensor{t.dtype, t.shape, t.bytes};
 }
+
+// Every tensor of `specs` under its bare name, each present and checked.
+TensorMap expected_tensors(const Checkpoint& ckpt, const std::vector<TensorSpec>& specs) {
+  TensorMap out;
+  for (const TensorSpec& spec : specs) {
+    if (!ckpt.contains(spec.name))
+      throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + spec.name + "' not found");
+    out[spec.name] = checked_tensor(ckpt, spec.name, spec.shape);
+  }
+  return out;
+}
 }  // namespace
 
 TensorMap block_tensors(const Checkpoint& ckpt, const BlockConfig& cfg, int layer) {
@@ -178,13 +189,12 @@ TensorMap gla_layer_tensors(const Checkpoint& ckpt, const GlaConfig& cfg) {
   } catch (const Error& e) {
     throw Error(e.code(), ckpt.path() + ": " + e.what());
   }
-  TensorMap out;
-  for (const TensorSpec& spec : gla_expected_weights(cfg, forms)) {
-    if (!ckpt.contains(spec.name))
-      throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + spec.name + "' not found");
-    out[spec.name] = checked_tensor(ckpt, spec.name, spec.shape);
-  }
-  return out;
+  return expected_tensors(ckpt, gla_expected_weights(cfg, forms));
+}
+
+TensorMap gdn_layer_tensors(const Checkpoint& ckpt, const GdnConfig& cfg) {
+  cfg.validate();
+  return expected_tensors(ckpt, gdn_expected_weights(cfg));
 }
 
 namespace {
