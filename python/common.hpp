@@ -75,7 +75,7 @@ T& instance_arg(const py::handle& obj, const char* what, const char* type_name) 
     fail(ErrorCode::invalid_argument, std::string(what) + ": expected a vkgate." + type_name + ", got " + describe(obj));
   return obj.cast<T&>();
 }
-// A copy of a bound config (BlockConfig, GlaConfig, ModelConfig).
+// A copy of a bound config (BlockConfig, GlaConfig, GdnConfig, ModelConfig).
 template <class T>
 T config_arg(const py::handle& obj, const char* what, const char* type_name) {
   return instance_arg<T>(obj, what, type_name);
@@ -107,6 +107,8 @@ VKGATE_ARG_KIND(BlockConfig, "vkgate.BlockConfig")
 VKGATE_ARG_KIND(OptionalBlockConfig, "Optional[vkgate.BlockConfig]")
 VKGATE_ARG_KIND(OptionalGlaConfig, "Optional[vkgate.GlaConfig]")
 VKGATE_ARG_KIND(GlaConfig, "vkgate.GlaConfig")
+VKGATE_ARG_KIND(OptionalGdnConfig, "Optional[vkgate.GdnConfig]")
+VKGATE_ARG_KIND(GdnConfig, "vkgate.GdnConfig")
 VKGATE_ARG_KIND(ModelConfig, "vkgate.ModelConfig")
 VKGATE_ARG_KIND(Weights, "Dict[str, numpy.ndarray]")
 VKGATE_ARG_KIND(WeightsOrPath, "Union[Dict[str, numpy.ndarray], str, os.PathLike]")
@@ -130,6 +132,8 @@ using BlockConfig = Arg<kind::BlockConfig>;
 using OptionalBlockConfig = Arg<kind::OptionalBlockConfig>;
 using GlaConfig = Arg<kind::GlaConfig>;
 using OptionalGlaConfig = Arg<kind::OptionalGlaConfig>;
+using GdnConfig = Arg<kind::GdnConfig>;
+using OptionalGdnConfig = Arg<kind::OptionalGdnConfig>;
 using ModelConfig = Arg<kind::ModelConfig>;
 using Weights = Arg<kind::Weights>;
 using WeightsOrPath = Arg<kind::WeightsOrPath>;
@@ -341,6 +345,7 @@ void bind_block(py::module_& m);
 void bind_model(py::module_& m);
 void bind_tokenizer(py::module_& m);
 void bind_gla(py::module_& m);
+void bind_gdn(py::module_& m);
 void bind_reference(py::module_& m);
 
 }  // namespace vkgate::py_bind

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "vkgate/config.hpp"
+#include "vkgate/gdn_config.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/model_config.hpp"
 
@@ -263,6 +264,39 @@ void bind_gla_config(py::module_& m) {
       "'g_norm.weight' or '' (none), attn_norm for attn_norm.weight on the input.");
 }
 
+void bind_gdn_config(py::module_& m) {
+  py::class_<GdnConfig> cls(m, "GdnConfig",
+                            "One Gated DeltaNet layer (include/vkgate/gdn_config.hpp: Hugging Face's linear_* keys).");
+  Fields<GdnConfig> f{cls, "GdnConfig"};
+  f.field("hidden_size", &GdnConfig::hidden_size, "D")
+      .field("num_key_heads", &GdnConfig::num_key_heads, "nk (linear_num_key_heads)")
+      .field("num_value_heads", &GdnConfig::num_value_heads, "nv (linear_num_value_heads), a multiple of nk")
+      .field("key_head_dim", &GdnConfig::key_head_dim, "dk (linear_key_head_dim)")
+      .field("value_head_dim", &GdnConfig::value_head_dim, "dv (linear_value_head_dim)")
+      .field("conv_kernel", &GdnConfig::conv_kernel, "K (linear_conv_kernel_dim)")
+      .field("rms_norm_eps", &GdnConfig::rms_norm_eps, "epsilon of the output norm");
+  f.finish();
+  cls.def("validate", &GdnConfig::validate)
+      .def_static("qwen3_next", &GdnConfig::qwen3_next, "Qwen3-Next-80B-A3B's layer: hidden 2048, nk 16, nv 32, dk = dv = 128, K 4.")
+      .def_property_readonly("group_size", &GdnConfig::group_size)
+      .def_property_readonly("key_dim", &GdnConfig::key_dim)
+      .def_property_readonly("value_dim", &GdnConfig::value_dim)
+      .def_property_readonly("conv_channels", &GdnConfig::conv_channels);
+  m.def("load_gdn_config", [](arg::Path path) { return load_gdn_config(fspath(path, "path")); }, py::arg("path"),
+        "A Gated DeltaNet layer's config.json (\"mixer\": \"gated_deltanet\") as a GdnConfig.");
+  m.def(
+      "parse_gdn_config_json",
+      [](arg::Str json_text, arg::Str source) {
+        return parse_gdn_config_json(str_arg(json_text, "json_text"), str_arg(source, "source"));
+      },
+      py::arg("json_text"), py::arg("source") = "config.json");
+  m.def("gdn_expected_weights",
+        [](arg::GdnConfig config) {
+          return spec_dict(gdn_expected_weights(config_arg<GdnConfig>(config, "config", "GdnConfig")));
+        },
+        py::arg("config"), "{name: shape} of a Gated DeltaNet layer's tensors (bare names), in order.");
+}
+
 void bind_model_config(py::module_& m) {
   py::class_<ModelConfig> cls(m, "ModelConfig",
                               "A whole decoder-only model: qwen3, llama or gla (include/vkgate/model_config.hpp).");
@@ -302,6 +336,7 @@ void bind_config(py::module_& m) {
   bind_rope_scaling(m);
   bind_block_config(m);
   bind_gla_config(m);
+  bind_gdn_config(m);
   bind_model_config(m);
 }
 

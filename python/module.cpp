@@ -17,6 +17,7 @@ PYBIND11_MODULE(vkgate, m) {
   bind_model(m);
   bind_tokenizer(m);
   bind_gla(m);
+  bind_gdn(m);
   bind_reference(m);
   m.attr("__version__") = VKGATE_VERSION;
   guard_arguments(m);  // last: wraps every function bound above

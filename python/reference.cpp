@@ -1,6 +1,7 @@
 // vkgate.reference: the CPU oracle (double precision) for the same calls.
 #include "common.hpp"
 #include "vkgate/reference.hpp"
+#include "vkgate/reference_gdn.hpp"
 #include "vkgate/reference_gla.hpp"
 #include "vkgate/reference_model.hpp"
 
@@ -332,6 +333,36 @@ void bind_gla_oracle(py::module_& r) {
       "states [B, T, H, d_k, d_v] (S_t after every token: large for long inputs).");
 }
 
+void bind_gdn_oracle(py::module_& r) {
+  r.def(
+      "gdn_forward",
+      [](arg::GdnConfig config, arg::Weights weights, arg::Floats x, arg::OptionalFloats conv_state,
+         arg::OptionalFloats initial_state) {
+        const GdnConfig cfg = config_arg<GdnConfig>(config, "config", "GdnConfig");
+        std::vector<py::array> holders;
+        const WeightMap w = weight_map(weights_dict(weights), holders, "weights");
+        FloatArg X = float_arg(x, "x", 3), C0 = optional_float_arg(conv_state, "conv_state", 3),
+                 S0 = optional_float_arg(initial_state, "initial_state", 4);
+        const int64_t B = X.shape[0], T = X.shape[1];
+        reference::GdnInputs in{X.data, int(B), int(T), C0.data, S0.data};
+        reference::GdnResult res;
+        {
+          py::gil_scoped_release nogil;
+          res = reference::gdn_forward(cfg, w, in);
+        }
+        py::dict d;
+        d["output"] = doubles(std::move(res.output), {B, T, cfg.hidden_size});
+        d["final_state"] = doubles(std::move(res.final_state),
+                                   {B, cfg.num_value_heads, cfg.key_head_dim, cfg.value_head_dim});
+        d["final_conv_state"] = doubles(std::move(res.final_conv_state), {B, cfg.conv_channels(), cfg.conv_kernel - 1});
+        return d;
+      },
+      py::arg("config"), py::arg("weights"), py::arg("x"), py::arg("conv_state") = py::none(),
+      py::arg("initial_state") = py::none(),
+      "The Gated DeltaNet layer in double, with GatedDeltaNet.forward's arguments. Returns a dict of\n"
+      "float64 arrays: output, final_state, final_conv_state.");
+}
+
 }  // namespace
 
 void bind_reference(py::module_& m) {
@@ -342,6 +373,7 @@ void bind_reference(py::module_& m) {
   bind_block_oracle(r);
   bind_model_oracle(r);
   bind_gla_oracle(r);
+  bind_gdn_oracle(r);
 }
 
 }  // namespace vkgate::py_bind

@@ -208,6 +208,9 @@ def api(ctx, tmp_path_factory):
     a.gcfg = vkgate.GlaConfig(hidden_size=32, num_heads=2, num_kv_heads=2)
     a.gw = {k: (0.1 * rng.standard_normal(s)).astype(np.float32) for k, s in vkgate.gla_expected_weights(a.gcfg).items()}
     a.gla = vkgate.GlaLayer(ctx, a.gcfg, a.gw)
+    a.dcfg = vkgate.GdnConfig(hidden_size=32, num_key_heads=2, num_value_heads=2, key_head_dim=8, value_head_dim=8)
+    a.dw = {k: (0.1 * rng.standard_normal(s)).astype(np.float32) for k, s in vkgate.gdn_expected_weights(a.dcfg).items()}
+    a.gdn = vkgate.GatedDeltaNet(ctx, a.dcfg, a.dw)
     a.dir = tmp_path_factory.mktemp("model")
     a.mcfg, a.mw = write_model(a.dir, rng)
     a.model = vkgate.Model.load(ctx, a.dir)
@@ -237,6 +240,10 @@ CALLS = [
     ("gla_expected_weights", "low_rank_dim", "int", lambda a, v: vkgate.gla_expected_weights(a.gcfg, v)),
     ("gla_expected_weights", "output_norm", "str", lambda a, v: vkgate.gla_expected_weights(a.gcfg, output_norm=v)),
     ("gla_expected_weights", "attn_norm", "bool", lambda a, v: vkgate.gla_expected_weights(a.gcfg, attn_norm=v)),
+    ("load_gdn_config", "path", "path", lambda a, v: vkgate.load_gdn_config(v)),
+    ("parse_gdn_config_json", "json_text", "str", lambda a, v: vkgate.parse_gdn_config_json(v)),
+    ("parse_gdn_config_json", "source", "str", lambda a, v: vkgate.parse_gdn_config_json("{}", v)),
+    ("gdn_expected_weights", "config", "config", lambda a, v: vkgate.gdn_expected_weights(v)),
     ("load_model_config", "dir", "path", lambda a, v: vkgate.load_model_config(v)),
     ("parse_model_config_json", "json_text", "str", lambda a, v: vkgate.parse_model_config_json(v)),
     ("parse_model_config_json", "source", "str", lambda a, v: vkgate.parse_model_config_json("{}", v)),
@@ -271,6 +278,17 @@ CALLS = [
     ("GlaLayer.forward", "x", "floats", lambda a, v: a.gla.forward(v)),
     ("GlaLayer.forward", "initial_state", "optional_floats", lambda a, v: a.gla.forward(a.x, v)),
     ("GlaLayer.set_poison", "on", "bool", lambda a, v: a.gla.set_poison(v)),
+    ("GatedDeltaNet", "ctx", "ctx", lambda a, v: vkgate.GatedDeltaNet(v, a.dcfg, a.dw)),
+    ("GatedDeltaNet", "config", "optional_config", lambda a, v: vkgate.GatedDeltaNet(a.ctx, v, a.dw)),
+    ("GatedDeltaNet", "weights", "weights", lambda a, v: vkgate.GatedDeltaNet(a.ctx, a.dcfg, v)),
+    ("GatedDeltaNet", "precision", "enum", lambda a, v: vkgate.GatedDeltaNet(a.ctx, a.dcfg, a.dw, precision=v)),
+    ("GatedDeltaNet", "check_finite", "bool",
+     lambda a, v: vkgate.GatedDeltaNet(a.ctx, a.dcfg, a.dw, check_finite=v)),
+    ("GatedDeltaNet.forward", "x", "floats", lambda a, v: a.gdn.forward(v)),
+    ("GatedDeltaNet.forward", "conv_state", "optional_floats", lambda a, v: a.gdn.forward(a.x, v)),
+    ("GatedDeltaNet.forward", "initial_state", "optional_floats", lambda a, v: a.gdn.forward(a.x, None, v)),
+    ("GatedDeltaNet.chunked", "tokens", "int", lambda a, v: a.gdn.chunked(v)),
+    ("GatedDeltaNet.set_poison", "on", "bool", lambda a, v: a.gdn.set_poison(v)),
     ("Model.load", "ctx", "ctx", lambda a, v: vkgate.Model.load(v, a.dir)),
     ("Model.load", "dir", "path", lambda a, v: vkgate.Model.load(a.ctx, v)),
     ("Model.load", "precision", "enum", lambda a, v: vkgate.Model.load(a.ctx, a.dir, precision=v)),
@@ -383,6 +401,13 @@ CALLS = [
     ("reference.gla_forward", "initial_state", "optional_floats",
      lambda a, v: vkgate.reference.gla_forward(a.gcfg, a.gw, a.x, v)),
     ("reference.gla_forward", "keep_states", "bool", lambda a, v: vkgate.reference.gla_forward(a.gcfg, a.gw, a.x, None, v)),
+    ("reference.gdn_forward", "config", "config", lambda a, v: vkgate.reference.gdn_forward(v, a.dw, a.x)),
+    ("reference.gdn_forward", "weights", "dict", lambda a, v: vkgate.reference.gdn_forward(a.dcfg, v, a.x)),
+    ("reference.gdn_forward", "x", "floats", lambda a, v: vkgate.reference.gdn_forward(a.dcfg, a.dw, v)),
+    ("reference.gdn_forward", "conv_state", "optional_floats",
+     lambda a, v: vkgate.reference.gdn_forward(a.dcfg, a.dw, a.x, v)),
+    ("reference.gdn_forward", "initial_state", "optional_floats",
+     lambda a, v: vkgate.reference.gdn_forward(a.dcfg, a.dw, a.x, None, v)),
 ]
 
 
@@ -407,7 +432,7 @@ def field_kind(value, name):
 def config_calls():
     """Every field of every config, as a keyword of the constructor and as an attribute."""
     calls = []
-    for cls in (vkgate.BlockConfig, vkgate.GlaConfig, vkgate.ModelConfig, vkgate.RopeScaling):
+    for cls in (vkgate.BlockConfig, vkgate.GlaConfig, vkgate.GdnConfig, vkgate.ModelConfig, vkgate.RopeScaling):
         for name in cls.FIELDS:
             kind = field_kind(getattr(cls(), name), name)
             calls.append((cls.__name__, name, kind, lambda a, v, cls=cls, name=name: cls(**{name: v})))
@@ -449,7 +474,8 @@ def test_every_argument_refuses_every_wrong_kind(api, entry, argument, kind, cal
 # Entry points without arguments (besides self).
 NO_ARGUMENTS = {
     "devices", "Context.take_validation_messages", "BlockConfig.validate", "BlockConfig.copy",
-    "BlockConfig.qwen3_next_attention", "GlaConfig.validate", "GlaConfig.copy", "ModelConfig.validate",
+    "BlockConfig.qwen3_next_attention", "GlaConfig.validate", "GlaConfig.copy", "GdnConfig.validate",
+    "GdnConfig.copy", "GdnConfig.qwen3_next", "ModelConfig.validate",
     "ModelConfig.copy", "RopeScaling.copy", "GatedAttention.last_timings", "Model.last_timings",
 }
 
@@ -483,8 +509,8 @@ def test_every_entry_point_is_checked():
 
 def bound(api, name):
     """The callable `name` of public_callables(), bound to one of api's objects."""
-    objects = {"Context": api.ctx, "BlockConfig": api.cfg, "GlaConfig": api.gcfg, "ModelConfig": api.mcfg,
-               "GatedAttention": api.block, "GlaLayer": api.gla, "Model": api.model, "Sequence": api.seq,
+    objects = {"Context": api.ctx, "BlockConfig": api.cfg, "GlaConfig": api.gcfg, "GdnConfig": api.dcfg,
+               "ModelConfig": api.mcfg, "GatedAttention": api.block, "GlaLayer": api.gla, "GatedDeltaNet": api.gdn, "Model": api.model, "Sequence": api.seq,
                "Tokenizer": api.tok, "RopeScaling": vkgate.RopeScaling()}
     if name.startswith("reference."):
         return getattr(vkgate.reference, name.split(".")[1])
