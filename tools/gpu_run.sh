@@ -5,13 +5,18 @@
 # Carry [".gl", "build"]: .gl holds libvulkan1, vulkan-validationlayers and the
 # glvnd libraries as .debs. The golden cases come with the working tree (tests/golden).
 # Results go to $OUT (JSON and text).
-# Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all|quick]   (default: all)
+# Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all|quick|peer]   (default: all)
 # quick: one ~8-minute call for a session's whole device budget: the library
 # tests (no CLI) on the default path, whole-model benches (qwen3-0.6b fp16 and
 # bf16), the block and the matmul against PyTorch on the same card; every
 # step bounded by `timeout`. Carry [".gl", "build/tools/vkgate",
 # "build/tests/vkgate_tests"] (the test binary finds the golden cases through
 # VKGATE_GOLDEN_DIR).
+# peer: llama.cpp's llama-bench (Vulkan) against `vkgate bench --model-shape`,
+# the KHR cooperative-matrix build against this one, the GDN layer, the mixers'
+# tests. Also carry ".peer": llama-bench (built outside the repository from
+# llama.cpp's source, BENCHMARKS.md says how) and vkgate-khr (this tree built
+# with a newer glslang, outside the repository, never in CI).
 set -uo pipefail
 what=${1:-all}
 build=${BUILD:-build}  # the carried Release tree
@@ -50,6 +55,48 @@ if [ "$what" = quick ]; then
   } > "$out/vkgate_bench.jsonl" 2> "$out/vkgate_bench.err"
   grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*|"gflops": [0-9.]*|"gbps": [0-9.]*' "$out/vkgate_bench.jsonl" | paste - - - - 
   echo "== PyTorch, the same block"
+  PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
+  tail -2 "$out/torch_bench.err"
+  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - -
+  exit 0
+fi
+if [ "$what" = peer ]; then
+  # The peers of issue 30 in one call: llama.cpp's Vulkan backend on a random
+  # GGUF of the same model shape; the matmul, block and model built with a
+  # newer glslang (GL_KHR_cooperative_matrix, .peer/vkgate-khr) against this
+  # build (GL_NV_cooperative_matrix); the Gated DeltaNet layer; the mixers' tests.
+  export VKGATE_GOLDEN_DIR=$PWD/tests/golden
+  khr=.peer/vkgate-khr
+  echo "== $khr devices"; timeout 30 $khr devices 2>&1 | grep -i nvidia
+  echo "== tests: mixers and models (validation + synchronization validation)"
+  timeout 150 env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='gdn*,gla*,model*' > "$out/tests.txt" 2>&1
+  echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -20
+  echo "== llama.cpp Vulkan: llama-bench pp512 / tg128 on a random qwen3-0.6b GGUF (F16)"
+  timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06.gguf
+  .peer/llama-bench --list-devices 2>&1 | tail -3
+  for env in "" GGML_VK_DISABLE_COOPMAT2=1; do
+    echo "-- llama-bench ${env:-(default)}"
+    timeout 120 env $env .peer/llama-bench -m /tmp/q06.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
+      > "$out/llama_bench${env:+_nocm2}.json" 2> "$out/llama_bench${env:+_nocm2}.err"
+    echo "exit $?"; grep -E "ggml_vulkan: 0|matrix cores" "$out/llama_bench${env:+_nocm2}.err" | head -2
+    grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+' "$out/llama_bench${env:+_nocm2}.json" | paste - - -
+  done
+  echo "== vkgate, the same model shape: prefill 512, decode 128 (NV build, then the KHR build)"
+  for cli_bin in $cli $khr; do
+    timeout 90 $cli_bin bench --device nvidia --quiet --model-shape qwen3-0.6b --precision fp16 --prompts 512 \
+      --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/model_bench.txt"
+  done
+  echo "== matmul 8192³ f16 and block prefill T 4096 fp16: NV build, KHR build"
+  for cli_bin in $cli $khr; do
+    timeout 60 $cli_bin bench --device nvidia --quiet --json --op matmul --m 8192 --n 8192 --k 8192 --dtype f16
+    timeout 60 $cli_bin bench --device nvidia --quiet --json --block --T 4096 --precision fp16
+  done > "$out/coopmat.jsonl" 2> "$out/coopmat.err"
+  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*|"gflops": [0-9.]*' "$out/coopmat.jsonl" | paste - - -
+  echo "== Gated DeltaNet at Qwen3-Next-80B's shape, fp16: decode step, T 512 and 4096 in both forms"
+  for T in 1 512 4096; do
+    timeout 60 $cli bench --device nvidia --quiet --op gdn --T $T --precision fp16 --mode both 2>&1 | grep -vE "^device"
+  done | tee "$out/gdn_bench.txt"
+  echo "== PyTorch, the same block and matmul"
   PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
   tail -2 "$out/torch_bench.err"
   grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - -
