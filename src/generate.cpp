@@ -159,7 +159,9 @@ struct Generation::Impl {
     if (int(result.ids.size()) == room) end(FinishReason::context_limit);
     if (tokenizer) {
       const bool ending = done || !more_ids;
-      if (ending) held += decoder->finish();
+      // Bytes the decoder still holds (an unfinished character) come after a
+      // stop string that was found: they are dropped with it.
+      if (ending && !(done && result.finish == FinishReason::stop_string)) held += decoder->finish();
       const size_t keep = ending ? 0 : stop_prefix_length(held, options.stop);
       s.text = held.substr(0, held.size() - keep);
       held.erase(0, held.size() - keep);

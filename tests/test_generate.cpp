@@ -65,6 +65,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "generate: sampled ids equal the reference's lo
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "generate: a stop string ends the text before it, streamed text never shows a part of it") {
+  CAPTURE(seed);
   const Tokenizer tok = unit_tokenizer();
   test::TinyModel shape;
   shape.vocab = tok.vocab_size();

@@ -64,42 +64,58 @@ if [ "$what" = peer ]; then
   # The peers of issue 30 in one call: llama.cpp's Vulkan backend on a random
   # GGUF of the same model shape; the matmul, block and model built with a
   # newer glslang (GL_KHR_cooperative_matrix, .peer/vkgate-khr) against this
-  # build (GL_NV_cooperative_matrix); the Gated DeltaNet layer; the mixers' tests.
+  # build (GL_NV_cooperative_matrix); the Gated DeltaNet layer; tests; PyTorch.
+  # Steps: PEER_STEPS (default "llama model coopmat gdn tests torch"; tests:
+  # the mixers' and models', or "suite": the library suite without the CLI).
   export VKGATE_GOLDEN_DIR=$PWD/tests/golden
   khr=.peer/vkgate-khr
   echo "== $khr devices"; timeout 30 $khr devices 2>&1 | grep -i nvidia
-  echo "== tests: mixers and models (validation + synchronization validation)"
-  timeout 150 env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tc='gdn*,gla*,model*' > "$out/tests.txt" 2>&1
-  echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -20
-  echo "== llama.cpp Vulkan: llama-bench pp512 / tg128 on a random qwen3-0.6b GGUF (F16)"
-  timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06.gguf
-  .peer/llama-bench --list-devices 2>&1 | tail -3
-  for env in "" GGML_VK_DISABLE_COOPMAT2=1; do
-    echo "-- llama-bench ${env:-(default)}"
-    timeout 120 env $env .peer/llama-bench -m /tmp/q06.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
-      > "$out/llama_bench${env:+_nocm2}.json" 2> "$out/llama_bench${env:+_nocm2}.err"
-    echo "exit $?"; grep -E "ggml_vulkan: 0|matrix cores" "$out/llama_bench${env:+_nocm2}.err" | head -2
-    grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+' "$out/llama_bench${env:+_nocm2}.json" | paste - - -
+  for step in ${PEER_STEPS:-llama model coopmat gdn tests torch}; do
+    case $step in
+    llama)
+      echo "== llama.cpp Vulkan: llama-bench pp512 / tg128 on a random qwen3-0.6b GGUF (F16)"
+      timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06.gguf
+      for env in "" GGML_VK_DISABLE_COOPMAT2=1; do
+        echo "-- llama-bench ${env:-(default)}"
+        timeout 120 env $env .peer/llama-bench -m /tmp/q06.gguf -ngl 99 -p 512 -n 128 -r 5 -o json \
+          > "$out/llama_bench${env:+_nocm2}.json" 2> /tmp/llama_bench.err
+        echo "exit $?"; grep -E "ggml_vulkan: 0" /tmp/llama_bench.err | head -1
+        grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+|"stddev_ts": [0-9.]+' \
+          "$out/llama_bench${env:+_nocm2}.json" | paste - - - -
+      done ;;
+    model | coopmat)
+      echo "== $step: this build (GL_NV_cooperative_matrix), then the KHR build"
+      for build_kind in nv khr; do
+        bin=$cli; [ $build_kind = khr ] && bin=$khr
+        echo "-- $build_kind: $bin"
+        if [ $step = model ]; then  # the same model shape: prefill 512, decode 128
+          timeout 90 $bin bench --device nvidia --quiet --model-shape qwen3-0.6b --precision fp16 --prompts 512 \
+            --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/model_bench.txt"
+        else  # matmul 8192³ f16 and block prefill T 4096 fp16
+          {
+            timeout 60 $bin bench --device nvidia --quiet --json --op matmul --m 8192 --n 8192 --k 8192 --dtype f16
+            timeout 60 $bin bench --device nvidia --quiet --json --block --T 4096 --precision fp16
+          } > "$out/coopmat_$build_kind.jsonl" 2> /tmp/coopmat.err
+          grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*|"gflops": [0-9.]*' "$out/coopmat_$build_kind.jsonl" | paste - - -
+        fi
+      done ;;
+    gdn)
+      echo "== Gated DeltaNet at Qwen3-Next-80B's shape, fp16: decode step, T 512 and 4096 in both forms"
+      for T in 1 512 4096; do
+        timeout 60 $cli bench --device nvidia --quiet --op gdn --T $T --precision fp16 --mode both 2>&1 | grep -vE "^device"
+      done | tee "$out/gdn_bench.txt" ;;
+    tests | suite)
+      filter=-tc='gdn*,gla*,model*'; [ $step = suite ] && filter=-tce='cli*,soak*,consumer*'
+      echo "== tests ($filter; validation + synchronization validation)"
+      timeout 240 env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests "$filter" > "$out/tests.txt" 2>&1
+      echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -20 ;;
+    torch)
+      echo "== PyTorch, the same block and matmul"
+      PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> /tmp/torch_bench.err
+      tail -2 /tmp/torch_bench.err
+      grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - - ;;
+    esac
   done
-  echo "== vkgate, the same model shape: prefill 512, decode 128 (NV build, then the KHR build)"
-  for cli_bin in $cli $khr; do
-    timeout 90 $cli_bin bench --device nvidia --quiet --model-shape qwen3-0.6b --precision fp16 --prompts 512 \
-      --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/model_bench.txt"
-  done
-  echo "== matmul 8192³ f16 and block prefill T 4096 fp16: NV build, KHR build"
-  for cli_bin in $cli $khr; do
-    timeout 60 $cli_bin bench --device nvidia --quiet --json --op matmul --m 8192 --n 8192 --k 8192 --dtype f16
-    timeout 60 $cli_bin bench --device nvidia --quiet --json --block --T 4096 --precision fp16
-  done > "$out/coopmat.jsonl" 2> "$out/coopmat.err"
-  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*|"gflops": [0-9.]*' "$out/coopmat.jsonl" | paste - - -
-  echo "== Gated DeltaNet at Qwen3-Next-80B's shape, fp16: decode step, T 512 and 4096 in both forms"
-  for T in 1 512 4096; do
-    timeout 60 $cli bench --device nvidia --quiet --op gdn --T $T --precision fp16 --mode both 2>&1 | grep -vE "^device"
-  done | tee "$out/gdn_bench.txt"
-  echo "== PyTorch, the same block and matmul"
-  PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
-  tail -2 "$out/torch_bench.err"
-  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - -
   exit 0
 fi
 if [ "$what" != bench ]; then
