@@ -66,7 +66,8 @@ if [ "$what" = peer ]; then
   # newer glslang (GL_KHR_cooperative_matrix, .peer/vkgate-khr) against this
   # build (GL_NV_cooperative_matrix); the Gated DeltaNet layer; tests; PyTorch.
   # Steps: PEER_STEPS (default "llama model coopmat gdn tests torch"; tests:
-  # the mixers' and models', or "suite": the library suite without the CLI).
+  # the mixers' and models', "suite": the library suite without the CLI,
+  # "full": with the CLI tests, which find build/tools/vkgate where it was built).
   export VKGATE_GOLDEN_DIR=$PWD/tests/golden
   khr=.peer/vkgate-khr
   echo "== $khr devices"; timeout 30 $khr devices 2>&1 | grep -i nvidia
@@ -104,8 +105,9 @@ if [ "$what" = peer ]; then
       for T in 1 512 4096; do
         timeout 60 $cli bench --device nvidia --quiet --op gdn --T $T --precision fp16 --mode both 2>&1 | grep -vE "^device"
       done | tee "$out/gdn_bench.txt" ;;
-    tests | suite)
+    tests | suite | full)
       filter=-tc='gdn*,gla*,model*'; [ $step = suite ] && filter=-tce='cli*,soak*,consumer*'
+      [ $step = full ] && filter=-tce='soak*,consumer*'
       echo "== tests ($filter; validation + synchronization validation)"
       timeout 240 env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests "$filter" > "$out/tests.txt" 2>&1
       echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -20 ;;
