@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cstring>
 
 #include "finite.hpp"
@@ -93,19 +94,28 @@ struct Model::Impl {
     for (const auto& t : p.rec->timings()) last_timings.push_back({t.label, t.microseconds});
   }
 
-  // Each layer's statistics as its mixer reads them; layers without attention
-  // probabilities (GLA) or without a gate add nothing to those lists.
+  // Each layer's statistics as its mixer reads them. A list no layer measures
+  // stays empty (a GLA model's attention probabilities); in a hybrid model the
+  // layers without attention probabilities or without a gate (Gated DeltaNet)
+  // hold NaN, so the lists keep one row per layer.
   ModelStats stats(const nn::StackPlan& p) const {
     const int L = cfg.num_hidden_layers;
     const float* s = static_cast<const float*>(p.stats_down.mapped());
     ModelStats out;
     out.layers = L;
+    std::vector<nn::MixerStats> layers;
+    bool gated = false;
     for (int l = 0; l < L; ++l) {
-      const nn::MixerStats m = stack->layer_stats(p, l);
-      out.heads = std::max(out.heads, int(m.first_token_attn.size()));
-      out.first_token_attn.insert(out.first_token_attn.end(), m.first_token_attn.begin(), m.first_token_attn.end());
-      if (m.gate_mean) out.gate_mean.push_back(*m.gate_mean);
+      layers.push_back(stack->layer_stats(p, l));
+      out.heads = std::max(out.heads, int(layers.back().first_token_attn.size()));
+      gated |= layers.back().gate_mean.has_value();
       out.max_activation.push_back(s[size_t(l + 1) * stack->stats_stride() - 1]);
+    }
+    const double none = std::numeric_limits<double>::quiet_NaN();
+    for (const nn::MixerStats& m : layers) {
+      if (out.heads > 0 && m.first_token_attn.empty()) out.first_token_attn.insert(out.first_token_attn.end(), size_t(out.heads), none);
+      out.first_token_attn.insert(out.first_token_attn.end(), m.first_token_attn.begin(), m.first_token_attn.end());
+      if (gated) out.gate_mean.push_back(m.gate_mean.value_or(none));
     }
     return out;
   }

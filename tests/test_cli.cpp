@@ -295,12 +295,12 @@ std::vector<Case> block_cases() {
     k.inputs = DType::F64;
     cases.push_back(k);
   }
-  {  // gate_kind none with the separate layout needs no gate_proj; odd head count; head_dim derived.
-    Case k{"gate_kind none + separate layout (no gate_proj), 5/1 heads, head_dim derived, rotary 0.25"};
+  {  // gate_kind none with the separate layout needs no gate_proj; odd head count; Qwen3NextConfig's head_dim.
+    Case k{"gate_kind none + separate layout (no gate_proj), 5/1 heads, head_dim 256 by default, rotary 0.25"};
     k.config = {{"model_type", "qwen3_next"}, {"hidden_size", 80}, {"num_attention_heads", 5},
                 {"num_key_value_heads", 1}, {"partial_rotary_factor", 0.25}, {"gate_kind", "none"},
                 {"gate_layout", "separate"}};
-    k.cfg = qwen3_next(shape(80, 5, 1, 16));
+    k.cfg = qwen3_next(shape(80, 5, 1, 256));
     k.cfg.partial_rotary_factor = 0.25;
     k.cfg.gate_kind = GateKind::none;
     k.cfg.gate_layout = GateLayout::separate;

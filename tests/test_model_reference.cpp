@@ -421,7 +421,8 @@ TEST_CASE("model config: errors name the file and the key") {
   };
   const Bad bad[] = {
       {{{"model_type", "mistral"}}, R"(key 'model_type' is "mistral")"},
-      {{{"model_type", "qwen3_next"}}, "key 'model_type'"},
+      {{{"model_type", "qwen2"}}, R"(key 'model_type' is "qwen2")"},
+      {{{"model_type", "qwen3_next"}}, "key 'linear_num_key_heads' is required"},
       {{{"model_type", nullptr}}, "key 'model_type' is required"},
       {{{"hidden_act", "relu"}}, R"(key 'hidden_act' must be one of silu, gelu, gelu_pytorch_tanh, sigmoid, got "relu")"},
       {{{"rope_scaling", {{"rope_type", "longrope"}, {"factor", 4.0}}}}, "key 'rope_scaling.rope_type' is \"longrope\""},

@@ -41,7 +41,8 @@ out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
                      model also reads PATH/generation_config.json)
   --input FILE       safetensors with either
                        input_ids [B, T] (I64 or I32): the whole model (model_type qwen3,
-                       llama, or gla: fla's GLA models, each layer from a zero state) runs,
+                       llama, gla: fla's GLA models, or qwen3_next with dense MLPs; recurrent
+                       layers from a zero state) runs,
                        each row causal from its first token; or
                        hidden_states [B, T, D] and optionally past_key and past_value
                        [B, KV, P, Dh] (keys after k_norm and RoPE) and an additive

@@ -133,6 +133,8 @@ struct BlockConfig {
   // Throws Error(invalid_argument) saying why `layer` cannot be run: out of
   // range, or not a full-attention layer (naming its type and the valid layers).
   void check_layer(int layer) const;
+  // Whether layer `layer` is full attention (layer_types, full_attention_interval).
+  bool is_full_attention(int layer) const;
 
   // Qwen3-Next-80B-A3B attention: the demo's default shape.
   static BlockConfig qwen3_next_attention();

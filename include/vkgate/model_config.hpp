@@ -65,7 +65,7 @@ std::vector<TensorSpec> mixer_weights(const MixerConfig& m);
 std::string mixer_tensor_name(const MixerConfig& m, int layer, const std::string& bare);
 
 struct ModelConfig {
-  std::string model_type;  // "qwen3", "llama" or "gla"
+  std::string model_type;  // "qwen3", "llama", "gla" or "qwen3_next"
   // Every layer's attention: residual = true (the layer adds x), causal.
   // Its norm fields (norm_kind, rms_norm_eps) are the model's RMSNorms too.
   // Unused (default) when gla is set.
@@ -81,6 +81,10 @@ struct ModelConfig {
   // low_rank_dim 0 asks for the single gk_proj.weight/.bias and output_norm ""
   // for no output norm.
   GlaForms gla_forms;
+  // Set iff model_type is "qwen3_next": the Gated DeltaNet of every layer
+  // that attention.is_full_attention() says is not full attention (its
+  // input_layernorm is the model's norm kind); the others run `attention`.
+  std::optional<GdnConfig> linear_attention;
   int num_hidden_layers = 0;  // L
   int intermediate_size = 0;  // I
   int vocab_size = 0;         // V
@@ -95,8 +99,8 @@ struct ModelConfig {
   // Throws Error(invalid_config) naming the key when the config is impossible
   // (attention.validate() included).
   void validate() const;
-  // Layer `layer`'s token mixer (every layer's is the same kind today: the
-  // attention block, or GLA for model_type gla).
+  // Layer `layer`'s token mixer: the attention block, GLA for model_type gla,
+  // Gated DeltaNet for qwen3_next's linear-attention layers.
   MixerConfig mixer(int layer) const;
   int hidden_size() const { return gla ? gla->hidden_size : attention.hidden_size; }
   // The model's RMSNorms (each layer's MLP norm, model.norm): gla: plain with norm_eps.

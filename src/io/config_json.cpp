@@ -180,6 +180,7 @@ std::string layer_type(const BlockConfig& c, int layer) {
 // the hidden size; Llama (and the others) take hidden_size / num_attention_heads.
 int default_head_dim(const KeyReader& r, const BlockConfig& c) {
   if (c.model_type == "qwen3") return 128;
+  if (c.model_type == "qwen3_next") return 256;  // Qwen3NextConfig's default
   if (c.hidden_size % c.num_heads != 0)
     r.fail("hidden_size (" + std::to_string(c.hidden_size) +
            ") is not divisible by num_attention_heads (" + std::to_string(c.num_heads) +
@@ -238,7 +239,7 @@ BlockConfig block_config_from_json(const json& root, const std::string& source) 
                      .value_or(c.rope_theta);
   c.partial_rotary_factor =
       rope_value(r, rope_params, "partial_rotary_factor", unit_interval, "a number in [0, 1]")
-          .value_or(c.partial_rotary_factor);
+          .value_or(c.model_type == "qwen3_next" ? 0.25 : c.partial_rotary_factor);  // Qwen3NextConfig's default
 
   // transformers' Qwen3/Qwen3-Next put attention_bias on q, k, v and o; the paper's code
   // puts qkv_bias on o_proj too (DESIGN.md §3). So either key means bias on all four.
@@ -303,6 +304,8 @@ std::string read_config_text(const std::string& path) {
 }
 
 BlockConfig load_config(const std::string& path) { return parse_config_json(read_config_text(path), path); }
+
+bool BlockConfig::is_full_attention(int layer) const { return layer_type(*this, layer) == "full_attention"; }
 
 void BlockConfig::check_layer(int layer) const {
   // num_hidden_layers may be absent while layer_types still tells the count.

@@ -48,14 +48,39 @@ constexpr std::array kActivations{Activation::silu, Activation::gelu, Activation
 // lm_head's and the MLP's rows are matmul rows, bounded as the attention's are.
 void check_rows(const char* key, int value) { limits::check_range(key, value, 1, limits::kMaxRows); }
 
-// model_type decides the presets; vkgate's models are the two whose transformers classes it
-// matches, and fla's GLA. Anything else (mistral, qwen2, qwen3_next, ...) differs in some convention.
+// model_type decides the presets; vkgate's models are those whose transformers classes it
+// matches, and fla's GLA. Anything else (mistral, qwen2, ...) differs in some convention.
 std::string read_model_type(const KeyReader& r) {
+  constexpr const char* kTypes = "\"qwen3\", \"llama\", \"gla\" or \"qwen3_next\"";
   const std::optional<std::string> type = r.string("model_type");
-  if (!type) r.fail("key 'model_type' is required: \"qwen3\", \"llama\" or \"gla\"");
-  if (*type != "qwen3" && *type != "llama" && *type != "gla")
-    r.fail("key 'model_type' is " + json(*type).dump() + ": vkgate's models are \"qwen3\", \"llama\" or \"gla\"");
+  if (!type) r.fail(std::string("key 'model_type' is required: ") + kTypes);
+  if (*type != "qwen3" && *type != "llama" && *type != "gla" && *type != "qwen3_next")
+    r.fail("key 'model_type' is " + json(*type).dump() + ": vkgate's models are " + kTypes);
   return *type;
+}
+
+// Qwen3-Next's sparse MoE layers: layer i has one when it is not in
+// mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0
+// (Qwen3NextConfig's defaults: 512 experts, every layer). vkgate runs the
+// dense SwiGLU MLP only so far: a config with a sparse layer is refused.
+void check_dense_mlps(const KeyReader& r, int layers) {
+  const int experts = int(r.number("num_experts", [](double x) { return x >= 0 && x <= 1 << 24 && x == std::floor(x); },
+                                   "a non-negative integer")
+                              .value_or(512));
+  const int step = r.positive_int("decoder_sparse_step").value_or(1);
+  std::vector<int64_t> dense;
+  if (const json* v = r.find("mlp_only_layers"); v && !v->is_null()) {
+    if (!v->is_array()) r.wrong("mlp_only_layers", "a list of layer indices", *v);
+    for (const json& x : *v) {
+      if (!x.is_number_integer()) r.wrong("mlp_only_layers", "a list of layer indices", *v);
+      dense.push_back(x.get<int64_t>());
+    }
+  }
+  for (int i = 0; i < layers && experts > 0; ++i)
+    if ((i + 1) % step == 0 && std::find(dense.begin(), dense.end(), i) == dense.end())
+      r.fail("key 'num_experts' is " + std::to_string(experts) + ": layer " + std::to_string(i) +
+             " has a sparse mixture of experts, which vkgate does not run yet (its layers' MLP is the dense "
+             "SwiGLU of intermediate_size: num_experts 0, or every layer in mlp_only_layers)");
 }
 
 // eos_token_id: one id or a list of ids (HF writes both); null or absent: none.
@@ -145,6 +170,12 @@ void ModelConfig::validate() const {
   } else {
     attention.validate();
   }
+  if (linear_attention) {
+    linear_attention->validate();
+    if (linear_attention->hidden_size != attention.hidden_size)
+      bad("hidden_size", "differs between the Gated DeltaNet layers (" + std::to_string(linear_attention->hidden_size) +
+                             ") and the attention layers (" + std::to_string(attention.hidden_size) + ")");
+  }
   limits::check_range("num_hidden_layers", num_hidden_layers, 1, limits::kMaxLayers);
   check_rows("intermediate_size", intermediate_size);
   check_rows("vocab_size", vocab_size);
@@ -193,7 +224,12 @@ ModelConfig parse_model_config_json(std::string_view json_text, const std::strin
   m.mlp_bias = m.model_type == "llama" && mlp_bias;
   m.tie_word_embeddings = r.boolean("tie_word_embeddings").value_or(false);
   m.eos_token_ids = read_eos(r);
-  check_full_attention(r, m.attention);
+  if (m.model_type == "qwen3_next") {
+    m.linear_attention = parse_gdn_config_json(json_text, source);
+    check_dense_mlps(r, m.num_hidden_layers);
+  } else {
+    check_full_attention(r, m.attention);
+  }
   validate_as(source, [&] { m.validate(); });
   return m;
 }
@@ -230,8 +266,9 @@ std::string layer_gla_name(int layer, const std::string& bare) {
   return layer_tensor_name(layer, bare == "attn_norm.weight" ? bare : "attn." + bare);
 }
 
-MixerConfig ModelConfig::mixer(int /*layer*/) const {
+MixerConfig ModelConfig::mixer(int layer) const {
   if (gla) return GlaMixer{*gla, gla_forms};
+  if (linear_attention && !attention.is_full_attention(layer)) return GdnMixer{*linear_attention, attention.norm_kind};
   return attention;
 }
 

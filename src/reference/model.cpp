@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <string>
 
@@ -198,14 +199,30 @@ ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, cons
   const int64_t rows = in.batch * in.tokens, D = cfg.hidden_size();
   ModelResult r;
   r.hidden_states.push_back(embed(cfg, weights.at(cfg.embedding_name()), in));
+  // Each layer's statistics; in a hybrid model a layer without attention
+  // probabilities or without a gate holds NaN (as vkgate::ModelStats).
+  std::vector<ModelResult> layer_stats(size_t(cfg.num_hidden_layers));
   for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
     // h = x + mixer(norm(x)), then h + mlp(norm(h))
     const MixerConfig mixer = cfg.mixer(layer);
     const WeightMap bare = mixer_view(mixer, weights, layer);
-    const Vec h = std::visit(MixerResidual{bare, r.hidden_states.back(), in, rope_lengths, r}, mixer);
+    const Vec h = std::visit(MixerResidual{bare, r.hidden_states.back(), in, rope_lengths, layer_stats[size_t(layer)]},
+                             mixer);
     Vec next = mlp_residual(cfg, weights, layer, h, rows);
     r.max_activation.push_back(max_abs(next));
     r.hidden_states.push_back(std::move(next));
+  }
+  size_t heads = 0;
+  bool gated = false;
+  for (const ModelResult& s : layer_stats) {
+    heads = std::max(heads, s.first_token_attn.size());
+    gated |= !s.gate_mean.empty();
+  }
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  for (const ModelResult& s : layer_stats) {
+    if (heads > 0 && s.first_token_attn.empty()) r.first_token_attn.insert(r.first_token_attn.end(), heads, none);
+    r.first_token_attn.insert(r.first_token_attn.end(), s.first_token_attn.begin(), s.first_token_attn.end());
+    if (gated) r.gate_mean.push_back(s.gate_mean.empty() ? none : s.gate_mean.front());
   }
   r.final_norm = rms_norm_d(r.hidden_states.back(), weights.at("model.norm.weight"), rows, D, cfg.norm_eps(),
                             cfg.norm_kind());

@@ -1,0 +1,133 @@
+// Qwen3-Next models (model_type "qwen3_next") with dense MLPs: Gated DeltaNet
+// and gated-attention layers side by side (issue 27's hybrid stack; the sparse
+// MoE is refused until it exists). The config parser's defaults and refusals;
+// on the device against the double-precision reference: logits, a prefill and
+// decode steps carrying both kinds of cache, truncate's rule, statistics with
+// NaN rows for the Gated DeltaNet layers, greedy generation.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "harness.hpp"
+#include "model_weights.hpp"
+#include "test_util.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/model_config.hpp"
+#include "vkgate/reference_model.hpp"
+
+using namespace vkgate;
+using nlohmann::json;
+
+namespace {
+
+// Four layers, every second full attention: GDN, attention, GDN, attention.
+json tiny_config() {
+  return {{"model_type", "qwen3_next"}, {"hidden_size", 32}, {"num_attention_heads", 2},
+          {"num_key_value_heads", 1}, {"head_dim", 16}, {"intermediate_size", 48},
+          {"num_hidden_layers", 4}, {"vocab_size", 60}, {"full_attention_interval", 2},
+          {"linear_num_key_heads", 2}, {"linear_num_value_heads", 4}, {"linear_key_head_dim", 8},
+          {"linear_value_head_dim", 6}, {"linear_conv_kernel_dim", 3}, {"num_experts", 0},
+          {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"eos_token_id", 1}};
+}
+
+ModelConfig parse(const json& j) { return parse_model_config_json(j.dump(), "config.json"); }
+
+}  // namespace
+
+TEST_CASE("qwen3_next model config: the layer kinds, Qwen3NextConfig's defaults, zero-centred norms") {
+  const ModelConfig c = parse(tiny_config());
+  REQUIRE(c.linear_attention.has_value());
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    const MixerConfig m = c.mixer(i);
+    if (i % 2 == 1) {
+      CHECK(std::holds_alternative<BlockConfig>(m));
+    } else {
+      REQUIRE(std::holds_alternative<GdnMixer>(m));
+      CHECK(std::get<GdnMixer>(m).input_norm == NormKind::zero_centered);
+      CHECK(std::get<GdnMixer>(m).config.num_value_heads == 4);
+    }
+  }
+  CHECK(c.norm_kind() == NormKind::zero_centered);
+  CHECK(c.attention.gate_kind == GateKind::elementwise);
+  CHECK(c.attention.partial_rotary_factor == 0.25);
+  json j = tiny_config();
+  j.erase("head_dim");
+  j.erase("full_attention_interval");
+  j["layer_types"] = {"linear_attention", "full_attention", "full_attention", "linear_attention"};
+  const ModelConfig d = parse(j);
+  CHECK(d.attention.head_dim == 256);
+  CHECK(std::holds_alternative<BlockConfig>(d.mixer(2)));
+  CHECK(std::holds_alternative<GdnMixer>(d.mixer(3)));
+  const std::vector<TensorSpec> names = expected_model_weights(c);
+  auto has = [&](const std::string& n) {
+    return std::any_of(names.begin(), names.end(), [&](const TensorSpec& s) { return s.name == n; });
+  };
+  CHECK(has("model.layers.0.linear_attn.in_proj_qkvz.weight"));
+  CHECK(has("model.layers.0.input_layernorm.weight"));
+  CHECK(has("model.layers.1.self_attn.q_proj.weight"));
+  CHECK(!has("model.layers.1.linear_attn.A_log"));
+}
+
+TEST_CASE("qwen3_next model config: a sparse MoE layer, a missing linear key, an impossible head split are refused "
+          "naming the key") {
+  json j = tiny_config();
+  j.erase("num_experts");  // Qwen3NextConfig's default: 512 experts in every layer
+  test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"config.json", "num_experts", "layer 0"});
+  j["num_experts"] = 8;
+  j["mlp_only_layers"] = {0, 1, 2};
+  test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"num_experts", "layer 3"});
+  j["mlp_only_layers"] = {0, 1, 2, 3};
+  CHECK_NOTHROW(parse(j));
+  j["decoder_sparse_step"] = 8;  // (i + 1) % 8 == 0 for no layer of 4
+  j["mlp_only_layers"] = json::array();
+  CHECK_NOTHROW(parse(j));
+  j = tiny_config();
+  j.erase("linear_key_head_dim");
+  test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"linear_key_head_dim"});
+  j = tiny_config();
+  j["linear_num_value_heads"] = 3;
+  test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"linear_num_value_heads"});
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "qwen3_next model: logits, statistics, a prefill and decode steps over both kinds of "
+                                 "cache, truncate, greedy generation") {
+  CAPTURE(seed);
+  const test::RandomModel m(parse(tiny_config()), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  const int B = 2, N = 9, P = 5;
+  const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
+  const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
+  ModelStats stats;
+  test::check_close(model.logits(ids, B, N, &stats), full.logits, 1e-8);
+  // [L, H] and [L]: the Gated DeltaNet layers (0, 2) have neither attention probabilities nor a sigmoid gate.
+  REQUIRE(stats.first_token_attn.size() == 4 * 2);
+  REQUIRE(stats.gate_mean.size() == 4);
+  REQUIRE(full.first_token_attn.size() == 8);
+  for (int l = 0; l < 4; ++l) {
+    CAPTURE(l);
+    CHECK(std::isnan(stats.gate_mean[size_t(l)]) == (l % 2 == 0));
+    CHECK(std::isnan(full.gate_mean[size_t(l)]) == (l % 2 == 0));
+    if (l % 2 == 1) CHECK(stats.gate_mean[size_t(l)] == doctest::Approx(full.gate_mean[size_t(l)]).epsilon(1e-5));
+    for (int h = 0; h < 2; ++h) CHECK(std::isnan(stats.first_token_attn[size_t(2 * l + h)]) == (l % 2 == 0));
+  }
+
+  auto last_rows = [&](int t) { return test::positions(full.logits, B, N, t); };
+  auto columns = [&](int from, int count) { return test::positions(ids, B, N, from, count); };
+  Sequence seq = model.start(B, N);
+  test::check_close(model.extend(seq, columns(0, P), P), last_rows(P - 1), 1e-8);
+  for (int t = P; t < N; ++t) {
+    CAPTURE(t);
+    test::check_close(model.extend(seq, columns(t, 1), 1), last_rows(t), 1e-8);
+  }
+  // The Gated DeltaNet states sum every position: no going back to position P.
+  CHECK_THROWS_AS(seq.truncate(P), Error);
+  seq.truncate(0);
+  test::check_close(model.extend(seq, columns(0, P), P), last_rows(P - 1), 1e-8);
+
+  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 4);
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.stop_at_eos = false;
+  CHECK(model.generate(prompt, o).ids == reference::greedy_generate(m.cfg, m.map, prompt, 6, false));
+}
