@@ -48,6 +48,9 @@ T field_value(const py::handle& v, const char* field) {
   } else if constexpr (std::is_same_v<T, std::optional<GlaConfig>>) {
     if (v.is_none()) return std::nullopt;
     return config_arg<GlaConfig>(v, field, "GlaConfig");
+  } else if constexpr (std::is_same_v<T, std::optional<GdnConfig>>) {
+    if (v.is_none()) return std::nullopt;
+    return config_arg<GdnConfig>(v, field, "GdnConfig");
   } else {
     try {
       return v.cast<T>();
@@ -299,11 +302,13 @@ void bind_gdn_config(py::module_& m) {
 
 void bind_model_config(py::module_& m) {
   py::class_<ModelConfig> cls(m, "ModelConfig",
-                              "A whole decoder-only model: qwen3, llama or gla (include/vkgate/model_config.hpp).");
+                              "A whole decoder-only model: qwen3, llama, gla or qwen3_next (include/vkgate/model_config.hpp).");
   Fields<ModelConfig> f{cls, "ModelConfig"};
-  f.field("model_type", &ModelConfig::model_type, "'qwen3', 'llama' or 'gla'")
+  f.field("model_type", &ModelConfig::model_type, "'qwen3', 'llama', 'gla' or 'qwen3_next'")
       .field("attention", &ModelConfig::attention, "every layer's attention block (BlockConfig)")
       .field("gla", &ModelConfig::gla, "every layer's GLA mixer (GlaConfig) for a gla model, else None")
+      .field("linear_attention", &ModelConfig::linear_attention,
+             "qwen3_next: the Gated DeltaNet (GdnConfig) of every layer that is not full attention, else None")
       .field("num_hidden_layers", &ModelConfig::num_hidden_layers, "L")
       .field("intermediate_size", &ModelConfig::intermediate_size, "I")
       .field("vocab_size", &ModelConfig::vocab_size, "V")

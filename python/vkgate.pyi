@@ -131,6 +131,7 @@ class ModelConfig:
     model_type: str
     attention: BlockConfig
     gla: Optional[GlaConfig]
+    linear_attention: Optional[GdnConfig]
     num_hidden_layers: int
     intermediate_size: int
     vocab_size: int

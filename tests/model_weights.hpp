@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -138,6 +139,17 @@ inline std::vector<int64_t> random_ids(std::mt19937& rng, size_t n, int vocab) {
   std::vector<int64_t> ids(n);
   for (int64_t& id : ids) id = dist(rng);
   return ids;
+}
+
+// A tiny Qwen3-Next config.json with dense MLPs: four layers, every second
+// full attention (GDN, attention, GDN, attention).
+inline nlohmann::json tiny_qwen3_next_json() {
+  return {{"model_type", "qwen3_next"}, {"hidden_size", 32}, {"num_attention_heads", 2},
+          {"num_key_value_heads", 1}, {"head_dim", 16}, {"intermediate_size", 48},
+          {"num_hidden_layers", 4}, {"vocab_size", 60}, {"full_attention_interval", 2},
+          {"linear_num_key_heads", 2}, {"linear_num_value_heads", 4}, {"linear_key_head_dim", 8},
+          {"linear_value_head_dim", 6}, {"linear_conv_kernel_dim", 3}, {"num_experts", 0},
+          {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"eos_token_id", 1}};
 }
 
 }  // namespace vkgate::test

@@ -20,15 +20,7 @@ using nlohmann::json;
 
 namespace {
 
-// Four layers, every second full attention: GDN, attention, GDN, attention.
-json tiny_config() {
-  return {{"model_type", "qwen3_next"}, {"hidden_size", 32}, {"num_attention_heads", 2},
-          {"num_key_value_heads", 1}, {"head_dim", 16}, {"intermediate_size", 48},
-          {"num_hidden_layers", 4}, {"vocab_size", 60}, {"full_attention_interval", 2},
-          {"linear_num_key_heads", 2}, {"linear_num_value_heads", 4}, {"linear_key_head_dim", 8},
-          {"linear_value_head_dim", 6}, {"linear_conv_kernel_dim", 3}, {"num_experts", 0},
-          {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"eos_token_id", 1}};
-}
+json tiny_config() { return test::tiny_qwen3_next_json(); }
 
 ModelConfig parse(const json& j) { return parse_model_config_json(j.dump(), "config.json"); }
 

@@ -426,7 +426,7 @@ def field_kind(value, name):
         return "int_list"
     if isinstance(value, list):
         return "str_list"
-    return "optional_config" if name == "gla" else "optional_number"
+    return "optional_config" if name in ("gla", "linear_attention") else "optional_number"
 
 
 def config_calls():

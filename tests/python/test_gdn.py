@@ -101,3 +101,25 @@ def test_forced_form(rng, mode, monkeypatch):
     x = random_x(rng, 1, 70, 40)
     assert_close(layer.forward(x)[0], vkgate.reference.gdn_forward(cfg, w, x)["output"], 1e-9)
     assert not c.take_validation_messages()
+
+
+def test_qwen3_next_model_directory(ctx, rng, tmp_path):
+    """A Qwen3-Next model with dense MLPs: Gated DeltaNet layers 0 and 2, attention 1 and 3."""
+    (tmp_path / "config.json").write_text(
+        '{"model_type": "qwen3_next", "hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,'
+        ' "head_dim": 16, "intermediate_size": 48, "num_hidden_layers": 4, "vocab_size": 60,'
+        ' "full_attention_interval": 2, "linear_num_key_heads": 2, "linear_num_value_heads": 4,'
+        ' "linear_key_head_dim": 8, "linear_value_head_dim": 6, "linear_conv_kernel_dim": 3, "num_experts": 0}')
+    cfg = vkgate.load_model_config(str(tmp_path))
+    assert cfg.model_type == "qwen3_next" and cfg.linear_attention.num_value_heads == 4
+    specs = vkgate.expected_model_weights(cfg)
+    assert "model.layers.0.linear_attn.A_log" in specs and "model.layers.1.self_attn.q_proj.weight" in specs
+    w = {}
+    for name, shape in specs.items():
+        w[name] = (1.0 + 0.2 * rng.standard_normal(shape) if "norm" in name
+                   else rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+    write_safetensors(tmp_path / "model.safetensors", w)
+    model = vkgate.Model.load(ctx, tmp_path)
+    ids = rng.integers(0, 60, size=(1, 6))
+    want = vkgate.reference.model_forward(cfg, w, ids)
+    assert_close(model.logits(ids), want["logits"].reshape(1, 6, 60), 1e-8)
