@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cli_harness.hpp"
+#include "layer_files.hpp"
 #include "golden.hpp"
 #include "harness.hpp"
 #include "vkgate/gdn_config.hpp"
@@ -25,14 +26,12 @@ using namespace vkgate::cli_test;
 
 // A Gated DeltaNet layer file (weights and inputs in one safetensors) and its
 // config: hidden 40, nk 2, nv 4 (r = 2), dk 8, dv 6, K 3, so C = 56.
-struct GdnFiles {
-  TempDir dir{"gdn"};
-  json config = {{"mixer", "gated_deltanet"}, {"hidden_size", 40}, {"linear_num_key_heads", 2},
-                 {"linear_num_value_heads", 4}, {"linear_key_head_dim", 8}, {"linear_value_head_dim", 6},
-                 {"linear_conv_kernel_dim", 3}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"}};
-  std::map<std::string, std::vector<float>> values;  // as the file holds them
-  WeightMap map;
-  std::string layer = dir / "layer.safetensors", cfg = dir / "config.json", out = dir / "out.safetensors";
+struct GdnFiles : LayerFiles {
+  GdnFiles() : LayerFiles("gdn", json({{"mixer", "gated_deltanet"}, {"hidden_size", 40},
+                                              {"linear_num_key_heads", 2}, {"linear_num_value_heads", 4},
+                                              {"linear_key_head_dim", 8}, {"linear_value_head_dim", 6},
+                                              {"linear_conv_kernel_dim", 3}, {"rms_norm_eps", 1e-6},
+                                              {"hidden_act", "silu"}})) {}
 
   // Writes every file; `skip` leaves one weight out; `reshape` gives one
   // tensor (weight or state) another shape.
@@ -72,18 +71,6 @@ struct GdnFiles {
     input("conv_state", {2, 56, 2}, 1.0f);
     input("initial_state", {2, 4, 8, 6}, 0.3f);
     f.write(layer);
-  }
-  // Rewrites the config with `patch` applied (after write: the weights stay those of the good one).
-  void patch(const json& patch) {
-    json j = config;
-    j.merge_patch(patch);
-    write_text(cfg, j.dump());
-  }
-  std::vector<std::string> args(const char* precision = "fp32") const {
-    std::vector<std::string> a{"run", "--weights", layer, "--config", cfg, "--input", layer, "--output", out,
-                               "--precision", precision};
-    for (const auto& d : device_args()) a.push_back(d);
-    return a;
   }
 };
 
@@ -157,12 +144,7 @@ TEST_CASE("cli gdn: malformed configs, weights and states exit 1 naming the key 
     CAPTURE(b.what);
     GdnFiles g;
     b.setup(g);
-    const CliResult r = run_cli(g.args(), g.dir.path);
-    check_clean_exit(r);
-    INFO("stderr: " << r.err);
-    CHECK(r.code == 1);
-    for (const std::string& s : b.says) CHECK(r.err.find(s) != std::string::npos);
-    CHECK(!fs::exists(g.out));
+    g.check_refused(b.says);
   }
 }
 

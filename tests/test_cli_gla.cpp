@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cli_harness.hpp"
+#include "layer_files.hpp"
 #include "golden.hpp"
 #include "harness.hpp"
 #include "vkgate/gla_config.hpp"
@@ -23,13 +24,10 @@ using namespace vkgate;
 using namespace vkgate::cli_test;
 
 // A GLA layer file (weights and inputs in one safetensors) and its config.
-struct GlaFiles {
-  TempDir dir{"gla"};
-  json config = {{"mixer", "gla"}, {"hidden_size", 64}, {"num_heads", 4}, {"num_kv_heads", 2},
-                 {"feature_map", "elu_plus_one"}, {"gla_key_coupling", "convex"}, {"clamp_min", -0.05}};
-  std::map<std::string, std::vector<float>> values;  // as the file holds them
-  WeightMap map;
-  std::string layer = dir / "layer.safetensors", cfg = dir / "config.json", out = dir / "out.safetensors";
+struct GlaFiles : LayerFiles {
+  GlaFiles()
+      : LayerFiles("gla", json({{"mixer", "gla"}, {"hidden_size", 64}, {"num_heads", 4}, {"num_kv_heads", 2},
+                                {"feature_map", "elu_plus_one"}, {"gla_key_coupling", "convex"}, {"clamp_min", -0.05}})) {}
 
   // Writes every file; `skip` leaves one weight out, `state_shape` replaces initial_state's.
   void write(std::mt19937& rng, DType dtype, const std::string& skip = "", std::vector<int64_t> state_shape = {}) {
@@ -56,18 +54,6 @@ struct GlaFiles {
     input("hidden_states", {2, 7, 64});
     input("initial_state", state_shape.empty() ? std::vector<int64_t>{2, 4, 8, 16} : state_shape);
     f.write(layer);
-  }
-  // Rewrites the config with `patch` applied (after write: the weights stay those of the good one).
-  void patch(const json& patch) {
-    json j = config;
-    j.merge_patch(patch);
-    write_text(cfg, j.dump());
-  }
-  std::vector<std::string> args(const char* precision = "fp32") const {
-    std::vector<std::string> a{"run", "--weights", layer, "--config", cfg, "--input", layer, "--output", out,
-                               "--precision", precision};
-    for (const auto& d : device_args()) a.push_back(d);
-    return a;
   }
 };
 
@@ -124,12 +110,7 @@ TEST_CASE("cli gla: malformed configs, weights and states exit 1 naming the key 
     CAPTURE(b.what);
     GlaFiles g;
     b.setup(g);
-    const CliResult r = run_cli(g.args(), g.dir.path);
-    check_clean_exit(r);
-    INFO("stderr: " << r.err);
-    CHECK(r.code == 1);
-    for (const std::string& s : b.says) CHECK(r.err.find(s) != std::string::npos);
-    CHECK(!fs::exists(g.out));
+    g.check_refused(b.says);
   }
 }
 
