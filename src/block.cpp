@@ -205,11 +205,8 @@ GatedAttention::GatedAttention(Context& ctx, const BlockConfig& cfg, const Tenso
     : impl_(std::make_unique<Impl>(ctx, validated(cfg), options)) {
   check_weights(cfg, weights);
   if (options.check_finite)
-    for (const TensorSpec& spec : expected_weights(cfg)) {
-      const HostTensor& t = weights.at(spec.name);
-      detail::require_finite(t, "weight '" + spec.name + "'", spec.shape);
-      if (options.precision == Precision::fp16) detail::require_fp16_range(t, "weight '" + spec.name + "'", spec.shape);
-    }
+    for (const TensorSpec& spec : expected_weights(cfg))
+      detail::require_usable_weight(weights.at(spec.name), spec, options.precision);
   impl_->attention = std::make_unique<nn::Attention>(impl_->vk, impl_->vk.tuning, cfg, weights,
                                                      impl_->act);
 }

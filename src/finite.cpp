@@ -84,6 +84,12 @@ void require_fp16_range(std::span<const float> values, const std::string& what, 
            ", beyond fp16's range (largest finite value 65504): it would be stored as Inf; use fp32 or bf16");
 }
 
+void require_usable_weight(const HostTensor& t, const TensorSpec& spec, Precision precision) {
+  const std::string what = "weight '" + spec.name + "'";
+  require_finite(t, what, spec.shape);
+  if (precision == Precision::fp16) require_fp16_range(t, what, spec.shape);
+}
+
 void require_fp16_range(const HostTensor& t, const std::string& what, const std::vector<int64_t>& shape) {
   if (t.dtype == DType::F16) return;  // already representable
   const size_t n = size_t(t.numel());

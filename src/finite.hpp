@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "vkgate/precision.hpp"
 #include "vkgate/weights.hpp"
 
 namespace vkgate::detail {
@@ -27,6 +28,10 @@ void require_finite(const HostTensor& t, const std::string& what, const std::vec
 // stored as fp16 (|x| ≥ 65520, which rounds past fp16's largest value 65504).
 void require_fp16_range(std::span<const float> values, const std::string& what, const std::vector<int64_t>& shape);
 void require_fp16_range(const HostTensor& t, const std::string& what, const std::vector<int64_t>& shape);
+
+// A weight a layer or model is about to upload, named "weight 'NAME'": finite,
+// and within fp16's range when `precision` stores it as fp16.
+void require_usable_weight(const HostTensor& t, const TensorSpec& spec, Precision precision);
 
 // Throws Error(unsupported) when a row of `rows` × `dim` values has a sum of
 // squares beyond what fp32 holds: the device's RMSNorm statistics would be

@@ -89,11 +89,8 @@ GatedDeltaNet::GatedDeltaNet(Context& ctx, const GdnConfig& cfg, const TensorMap
   impl_ = std::make_unique<Impl>(ctx, cfg, options);
   check_gdn_weights(cfg, weights);
   if (options.check_finite)
-    for (const TensorSpec& spec : gdn_expected_weights(cfg)) {
-      const HostTensor& t = weights.at(spec.name);
-      detail::require_finite(t, "weight '" + spec.name + "'", spec.shape);
-      if (options.precision == Precision::fp16) detail::require_fp16_range(t, "weight '" + spec.name + "'", spec.shape);
-    }
+    for (const TensorSpec& spec : gdn_expected_weights(cfg))
+      detail::require_usable_weight(weights.at(spec.name), spec, options.precision);
   impl_->gdn = std::make_unique<nn::Gdn>(impl_->vk, impl_->vk.tuning, GdnMixer{cfg, std::nullopt}, weights, impl_->act);
 }
 

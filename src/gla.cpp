@@ -82,11 +82,8 @@ GlaLayer::GlaLayer(Context& ctx, const GlaConfig& cfg, const TensorMap& weights,
   impl_ = std::make_unique<Impl>(ctx, cfg, options);
   const GlaForms forms = check_gla_weights(cfg, weights);
   if (options.check_finite)
-    for (const TensorSpec& spec : gla_expected_weights(cfg, forms)) {
-      const HostTensor& t = weights.at(spec.name);
-      detail::require_finite(t, "weight '" + spec.name + "'", spec.shape);
-      if (options.precision == Precision::fp16) detail::require_fp16_range(t, "weight '" + spec.name + "'", spec.shape);
-    }
+    for (const TensorSpec& spec : gla_expected_weights(cfg, forms))
+      detail::require_usable_weight(weights.at(spec.name), spec, options.precision);
   impl_->gla = std::make_unique<nn::Gla>(impl_->vk, impl_->vk.tuning, cfg, weights, impl_->act);
 }
 

@@ -201,10 +201,7 @@ Model::Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, con
       throw Error(ErrorCode::shape_mismatch, "weights: tensor '" + spec.name + "' is " + to_string(t.dtype) + " " +
                                                  shape_text(t.shape) + ", expected F32, F16 or BF16 " +
                                                  shape_text(spec.shape));
-    if (options.check_finite) {
-      detail::require_finite(t, "weight '" + spec.name + "'", spec.shape);
-      if (options.precision == Precision::fp16) detail::require_fp16_range(t, "weight '" + spec.name + "'", spec.shape);
-    }
+    if (options.check_finite) detail::require_usable_weight(t, spec, options.precision);
   }
   impl_->stack = std::make_unique<nn::Stack>(impl_->vk, impl_->vk.tuning, cfg, weights, act);
 }
