@@ -94,28 +94,28 @@ struct Model::Impl {
     for (const auto& t : p.rec->timings()) last_timings.push_back({t.label, t.microseconds});
   }
 
-  // Each layer's statistics as its mixer reads them. A list no layer measures
-  // stays empty (a GLA model's attention probabilities); in a hybrid model the
-  // layers without attention probabilities or without a gate (Gated DeltaNet)
-  // hold NaN, so the lists keep one row per layer.
+  // Each layer's statistics as its mixer and MLP read them; the attention
+  // lists hold the layers with attention probabilities.
   ModelStats stats(const nn::StackPlan& p) const {
     const int L = cfg.num_hidden_layers;
     const float* s = static_cast<const float*>(p.stats_down.mapped());
     ModelStats out;
     out.layers = L;
-    std::vector<nn::MixerStats> layers;
-    bool gated = false;
     for (int l = 0; l < L; ++l) {
-      layers.push_back(stack->layer_stats(p, l));
-      out.heads = std::max(out.heads, int(layers.back().first_token_attn.size()));
-      gated |= layers.back().gate_mean.has_value();
+      const nn::MixerStats m = stack->layer_stats(p, l);
+      if (!m.first_token_attn.empty()) {
+        out.attention_layers.push_back(l);
+        out.heads = int(m.first_token_attn.size());
+        out.first_token_attn.insert(out.first_token_attn.end(), m.first_token_attn.begin(), m.first_token_attn.end());
+        if (m.gate_mean) out.gate_mean.push_back(*m.gate_mean);
+      }
+      if (cfg.sparse_mlp(l)) {
+        const std::vector<double> load = stack->mlp_stats(p, l);
+        out.moe_layers.push_back(l);
+        out.experts = int(load.size());
+        out.expert_load.insert(out.expert_load.end(), load.begin(), load.end());
+      }
       out.max_activation.push_back(s[size_t(l + 1) * stack->stats_stride() - 1]);
-    }
-    const double none = std::numeric_limits<double>::quiet_NaN();
-    for (const nn::MixerStats& m : layers) {
-      if (out.heads > 0 && m.first_token_attn.empty()) out.first_token_attn.insert(out.first_token_attn.end(), size_t(out.heads), none);
-      out.first_token_attn.insert(out.first_token_attn.end(), m.first_token_attn.begin(), m.first_token_attn.end());
-      if (gated) out.gate_mean.push_back(m.gate_mean.value_or(none));
     }
     return out;
   }

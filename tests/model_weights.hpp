@@ -110,7 +110,12 @@ struct RandomModel {
       const bool bias = spec.name.find(".bias") != std::string::npos;
       const bool embed = spec.name == cfg.embedding_name();
       const double sd = norm ? 0.2 : bias ? 0.1 : embed ? 1.0 : 1.0 / std::sqrt(double(spec.shape.back()));
-      std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, float(sd));
+      // A zero-centred norm (x̂·(1 + w): qwen3_next's, except the Gated DeltaNet's
+      // output norm) has its weights near 0, as trained ones are; near 1 each
+      // would double its input and sharpen every softmax after it.
+      const bool zero_centered = norm && cfg.norm_kind() == NormKind::zero_centered &&
+                                 spec.name.find("linear_attn.") == std::string::npos;
+      std::normal_distribution<float> dist(norm && !zero_centered ? 1.0f : 0.0f, float(sd));
       auto& v = data[spec.name];
       v.resize(size_t(spec.numel()));
       for (float& x : v) x = dist(rng);

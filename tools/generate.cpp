@@ -32,7 +32,7 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
 (tokenizer_config.json) are not applied: the prompt is tokenized as given.
 
   --weights DIR          a model checkpoint directory: config.json (model_type qwen3, llama,
-                         gla or qwen3_next with dense MLPs), model.safetensors or model.safetensors.index.json and shards,
+                         gla, qwen3_next or qwen3_moe), model.safetensors or model.safetensors.index.json and shards,
                          optionally generation_config.json and tokenizer.json
   --prompt TEXT          the prompt as text (UTF-8), tokenized with DIR/tokenizer.json and
                          the special tokens its post-processor adds (e.g. Llama 3.1's BOS)

@@ -24,10 +24,10 @@ built on it on a Vulkan device, checked against a double-precision CPU reference
 commands:
   devices    list the Vulkan devices and their capabilities, one per line
   demo       run the Qwen3-Next attention shape on a device and the CPU reference
-  run        run a whole model (qwen3, llama, gla or qwen3_next; input_ids), one block or one
+  run        run a whole model (qwen3, llama, gla, qwen3_next, qwen3_moe; input_ids), one block or one
              GLA or Gated DeltaNet layer (hidden_states) of a checkpoint on an input file, write
              the output file
-  generate   decoding with a model checkpoint (qwen3, llama, gla or qwen3_next): prompt text (or ids)
+  generate   decoding with a model checkpoint (qwen3, llama, gla, qwen3_next, qwen3_moe): prompt text (or ids)
              in, text (or ids) out
   tokenize   text to token ids with a model's tokenizer.json (byte-level BPE)
   detokenize token ids back to text, byte for byte

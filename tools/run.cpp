@@ -41,7 +41,7 @@ out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
                      model also reads PATH/generation_config.json)
   --input FILE       safetensors with either
                        input_ids [B, T] (I64 or I32): the whole model (model_type qwen3,
-                       llama, gla: fla's GLA models, or qwen3_next with dense MLPs; recurrent
+                       llama, gla: fla's GLA models, qwen3_next or qwen3_moe; recurrent
                        layers from a zero state) runs,
                        each row causal from its first token; or
                        hidden_states [B, T, D] and optionally past_key and past_value
@@ -60,12 +60,16 @@ out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
   --device SEL       device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P      device storage of weights and activations: fp32 (default, whatever the
                      checkpoint stores), fp16, bf16; arithmetic and the residual stream are fp32
-  --stats            also write the paper's measurements. A model: stats.first_token_attn
-                     [L, H] (attention on key 0, mean over batch and queries),
-                     stats.max_activation [L] (max |x| of the residual stream after each layer)
-                     and, gated, stats.gate_mean [L]; a GLA model (no attention probabilities,
-                     no sigmoid gate) only stats.max_activation. A block: stats.first_token_attn
-                     [H] and, gated, stats.gate_mean and stats.gate_frac_below_0.1
+  --stats            also write the paper's measurements. A model: stats.max_activation [L]
+                     (max |x| of the residual stream after each layer); for its softmax-
+                     attention layers (stats.attention_layers [L_attn], I64: every layer of
+                     qwen3 and llama, the full-attention layers of qwen3_next, none of gla)
+                     stats.first_token_attn [L_attn, H] (attention on key 0, mean over batch
+                     and queries) and, gated, stats.gate_mean [L_attn]; for its sparse MoE
+                     layers (stats.moe_layers [L_moe], I64) stats.expert_load [L_moe, E]
+                     (the share of the tokens routed to each expert; a row sums to k).
+                     A block: stats.first_token_attn [H] and, gated, stats.gate_mean and
+                     stats.gate_frac_below_0.1
   --check-finite     (the default) refuse NaN or Inf in the input tensors (-Inf is allowed
                      in attention_mask) and in the weights, and an output that overflows,
                      naming the tensor and the element
@@ -467,11 +471,24 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   add("logits", {B, T, V}, logits);
   const std::vector<float> first(stats.first_token_attn.begin(), stats.first_token_attn.end()),
       max_act(stats.max_activation.begin(), stats.max_activation.end()),
-      gate(stats.gate_mean.begin(), stats.gate_mean.end());
+      gate(stats.gate_mean.begin(), stats.gate_mean.end()), load(stats.expert_load.begin(), stats.expert_load.end());
+  const std::vector<int64_t> attention_layers(stats.attention_layers.begin(), stats.attention_layers.end()),
+      moe_layers(stats.moe_layers.begin(), stats.moe_layers.end());
+  auto add_i64 = [&](const std::string& name, const std::vector<int64_t>& v) {
+    out.push_back({name, vkgate::DType::I64, {int64_t(v.size())}, std::as_bytes(std::span(v))});
+  };
   if (o.stats) {
-    if (!first.empty()) add("stats.first_token_attn", {L, H}, first);
+    const int64_t La = int64_t(attention_layers.size()), Lm = int64_t(moe_layers.size());
+    if (!first.empty()) {
+      add("stats.first_token_attn", {La, H}, first);
+      add_i64("stats.attention_layers", attention_layers);
+    }
     add("stats.max_activation", {L}, max_act);
-    if (!gate.empty()) add("stats.gate_mean", {L}, gate);
+    if (!gate.empty()) add("stats.gate_mean", {La}, gate);
+    if (!load.empty()) {
+      add("stats.expert_load", {Lm, int64_t(stats.experts)}, load);
+      add_i64("stats.moe_layers", moe_layers);
+    }
   }
   if (!write_output(ctx, o, out)) return 1;
   double gpu_us = 0;

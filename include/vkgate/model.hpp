@@ -56,15 +56,23 @@ struct ModelOptions {
   bool ignore_context_limit = false;
 };
 
-// The paper's measurements, per layer, from a forward with statistics. A GLA
-// model has no attention probabilities and no sigmoid gate scores:
-// first_token_attn and gate_mean stay empty, max_activation is measured.
+// The paper's measurements, per layer, from a forward with statistics. The
+// attention statistics cover the layers with softmax attention
+// (attention_layers: every layer of a qwen3 or llama model, the full-attention
+// layers of a hybrid, none of a GLA model); a GLA or Gated DeltaNet layer has
+// no attention probabilities and no sigmoid gate scores.
 struct ModelStats {
   int layers = 0;
   int heads = 0;  // of first_token_attn's rows; 0 without attention probabilities
-  std::vector<double> first_token_attn;  // [L, H]: attention on key 0, mean over batch and queries
+  std::vector<int> attention_layers;     // the layers first_token_attn and gate_mean describe
+  std::vector<double> first_token_attn;  // [L_attn, H]: attention on key 0, mean over batch and queries
   std::vector<double> max_activation;    // [L]: max |x| of the residual stream after each layer
-  std::vector<double> gate_mean;         // [L]: mean sigmoid gate score; empty without a gate
+  std::vector<double> gate_mean;         // [L_attn]: mean sigmoid gate score; empty without a gate
+  // The sparse MoE layers (ModelConfig::moe_layers) and, per layer, the share
+  // of the tokens routed to each of its `experts` experts (a row sums to k).
+  std::vector<int> moe_layers;
+  int experts = 0;
+  std::vector<double> expert_load;  // [L_moe, E]
 };
 
 // Device memory a Model holds, in bytes.

@@ -1,12 +1,13 @@
 // ModelConfig: the shape and conventions of a whole decoder-only model
 // (Hugging Face `config.json`, `model_type` "qwen3" — the paper's released
-// checkpoints, with the official gate flags — "llama", or "gla": fla's GLA
-// models, whose layers are gated linear attention), and the names and shapes
-// of its tensors.
+// checkpoints, with the official gate flags — "llama", "gla": fla's GLA
+// models, whose layers are gated linear attention, "qwen3_next": Gated
+// DeltaNet and gated attention layers with sparse MoE MLPs, or "qwen3_moe"),
+// and the names and shapes of its tensors.
 //
 //   input_ids ─> embed_tokens ─> [ layer 0 … L−1 ] ─> norm ─> lm_head ─> logits
 //   layer:  h = x + attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h))
-//   mlp:    down( act(gate(x)) ⊙ up(x) )
+//   mlp:    down( act(gate(x)) ⊙ up(x) ), or the sparse mixture of experts (MoeConfig)
 //   gla:    embeddings, and h = x + attn(attn_norm(x)); out = h + mlp(mlp_norm(h))
 //           with attn a GLA layer (gla_config.hpp); every norm plain RMSNorm with norm_eps
 //
@@ -64,8 +65,30 @@ using MixerConfig = std::variant<BlockConfig, GlaMixer, GdnMixer>;
 std::vector<TensorSpec> mixer_weights(const MixerConfig& m);
 std::string mixer_tensor_name(const MixerConfig& m, int layer, const std::string& bare);
 
+// The sparse mixture-of-experts MLP of Qwen3-Next and Qwen3-MoE (config.json's
+// keys as transformers writes them):
+//
+//   p = softmax(x̂·W_routerᵀ) over E experts (fp32);  S = the top k of p
+//   w_e = p_e (/ Σ_S p when norm_topk_prob);  out = Σ_S w_e·SwiGLU_e(x̂)
+//           (+ σ(x̂·shared_expert_gateᵀ)·SwiGLU_shared(x̂) with a shared expert)
+//
+// Layer i has it when num_experts > 0, i is not in mlp_only_layers and
+// (i + 1) % decoder_sparse_step == 0; the other layers keep the dense MLP of
+// intermediate_size.
+struct MoeConfig {
+  int num_experts = 0;                      // E; 0: every layer dense
+  int num_experts_per_tok = 0;              // k, in [1, E]
+  int moe_intermediate_size = 0;            // each expert's SwiGLU width
+  int shared_expert_intermediate_size = 0;  // 0: no shared expert (qwen3_moe)
+  bool norm_topk_prob = false;
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+  bool sparse(int layer) const;
+  bool operator==(const MoeConfig&) const = default;
+};
+
 struct ModelConfig {
-  std::string model_type;  // "qwen3", "llama", "gla" or "qwen3_next"
+  std::string model_type;  // "qwen3", "llama", "gla", "qwen3_next" or "qwen3_moe"
   // Every layer's attention: residual = true (the layer adds x), causal.
   // Its norm fields (norm_kind, rms_norm_eps) are the model's RMSNorms too.
   // Unused (default) when gla is set.
@@ -85,8 +108,10 @@ struct ModelConfig {
   // that attention.is_full_attention() says is not full attention (its
   // input_layernorm is the model's norm kind); the others run `attention`.
   std::optional<GdnConfig> linear_attention;
+  // qwen3_next and qwen3_moe: the sparse layers' MLP (num_experts 0: none).
+  MoeConfig moe;
   int num_hidden_layers = 0;  // L
-  int intermediate_size = 0;  // I
+  int intermediate_size = 0;  // I: the dense MLPs' width
   int vocab_size = 0;         // V
   Activation hidden_act = Activation::silu;
   bool mlp_bias = false;  // gate_proj, up_proj and down_proj carry .bias
@@ -115,16 +140,21 @@ struct ModelConfig {
   // model's max_model_len; llama3 configs already give the scaled length).
   // 0: none (a GLA model has no positions; a config made in code without a length).
   int context_limit() const;
+  // Whether layer `layer`'s MLP is the sparse mixture of experts.
+  bool sparse_mlp(int layer) const { return moe.sparse(layer); }
+  // The layers with a sparse MLP, in order (ModelStats::moe_layers).
+  std::vector<int> moe_layers() const;
   // The bare name of a layer's MLP norm: mlp_norm.weight (gla) or post_attention_layernorm.weight.
   const char* mlp_norm_name() const { return gla ? "mlp_norm.weight" : "post_attention_layernorm.weight"; }
 };
 
 // Parses a Hugging Face config.json of a whole model. `source` (the file
 // path) starts every error message. Keys (README "Models"):
-//   model_type            "qwen3", "llama" or "gla" (anything else: an error naming the key)
+//   model_type            "qwen3", "llama", "gla", "qwen3_next" or "qwen3_moe" (anything else:
+//                         an error naming the key)
 //   hidden_size, num_attention_heads, num_hidden_layers, intermediate_size, vocab_size  (required)
 //   num_key_value_heads   default num_attention_heads
-//   head_dim              default 128 for qwen3 (HF's Qwen3Config), hidden/heads for llama
+//   head_dim              default 128 for qwen3 and qwen3_moe, 256 for qwen3_next, hidden/heads for llama
 //   rms_norm_eps, rope_theta, rope_scaling / rope_parameters (default, linear, dynamic,
 //                         yarn, llama3), max_position_embeddings: as the block reads them
 //   hidden_act            silu | gelu | gelu_pytorch_tanh | sigmoid (default silu)
@@ -136,6 +166,9 @@ struct ModelConfig {
 //   use_qk_norm           qwen3 only, default true; llama has no q/k norm
 //   tie_word_embeddings   default false (HF's Qwen3Config and LlamaConfig)
 //   eos_token_id          an integer or a list of integers, each in [0, vocab_size)
+//   num_experts, num_experts_per_tok, moe_intermediate_size, shared_expert_intermediate_size,
+//   norm_topk_prob, decoder_sparse_step, mlp_only_layers   qwen3_next and qwen3_moe: MoeConfig
+//                         (defaults: transformers' Qwen3NextConfig / Qwen3MoeConfig)
 //   use_sliding_window    must be false or absent; layer_types (when given) must be all
 //                         "full_attention": a model runs full causal attention in every layer
 // model_type "gla" (fla's GLAConfig) instead: the mixer keys as
@@ -170,7 +203,17 @@ ModelConfig load_model_config(const std::string& dir);
 // bias); model.norm.weight; lm_head.weight unless tied. (model_tensors reads
 // an older file's model.embed_tokens.weight under model.embeddings.weight.)
 // Validates cfg first.
+// A sparse layer (ModelConfig::sparse_mlp) holds instead of mlp.{gate,up,down}_proj:
+// .mlp.gate.weight [E, D] (the router), .mlp.experts.{e}.{gate,up}_proj.weight
+// [Im, D] and .down_proj.weight [D, Im] for each expert e, and with a shared
+// expert .mlp.shared_expert.{gate,up,down}_proj.weight and
+// .mlp.shared_expert_gate.weight [1, D]. (model_tensors also reads the fused
+// .mlp.experts.gate_up_proj [E, 2·Im, D] and .mlp.experts.down_proj [E, D, Im]
+// under the per-expert names.)
 std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg);
+// Layer `layer`'s MLP tensors as expected_model_weights lists them, under
+// names relative to "model.layers.{layer}." (post_attention_layernorm.weight, mlp.…).
+std::vector<TensorSpec> mlp_weights(const ModelConfig& cfg, int layer);
 
 // "model.layers.{layer}." + name, e.g. layer_tensor_name(2, "mlp.up_proj.weight").
 std::string layer_tensor_name(int layer, const std::string& name);

@@ -47,12 +47,16 @@ struct ModelResult {
   // (the residual stream after its MLP's residual add). The final norm is not applied.
   std::vector<std::vector<double>> hidden_states;
   std::vector<double> final_norm;  // [B, T, D]: model.norm of the last hidden state, lm_head's input
-  // Per layer, as the block defines them (reference.hpp). A GLA model has no
-  // attention probabilities and no sigmoid gate scores: first_token_attn and
-  // gate_mean stay empty, max_activation is filled.
-  std::vector<double> first_token_attn;  // [L, H]: probability on key 0, mean over batch and queries
+  // Per layer, as the block defines them (reference.hpp), for the layers with
+  // softmax attention (attention_layers; a GLA or Gated DeltaNet layer has no
+  // attention probabilities and no sigmoid gate scores).
+  std::vector<int> attention_layers;
+  std::vector<double> first_token_attn;  // [L_attn, H]: probability on key 0, mean over batch and queries
   std::vector<double> max_activation;    // [L]: max |x| of the residual stream after the layer
-  std::vector<double> gate_mean;         // [L]: mean sigmoid gate score; empty for a model without a gate
+  std::vector<double> gate_mean;         // [L_attn]: mean sigmoid gate score; empty for a model without a gate
+  // [L_moe, E] for the layers with a sparse MLP (ModelConfig::moe_layers): the
+  // fraction of the tokens routed to each expert (each row sums to k).
+  std::vector<double> expert_load;
 };
 
 // The whole model on token ids (no cache: every position attends causally to

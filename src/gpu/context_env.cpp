@@ -55,6 +55,7 @@ Tuning tuning_from_environment() {
   t.flash_splits = uint32_t(number("VKGATE_FLASH_SPLITS", 0));
   t.score_bytes = number("VKGATE_SCORE_BYTES", t.score_bytes);
   t.vocab_chunk_rows = uint32_t(number("VKGATE_VOCAB_CHUNK_ROWS", 0));
+  t.moe_shard_experts = uint32_t(number("VKGATE_MOE_SHARD_EXPERTS", 0));
   t.gla_segment_tokens = uint32_t(number("VKGATE_GLA_SEGMENT_TOKENS", 0));
   t.gla_mode = recurrence_mode_switch("VKGATE_GLA_MODE");
   t.gdn_mode = recurrence_mode_switch("VKGATE_GDN_MODE");

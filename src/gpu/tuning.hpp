@@ -36,6 +36,9 @@ struct Tuning {
   // VKGATE_VOCAB_CHUNK_ROWS: rows per chunk of the embedding table and lm_head
   // (0: as many as one device buffer holds); for tests and triage.
   uint32_t vocab_chunk_rows = 0;
+  // VKGATE_MOE_SHARD_EXPERTS: experts per device buffer of a sparse MLP's
+  // weights (0: as many as one buffer holds); for tests and triage.
+  uint32_t moe_shard_experts = 0;
   // VKGATE_GLA_SEGMENT_TOKENS: tokens per recording of a GLA layer's forward
   // (0: as many as its buffers hold); for tests and triage of the segments.
   uint32_t gla_segment_tokens = 0;

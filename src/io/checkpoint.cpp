@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
@@ -214,6 +215,30 @@ int64_t layers_present(const Checkpoint& ckpt) {
   return count;
 }
 
+// The expert tensor `name` (model.layers.{i}.mlp.experts.{e}.{gate,up,down}_proj.weight)
+// as a view into the fused form transformers >= 5 writes: mlp.experts.gate_up_proj
+// [E, 2·Im, D] (each expert's gate rows, then its up rows) and mlp.experts.down_proj
+// [E, D, Im]. Nothing when `name` is no expert tensor or the file has no fused form.
+std::optional<HostTensor> fused_expert(const Checkpoint& ckpt, const ModelConfig& cfg, const std::string& name,
+                                       const std::vector<int64_t>& shape) {
+  const size_t at = name.find(".mlp.experts.");
+  if (at == std::string::npos || !name.ends_with("_proj.weight")) return std::nullopt;
+  const std::string prefix = name.substr(0, at) + ".mlp.experts.";
+  const std::string rest = name.substr(prefix.size());  // "{e}.gate_proj.weight"
+  const size_t dot = rest.find('.');
+  const int e = std::stoi(rest.substr(0, dot));
+  const std::string proj = rest.substr(dot + 1, rest.size() - dot - 1 - std::string(".weight").size());
+  const bool down = proj == "down_proj";
+  const std::string fused = prefix + (down ? "down_proj" : "gate_up_proj");
+  if (!ckpt.contains(fused)) return std::nullopt;
+  const int64_t E = cfg.moe.num_experts, D = cfg.hidden_size(), Im = cfg.moe.moe_intermediate_size;
+  const HostTensor all = checked_tensor(ckpt, fused, down ? std::vector<int64_t>{E, D, Im}
+                                                          : std::vector<int64_t>{E, 2 * Im, D});
+  const size_t per_expert = all.bytes.size() / size_t(E), part = down ? per_expert : per_expert / 2;
+  const size_t offset = size_t(e) * per_expert + (proj == "up_proj" ? part : 0);
+  return HostTensor{all.dtype, shape, all.bytes.subspan(offset, part)};
+}
+
 }  // namespace
 
 TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
@@ -233,6 +258,12 @@ TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
         ckpt.contains("model.embed_tokens.weight")) {
       out[spec.name] = checked_tensor(ckpt, "model.embed_tokens.weight", spec.shape);
       continue;
+    }
+    if (!ckpt.contains(spec.name)) {
+      if (std::optional<HostTensor> t = fused_expert(ckpt, cfg, spec.name, spec.shape)) {
+        out[spec.name] = *t;
+        continue;
+      }
     }
     if (!ckpt.contains(spec.name))
       throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + spec.name + "' not found" +

@@ -179,7 +179,7 @@ std::string layer_type(const BlockConfig& c, int layer) {
 // HF's head_dim when the key is absent: Qwen3Config's default is 128 whatever
 // the hidden size; Llama (and the others) take hidden_size / num_attention_heads.
 int default_head_dim(const KeyReader& r, const BlockConfig& c) {
-  if (c.model_type == "qwen3") return 128;
+  if (c.model_type == "qwen3" || c.model_type == "qwen3_moe") return 128;
   if (c.model_type == "qwen3_next") return 256;  // Qwen3NextConfig's default
   if (c.hidden_size % c.num_heads != 0)
     r.fail("hidden_size (" + std::to_string(c.hidden_size) +
@@ -205,6 +205,10 @@ void apply_preset(const KeyReader& r, BlockConfig& c) {
     // LlamaAttention has neither q/k norm nor a gate, and reads neither flag.
     c.gate_kind = GateKind::none;
     c.use_qk_norm = false;
+  } else if (c.model_type == "qwen3_moe") {
+    // Qwen3MoeAttention: Qwen3's q/k norms, no gate, neither flag read.
+    c.gate_kind = GateKind::none;
+    c.use_qk_norm = true;
   } else {
     if (headwise && elementwise)
       r.fail("keys 'headwise_attn_output_gate' and 'elementwise_attn_output_gate' are both "

@@ -19,6 +19,8 @@ constexpr int64_t kMaxRows = int64_t(1) << 24;
 // caches and plans grow per layer, so the count is bounded before any of them
 // is made (and then checked against the tensors present).
 constexpr int kMaxLayers = 4096;
+// A sparse MLP's experts (real models have up to 512).
+constexpr int kMaxExperts = 65536;
 
 // "config: key 'KEY' must be in LO..HI, got VALUE" unless lo <= value <= hi;
 // the parsers put the file in place of "config" (validate_as).

@@ -51,36 +51,44 @@ void check_rows(const char* key, int value) { limits::check_range(key, value, 1,
 // model_type decides the presets; vkgate's models are those whose transformers classes it
 // matches, and fla's GLA. Anything else (mistral, qwen2, ...) differs in some convention.
 std::string read_model_type(const KeyReader& r) {
-  constexpr const char* kTypes = "\"qwen3\", \"llama\", \"gla\" or \"qwen3_next\"";
+  constexpr const char* kTypes = "\"qwen3\", \"llama\", \"gla\", \"qwen3_next\" or \"qwen3_moe\"";
   const std::optional<std::string> type = r.string("model_type");
   if (!type) r.fail(std::string("key 'model_type' is required: ") + kTypes);
-  if (*type != "qwen3" && *type != "llama" && *type != "gla" && *type != "qwen3_next")
+  if (*type != "qwen3" && *type != "llama" && *type != "gla" && *type != "qwen3_next" && *type != "qwen3_moe")
     r.fail("key 'model_type' is " + json(*type).dump() + ": vkgate's models are " + kTypes);
   return *type;
 }
 
-// Qwen3-Next's sparse MoE layers: layer i has one when it is not in
-// mlp_only_layers, num_experts > 0 and (i + 1) % decoder_sparse_step == 0
-// (Qwen3NextConfig's defaults: 512 experts, every layer). vkgate runs the
-// dense SwiGLU MLP only so far: a config with a sparse layer is refused.
-void check_dense_mlps(const KeyReader& r, int layers) {
-  const int experts = int(r.number("num_experts", [](double x) { return x >= 0 && x <= 1 << 24 && x == std::floor(x); },
-                                   "a non-negative integer")
-                              .value_or(512));
-  const int step = r.positive_int("decoder_sparse_step").value_or(1);
-  std::vector<int64_t> dense;
-  if (const json* v = r.find("mlp_only_layers"); v && !v->is_null()) {
+bool experts_count(double x) { return x >= 0 && x <= double(limits::kMaxExperts) && x == std::floor(x); }
+
+// The sparse MoE keys (MoeConfig), with transformers' class defaults:
+// Qwen3NextConfig 512 experts of 512, top 10, a shared expert of 512,
+// norm_topk_prob true; Qwen3MoeConfig 128 experts of 768, top 8, no shared
+// expert, norm_topk_prob false. Both: decoder_sparse_step 1, mlp_only_layers [].
+MoeConfig read_moe(const KeyReader& r, const std::string& type, int layers) {
+  const bool next = type == "qwen3_next";
+  MoeConfig m;
+  m.num_experts = int(r.number("num_experts", experts_count, "an integer in [0, 65536]").value_or(next ? 512 : 128));
+  m.num_experts_per_tok = r.positive_int("num_experts_per_tok").value_or(next ? 10 : 8);
+  m.moe_intermediate_size = r.positive_int("moe_intermediate_size").value_or(next ? 512 : 768);
+  if (next) {
+    m.shared_expert_intermediate_size =
+        int(r.number("shared_expert_intermediate_size", experts_count, "an integer in [0, 65536]").value_or(512));
+  } else if (r.find("shared_expert_intermediate_size")) {
+    r.fail("key 'shared_expert_intermediate_size' is set: a qwen3_moe model has no shared expert");
+  }
+  m.norm_topk_prob = r.boolean("norm_topk_prob").value_or(next);
+  m.decoder_sparse_step = r.positive_int("decoder_sparse_step").value_or(1);
+  if (const json* v = r.find("mlp_only_layers")) {
     if (!v->is_array()) r.wrong("mlp_only_layers", "a list of layer indices", *v);
     for (const json& x : *v) {
-      if (!x.is_number_integer()) r.wrong("mlp_only_layers", "a list of layer indices", *v);
-      dense.push_back(x.get<int64_t>());
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= layers)
+        r.fail("key 'mlp_only_layers' is " + v->dump() + ": expected a list of layer indices in [0, num_hidden_layers " +
+               std::to_string(layers) + ")");
+      m.mlp_only_layers.push_back(int(x.get<int64_t>()));
     }
   }
-  for (int i = 0; i < layers && experts > 0; ++i)
-    if ((i + 1) % step == 0 && std::find(dense.begin(), dense.end(), i) == dense.end())
-      r.fail("key 'num_experts' is " + std::to_string(experts) + ": layer " + std::to_string(i) +
-             " has a sparse mixture of experts, which vkgate does not run yet (its layers' MLP is the dense "
-             "SwiGLU of intermediate_size: num_experts 0, or every layer in mlp_only_layers)");
+  return m;
 }
 
 // eos_token_id: one id or a list of ids (HF writes both); null or absent: none.
@@ -178,6 +186,21 @@ void ModelConfig::validate() const {
   }
   limits::check_range("num_hidden_layers", num_hidden_layers, 1, limits::kMaxLayers);
   check_rows("intermediate_size", intermediate_size);
+  if (moe.num_experts > 0) {
+    if (gla) bad("num_experts", "must be 0 in a GLA model");
+    limits::check_range("num_experts", moe.num_experts, 1, limits::kMaxExperts);
+    if (moe.num_experts_per_tok < 1 || moe.num_experts_per_tok > moe.num_experts)
+      bad("num_experts_per_tok", "is " + std::to_string(moe.num_experts_per_tok) + ": must be in [1, num_experts " +
+                                     std::to_string(moe.num_experts) + "]");
+    check_rows("moe_intermediate_size", moe.moe_intermediate_size);
+    if (moe.shared_expert_intermediate_size != 0)
+      check_rows("shared_expert_intermediate_size", moe.shared_expert_intermediate_size);
+    limits::check_range("decoder_sparse_step", moe.decoder_sparse_step, 1, INT_MAX);
+    for (int l : moe.mlp_only_layers)
+      if (l < 0 || l >= num_hidden_layers)
+        bad("mlp_only_layers", "holds " + std::to_string(l) + ", outside [0, num_hidden_layers " +
+                                   std::to_string(num_hidden_layers) + ")");
+  }
   check_rows("vocab_size", vocab_size);
   // A decoder layer adds its input back (h = x + attn(norm(x))) and never sees later tokens.
   if (!gla && !attention.residual) bad("residual", "must be true in a model: each layer adds its input back");
@@ -226,10 +249,11 @@ ModelConfig parse_model_config_json(std::string_view json_text, const std::strin
   m.eos_token_ids = read_eos(r);
   if (m.model_type == "qwen3_next") {
     m.linear_attention = parse_gdn_config_json(json_text, source);
-    check_dense_mlps(r, m.num_hidden_layers);
   } else {
     check_full_attention(r, m.attention);
   }
+  if (m.model_type == "qwen3_next" || m.model_type == "qwen3_moe")
+    m.moe = read_moe(r, m.model_type, m.num_hidden_layers);
   validate_as(source, [&] { m.validate(); });
   return m;
 }
@@ -266,6 +290,46 @@ std::string layer_gla_name(int layer, const std::string& bare) {
   return layer_tensor_name(layer, bare == "attn_norm.weight" ? bare : "attn." + bare);
 }
 
+bool MoeConfig::sparse(int layer) const {
+  return num_experts > 0 && (int64_t(layer) + 1) % decoder_sparse_step == 0 &&
+         std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) == mlp_only_layers.end();
+}
+
+std::vector<int> ModelConfig::moe_layers() const {
+  std::vector<int> out;
+  for (int l = 0; l < num_hidden_layers; ++l)
+    if (sparse_mlp(l)) out.push_back(l);
+  return out;
+}
+
+std::vector<TensorSpec> mlp_weights(const ModelConfig& cfg, int layer) {
+  const int64_t D = cfg.hidden_size();
+  auto swiglu = [&](std::vector<TensorSpec>& s, const std::string& prefix, int64_t width) {
+    s.push_back({prefix + "gate_proj.weight", {width, D}});
+    s.push_back({prefix + "up_proj.weight", {width, D}});
+    s.push_back({prefix + "down_proj.weight", {D, width}});
+  };
+  std::vector<TensorSpec> s{{cfg.mlp_norm_name(), {D}}};
+  if (!cfg.sparse_mlp(layer)) {
+    const int64_t I = cfg.intermediate_size;
+    swiglu(s, "mlp.", I);
+    if (cfg.mlp_bias) {
+      s.push_back({"mlp.gate_proj.bias", {I}});
+      s.push_back({"mlp.up_proj.bias", {I}});
+      s.push_back({"mlp.down_proj.bias", {D}});
+    }
+    return s;
+  }
+  const MoeConfig& m = cfg.moe;
+  s.push_back({"mlp.gate.weight", {m.num_experts, D}});
+  for (int e = 0; e < m.num_experts; ++e) swiglu(s, "mlp.experts." + std::to_string(e) + ".", m.moe_intermediate_size);
+  if (m.shared_expert_intermediate_size > 0) {
+    swiglu(s, "mlp.shared_expert.", m.shared_expert_intermediate_size);
+    s.push_back({"mlp.shared_expert_gate.weight", {1, D}});
+  }
+  return s;
+}
+
 MixerConfig ModelConfig::mixer(int layer) const {
   if (gla) return GlaMixer{*gla, gla_forms};
   if (linear_attention && !attention.is_full_attention(layer)) return GdnMixer{*linear_attention, attention.norm_kind};
@@ -291,20 +355,12 @@ std::string mixer_tensor_name(const MixerConfig& m, int layer, const std::string
 
 std::vector<TensorSpec> expected_model_weights(const ModelConfig& cfg) {
   cfg.validate();
-  const int64_t D = cfg.hidden_size(), I = cfg.intermediate_size, V = cfg.vocab_size;
+  const int64_t D = cfg.hidden_size(), V = cfg.vocab_size;
   std::vector<TensorSpec> s{{cfg.embedding_name(), {V, D}}};
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
     const MixerConfig mixer = cfg.mixer(i);
     for (const TensorSpec& t : mixer_weights(mixer)) s.push_back({mixer_tensor_name(mixer, i, t.name), t.shape});
-    s.push_back({layer_tensor_name(i, cfg.mlp_norm_name()), {D}});
-    s.push_back({layer_tensor_name(i, "mlp.gate_proj.weight"), {I, D}});
-    s.push_back({layer_tensor_name(i, "mlp.up_proj.weight"), {I, D}});
-    s.push_back({layer_tensor_name(i, "mlp.down_proj.weight"), {D, I}});
-    if (cfg.mlp_bias) {
-      s.push_back({layer_tensor_name(i, "mlp.gate_proj.bias"), {I}});
-      s.push_back({layer_tensor_name(i, "mlp.up_proj.bias"), {I}});
-      s.push_back({layer_tensor_name(i, "mlp.down_proj.bias"), {D}});
-    }
+    for (const TensorSpec& t : mlp_weights(cfg, i)) s.push_back({layer_tensor_name(i, t.name), t.shape});
   }
   s.push_back({"model.norm.weight", {D}});
   if (!cfg.tie_word_embeddings) s.push_back({"lm_head.weight", {V, D}});

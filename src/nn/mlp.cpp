@@ -1,8 +1,15 @@
 #include "nn/mlp.hpp"
 
+#include "nn/moe.hpp"
 #include "ops/ops.hpp"
 
 namespace vkgate::nn {
+
+std::unique_ptr<FeedForward> make_feed_forward(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg,
+                                               const TensorMap& weights, int layer, Storage act) {
+  if (cfg.sparse_mlp(layer)) return std::make_unique<Moe>(vk, tuning, cfg, weights, layer, act);
+  return std::make_unique<Mlp>(vk, tuning, cfg, weights, layer, act);
+}
 
 Mlp::Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& w, int layer,
          Storage act)
@@ -50,7 +57,7 @@ void Mlp::reserve(uint32_t rows, Workspace& ws) const {
 }
 
 void Mlp::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const Buffer& x, const Buffer& y,
-                 bool poison) const {
+                 StatsSlot /*stats*/, bool poison) const {
   const Buffer& proj = ws["mlp_proj"];
   const Buffer& h = ws["mlp_hidden"];
   const Buffer* split_k = ws.find("split_k");

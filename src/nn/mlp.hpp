@@ -1,4 +1,5 @@
-// Internal: the MLP module of a decoder layer,
+// Internal: a decoder layer's MLP behind one interface (FeedForward), so a
+// model holds dense and sparse layers alike: the dense module
 //
 //   y = x + down( act(gate(x̂)) ⊙ up(x̂) ),   x̂ = post_attention_layernorm(x) (a GLA model's mlp_norm)
 //
@@ -10,10 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
+#include "nn/mixer.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
 #include "vkgate/model_config.hpp"
@@ -21,7 +24,27 @@
 
 namespace vkgate::nn {
 
-class Mlp {
+class FeedForward {
+ public:
+  virtual ~FeedForward() = default;
+  // The scratch a step of `rows` rows needs.
+  virtual void reserve(uint32_t rows, Workspace& ws) const = 0;
+  // y (fp32 [rows, D]) = x (fp32 [rows, D]) + mlp(norm(x)); its statistics
+  // (stats_floats) into `stats` when that names a buffer.
+  virtual void record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const gpu::Buffer& x,
+                      const gpu::Buffer& y, StatsSlot stats, bool poison) const = 0;
+  virtual uint32_t stats_floats() const { return 0; }
+  // The most rows one step may hold (0: not even one).
+  virtual uint32_t max_step_rows() const { return UINT32_MAX; }
+  virtual uint64_t weight_bytes() const = 0;
+};
+
+// Layer `layer`'s MLP (ModelConfig::sparse_mlp: the mixture of experts, nn/moe.hpp),
+// its tensors under full names in `weights`, checked by the caller.
+std::unique_ptr<FeedForward> make_feed_forward(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg,
+                                               const TensorMap& weights, int layer, Storage act);
+
+class Mlp : public FeedForward {
  public:
   // Uploads layer `layer`'s MLP norm (ModelConfig::mlp_norm_name) and mlp tensors from
   // `weights` (full names, checked by the caller): projections in `act`,
@@ -30,11 +53,10 @@ class Mlp {
       Storage act);
 
   // The scratch `rows` rows need (roles "normed", "mlp_proj", "mlp_hidden", "split_k").
-  void reserve(uint32_t rows, Workspace& ws) const;
-  // y (fp32 [rows, D]) = x (fp32 [rows, D]) + mlp(norm(x)).
+  void reserve(uint32_t rows, Workspace& ws) const override;
   void record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const gpu::Buffer& x, const gpu::Buffer& y,
-              bool poison = false) const;
-  uint64_t weight_bytes() const;
+              StatsSlot stats, bool poison) const override;
+  uint64_t weight_bytes() const override;
 
  private:
   bool norm_in_projection(uint32_t rows) const;

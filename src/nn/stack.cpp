@@ -44,16 +44,21 @@ Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cf
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {
     const MixerConfig mixer = cfg.mixer(i);
     mixers_.push_back(make_mixer(vk, tuning, mixer, mixer_view(mixer, w, i), act));
-    mlps_.push_back(std::make_unique<Mlp>(vk, tuning, cfg, w, i, act));
+    ffns_.push_back(make_feed_forward(vk, tuning, cfg, w, i, act));
     const auto same = std::find(planned.begin(), planned.end(), mixer);
     plan_of_.push_back(size_t(same - planned.begin()));
     if (same == planned.end()) {
       planned.push_back(mixer);
       planners_.push_back(size_t(i));
     }
-    stats_stride_ = std::max(stats_stride_, mixers_.back()->stats_floats() + 1);
     loaded_layer(i);
   }
+  uint32_t mlp_stats = 0;
+  for (size_t l = 0; l < mixers_.size(); ++l) {
+    mixer_stats_ = std::max(mixer_stats_, mixers_[l]->stats_floats());
+    mlp_stats = std::max(mlp_stats, ffns_[l]->stats_floats());
+  }
+  stats_stride_ = mixer_stats_ + mlp_stats + 1;
   final_norm_ = upload(vk, stored(w.at("model.norm.weight"), Storage::f32), "model.norm.weight");
   report.advance(specs.size(), bytes + w.at("model.norm.weight").bytes.size());
 }
@@ -61,6 +66,7 @@ Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cf
 uint32_t Stack::max_step_tokens(uint32_t batch) const {
   uint32_t most = UINT32_MAX;
   for (size_t planner : planners_) most = std::min(most, mixers_[planner]->max_step_tokens(batch));
+  for (const auto& f : ffns_) most = std::min(most, f->max_step_rows() / batch);
   return most;
 }
 
@@ -78,6 +84,11 @@ void Stack::record_clear(gpu::Recorder& rec, const LayerCaches& caches) const {
 MixerStats Stack::layer_stats(const StackPlan& p, int layer) const {
   const float* at = static_cast<const float*>(p.stats_down.mapped()) + size_t(layer) * stats_stride_;
   return mixers_[size_t(layer)]->read_stats(at, double(p.batch) * p.tokens);
+}
+
+std::vector<double> Stack::mlp_stats(const StackPlan& p, int layer) const {
+  const float* at = static_cast<const float*>(p.stats_down.mapped()) + size_t(layer) * stats_stride_ + mixer_stats_;
+  return std::vector<double>(at, at + ffns_[size_t(layer)]->stats_floats());
 }
 
 uint64_t StackPlan::bytes() const {
@@ -101,7 +112,7 @@ std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t
   // Layers of one config share a plan; every plan shares the scratch.
   for (size_t planner : planners_)
     p->mixers.push_back(mixers_[planner]->plan({batch, tokens, kv_stride, sequence, stats, false}, p->scratch));
-  mlps_[0]->reserve(uint32_t(BT), p->scratch);
+  for (const auto& f : ffns_) f->reserve(uint32_t(BT), p->scratch);
   lm.reserve(uint32_t(M), p->scratch);
   p->scratch.allocate(vk_);
   p->ids = vk_.allocator->allocate(BT * 4, MemoryKind::upload, "input_ids (staging)");
@@ -142,7 +153,7 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
     const MixerIo io{p.x, p.h, true, caches ? (*caches)[l].get() : nullptr, past,
                      {p.with_stats ? &p.stats : nullptr, at}, nullptr};
     mixers_[l]->record(rec, *p.mixers[plan_of_[l]], p.scratch, io, poison);
-    mlps_[l]->record(rec, p.scratch, BT, p.h, p.x, poison);
+    ffns_[l]->record(rec, p.scratch, BT, p.h, p.x, {p.with_stats ? &p.stats : nullptr, at + mixer_stats_}, poison);
     if (p.with_stats) ops::max_abs(vk_, rec, p.x, BT * D, p.stats, at + stats_stride_ - 1);
   }
 
@@ -165,7 +176,7 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
 
 uint64_t Stack::weight_bytes() const {
   uint64_t n = embed_->bytes() + (lm_head_ ? lm_head_->bytes() : 0) + final_norm_.size();
-  for (size_t l = 0; l < mixers_.size(); ++l) n += mixers_[l]->weight_bytes() + mlps_[l]->weight_bytes();
+  for (size_t l = 0; l < mixers_.size(); ++l) n += mixers_[l]->weight_bytes() + ffns_[l]->weight_bytes();
   return n;
 }
 

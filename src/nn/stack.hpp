@@ -42,7 +42,7 @@ struct StackPlan {
   Buffer last;              // fp32 [B, D]: each row's last position (when !all_logits)
   Buffer normed;            // lm_head's input [M, D] in the activation storage
   Buffer logits;            // fp32 [M, V], host-visible
-  Buffer stats, stats_down;  // per layer stats_stride() floats: the mixer's, then max |x|
+  Buffer stats, stats_down;  // per layer stats_stride() floats: the mixer's, the MLP's, then max |x|
   std::unique_ptr<gpu::Recorder> rec;
   uint32_t past = 0;        // the positions before the step, as last recorded
   uint32_t rows() const { return all_logits ? batch * tokens : batch; }  // M
@@ -70,10 +70,13 @@ class Stack {
   // returns them all to an empty sequence.
   LayerCaches make_caches(uint32_t batch, uint32_t capacity) const;
   void record_clear(gpu::Recorder& rec, const LayerCaches& caches) const;
-  // The floats per layer of StackPlan::stats: the most any mixer writes, then max |x|.
+  // The floats per layer of StackPlan::stats: the most any mixer writes, the
+  // most any MLP writes, then max |x|.
   uint32_t stats_stride() const { return stats_stride_; }
-  // Layer `layer`'s statistics of the plan's last run.
+  // Layer `layer`'s statistics of the plan's last run: its mixer's, and its
+  // MLP's floats (a sparse layer's expert load; empty for a dense one).
   MixerStats layer_stats(const StackPlan& p, int layer) const;
+  std::vector<double> mlp_stats(const StackPlan& p, int layer) const;
   // The most tokens one step of `batch` rows may hold (the least any mixer
   // allows; 0 when not even one token fits).
   uint32_t max_step_tokens(uint32_t batch) const;
@@ -90,9 +93,10 @@ class Stack {
   Storage act_;
   std::unique_ptr<VocabMatrix> embed_, lm_head_;  // lm_head_ null when tied: embed_ serves both
   std::vector<std::unique_ptr<Mixer>> mixers_;    // per layer
-  std::vector<std::unique_ptr<Mlp>> mlps_;        // per layer
+  std::vector<std::unique_ptr<FeedForward>> ffns_;  // per layer
   std::vector<size_t> plan_of_;   // per layer: its plan in StackPlan::mixers
   std::vector<size_t> planners_;  // per plan: the first layer that has it (its mixer makes the plan)
+  uint32_t mixer_stats_ = 0;  // the floats of each layer's slot before its MLP's
   uint32_t stats_stride_ = 1;
   Buffer final_norm_;
 };

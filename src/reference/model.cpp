@@ -77,11 +77,69 @@ double max_abs(const Vec& v) {
   return m;
 }
 
-// h + mlp(norm(h)) for the residual stream h [rows, D] after layer `layer`'s mixer.
-Vec mlp_residual(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& h, int64_t rows) {
+// The sparse MoE on the normed rows xn [rows, D] (MoeConfig): the router's
+// softmax over every expert, the top k (the lowest index first among equal
+// probabilities), renormalised with norm_topk_prob, each chosen expert's
+// SwiGLU weighted, plus the shared expert times σ(x̂·shared_expert_gate).
+// Sets `load` [E] to each expert's share of the rows.
+Vec sparse_mlp(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& xn, int64_t rows,
+               std::vector<double>& load) {
+  const MoeConfig& m = cfg.moe;
+  const int64_t D = cfg.hidden_size(), E = m.num_experts, Im = m.moe_intermediate_size;
+  auto w = [&](const std::string& name) { return weights.at(layer_tensor_name(layer, name)); };
+  const Vec logits = linear_d(xn, w("mlp.gate.weight"), {}, rows, E, D);
+  Vec out(size_t(rows * D), 0.0);
+  load.assign(size_t(E), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto row = logits.begin() + r * E;
+    const double top = *std::max_element(row, row + E);
+    Vec p(static_cast<size_t>(E));
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += p[size_t(e)] = std::exp(row[e] - top);
+    for (double& v : p) v /= sum;
+    std::vector<int64_t> order(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) order[size_t(e)] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+    order.resize(size_t(m.num_experts_per_tok));
+    double chosen = 0;
+    for (int64_t e : order) chosen += p[size_t(e)];
+    const Vec x_row(xn.begin() + r * D, xn.begin() + (r + 1) * D);
+    for (int64_t e : order) {
+      const std::string name = "mlp.experts." + std::to_string(e) + ".";
+      const double weight = m.norm_topk_prob ? p[size_t(e)] / chosen : p[size_t(e)];
+      const Vec y = mlp(x_row, 1, D, Im, cfg.hidden_act, w(name + "gate_proj.weight"), w(name + "up_proj.weight"),
+                        w(name + "down_proj.weight"));
+      for (int64_t d = 0; d < D; ++d) out[size_t(r * D + d)] += weight * y[size_t(d)];
+      load[size_t(e)] += 1.0 / double(rows);
+    }
+  }
+  if (m.shared_expert_intermediate_size > 0) {
+    const Vec shared = mlp(xn, rows, D, m.shared_expert_intermediate_size, cfg.hidden_act,
+                           w("mlp.shared_expert.gate_proj.weight"), w("mlp.shared_expert.up_proj.weight"),
+                           w("mlp.shared_expert.down_proj.weight"));
+    const Vec gate = linear_d(xn, w("mlp.shared_expert_gate.weight"), {}, rows, 1, D);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double s = 1.0 / (1.0 + std::exp(-gate[size_t(r)]));
+      for (int64_t d = 0; d < D; ++d) out[size_t(r * D + d)] += s * shared[size_t(r * D + d)];
+    }
+  }
+  return out;
+}
+
+// h + mlp(norm(h)) for the residual stream h [rows, D] after layer `layer`'s
+// mixer; a sparse layer's expert shares are appended to `expert_load`.
+Vec mlp_residual(const ModelConfig& cfg, const WeightMap& weights, int layer, const Vec& h, int64_t rows,
+                 std::vector<double>& expert_load) {
   const int64_t D = cfg.hidden_size(), I = cfg.intermediate_size;
   const Vec hn = rms_norm_d(h, weights.at(layer_tensor_name(layer, cfg.mlp_norm_name())), rows, D, cfg.norm_eps(),
                             cfg.norm_kind());
+  if (cfg.sparse_mlp(layer)) {
+    std::vector<double> load;
+    Vec out = sparse_mlp(cfg, weights, layer, hn, rows, load);
+    expert_load.insert(expert_load.end(), load.begin(), load.end());
+    for (size_t i = 0; i < out.size(); ++i) out[i] += h[i];
+    return out;
+  }
   auto w = [&](const char* name) { return weights.at(layer_tensor_name(layer, name)); };
   auto b = [&](const char* name) { return bias_or_empty(weights, cfg.mlp_bias, layer_tensor_name(layer, name)); };
   Vec out = mlp(hn, rows, D, I, cfg.hidden_act, w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"),
@@ -199,8 +257,7 @@ ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, cons
   const int64_t rows = in.batch * in.tokens, D = cfg.hidden_size();
   ModelResult r;
   r.hidden_states.push_back(embed(cfg, weights.at(cfg.embedding_name()), in));
-  // Each layer's statistics; in a hybrid model a layer without attention
-  // probabilities or without a gate holds NaN (as vkgate::ModelStats).
+  // Each layer's attention statistics (none for a GLA or Gated DeltaNet layer).
   std::vector<ModelResult> layer_stats(size_t(cfg.num_hidden_layers));
   for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
     // h = x + mixer(norm(x)), then h + mlp(norm(h))
@@ -208,21 +265,16 @@ ModelResult model_forward(const ModelConfig& cfg, const WeightMap& weights, cons
     const WeightMap bare = mixer_view(mixer, weights, layer);
     const Vec h = std::visit(MixerResidual{bare, r.hidden_states.back(), in, rope_lengths, layer_stats[size_t(layer)]},
                              mixer);
-    Vec next = mlp_residual(cfg, weights, layer, h, rows);
+    Vec next = mlp_residual(cfg, weights, layer, h, rows, r.expert_load);
     r.max_activation.push_back(max_abs(next));
     r.hidden_states.push_back(std::move(next));
   }
-  size_t heads = 0;
-  bool gated = false;
-  for (const ModelResult& s : layer_stats) {
-    heads = std::max(heads, s.first_token_attn.size());
-    gated |= !s.gate_mean.empty();
-  }
-  const double none = std::numeric_limits<double>::quiet_NaN();
-  for (const ModelResult& s : layer_stats) {
-    if (heads > 0 && s.first_token_attn.empty()) r.first_token_attn.insert(r.first_token_attn.end(), heads, none);
+  for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
+    const ModelResult& s = layer_stats[size_t(layer)];
+    if (s.first_token_attn.empty()) continue;
+    r.attention_layers.push_back(layer);
     r.first_token_attn.insert(r.first_token_attn.end(), s.first_token_attn.begin(), s.first_token_attn.end());
-    if (gated) r.gate_mean.push_back(s.gate_mean.empty() ? none : s.gate_mean.front());
+    r.gate_mean.insert(r.gate_mean.end(), s.gate_mean.begin(), s.gate_mean.end());
   }
   r.final_norm = rms_norm_d(r.hidden_states.back(), weights.at("model.norm.weight"), rows, D, cfg.norm_eps(),
                             cfg.norm_kind());

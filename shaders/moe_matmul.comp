@@ -1,0 +1,119 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Variants (the build compiles one SPIR-V module per line: name, then defines):
+// variant: moe_matmul
+// variant: moe_matmul_f16 T=F16 Y_T=F16
+// variant: moe_matmul_f16_y32 T=F16
+// variant: moe_matmul_bf16 T=BF16 Y_T=BF16
+// variant: moe_matmul_bf16_y32 T=BF16
+// variant: moe_matmul_rows ROWS
+// variant: moe_matmul_rows_f16 ROWS T=F16 Y_T=F16
+// variant: moe_matmul_rows_f16_y32 ROWS T=F16
+// variant: moe_matmul_rows_bf16 ROWS T=BF16 Y_T=BF16
+// variant: moe_matmul_rows_bf16_y32 ROWS T=BF16
+// The experts' grouped GEMM: for each tile of moe_route.comp (an expert e and
+// a run of its rows p in [p0, p1)),
+//   Y[p, n] = Σ_k X[src(p), k] · W[e − e_begin][n, k]
+// with src(p) = rows[p] (gather: X holds one row per token) or p (X already
+// in expert order). Only the experts that received tokens are read; a tile
+// of an expert outside [e_begin, e_end) (another shard's weights) or past
+// the tile count does nothing. Workgroup y is the tile, x a block of columns.
+//
+// ROWS (steps of a few tokens, tiles of ≤ MR rows): one subgroup per output
+// column streams W[n, :] with consecutive lanes on consecutive k, as
+// matvec.comp; a shared-memory tile would be mostly idle rows. Otherwise the
+// shared-memory tiles of gemm_tile.glsl.
+#include "common.glsl"
+#include "storage.glsl"
+#ifndef T
+#define T F32
+#endif
+#ifndef Y_T
+#define Y_T F32
+#endif
+
+RO(0, x, T)
+RO(1, w, T)
+RW(2, y, Y_T)
+layout(std430, binding = 3) readonly buffer Route { uint route[]; };
+layout(std430, binding = 4) readonly buffer Tiles { uint tiles[]; };
+
+#include "params.glsl"
+struct Push {
+  uint N, K, ldx, ldy;
+  uint gather, e_begin, e_end, off_rows;
+};
+PARAMS(Push)
+
+uint tile_expert, tile_p0, tile_p1;
+uint src_row(uint row) { return p.gather != 0 ? route[p.off_rows + row] : row; }
+uint w_base() { return (tile_expert - p.e_begin) * p.N * p.K; }
+
+// This workgroup's tile; false when it has none here.
+bool load_tile() {
+  const uint t = gl_WorkGroupID.y;
+  if (t >= tiles[0]) return false;
+  tile_expert = tiles[4 + 4 * t];
+  tile_p0 = tiles[5 + 4 * t];
+  tile_p1 = tiles[6 + 4 * t];
+  return tile_expert >= p.e_begin && tile_expert < p.e_end;
+}
+
+#ifdef ROWS
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(constant_id = 1) const uint MR = 8;  // the most rows a tile has
+
+void main() {
+  LOAD_PARAMS;
+  if (!load_tile()) return;
+  const uint n = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
+  if (n >= p.N) return;  // whole subgroups leave together
+  const uint count = tile_p1 - tile_p0;
+  uint src[MR];
+  float acc[MR];
+  [[unroll]] for (uint i = 0; i < MR; ++i) {
+    src[i] = src_row(tile_p0 + min(i, count - 1)) * p.ldx;
+    acc[i] = 0.0;
+  }
+  const uint wrow = w_base() + n * p.K;
+  for (uint k = gl_SubgroupInvocationID; k < p.K; k += gl_SubgroupSize) {
+    const float wv = w_ld(wrow + k);
+    [[unroll]] for (uint i = 0; i < MR; ++i)
+      if (i < count) acc[i] = fma(x_ld(src[i] + k), wv, acc[i]);
+  }
+  [[unroll]] for (uint i = 0; i < MR; ++i) {
+    if (i >= count) break;
+    const float v = subgroupAdd(acc[i]);
+    if (gl_SubgroupInvocationID == 0) y_st((tile_p0 + i) * p.ldy + n, v);
+  }
+}
+#else
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const uint TM = 4;
+layout(constant_id = 5) const uint TN = 4;
+
+shared uint tile_src[BM];  // the tile's source rows (offsets into X)
+float load_a(uint m, uint k) { return (tile_p0 + m < tile_p1 && k < p.K) ? x_ld(tile_src[m] + k) : 0.0; }
+float load_b(uint n, uint k) { return (n < p.N && k < p.K) ? w_ld(w_base() + n * p.K + k) : 0.0; }
+
+#include "gemm_tile.glsl"
+
+void main() {
+  LOAD_PARAMS;
+  if (!load_tile()) return;
+  for (uint i = gl_LocalInvocationID.x; i < BM; i += WG) tile_src[i] = src_row(tile_p0 + min(i, tile_p1 - tile_p0 - 1)) * p.ldx;
+  barrier();
+  const uint n0 = gl_WorkGroupID.x * BN;
+  gemm_tile(0, n0, 0, p.K);
+  [[unroll]] for (uint i = 0; i < TM; ++i) {
+    const uint m = tile_row(0, i);
+    if (tile_p0 + m >= tile_p1) break;
+    [[unroll]] for (uint j = 0; j < TN; ++j) {
+      const uint n = tile_col(n0, j);
+      if (n < p.N) y_st((tile_p0 + m) * p.ldy + n, acc[i][j]);
+    }
+  }
+}
+#endif
