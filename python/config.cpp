@@ -30,7 +30,8 @@ T field_value(const py::handle& v, const char* field) {
   } else if constexpr (std::is_same_v<T, std::optional<double>>) {
     if (v.is_none()) return std::nullopt;
     return float_value_arg(v, field, code);
-  } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<int64_t>>) {
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>> || std::is_same_v<T, std::vector<int64_t>> ||
+                       std::is_same_v<T, std::vector<int>>) {
     if (!PyList_Check(v.ptr()) && !PyTuple_Check(v.ptr()))
       fail(code, std::string(field) + ": expected a list, got " + describe(v));
     T r;
@@ -39,12 +40,16 @@ T field_value(const py::handle& v, const char* field) {
       const std::string at = std::string(field) + "[" + std::to_string(i) + "]";
       if constexpr (std::is_same_v<T, std::vector<std::string>>)
         r.push_back(str_arg(items[i], at.c_str(), code));
+      else if constexpr (std::is_same_v<T, std::vector<int>>)
+        r.push_back(int_arg(items[i], at.c_str(), code));
       else
         r.push_back(integer_arg(items[i], at.c_str(), INT64_MIN, INT64_MAX, code));
     }
     return r;
   } else if constexpr (std::is_same_v<T, BlockConfig>) {
     return config_arg<BlockConfig>(v, field, "BlockConfig");
+  } else if constexpr (std::is_same_v<T, MoeConfig>) {
+    return config_arg<MoeConfig>(v, field, "MoeConfig");
   } else if constexpr (std::is_same_v<T, std::optional<GlaConfig>>) {
     if (v.is_none()) return std::nullopt;
     return config_arg<GlaConfig>(v, field, "GlaConfig");
@@ -300,15 +305,36 @@ void bind_gdn_config(py::module_& m) {
         py::arg("config"), "{name: shape} of a Gated DeltaNet layer's tensors (bare names), in order.");
 }
 
+void bind_moe_config(py::module_& m) {
+  py::class_<MoeConfig> cls(m, "MoeConfig",
+                            "The sparse mixture-of-experts MLP of qwen3_next and qwen3_moe (include/vkgate/model_config.hpp).");
+  Fields<MoeConfig> f{cls, "MoeConfig"};
+  f.field("num_experts", &MoeConfig::num_experts, "E (0: every layer dense)")
+      .field("num_experts_per_tok", &MoeConfig::num_experts_per_tok, "k, the experts each token is routed to")
+      .field("moe_intermediate_size", &MoeConfig::moe_intermediate_size, "each expert's SwiGLU width")
+      .field("shared_expert_intermediate_size", &MoeConfig::shared_expert_intermediate_size,
+             "the shared expert's width (0: none)")
+      .field("norm_topk_prob", &MoeConfig::norm_topk_prob, "renormalise the k weights to sum 1")
+      .field("decoder_sparse_step", &MoeConfig::decoder_sparse_step, "layer i is sparse when (i + 1) % step == 0")
+      .field("mlp_only_layers", &MoeConfig::mlp_only_layers, "layers kept dense");
+  f.finish();
+  cls.def("sparse", [](const MoeConfig& c, arg::Int layer) {
+            return c.sparse(int(integer_arg(layer, "layer", 0, INT_MAX, ErrorCode::invalid_argument)));
+          },
+          py::arg("layer"), "Whether layer `layer` has the sparse MLP.");
+}
+
 void bind_model_config(py::module_& m) {
   py::class_<ModelConfig> cls(m, "ModelConfig",
-                              "A whole decoder-only model: qwen3, llama, gla or qwen3_next (include/vkgate/model_config.hpp).");
+                              "A whole decoder-only model: qwen3, llama, gla, qwen3_next or qwen3_moe "
+                              "(include/vkgate/model_config.hpp).");
   Fields<ModelConfig> f{cls, "ModelConfig"};
-  f.field("model_type", &ModelConfig::model_type, "'qwen3', 'llama', 'gla' or 'qwen3_next'")
+  f.field("model_type", &ModelConfig::model_type, "'qwen3', 'llama', 'gla', 'qwen3_next' or 'qwen3_moe'")
       .field("attention", &ModelConfig::attention, "every layer's attention block (BlockConfig)")
       .field("gla", &ModelConfig::gla, "every layer's GLA mixer (GlaConfig) for a gla model, else None")
       .field("linear_attention", &ModelConfig::linear_attention,
              "qwen3_next: the Gated DeltaNet (GdnConfig) of every layer that is not full attention, else None")
+      .field("moe", &ModelConfig::moe, "the sparse layers' mixture of experts (MoeConfig; num_experts 0: none)")
       .field("num_hidden_layers", &ModelConfig::num_hidden_layers, "L")
       .field("intermediate_size", &ModelConfig::intermediate_size, "I")
       .field("vocab_size", &ModelConfig::vocab_size, "V")
@@ -319,7 +345,9 @@ void bind_model_config(py::module_& m) {
       .field("tie_word_embeddings", &ModelConfig::tie_word_embeddings, "lm_head reuses the embedding")
       .field("eos_token_ids", &ModelConfig::eos_token_ids, "generation stops after any of these");
   f.finish();
-  cls.def("validate", &ModelConfig::validate).def_property_readonly("hidden_size", &ModelConfig::hidden_size);
+  cls.def("validate", &ModelConfig::validate)
+      .def_property_readonly("hidden_size", &ModelConfig::hidden_size)
+      .def("moe_layers", &ModelConfig::moe_layers, "The layers with the sparse MLP.");
   m.def("load_model_config", [](arg::Path dir) { return load_model_config(fspath(dir, "dir")); }, py::arg("dir"),
         "DIR/config.json (and generation_config.json) as a ModelConfig.");
   m.def(
@@ -342,6 +370,7 @@ void bind_config(py::module_& m) {
   bind_block_config(m);
   bind_gla_config(m);
   bind_gdn_config(m);
+  bind_moe_config(m);
   bind_model_config(m);
 }
 

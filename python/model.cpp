@@ -37,11 +37,13 @@ py::dict model_stats_dict(const ModelStats& s) {
   py::dict r;
   r["layers"] = s.layers;
   r["heads"] = s.heads;
-  // A GLA model has no softmax attention: its per-layer row is empty.
-  const int64_t heads = s.layers > 0 ? int64_t(s.first_token_attn.size()) / s.layers : 0;
-  r["first_token_attn"] = to_numpy(std::vector<double>(s.first_token_attn), {s.layers, heads});
+  const int64_t La = int64_t(s.attention_layers.size()), Lm = int64_t(s.moe_layers.size());
+  r["attention_layers"] = to_numpy(std::vector<int64_t>(s.attention_layers.begin(), s.attention_layers.end()), {La});
+  r["first_token_attn"] = to_numpy(std::vector<double>(s.first_token_attn), {La, s.heads});
   r["max_activation"] = to_numpy(std::vector<double>(s.max_activation), {int64_t(s.max_activation.size())});
   r["gate_mean"] = to_numpy(std::vector<double>(s.gate_mean), {int64_t(s.gate_mean.size())});
+  r["moe_layers"] = to_numpy(std::vector<int64_t>(s.moe_layers.begin(), s.moe_layers.end()), {Lm});
+  r["expert_load"] = to_numpy(std::vector<double>(s.expert_load), {Lm, s.experts});
   return r;
 }
 
@@ -202,8 +204,9 @@ void bind_model(py::module_& m) {
           "logits(ids, stats=False)\n\n"
           "ids: token ids [tokens] or [batch, tokens] (any integer array or list), each in [0, vocab_size).\n"
           "Returns float32 logits [..., vocab_size] of every position (each row causal from its first token).\n"
-          "stats: also return the paper's per-layer measurements (a dict of numpy arrays: first_token_attn\n"
-          "[layers, heads], max_activation [layers], gate_mean [layers] or empty), also kept as .stats.")
+          "stats: also return the paper's per-layer measurements (a dict of numpy arrays: attention_layers\n"
+          "[L_attn] and for them first_token_attn [L_attn, heads], gate_mean [L_attn] or empty;\n"
+          "max_activation [layers]; moe_layers [L_moe] and expert_load [L_moe, E]), also kept as .stats.")
       .def_property_readonly(
           "stats",
           [](PyModel& self) -> py::object {

@@ -225,9 +225,12 @@ py::dict model_result(reference::ModelResult&& res, const ModelConfig& cfg, int6
   for (auto& h : res.hidden_states) hs.append(doubles(std::move(h), {B, T, D}));
   d["hidden_states"] = hs;
   d["final_norm"] = doubles(std::move(res.final_norm), {B, T, D});
-  d["first_token_attn"] = doubles(std::move(res.first_token_attn), {L, cfg.gla ? 0 : cfg.attention.num_heads});
+  const int64_t La = int64_t(res.attention_layers.size()), Lm = int64_t(cfg.moe_layers().size());
+  d["attention_layers"] = std::vector<int>(res.attention_layers);
+  d["first_token_attn"] = doubles(std::move(res.first_token_attn), {La, cfg.gla ? 0 : cfg.attention.num_heads});
   d["max_activation"] = doubles(std::move(res.max_activation), {L});
-  d["gate_mean"] = doubles(std::move(res.gate_mean), {L});
+  d["gate_mean"] = doubles(std::move(res.gate_mean), {int64_t(res.gate_mean.size())});
+  d["expert_load"] = doubles(std::move(res.expert_load), {Lm, Lm > 0 ? cfg.moe.num_experts : 0});
   return d;
 }
 
@@ -256,8 +259,9 @@ void bind_model_oracle(py::module_& r) {
       },
       py::arg("config"), py::arg("weights"), py::arg("ids"), py::arg("steps") = py::none(),
       "The whole model in double on ids [batch, tokens] (weights by full name). Returns a dict: logits\n"
-      "[B, T, V], hidden_states (L+1 arrays [B, T, D]), final_norm, first_token_attn [L, H],\n"
-      "max_activation [L], gate_mean [L] (empty without a gate). steps: the token counts of the\n"
+      "[B, T, V], hidden_states (L+1 arrays [B, T, D]), final_norm, attention_layers (the layers\n"
+      "with softmax attention) and for them first_token_attn [L_attn, H] and gate_mean [L_attn]\n"
+      "(empty without a gate), max_activation [L], expert_load [L_moe, E]. steps: the token counts of the\n"
       "extend() calls that fed the sequence (empty: one), which dynamic RoPE depends on.");
   r.def(
       "greedy_generate",

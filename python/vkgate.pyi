@@ -126,12 +126,26 @@ class GlaConfig:
     @property
     def scale(self) -> float: ...
 
+class MoeConfig:
+    FIELDS: tuple[str, ...]
+    num_experts: int
+    num_experts_per_tok: int
+    moe_intermediate_size: int
+    shared_expert_intermediate_size: int
+    norm_topk_prob: bool
+    decoder_sparse_step: int
+    mlp_only_layers: list[int]
+    def __init__(self, **fields: Any) -> None: ...
+    def copy(self) -> MoeConfig: ...
+    def sparse(self, layer: int) -> bool: ...
+
 class ModelConfig:
     FIELDS: tuple[str, ...]
-    model_type: str
+    model_type: str  # 'qwen3' | 'llama' | 'gla' | 'qwen3_next' | 'qwen3_moe'
     attention: BlockConfig
     gla: Optional[GlaConfig]
     linear_attention: Optional[GdnConfig]
+    moe: MoeConfig
     num_hidden_layers: int
     intermediate_size: int
     vocab_size: int
@@ -142,6 +156,7 @@ class ModelConfig:
     def __init__(self, **fields: Any) -> None: ...
     def validate(self) -> None: ...
     def copy(self) -> ModelConfig: ...
+    def moe_layers(self) -> list[int]: ...
     @property
     def hidden_size(self) -> int: ...
 

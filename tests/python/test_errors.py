@@ -401,6 +401,7 @@ CALLS = [
     ("reference.gla_forward", "initial_state", "optional_floats",
      lambda a, v: vkgate.reference.gla_forward(a.gcfg, a.gw, a.x, v)),
     ("reference.gla_forward", "keep_states", "bool", lambda a, v: vkgate.reference.gla_forward(a.gcfg, a.gw, a.x, None, v)),
+    ("MoeConfig.sparse", "layer", "int", lambda a, v: vkgate.MoeConfig().sparse(v)),
     ("reference.gdn_forward", "config", "config", lambda a, v: vkgate.reference.gdn_forward(v, a.dw, a.x)),
     ("reference.gdn_forward", "weights", "dict", lambda a, v: vkgate.reference.gdn_forward(a.dcfg, v, a.x)),
     ("reference.gdn_forward", "x", "floats", lambda a, v: vkgate.reference.gdn_forward(a.dcfg, a.dw, v)),
@@ -420,9 +421,9 @@ def field_kind(value, name):
         return "number"
     if isinstance(value, str):
         return "str"
-    if isinstance(value, vkgate.BlockConfig):
+    if isinstance(value, (vkgate.BlockConfig, vkgate.MoeConfig)):
         return "config"
-    if name == "eos_token_ids":
+    if name in ("eos_token_ids", "mlp_only_layers"):
         return "int_list"
     if isinstance(value, list):
         return "str_list"
@@ -432,7 +433,8 @@ def field_kind(value, name):
 def config_calls():
     """Every field of every config, as a keyword of the constructor and as an attribute."""
     calls = []
-    for cls in (vkgate.BlockConfig, vkgate.GlaConfig, vkgate.GdnConfig, vkgate.ModelConfig, vkgate.RopeScaling):
+    for cls in (vkgate.BlockConfig, vkgate.GlaConfig, vkgate.GdnConfig, vkgate.MoeConfig, vkgate.ModelConfig,
+                vkgate.RopeScaling):
         for name in cls.FIELDS:
             kind = field_kind(getattr(cls(), name), name)
             calls.append((cls.__name__, name, kind, lambda a, v, cls=cls, name=name: cls(**{name: v})))
@@ -475,7 +477,7 @@ def test_every_argument_refuses_every_wrong_kind(api, entry, argument, kind, cal
 NO_ARGUMENTS = {
     "devices", "Context.take_validation_messages", "BlockConfig.validate", "BlockConfig.copy",
     "BlockConfig.qwen3_next_attention", "GlaConfig.validate", "GlaConfig.copy", "GdnConfig.validate",
-    "GdnConfig.copy", "GdnConfig.qwen3_next", "ModelConfig.validate",
+    "GdnConfig.copy", "GdnConfig.qwen3_next", "MoeConfig.copy", "ModelConfig.validate", "ModelConfig.moe_layers",
     "ModelConfig.copy", "RopeScaling.copy", "GatedAttention.last_timings", "Model.last_timings",
 }
 
@@ -511,7 +513,7 @@ def bound(api, name):
     """The callable `name` of public_callables(), bound to one of api's objects."""
     objects = {"Context": api.ctx, "BlockConfig": api.cfg, "GlaConfig": api.gcfg, "GdnConfig": api.dcfg,
                "ModelConfig": api.mcfg, "GatedAttention": api.block, "GlaLayer": api.gla, "GatedDeltaNet": api.gdn, "Model": api.model, "Sequence": api.seq,
-               "Tokenizer": api.tok, "RopeScaling": vkgate.RopeScaling()}
+               "Tokenizer": api.tok, "RopeScaling": vkgate.RopeScaling(), "MoeConfig": vkgate.MoeConfig()}
     if name.startswith("reference."):
         return getattr(vkgate.reference, name.split(".")[1])
     owner, _, attr = name.partition(".")
