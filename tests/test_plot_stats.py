@@ -19,23 +19,25 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(os.path.dirname(HERE), "tools", "plot_stats.py")
 OUTPUTS = ("first_token_attn.png", "first_token_heatmap.png", "gate_mean.png",
-           "max_activation.png", "summary.png")
+           "max_activation.png", "expert_load.png", "summary.png")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SKIP = 77
 
 
 def safetensors_bytes(tensors, metadata=None):
-    """tensors: {name: (shape, flat list of floats)} -> bytes of an F32 safetensors file."""
+    """tensors: {name: (shape, flat list of values[, dtype])} -> bytes of a safetensors
+    file; dtype is "F32" (the default) or "I64"."""
     header = {}
     data = bytearray()
-    for name, (shape, values) in tensors.items():
+    for name, (shape, values, *dtype) in tensors.items():
+        dtype = dtype[0] if dtype else "F32"
         n = 1
         for d in shape:
             n *= d
         assert len(values) == n, name
         begin = len(data)
-        data += struct.pack(f"<{n}f", *values)
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [begin, len(data)]}
+        data += struct.pack(f"<{n}{ {'F32': 'f', 'I64': 'q'}[dtype] }", *values)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [begin, len(data)]}
     if metadata is not None:
         header["__metadata__"] = metadata
     text = json.dumps(header).encode()
@@ -64,6 +66,37 @@ def baseline_tensors(layers=4, heads=3):
 def gated_tensors(layers=4, heads=3):
     return stats_tensors(layers, heads, lambda l, h: 0.02 + 0.01 * l + 0.01 * h,
                          gate=lambda l: 0.1 + 0.05 * l, growth=1.5)
+
+
+def i64(values):
+    return ([len(values)], list(values), "I64")
+
+
+def hybrid_tensors(layers=8, heads=4, attention=(3, 7), experts=6, k=2):
+    """A Qwen3-Next-like run: softmax attention (gated) at `attention` only, every layer
+    a sparse MoE of `experts` experts with `k` per token."""
+    la = len(attention)
+    load = []
+    for l in range(layers):
+        row = [1.0 + ((l + e) % 3) for e in range(experts)]  # uneven, sums to k
+        total = sum(row)
+        load += [k * v / total for v in row]
+    return {
+        "stats.max_activation": ([layers], [5.0 * 1.8 ** l for l in range(layers)]),
+        "stats.first_token_attn": ([la, heads], [0.3 + 0.5 * i / la + 0.02 * h
+                                                 for i in range(la) for h in range(heads)]),
+        "stats.attention_layers": i64(attention),
+        "stats.gate_mean": ([la], [0.2 + 0.5 * i / la for i in range(la)]),
+        "stats.expert_load": ([layers, experts], load),
+        "stats.moe_layers": i64(range(layers)),
+        "logits": ([1, 3], [0.5, -0.5, 1.0]),
+    }
+
+
+def gla_tensors(layers=6):
+    """A GLA-like run: no softmax attention, no MoE, only max_activation."""
+    return {"stats.max_activation": ([layers], [2.0 + l for l in range(layers)]),
+            "logits": ([1, 3], [0.5, -0.5, 1.0])}
 
 
 class PlotStatsTest(unittest.TestCase):
@@ -119,7 +152,7 @@ class PlotStatsTest(unittest.TestCase):
 
     # ------------------------------------------------------------------ success
 
-    def test_two_runs_write_five_pngs(self):
+    def test_two_runs_write_every_png(self):
         out = self.out_dir("nested/out")  # created, parents included
         r = self.run_script(self.baseline, self.gated, "--out", out,
                             "--labels", "baseline,gated", "--title", "Synthetic 4-layer model")
@@ -150,8 +183,76 @@ class PlotStatsTest(unittest.TestCase):
         r = self.run_script("--help")
         self.assertEqual(r.returncode, 0, r.stderr)
         for text in OUTPUTS + ("--out", "--labels", "--title", "stats.first_token_attn",
-                               "stats.max_activation", "stats.gate_mean"):
+                               "stats.max_activation", "stats.gate_mean",
+                               "stats.attention_layers", "stats.expert_load",
+                               "stats.moe_layers"):
             self.assertIn(text, r.stdout)
+
+    def test_hybrid_moe_run(self):
+        hybrid = self.write("hybrid.safetensors", hybrid_tensors(),
+                            {"model": "synthetic-8L-hybrid", "precision": "bf16"})
+        out = self.out_dir()
+        r = self.run_script(hybrid, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_pngs(out, r.stdout)
+        # beside a dense run with every layer attention, and the other way round
+        for runs in ((self.baseline, hybrid), (hybrid, self.gated)):
+            out = self.out_dir("pair." + os.path.basename(runs[0]))
+            r = self.run_script(*runs, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assert_pngs(out, r.stdout)
+
+    def test_many_attention_and_moe_layers(self):
+        # more rows than the heat maps label one by one; MoE on the odd layers only
+        tensors = hybrid_tensors(layers=48, attention=tuple(range(3, 48, 2)), experts=32, k=4)
+        tensors["stats.expert_load"] = ([24, 32], tensors["stats.expert_load"][1][:24 * 32])
+        tensors["stats.moe_layers"] = i64(range(1, 48, 2))
+        path = self.write("big_hybrid.safetensors", tensors)
+        out = self.out_dir()
+        r = self.run_script(path, self.baseline, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_pngs(out, r.stdout)
+
+    def test_gla_run_has_only_max_activation(self):
+        gla = self.write("gla.safetensors", gla_tensors())
+        for runs in ((gla,), (gla, self.gated), (self.gated, gla)):
+            out = self.out_dir("out." + "_".join(os.path.basename(p) for p in runs))
+            r = self.run_script(*runs, "--out", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assert_pngs(out, r.stdout)  # the empty panels carry notes
+
+    def test_no_run_has_more_than_max_activation(self):
+        one = self.write("gla1.safetensors", gla_tensors(4))
+        two = self.write("gla2.safetensors", gla_tensors(6))
+        out = self.out_dir()
+        r = self.run_script(one, two, "--out", out, "--labels", "a,b")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_pngs(out, r.stdout)
+
+    def test_old_style_file_without_attention_layers(self):
+        # written before stats.attention_layers: first_token_attn [L, H] covers every layer
+        tensors = gated_tensors(layers=5)
+        self.assertNotIn("stats.attention_layers", tensors)
+        path = self.write("old.safetensors", tensors)
+        out = self.out_dir()
+        r = self.run_script(path, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_pngs(out, r.stdout)
+        # the same with the indices written explicitly
+        tensors["stats.attention_layers"] = i64(range(5))
+        path = self.write("new.safetensors", tensors)
+        r = self.run_script(path, "--out", self.out_dir("new"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_missing_first_token_attn_is_allowed(self):
+        # a run without softmax attention layers is valid: its panels carry a note
+        tensors = baseline_tensors()
+        del tensors["stats.first_token_attn"]
+        path = self.write("nofirst.safetensors", tensors)
+        out = self.out_dir()
+        r = self.run_script(path, self.gated, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_pngs(out, r.stdout)
 
     # ------------------------------------------------------------------ input errors
 
@@ -162,21 +263,96 @@ class PlotStatsTest(unittest.TestCase):
         self.assert_input_error(r, missing)
         self.assert_no_png(out)
 
-    def test_missing_first_token_attn(self):
-        tensors = gated_tensors()
-        del tensors["stats.first_token_attn"]
-        path = self.write("nofirst.safetensors", tensors)
-        out = self.out_dir()
-        r = self.run_script(path, "--out", out)
-        self.assert_input_error(r, path, "stats.first_token_attn")
+    def test_missing_max_activation(self):
+        for name, tensors in (("nomax.safetensors", baseline_tensors()),
+                              ("nomax_hybrid.safetensors", hybrid_tensors()),
+                              ("nomax_gla.safetensors", gla_tensors())):
+            del tensors["stats.max_activation"]
+            path = self.write(name, tensors)
+            out = self.out_dir(name + ".out")
+            self.assert_input_error(self.run_script(path, "--out", out),
+                                    path, "stats.max_activation", "missing")
+            self.assert_no_png(out)
+
+    def check_bad_tensors(self, name, tensors, *needles):
+        """`tensors` written to `name` (beside a good run) fails naming it and needles."""
+        path = self.write(name, tensors)
+        out = self.out_dir(name + ".out")
+        r = self.run_script(self.baseline, path, "--out", out)
+        self.assert_input_error(r, path, *needles)
         self.assert_no_png(out)
 
-    def test_missing_max_activation(self):
+    def test_bad_attention_layers(self):
+        name = "stats.attention_layers"
+        cases = {
+            "short": ([i64([3])], "shape"),                        # 2 rows in first_token_attn
+            "long": ([i64([1, 3, 7])], "shape"),
+            "matrix": ([([2, 1], [3, 7], "I64")], "shape"),
+            "past_end": ([i64([3, 8])], "outside [0, 8)"),          # L is 8
+            "negative": ([i64([-1, 3])], "outside [0, 8)"),
+            "descending": ([i64([7, 3])], "ascending"),
+            "repeated": ([i64([3, 3])], "ascending"),
+            "f32": ([([2], [3.0, 7.0])], "dtype"),
+        }
+        for case, ((value,), needle) in cases.items():
+            with self.subTest(case=case):
+                tensors = hybrid_tensors()
+                tensors[name] = value
+                self.check_bad_tensors(f"attn_{case}.safetensors", tensors, name, needle)
+
+    def test_attention_layers_truncated(self):
+        tensors = hybrid_tensors()
+        last = tensors.pop("stats.attention_layers")  # last in the data section
+        del tensors["logits"]
+        tensors["stats.attention_layers"] = last
+        path = self.write("attn_cut.safetensors", tensors)
+        with open(path, "r+b") as f:
+            f.truncate(os.path.getsize(path) - 8)
+        r = self.run_script(path, "--out", self.out_dir())
+        self.assert_input_error(r, path, "stats.attention_layers", "truncated")
+
+    def test_old_style_rows_not_every_layer(self):
+        # first_token_attn covers 3 of 4 layers, and no stats.attention_layers says which
         tensors = baseline_tensors()
-        del tensors["stats.max_activation"]
-        path = self.write("nomax.safetensors", tensors)
-        self.assert_input_error(self.run_script(path, "--out", self.out_dir()),
-                                path, "stats.max_activation")
+        tensors["stats.first_token_attn"] = ([3, 3], tensors["stats.first_token_attn"][1][:9])
+        self.check_bad_tensors("old_short.safetensors", tensors, "stats.attention_layers",
+                               "missing")
+
+    def test_gate_mean_must_match_attention_layers(self):
+        tensors = hybrid_tensors()
+        tensors["stats.gate_mean"] = ([8], [0.5] * 8)  # L, not L_attn
+        self.check_bad_tensors("gate8.safetensors", tensors, "stats.gate_mean", "shape", "[2]")
+
+    def test_expert_load_without_moe_layers(self):
+        tensors = hybrid_tensors()
+        del tensors["stats.moe_layers"]
+        self.check_bad_tensors("nomoe.safetensors", tensors, "stats.moe_layers", "missing")
+
+    def test_expert_load_out_of_range(self):
+        for case, value in (("high", 1.5), ("negative", -0.25)):
+            with self.subTest(case=case):
+                tensors = hybrid_tensors()
+                shape, values = tensors["stats.expert_load"]
+                values = list(values)
+                values[7] = value
+                tensors["stats.expert_load"] = (shape, values)
+                self.check_bad_tensors(f"load_{case}.safetensors", tensors,
+                                       "stats.expert_load", "[0, 1]")
+
+    def test_bad_expert_load_or_moe_layers(self):
+        cases = {
+            "load_flat": ("stats.expert_load", ([48], [0.25] * 48), "shape"),
+            "load_i64": ("stats.expert_load", ([8, 6], [0] * 48, "I64"), "dtype"),
+            "load_nan": ("stats.expert_load", ([8, 6], [float("nan")] * 48), "NaN"),
+            "moe_short": ("stats.moe_layers", i64(range(7)), "shape"),
+            "moe_past_end": ("stats.moe_layers", i64(range(1, 9)), "outside [0, 8)"),
+            "moe_descending": ("stats.moe_layers", i64(range(7, -1, -1)), "ascending"),
+        }
+        for case, (name, value, needle) in cases.items():
+            with self.subTest(case=case):
+                tensors = hybrid_tensors()
+                tensors[name] = value
+                self.check_bad_tensors(f"{case}.safetensors", tensors, name, needle)
 
     def test_truncated_header(self):
         with open(self.gated, "rb") as f:
@@ -223,11 +399,11 @@ class PlotStatsTest(unittest.TestCase):
     def test_failure_leaves_no_png(self):
         # first run good, second bad: nothing may be written for either
         tensors = gated_tensors()
-        del tensors["stats.first_token_attn"]
+        del tensors["stats.max_activation"]
         bad = self.write("bad.safetensors", tensors)
         out = self.out_dir("fresh")
         r = self.run_script(self.baseline, bad, "--out", out)
-        self.assert_input_error(r, bad, "stats.first_token_attn")
+        self.assert_input_error(r, bad, "stats.max_activation")
         self.assert_no_png(out)
 
     # ------------------------------------------------------------------ usage errors
