@@ -53,13 +53,19 @@ CASE:
   --block --gate-positions   the block (--config's shape, or the default) with an elementwise
           sigmoid gate from gate_proj at each of the paper's positions G1 sdpa, G2 value,
           G3 key, G4 query, G5 dense, and without a gate; each time as a ratio to G1's
-  --model DIR | --model-shape qwen3-0.6b [--prompts 64,512] [--decode N] [--precision ...]
+  --model DIR | --model-shape NAME [--layers N] [--experts E] [--hidden D] [--vocab V]
+          [--prompts 64,512] [--decode N] [--precision ...]
           a whole model (a checkpoint directory, or a built-in shape with seeded random
-          weights): prefill tokens/s per prompt length (the lm_head on the last position
-          only, as a generation runs it), decode tokens/s over N steps (default 16), and
-          the device memory of the weights, the KV cache and the workspace. The check
-          before timing: a 16-token prompt in one step against a prefill of 8 and 8 decode
-          steps (the kernels are checked against the reference by the test suite)
+          weights: qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, their real configs; where
+          the device cannot hold them, --layers keeps the first N layers (Qwen3-Next's 3:1
+          pattern stays), --experts E routes among E experts at the same top-k, --hidden D
+          and --vocab V narrow the residual stream and the vocabulary; the model line says
+          what was changed): prefill
+          tokens/s per prompt length (the lm_head on the last position only, as a generation
+          runs it), decode tokens/s over N steps (default 16), and the device memory of the
+          weights, the caches and the workspace. The check before timing: a 16-token prompt in
+          one step against a prefill of 8 and 8 decode steps (the kernels are checked against
+          the reference by the test suite)
 
   --tokenizer PATH [--text-file FILE] [--write-text FILE]
           a tokenizer.json (or a directory holding one): load time, and encoding and
@@ -119,6 +125,10 @@ int cmd_bench(Args& args) {
     else if (a == "--model") model.dir = args.value(a);
     else if (a == "--model-shape") model.shape = args.value(a);
     else if (a == "--decode") model.decode = int(args.number(a, 1, 1 << 20));
+    else if (a == "--layers") model.layers = int(args.number(a, 1, 4096));
+    else if (a == "--experts") model.experts = int(args.number(a, 1, 65536));
+    else if (a == "--hidden") model.hidden = int(args.number(a, 1, 1 << 16));
+    else if (a == "--vocab") model.vocab = int(args.number(a, 1, 1 << 24));
     else if (a == "--prompts") {
       model.prompts.clear();
       const std::string list = args.value(a);
@@ -169,6 +179,8 @@ int cmd_bench(Args& args) {
   }
   if (!model.dir.empty() || !model.shape.empty()) {
     if (!model.dir.empty() && !model.shape.empty()) throw UsageError("bench: give --model or --model-shape, not both");
+    if (!model.dir.empty() && (model.layers || model.experts || model.hidden || model.vocab))
+      throw UsageError("bench: --layers, --experts, --hidden and --vocab shrink a --model-shape, not a --model directory");
     model.precision = prec;
     model.json = json;
     model.reps = opt.reps == vkgate::bench::Options{}.reps ? 2 : opt.reps;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
@@ -18,27 +20,43 @@ namespace vkgate::cli {
 
 namespace {
 
-// Built-in shapes with seeded random weights (no checkpoint needed).
-ModelConfig model_shape(const std::string& name) {
-  if (name != "qwen3-0.6b") throw UsageError("bench: unknown --model-shape '" + name + "' (qwen3-0.6b)");
-  ModelConfig m;
-  m.model_type = "qwen3";
-  BlockConfig& a = m.attention;
-  a.hidden_size = 1024;
-  a.num_heads = 16;
-  a.num_kv_heads = 8;
-  a.head_dim = 128;
-  a.rope_theta = 1000000.0;
-  a.gate_kind = GateKind::none;
-  a.gate_layout = GateLayout::official_grouped;
-  a.norm_kind = NormKind::plain;
-  a.use_qk_norm = true;
-  a.residual = a.causal = true;
-  a.num_hidden_layers = m.num_hidden_layers = 28;
-  m.intermediate_size = 3072;
-  m.vocab_size = 151936;
-  m.tie_word_embeddings = true;
-  return m;
+// Built-in shapes with seeded random weights (no checkpoint needed): the
+// published config.json of each model, parsed as a checkpoint's would be,
+// with --layers and --experts applied.
+ModelConfig model_shape(const ModelBench& b) {
+  static const std::map<std::string, const char*> kShapes{
+      {"qwen3-0.6b", R"({"model_type": "qwen3", "hidden_size": 1024, "num_attention_heads": 16,
+         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072, "num_hidden_layers": 28,
+         "vocab_size": 151936, "rope_theta": 1000000, "rms_norm_eps": 1e-6, "tie_word_embeddings": true,
+         "max_position_embeddings": 40960})"},
+      {"qwen3-30b-a3b", R"({"model_type": "qwen3_moe", "hidden_size": 2048, "num_attention_heads": 32,
+         "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144, "num_hidden_layers": 48,
+         "vocab_size": 151936, "rope_theta": 1000000, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
+         "max_position_embeddings": 40960, "num_experts": 128, "num_experts_per_tok": 8,
+         "moe_intermediate_size": 768, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": []})"},
+      {"qwen3-next-80b-a3b", R"({"model_type": "qwen3_next", "hidden_size": 2048, "num_attention_heads": 16,
+         "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120, "num_hidden_layers": 48,
+         "vocab_size": 151936, "rope_theta": 10000000, "partial_rotary_factor": 0.25, "rms_norm_eps": 1e-6,
+         "tie_word_embeddings": false, "max_position_embeddings": 262144, "full_attention_interval": 4,
+         "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+         "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 512,
+         "num_experts_per_tok": 10, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+         "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": []})"}};
+  const auto it = kShapes.find(b.shape);
+  if (it == kShapes.end())
+    throw UsageError("bench: unknown --model-shape '" + b.shape + "' (qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b)");
+  nlohmann::json j = nlohmann::json::parse(it->second);
+  if (b.layers) j["num_hidden_layers"] = b.layers;
+  if (b.hidden) j["hidden_size"] = b.hidden;
+  if (b.vocab) j["vocab_size"] = b.vocab;
+  if (b.experts) {
+    if (!j.contains("num_experts")) throw UsageError("bench: --experts needs a sparse model (" + b.shape + " is dense)");
+    if (b.experts < j["num_experts_per_tok"].get<int>())
+      throw UsageError("bench: --experts " + std::to_string(b.experts) + " is fewer than the model's top-" +
+                       j["num_experts_per_tok"].dump());
+    j["num_experts"] = b.experts;
+  }
+  return parse_model_config_json(j.dump(), b.shape);
 }
 
 // Uniform values of standard deviation 1/√in (norms near 1), stored as `dtype`
@@ -50,13 +68,15 @@ struct RandomTensors {
     uint64_t state = 0x9e3779b97f4a7c15ull;
     for (const TensorSpec& spec : expected_model_weights(cfg)) {
       const bool norm = spec.name.find("norm") != std::string::npos;
+      // Zero-centred norms (x̂·(1 + w)) hold weights near 0, the Gated DeltaNet's plain one near 1.
+      const bool zero_centered = cfg.norm_kind() == NormKind::zero_centered && spec.name.find("linear_attn.") == std::string::npos;
       const double half = std::sqrt(3.0 / double(spec.shape.back()));
       auto& bytes = data[spec.name];
       bytes.resize(size_t(spec.numel()) * dtype_size(dtype));
       for (int64_t i = 0; i < spec.numel(); ++i) {
         state ^= state << 13, state ^= state >> 7, state ^= state << 17;
         const float u = float(double(state >> 11) / double(1ull << 53) * 2 - 1);
-        const float v = norm ? 1.0f + 0.1f * u : float(half) * u;
+        const float v = norm ? (zero_centered ? 0.0f : 1.0f) + 0.1f * u : float(half) * u;
         if (dtype == DType::F16) {
           const uint16_t h = float_to_half(v);
           std::memcpy(bytes.data() + 2 * i, &h, 2);
@@ -108,15 +128,26 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
   if (!b.dir.empty()) {
     model = std::make_unique<Model>(Model::load(ctx, b.dir, {b.precision}));
   } else {
-    const ModelConfig cfg = model_shape(b.shape);
-    name = b.shape + " (random weights)";
+    const ModelConfig cfg = model_shape(b);
+    const ModelConfig full = model_shape(ModelBench{.shape = b.shape});
+    name = b.shape + " (random weights";
+    if (b.layers) name += "; " + std::to_string(cfg.num_hidden_layers) + " of " + std::to_string(full.num_hidden_layers) + " layers";
+    if (b.experts) name += "; " + std::to_string(cfg.moe.num_experts) + " of " + std::to_string(full.moe.num_experts) + " experts";
+    if (b.hidden) name += "; hidden " + std::to_string(cfg.hidden_size()) + " of " + std::to_string(full.hidden_size());
+    if (b.vocab) name += "; vocab " + std::to_string(cfg.vocab_size) + " of " + std::to_string(full.vocab_size);
+    name += ")";
     const RandomTensors w(cfg, dtype);
     model = std::make_unique<Model>(ctx, cfg, w.map, ModelOptions{b.precision, false});
   }
   const ModelConfig& cfg = model->config();
-  if (!b.json)
+  if (!b.json) {
     std::printf("device: %s\nmodel:  %s, %d layers, hidden %d, vocab %d, %s\n", ctx.device().summary().c_str(),
                 name.c_str(), cfg.num_hidden_layers, cfg.hidden_size(), cfg.vocab_size, to_string(b.precision));
+    if (cfg.moe.num_experts > 0)
+      std::printf("moe:    %zu sparse layers, %d experts of %d, top %d%s\n", cfg.moe_layers().size(), cfg.moe.num_experts,
+                  cfg.moe.moe_intermediate_size, cfg.moe.num_experts_per_tok,
+                  cfg.moe.shared_expert_intermediate_size ? ", a shared expert" : "");
+  }
   // Enough ids for the longest prompt and for the self-check's 16, whichever is more.
   constexpr size_t kCheckTokens = 16;
   std::vector<int64_t> ids(std::max(kCheckTokens, size_t(*std::max_element(b.prompts.begin(), b.prompts.end()))));
@@ -202,7 +233,9 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
   } else {
     // A GLA model's sequence holds a recurrent state per layer, not keys and values.
     std::printf("memory: weights %.1f MiB, %s %.1f MiB (the last prompt's sequence), workspace %.1f MiB\n",
-                mem.weights / mib, cfg.gla ? "GLA states" : "KV cache", mem.kv_cache / mib, mem.workspace / mib);
+                mem.weights / mib,
+                cfg.gla ? "GLA states" : cfg.linear_attention ? "KV caches and Gated DeltaNet states" : "KV cache",
+                mem.kv_cache / mib, mem.workspace / mib);
     std::printf("check: a 16-token prompt in one step vs a prefill of 8 and 8 decode steps, NMSE %.2e (bound %.0e)\n",
                 check, bound);
   }

@@ -83,6 +83,8 @@ bool validation_failed(const Context& ctx);
 // `vkgate bench --model DIR | --model-shape NAME` (bench_model.cpp).
 struct ModelBench {
   std::string dir, shape;
+  // A --model-shape smaller than the real one (0: as it is): layers, experts, hidden size, vocabulary.
+  int layers = 0, experts = 0, hidden = 0, vocab = 0;
   Precision precision = Precision::fp32;
   std::vector<int> prompts{64, 512};
   int decode = 16, reps = 2;
