@@ -11,6 +11,14 @@
 // variant: moe_matmul_rows_f16_y32 ROWS T=F16
 // variant: moe_matmul_rows_bf16 ROWS T=BF16 Y_T=BF16
 // variant: moe_matmul_rows_bf16_y32 ROWS T=BF16
+// variant: moe_matmul_rows_cpu ROWS_CPU TEXEL
+// variant: moe_matmul_rows_cpu_f16 ROWS_CPU TEXEL T=F16 Y_T=F16
+// variant: moe_matmul_rows_cpu_f16_y32 ROWS_CPU TEXEL T=F16
+// variant: moe_matmul_cpu REGISTER_TILED TEXEL
+// variant: moe_matmul_cpu_f16 REGISTER_TILED TEXEL T=F16 Y_T=F16
+// variant: moe_matmul_cpu_f16_y32 REGISTER_TILED TEXEL T=F16
+// variant: moe_matmul_cpu_bf16 REGISTER_TILED TEXEL T=BF16 Y_T=BF16
+// variant: moe_matmul_cpu_bf16_y32 REGISTER_TILED TEXEL T=BF16
 // The experts' grouped GEMM: for each tile of moe_route.comp (an expert e and
 // a run of its rows p in [p0, p1)),
 //   Y[p, n] = Σ_k X[src(p), k] · W[e − e_begin][n, k]
@@ -22,7 +30,10 @@
 // ROWS (steps of a few tokens, tiles of ≤ MR rows): one subgroup per output
 // column streams W[n, :] with consecutive lanes on consecutive k, as
 // matvec.comp; a shared-memory tile would be mostly idle rows. Otherwise the
-// shared-memory tiles of gemm_tile.glsl.
+// shared-memory tiles of gemm_tile.glsl. On CPU drivers (TEXEL: X and W read
+// through texel views, as matmul.comp's CPU kernels, for the reasons
+// gemm_cpu.glsl gives) ROWS_CPU takes matmul.comp's ROWS_CPU scheme and
+// REGISTER_TILED gemm_cpu.glsl's, over the tile's gathered rows.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef T
@@ -32,8 +43,8 @@
 #define Y_T F32
 #endif
 
-RO(0, x, T)
-RO(1, w, T)
+IN(0, x, T)
+IN(1, w, T)
 RW(2, y, Y_T)
 layout(std430, binding = 3) readonly buffer Route { uint route[]; };
 layout(std430, binding = 4) readonly buffer Tiles { uint tiles[]; };
@@ -59,7 +70,64 @@ bool load_tile() {
   return tile_expert >= p.e_begin && tile_expert < p.e_end;
 }
 
-#ifdef ROWS
+#if defined(ROWS_CPU)
+// One 8-lane subgroup per NB columns; lane l takes the vec4s l, l + 8, ... of
+// each row (RGBA views; K and ldx multiples of 4) and subgroupAdd sums them.
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(constant_id = 1) const uint MR = 1;  // the most rows a tile has (the step's tokens, ≤ 8)
+layout(constant_id = 2) const uint NB = 8;
+
+void main() {
+  LOAD_PARAMS;
+  if (!load_tile()) return;
+  const uint n0 = gl_WorkGroupID.x * NB;
+  if (n0 >= p.N) return;
+  const uint count = tile_p1 - tile_p0;
+  uint wrow[NB], xrow[MR];
+  [[unroll]] for (uint j = 0; j < NB; ++j) wrow[j] = (w_base() + min(n0 + j, p.N - 1) * p.K) / 4;
+  [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = src_row(tile_p0 + min(i, count - 1)) * p.ldx / 4;
+  float acc[MR][NB];
+  [[unroll]] for (uint i = 0; i < MR; ++i)
+    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = 0.0;
+  for (uint k4 = gl_SubgroupInvocationID; k4 < p.K / 4; k4 += 8) {
+    vec4 xv[MR];
+    [[unroll]] for (uint i = 0; i < MR; ++i) xv[i] = texelFetch(x_tex, int(xrow[i] + k4));
+    [[unroll]] for (uint j = 0; j < NB; ++j) {
+      const vec4 wv = texelFetch(w_tex, int(wrow[j] + k4));
+      [[unroll]] for (uint i = 0; i < MR; ++i) acc[i][j] += dot(xv[i], wv);
+    }
+  }
+  [[unroll]] for (uint i = 0; i < MR; ++i)
+    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = subgroupAdd(acc[i][j]);
+  if (gl_SubgroupInvocationID != 0) return;
+  [[unroll]] for (uint i = 0; i < MR; ++i) {
+    if (i >= count) break;
+    [[unroll]] for (uint j = 0; j < NB; ++j)
+      if (n0 + j < p.N) y_st((tile_p0 + i) * p.ldy + n0 + j, acc[i][j]);
+  }
+}
+#elif defined(REGISTER_TILED)
+layout(constant_id = 1) const uint RM = 64;  // the tile's rows (a multiple of 8)
+layout(constant_id = 2) const uint RN = 8;
+uint a_row(uint m) { return src_row(tile_p0 + m) * p.ldx; }
+float a_at(uint i) { return x_ld(i); }
+uint b_col(uint n) { return w_base() + n * p.K; }
+float b_at(uint i) { return w_ld(i); }
+#include "gemm_cpu.glsl"
+
+void main() {
+  LOAD_PARAMS;
+  if (!load_tile()) return;
+  const uint n0 = (gl_WorkGroupID.x * WG + gl_LocalInvocationID.x) * RN;
+  const uint count = tile_p1 - tile_p0;
+  gemm_cpu(0, n0, count, p.N, p.K, 1);
+  [[unroll]] for (uint i = 0; i < RM; ++i) {
+    if (i >= count) break;
+    [[unroll]] for (uint j = 0; j < RN; ++j)
+      if (n0 + j < p.N) y_st((tile_p0 + i) * p.ldy + n0 + j, acc[i][j]);
+  }
+}
+#elif defined(ROWS)
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(constant_id = 1) const uint MR = 8;  // the most rows a tile has
 

@@ -77,7 +77,7 @@ Moe::Moe(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
   }
 }
 
-ops::MoeRouting Moe::routing(uint32_t rows) const { return ops::moe_routing(vk_.info, rows, experts_, k_); }
+ops::MoeRouting Moe::routing(uint32_t rows) const { return ops::moe_routing(vk_.info, tuning_, rows, experts_, k_); }
 
 uint32_t Moe::max_step_rows() const {
   // The grouped GEMM's grid has a workgroup row per tile (at most 65535), and

@@ -10,11 +10,13 @@ namespace {
 // Steps of up to this many tokens take the rows form: an expert then has at
 // most this many rows (a token picks an expert once), one tile.
 constexpr uint32_t kRowsMax = 8;
+constexpr uint32_t kCpuRN = 8;  // columns per lane of the CPU tiles (as matmul's)
 
-// {WG, BM, BN, BK, TM, TN} of the shared-memory tiles (gemm_tile.glsl), as the dense matmul's.
-std::vector<uint32_t> tile_spec(const DeviceInfo& d) {
-  if (d.max_workgroup_invocations >= 256 && d.shared_memory_bytes >= 2 * 16 * 64 * 4) return {256, 64, 64, 16, 4, 4};
-  return {128, 32, 64, 16, 2, 8};
+// {WG, BM, BN, BK, TM, TN} of gemm_tile.glsl for tiles of `rows` rows: WG = (BM/TM)·(BN/TN).
+std::vector<uint32_t> tile_spec(uint32_t rows) {
+  if (rows >= 64) return {256, 64, 64, 16, 4, 4};
+  if (rows >= 32) return {128, 32, 64, 16, 4, 4};
+  return {64, 16, 64, 16, 4, 4};
 }
 
 struct RoutePush {
@@ -31,8 +33,14 @@ struct CombinePush {
 
 uint32_t MoeRouting::max_tiles() const { return entries() / tile_rows + std::min(experts, entries()); }
 
-MoeRouting moe_routing(const DeviceInfo& d, uint32_t rows, uint32_t experts, uint32_t k) {
-  return {rows, experts, k, rows <= kRowsMax ? kRowsMax : tile_spec(d)[1]};
+MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k) {
+  const bool cpu = cpu_gemm(d, t);
+  if (rows <= kRowsMax) return {rows, experts, k, kRowsMax, cpu ? MoeKernel::rows_cpu : MoeKernel::rows};
+  // Tiles about as tall as an expert's share of the rows: a 64-row tile for
+  // 10 rows computes 54 rows for nothing.
+  const uint32_t entries = rows * k, share = entries / std::min(experts, entries);
+  const uint32_t tile = share > 48 ? 64 : share > 12 ? 32 : cpu ? 8 : 16;
+  return {rows, experts, k, tile, cpu ? MoeKernel::tiled_cpu : MoeKernel::tiled};
 }
 
 void moe_route(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeRouteArgs& a) {
@@ -45,21 +53,41 @@ void moe_route(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const Moe
 
 void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeMatmulArgs& a) {
   const MatmulPush push{a.N, a.K, a.ldx, a.ldy, a.gather ? 1u : 0u, a.e_begin, a.e_end, r.off_rows()};
-  const bool rows = r.tile_rows == kRowsMax && r.rows <= kRowsMax;
   const char* y32 = a.y_f32 ? "_y32" : "";
+  MoeKernel kernel = r.kernel;
+  // The vec4 texel rows need whole vec4s; bfloat16 has no texel format.
+  if (kernel == MoeKernel::rows_cpu && (a.K % 4 != 0 || a.ldx % 4 != 0 || a.s == Storage::bf16)) kernel = MoeKernel::rows;
+  std::string name;
   std::vector<uint32_t> spec;
-  uint32_t columns;
-  if (rows) {
-    constexpr uint32_t wg = 256;
-    spec = {wg, kRowsMax};
-    columns = wg / std::max(1u, ctx.info.subgroup_size);
-  } else {
-    spec = tile_spec(ctx.info);
-    columns = spec[2];
+  uint32_t columns = 0;
+  VkFormat texel = VK_FORMAT_UNDEFINED;
+  switch (kernel) {
+    case MoeKernel::rows:
+      name = variant("moe_matmul_rows", a.s, y32);
+      spec = {256, kRowsMax};
+      columns = 256 / std::max(1u, ctx.info.subgroup_size);
+      break;
+    case MoeKernel::rows_cpu:
+      name = variant("moe_matmul_rows_cpu", a.s, y32);
+      spec = {8, r.rows, 8};
+      columns = 8;
+      texel = a.s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+      break;
+    case MoeKernel::tiled:
+      name = variant("moe_matmul", a.s, y32);
+      spec = tile_spec(r.tile_rows);
+      columns = spec[2];
+      break;
+    case MoeKernel::tiled_cpu:
+      name = variant("moe_matmul_cpu", a.s, y32);
+      spec = {8, r.tile_rows, kCpuRN};
+      columns = 8 * kCpuRN;
+      texel = texel_format(a.s);
+      break;
   }
-  rec.dispatch(ctx.pipelines->get(variant(rows ? "moe_matmul_rows" : "moe_matmul", a.s, y32), spec),
-               {{&a.x, gpu::Access::read},
-                {&a.w, gpu::Access::read},
+  rec.dispatch(ctx.pipelines->get(name, spec),
+               {{&a.x, gpu::Access::read, texel},
+                {&a.w, gpu::Access::read, texel},
                 {&a.y, gpu::Access::write},
                 {&a.route, gpu::Access::read},
                 {&a.tiles, gpu::Access::read}},

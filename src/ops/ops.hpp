@@ -454,11 +454,15 @@ void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s
 // routing for `rows` tokens lives in two uint32 buffers: `route`, whose word
 // offsets MoeRouting gives (each slot's expert and weight, each entry's row
 // in expert order, each row's token, per-expert counts and loads), and
-// `tiles` (the count, then 4 words per tile). The grouped GEMM runs the rows
-// form (tiles of ≤ 8 rows, one subgroup per column) for steps of ≤ 8 tokens,
-// else shared-memory tiles of tile_rows rows.
+// `tiles` (the count, then 4 words per tile of at most tile_rows rows). The
+// grouped GEMM's kernel: for steps of ≤ 8 tokens the rows form (one subgroup
+// per column: an expert then has ≤ 8 rows, one tile), else tiles whose height
+// follows the expected rows per expert (entries / min(E, entries): 8 or 16,
+// 32 or 64), each on the CPU drivers' kernels where cpu_gemm says so.
+enum class MoeKernel { rows, rows_cpu, tiled, tiled_cpu };
 struct MoeRouting {
   uint32_t rows = 0, experts = 0, k = 0, tile_rows = 0;
+  MoeKernel kernel = MoeKernel::tiled;
   uint32_t entries() const { return rows * k; }
   uint32_t off_weight() const { return entries(); }
   uint32_t off_pos() const { return 2 * entries(); }
@@ -471,7 +475,7 @@ struct MoeRouting {
   uint32_t max_tiles() const;
   uint64_t tile_bytes() const { return (4 + 4 * uint64_t(max_tiles())) * 4; }
 };
-MoeRouting moe_routing(const DeviceInfo& d, uint32_t rows, uint32_t experts, uint32_t k);
+MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k);
 
 // logits fp32 [rows, ld] (the router's E, then with a shared expert its gate).
 struct MoeRouteArgs {
