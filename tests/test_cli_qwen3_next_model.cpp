@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_harness.hpp"
+#include "golden.hpp"
 #include "model_dir.hpp"
 #include "model_weights.hpp"
 #include "vkgate/reference.hpp"
@@ -67,6 +68,31 @@ TEST_CASE("cli qwen3_next model: run writes the reference's logits and per-layer
   CHECK(s.code == 1);
   CHECK(s.err.find("model.layers.0.mlp.gate.weight") != std::string::npos);
   CHECK(!fs::exists(out));
+}
+
+TEST_CASE("cli qwen3_5 model: the golden multimodal-form checkpoint through run --stats and generate") {
+  const std::string dir = test::golden_dir() + "/wave3/models/qwen3_5_tiny_vlm_form";
+  TempDir tmp("qwen3_5");
+  const std::string out = tmp / "out.safetensors";
+  const CliResult r = run_cli(with_device({"run", "--weights", dir, "--input", dir + "/input.safetensors", "--output",
+                                           out, "--stats"}),
+                              tmp.path);
+  check_clean_exit(r);
+  REQUIRE(r.code == 0);
+  const SafetensorsFile written(out), expected(dir + "/expected.safetensors");
+  const reference::Diff d = reference::compare(written.at("logits").to_f32(), expected.at("logits").to_f64());
+  CHECK(d.first_bad == -1);
+  CHECK(d.nmse <= 1e-8);
+  CHECK(written.at("stats.attention_layers").to_i64() == std::vector<int64_t>{3});
+  const nlohmann::json gen = nlohmann::json::parse(test::read_file_text(dir + "/generate.json"));
+  std::string prompt;
+  for (int64_t id : gen.at("prompt_ids").get<std::vector<int64_t>>()) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
+  const CliResult g = run_cli(with_device({"generate", "--weights", dir, "--prompt-ids", prompt, "--max-new-tokens",
+                                           std::to_string(gen.at("max_new_tokens").get<int>())}),
+                              tmp.path);
+  check_clean_exit(g);
+  REQUIRE(g.code == 0);
+  CHECK(g.out == id_line(gen.at("generated").get<std::vector<int64_t>>()) + "\n");
 }
 
 #endif

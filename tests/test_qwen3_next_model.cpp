@@ -6,13 +6,16 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "golden.hpp"
 #include "harness.hpp"
+#include "model_check.hpp"
 #include "model_weights.hpp"
 #include "test_util.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/reference_model.hpp"
+#include "vkgate/safetensors.hpp"
 
 using namespace vkgate;
 using nlohmann::json;
@@ -122,4 +125,66 @@ TEST_CASE_FIXTURE(test::GpuTest, "qwen3_next model: logits, statistics, a prefil
   o.max_new_tokens = 6;
   o.stop_at_eos = false;
   CHECK(model.generate(prompt, o).ids == reference::greedy_generate(m.cfg, m.map, prompt, 6, false));
+}
+
+namespace {
+std::string qwen3_5_dir() { return test::golden_dir() + "/wave3/models/qwen3_5_tiny_vlm_form"; }
+}  // namespace
+
+TEST_CASE("qwen3_5 model config: the text_config of Qwen3_5ForConditionalGeneration, Gated DeltaNet's separate "
+          "projections, refusals naming the key") {
+  const ModelConfig c = load_model_config(qwen3_5_dir());
+  CHECK(c.model_type == "qwen3_5_text");
+  CHECK(c.checkpoint_prefix == "model.language_model.");
+  CHECK(c.tie_word_embeddings);
+  CHECK(c.eos_token_ids == std::vector<int64_t>{255});  // from the top level
+  REQUIRE(c.linear_attention.has_value());
+  CHECK(c.linear_attention->separate_projections);
+  CHECK(c.moe.num_experts == 0);
+  CHECK(c.attention.partial_rotary_factor == 0.25);
+  CHECK(c.attention.gate_kind == GateKind::elementwise);
+  CHECK(c.norm_kind() == NormKind::zero_centered);
+  CHECK(std::holds_alternative<GdnMixer>(c.mixer(0)));
+  CHECK(std::holds_alternative<BlockConfig>(c.mixer(3)));
+  const std::vector<TensorSpec> names = expected_model_weights(c);
+  CHECK(std::any_of(names.begin(), names.end(),
+                    [](const TensorSpec& s) { return s.name == "model.layers.0.linear_attn.in_proj_qkv.weight"; }));
+  json j = json::parse(test::read_file_text(qwen3_5_dir() + "/config.json"));
+  j.erase("text_config");
+  test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"config.json", "text_config"});
+  j = json::parse(test::read_file_text(qwen3_5_dir() + "/config.json"));
+  j["text_config"]["model_type"] = "qwen3_next";
+  test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"text_config.model_type"});
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "qwen3_5 model: the golden wave-3 checkpoint in its multimodal form (logits in fp32 "
+                                 "and fp16, max_activation, greedy ids); a random text-only model") {
+  const std::string dir = qwen3_5_dir();
+  const SafetensorsFile input(dir + "/input.safetensors"), expected(dir + "/expected.safetensors");
+  const auto ids = input.at("input_ids").to_i64();
+  const int T = int(ids.size());
+  for (Precision p : {Precision::fp32, Precision::fp16}) {
+    if (p != Precision::fp32 && !vk.info.storage16) continue;
+    INFO(to_string(p));
+    Model model = Model::load(ctx, dir, {p});
+    model.set_poison(true);
+    ModelStats stats;
+    test::check_close(model.logits(ids, 1, T, &stats), expected.at("logits").to_f64(), p == Precision::fp32 ? 1e-8 : 1e-4);
+    if (p != Precision::fp32) continue;
+    const auto max_act = expected.at("stats.max_activation").to_f64();
+    REQUIRE(stats.max_activation.size() == max_act.size());
+    for (size_t l = 0; l < max_act.size(); ++l) CHECK(stats.max_activation[l] == doctest::Approx(max_act[l]).epsilon(1e-4));
+    CHECK(stats.attention_layers == std::vector<int>{3});
+    const json gen = json::parse(test::read_file_text(dir + "/generate.json"));
+    GenerateOptions o;
+    o.max_new_tokens = gen.at("max_new_tokens").get<int>();
+    CHECK(model.generate(gen.at("prompt_ids").get<std::vector<int64_t>>(), o).ids ==
+          gen.at("generated").get<std::vector<int64_t>>());
+  }
+  json text = tiny_config();
+  text["model_type"] = "qwen3_5_text";
+  text.erase("num_experts");
+  const ModelConfig cfg = parse(text);
+  REQUIRE(cfg.linear_attention->separate_projections);
+  test::check_model(*this, cfg, 2, 5, Precision::fp32, 1e-8);
 }

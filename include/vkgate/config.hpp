@@ -184,4 +184,11 @@ BlockConfig parse_config_json(std::string_view json_text, const std::string& sou
 // Reads and parses a config.json file (Error(io) naming the path if unreadable).
 BlockConfig load_config(const std::string& path);
 
+// Whether `model_type` is of Qwen3-Next's family: qwen3_next, and Qwen3.5's
+// qwen3_5_text and qwen3_5_moe_text (the same hybrid stack). Their attention
+// presets: the elementwise gate in q_proj's per-head rows, zero-centred
+// norms, q/k norms, head_dim 256, partial_rotary_factor 0.25, a full-attention
+// layer every 4.
+bool qwen3_next_family(std::string_view model_type);
+
 }  // namespace vkgate

@@ -17,6 +17,11 @@
 //   y = RMSNorm(o)·norm.weight·silu(z) per value head (plain weight, eps
 //       rms_norm_eps; norm.weight [dv]), then out_proj.weight [D, nv·dv].
 //
+// Qwen3.5's layer (separate_projections) is the same function with its input
+// projections apart and ungrouped: in_proj_qkv [C, D] gives mixed directly
+// ([all q | all k | all v]), in_proj_z [nv·dv, D], in_proj_b and in_proj_a
+// [nv, D], each in value-head order.
+//
 // Thread safety: a plain value, as BlockConfig.
 #pragma once
 
@@ -36,6 +41,9 @@ struct GdnConfig {
   int value_head_dim = 0;   // dv   (linear_value_head_dim)
   int conv_kernel = 4;      // K    (linear_conv_kernel_dim)
   double rms_norm_eps = 1e-6;
+  // Qwen3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a instead of
+  // in_proj_qkvz and in_proj_ba (model_type qwen3_5_text, qwen3_5_moe_text).
+  bool separate_projections = false;
 
   // Throws Error(invalid_config) naming the key when the config is impossible
   // or so large that an index of some tensor would not fit 32 bits.

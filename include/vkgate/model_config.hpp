@@ -88,7 +88,9 @@ struct MoeConfig {
 };
 
 struct ModelConfig {
-  std::string model_type;  // "qwen3", "llama", "gla", "qwen3_next" or "qwen3_moe"
+  // "qwen3", "llama", "gla", "qwen3_next", "qwen3_moe", "qwen3_5_text" or
+  // "qwen3_5_moe_text" (a qwen3_5 / qwen3_5_moe config.json's text_config)
+  std::string model_type;
   // Every layer's attention: residual = true (the layer adds x), causal.
   // Its norm fields (norm_kind, rms_norm_eps) are the model's RMSNorms too.
   // Unused (default) when gla is set.
@@ -104,12 +106,16 @@ struct ModelConfig {
   // low_rank_dim 0 asks for the single gk_proj.weight/.bias and output_norm ""
   // for no output norm.
   GlaForms gla_forms;
-  // Set iff model_type is "qwen3_next": the Gated DeltaNet of every layer
+  // Set iff model_type is of qwen3_next_family(): the Gated DeltaNet of every layer
   // that attention.is_full_attention() says is not full attention (its
   // input_layernorm is the model's norm kind); the others run `attention`.
   std::optional<GdnConfig> linear_attention;
-  // qwen3_next and qwen3_moe: the sparse layers' MLP (num_experts 0: none).
+  // qwen3_next, qwen3_moe and qwen3_5_moe_text: the sparse layers' MLP (num_experts 0: none).
   MoeConfig moe;
+  // Where the checkpoint keeps the text model's tensors named model.* here:
+  // "" (model.*), or "model.language_model." for Qwen3_5ForConditionalGeneration
+  // (model_type qwen3_5 / qwen3_5_moe, whose model.visual.* vision tower is not run).
+  std::string checkpoint_prefix;
   int num_hidden_layers = 0;  // L
   int intermediate_size = 0;  // I: the dense MLPs' width
   int vocab_size = 0;         // V
@@ -150,8 +156,10 @@ struct ModelConfig {
 
 // Parses a Hugging Face config.json of a whole model. `source` (the file
 // path) starts every error message. Keys (README "Models"):
-//   model_type            "qwen3", "llama", "gla", "qwen3_next" or "qwen3_moe" (anything else:
-//                         an error naming the key)
+//   model_type            "qwen3", "llama", "gla", "qwen3_next", "qwen3_moe", "qwen3_5_text",
+//                         "qwen3_5_moe_text" (anything else: an error naming the key); "qwen3_5"
+//                         and "qwen3_5_moe" (Qwen3_5ForConditionalGeneration) read text_config
+//                         as the model (checkpoint_prefix "model.language_model.")
 //   hidden_size, num_attention_heads, num_hidden_layers, intermediate_size, vocab_size  (required)
 //   num_key_value_heads   default num_attention_heads
 //   head_dim              default 128 for qwen3 and qwen3_moe, 256 for qwen3_next, hidden/heads for llama

@@ -201,9 +201,9 @@ TensorMap gdn_layer_tensors(const Checkpoint& ckpt, const GdnConfig& cfg) {
 namespace {
 
 // The layers the checkpoint holds tensors for: 1 + the largest N of a name
-// "model.layers.N.…" (0 without any).
-int64_t layers_present(const Checkpoint& ckpt) {
-  constexpr std::string_view prefix = "model.layers.";
+// "{model}layers.N.…" (0 without any), `model` the text model's prefix.
+int64_t layers_present(const Checkpoint& ckpt, const std::string& model) {
+  const std::string prefix = model + "layers.";
   int64_t count = 0;
   for (const std::string& name : ckpt.names()) {
     if (!name.starts_with(prefix)) continue;
@@ -244,12 +244,17 @@ std::optional<HostTensor> fused_expert(const Checkpoint& ckpt, const ModelConfig
 TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
   cfg.validate();
   // The declared layers against the tensors present, before the per-layer names are made.
-  if (const int64_t present = layers_present(ckpt); cfg.num_hidden_layers > present)
+  // The text model's tensors sit under cfg.checkpoint_prefix where it is set (model.* elsewhere).
+  const std::string model = cfg.checkpoint_prefix.empty() ? "model." : cfg.checkpoint_prefix;
+  auto stored_name = [&](const std::string& name) {
+    return name.starts_with("model.") ? model + name.substr(6) : name;
+  };
+  if (const int64_t present = layers_present(ckpt, model); cfg.num_hidden_layers > present)
     throw Error(ErrorCode::missing_tensor,
                 ckpt.path() + ": num_hidden_layers is " + std::to_string(cfg.num_hidden_layers) + " but " +
-                    (present == 0 ? std::string("the checkpoint holds no model.layers.* tensors")
-                                  : "the checkpoint holds layers 0.." + std::to_string(present - 1) +
-                                        " only (no model.layers." + std::to_string(present) + ".* tensors)"));
+                    (present == 0 ? "the checkpoint holds no " + model + "layers.* tensors"
+                                  : "the checkpoint holds layers 0.." + std::to_string(present - 1) + " only (no " +
+                                        model + "layers." + std::to_string(present) + ".* tensors)"));
   TensorMap out;
   for (const TensorSpec& spec : expected_model_weights(cfg)) {
     // Older fla GLA files name the embedding model.embed_tokens.weight; it is
@@ -259,18 +264,18 @@ TensorMap model_tensors(const Checkpoint& ckpt, const ModelConfig& cfg) {
       out[spec.name] = checked_tensor(ckpt, "model.embed_tokens.weight", spec.shape);
       continue;
     }
-    if (!ckpt.contains(spec.name)) {
-      if (std::optional<HostTensor> t = fused_expert(ckpt, cfg, spec.name, spec.shape)) {
+    const std::string name = stored_name(spec.name);
+    if (!ckpt.contains(name)) {
+      if (std::optional<HostTensor> t = fused_expert(ckpt, cfg, name, spec.shape)) {
         out[spec.name] = *t;
         continue;
       }
-    }
-    if (!ckpt.contains(spec.name))
-      throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + spec.name + "' not found" +
+      throw Error(ErrorCode::missing_tensor, ckpt.path() + ": tensor '" + name + "' not found" +
                                                  (spec.name.starts_with("model.layers.")
                                                       ? " (num_hidden_layers is " + std::to_string(cfg.num_hidden_layers) + ")"
                                                       : ""));
-    out[spec.name] = checked_tensor(ckpt, spec.name, spec.shape);
+    }
+    out[spec.name] = checked_tensor(ckpt, name, spec.shape);
   }
   return out;
 }

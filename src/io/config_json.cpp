@@ -180,7 +180,7 @@ std::string layer_type(const BlockConfig& c, int layer) {
 // the hidden size; Llama (and the others) take hidden_size / num_attention_heads.
 int default_head_dim(const KeyReader& r, const BlockConfig& c) {
   if (c.model_type == "qwen3" || c.model_type == "qwen3_moe") return 128;
-  if (c.model_type == "qwen3_next") return 256;  // Qwen3NextConfig's default
+  if (qwen3_next_family(c.model_type)) return 256;  // Qwen3NextConfig's default
   if (c.hidden_size % c.num_heads != 0)
     r.fail("hidden_size (" + std::to_string(c.hidden_size) +
            ") is not divisible by num_attention_heads (" + std::to_string(c.num_heads) +
@@ -194,7 +194,7 @@ void apply_preset(const KeyReader& r, BlockConfig& c) {
   const bool elementwise = r.boolean("elementwise_attn_output_gate").value_or(false);
   c.gate_layout = GateLayout::official_grouped;
   c.norm_kind = NormKind::plain;
-  if (c.model_type == "qwen3_next") {
+  if (qwen3_next_family(c.model_type)) {
     // transformers' Qwen3NextAttention ignores the paper's flags: its gate is always elementwise.
     c.gate_kind = GateKind::elementwise;
     c.gate_layout = GateLayout::qwen3_next;
@@ -220,6 +220,10 @@ void apply_preset(const KeyReader& r, BlockConfig& c) {
 
 }  // namespace
 
+bool qwen3_next_family(std::string_view model_type) {
+  return model_type == "qwen3_next" || model_type == "qwen3_5_text" || model_type == "qwen3_5_moe_text";
+}
+
 BlockConfig block_config_from_json(const json& root, const std::string& source) {
   const KeyReader r(root, source);
   BlockConfig c;
@@ -243,7 +247,7 @@ BlockConfig block_config_from_json(const json& root, const std::string& source) 
                      .value_or(c.rope_theta);
   c.partial_rotary_factor =
       rope_value(r, rope_params, "partial_rotary_factor", unit_interval, "a number in [0, 1]")
-          .value_or(c.model_type == "qwen3_next" ? 0.25 : c.partial_rotary_factor);  // Qwen3NextConfig's default
+          .value_or(qwen3_next_family(c.model_type) ? 0.25 : c.partial_rotary_factor);  // Qwen3NextConfig's default
 
   // transformers' Qwen3/Qwen3-Next put attention_bias on q, k, v and o; the paper's code
   // puts qkv_bias on o_proj too (DESIGN.md §3). So either key means bias on all four.
@@ -345,7 +349,7 @@ void BlockConfig::check_layer(int layer) const {
   else if (full.size() == 9) list += (last == full[8] ? ", " : ", ..., ") + std::to_string(last);
 
   std::string message = "layer " + std::to_string(layer) + " is a '" + type + "' layer";
-  if (type == "linear_attention" && model_type == "qwen3_next") message += " (Gated DeltaNet)";
+  if (type == "linear_attention" && qwen3_next_family(model_type)) message += " (Gated DeltaNet)";
   message += ", not full attention; ";
   message += full.empty() ? "the model has no full-attention layers"
                           : "the full-attention layers are " + list;

@@ -107,6 +107,8 @@ GdnConfig parse_gdn_config_json(std::string_view json_text, const std::string& s
   c.value_head_dim = r.required_positive_int("linear_value_head_dim");
   c.conv_kernel = r.positive_int("linear_conv_kernel_dim").value_or(c.conv_kernel);
   c.rms_norm_eps = r.number("rms_norm_eps", positive, "a positive number").value_or(c.rms_norm_eps);
+  const std::optional<std::string> type = r.string("model_type");
+  c.separate_projections = type && (*type == "qwen3_5_text" || *type == "qwen3_5_moe_text");
   const std::optional<std::string> act = r.string("hidden_act");
   if (act && *act != "silu" && *act != "swish")
     r.fail("key 'hidden_act' is \"" + *act + "\": the Gated DeltaNet layer's conv and gate take only \"silu\"");
@@ -126,15 +128,20 @@ bool is_gdn_config_json(std::string_view json_text, const std::string& source) {
 std::vector<TensorSpec> gdn_expected_weights(const GdnConfig& cfg) {
   cfg.validate();
   const int64_t D = cfg.hidden_size, nv = cfg.num_value_heads, dv = cfg.value_head_dim;
-  return {
-      {"in_proj_qkvz.weight", {cfg.qkvz_rows(), D}},
-      {"in_proj_ba.weight", {2 * nv, D}},
-      {"conv1d.weight", {cfg.conv_channels(), 1, cfg.conv_kernel}},
-      {"A_log", {nv}},
-      {"dt_bias", {nv}},
-      {"norm.weight", {dv}},
-      {"out_proj.weight", {D, nv * dv}},
-  };
+  std::vector<TensorSpec> s;
+  if (cfg.separate_projections)
+    s = {{"in_proj_qkv.weight", {cfg.conv_channels(), D}},
+         {"in_proj_z.weight", {nv * dv, D}},
+         {"in_proj_b.weight", {nv, D}},
+         {"in_proj_a.weight", {nv, D}}};
+  else
+    s = {{"in_proj_qkvz.weight", {cfg.qkvz_rows(), D}}, {"in_proj_ba.weight", {2 * nv, D}}};
+  s.insert(s.end(), {{"conv1d.weight", {cfg.conv_channels(), 1, cfg.conv_kernel}},
+                     {"A_log", {nv}},
+                     {"dt_bias", {nv}},
+                     {"norm.weight", {dv}},
+                     {"out_proj.weight", {D, nv * dv}}});
+  return s;
 }
 
 void check_gdn_weights(const GdnConfig& cfg, const TensorMap& weights) {

@@ -51,10 +51,12 @@ void check_rows(const char* key, int value) { limits::check_range(key, value, 1,
 // model_type decides the presets; vkgate's models are those whose transformers classes it
 // matches, and fla's GLA. Anything else (mistral, qwen2, ...) differs in some convention.
 std::string read_model_type(const KeyReader& r) {
-  constexpr const char* kTypes = "\"qwen3\", \"llama\", \"gla\", \"qwen3_next\" or \"qwen3_moe\"";
+  constexpr const char* kTypes =
+      "\"qwen3\", \"llama\", \"gla\", \"qwen3_next\", \"qwen3_moe\", \"qwen3_5\" (\"qwen3_5_text\") or \"qwen3_5_moe\" "
+      "(\"qwen3_5_moe_text\")";
   const std::optional<std::string> type = r.string("model_type");
   if (!type) r.fail(std::string("key 'model_type' is required: ") + kTypes);
-  if (*type != "qwen3" && *type != "llama" && *type != "gla" && *type != "qwen3_next" && *type != "qwen3_moe")
+  if (*type != "qwen3" && *type != "llama" && *type != "gla" && *type != "qwen3_moe" && !qwen3_next_family(*type))
     r.fail("key 'model_type' is " + json(*type).dump() + ": vkgate's models are " + kTypes);
   return *type;
 }
@@ -66,7 +68,7 @@ bool experts_count(double x) { return x >= 0 && x <= double(limits::kMaxExperts)
 // norm_topk_prob true; Qwen3MoeConfig 128 experts of 768, top 8, no shared
 // expert, norm_topk_prob false. Both: decoder_sparse_step 1, mlp_only_layers [].
 MoeConfig read_moe(const KeyReader& r, const std::string& type, int layers) {
-  const bool next = type == "qwen3_next";
+  const bool next = type != "qwen3_moe";  // qwen3_next, qwen3_5_moe_text
   MoeConfig m;
   m.num_experts = int(r.number("num_experts", experts_count, "an integer in [0, 65536]").value_or(next ? 512 : 128));
   m.num_experts_per_tok = r.positive_int("num_experts_per_tok").value_or(next ? 10 : 8);
@@ -224,6 +226,24 @@ int ModelConfig::context_limit() const {
 ModelConfig parse_model_config_json(std::string_view json_text, const std::string& source) {
   const json root = parse_json_object(json_text, source);
   const KeyReader r(root, source);
+  // Qwen3_5ForConditionalGeneration's config: the text model's keys under
+  // text_config (tie_word_embeddings and eos_token_id may sit at the top),
+  // its tensors under model.language_model.; the vision tower is not run.
+  if (const std::optional<std::string> t = r.string("model_type"); t && (*t == "qwen3_5" || *t == "qwen3_5_moe")) {
+    const json* text = r.find("text_config");
+    if (!text || !text->is_object())
+      r.fail("key 'text_config' is required for model_type \"" + *t + "\": an object holding the text model's keys");
+    json merged = *text;
+    for (const char* key : {"tie_word_embeddings", "eos_token_id"})
+      if (!merged.contains(key) && root.contains(key)) merged[key] = root[key];
+    if (!merged.contains("model_type")) merged["model_type"] = *t + "_text";
+    const std::string text_type = merged["model_type"].is_string() ? merged["model_type"].get<std::string>() : "";
+    if (text_type != *t + "_text")
+      r.fail("key 'text_config.model_type' is " + merged["model_type"].dump() + ": expected \"" + *t + "_text\"");
+    ModelConfig m = parse_model_config_json(merged.dump(), source + " text_config");
+    m.checkpoint_prefix = "model.language_model.";
+    return m;
+  }
   ModelConfig m;
   m.model_type = read_model_type(r);
   if (m.model_type == "gla") {
@@ -247,12 +267,12 @@ ModelConfig parse_model_config_json(std::string_view json_text, const std::strin
   m.mlp_bias = m.model_type == "llama" && mlp_bias;
   m.tie_word_embeddings = r.boolean("tie_word_embeddings").value_or(false);
   m.eos_token_ids = read_eos(r);
-  if (m.model_type == "qwen3_next") {
+  if (qwen3_next_family(m.model_type)) {
     m.linear_attention = parse_gdn_config_json(json_text, source);
   } else {
     check_full_attention(r, m.attention);
   }
-  if (m.model_type == "qwen3_next" || m.model_type == "qwen3_moe")
+  if (m.model_type == "qwen3_next" || m.model_type == "qwen3_moe" || m.model_type == "qwen3_5_moe_text")
     m.moe = read_moe(r, m.model_type, m.num_hidden_layers);
   validate_as(source, [&] { m.validate(); });
   return m;

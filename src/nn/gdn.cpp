@@ -7,6 +7,34 @@
 
 namespace vkgate::nn {
 
+namespace {
+// Qwen3.5's separate projections as [in_proj_qkvz ; in_proj_ba] rows, each
+// `row` bytes: per key head j, q_j, k_j, the v and z rows of its value heads,
+// then per key head its value heads' b and a rows (gdn_config.hpp).
+std::vector<std::byte> grouped_projections(const GdnConfig& c, const std::vector<std::byte>& qkv,
+                                           const std::vector<std::byte>& z, const std::vector<std::byte>& b,
+                                           const std::vector<std::byte>& a, size_t row) {
+  const size_t nk = size_t(c.num_key_heads), r = size_t(c.group_size()), dk = size_t(c.key_head_dim),
+               dv = size_t(c.value_head_dim), keys = nk * dk;
+  std::vector<std::byte> out;
+  out.reserve(qkv.size() + z.size() + b.size() + a.size());
+  auto rows = [&](const std::vector<std::byte>& from, size_t first, size_t count) {
+    out.insert(out.end(), from.begin() + long(first * row), from.begin() + long((first + count) * row));
+  };
+  for (size_t j = 0; j < nk; ++j) {
+    rows(qkv, j * dk, dk);
+    rows(qkv, keys + j * dk, dk);
+    rows(qkv, 2 * keys + j * r * dv, r * dv);
+    rows(z, j * r * dv, r * dv);
+  }
+  for (size_t j = 0; j < nk; ++j) {
+    rows(b, j * r, r);
+    rows(a, j * r, r);
+  }
+  return out;
+}
+}  // namespace
+
 Gdn::Gdn(Context::Impl& vk, const gpu::Tuning& tuning, const GdnMixer& cfg, const TensorMap& w, Storage act)
     : vk_(vk), tuning_(tuning), cfg_(cfg), act_(act) {
   const GdnConfig& c = cfg.config;
@@ -21,10 +49,13 @@ Gdn::Gdn(Context::Impl& vk, const gpu::Tuning& tuning, const GdnMixer& cfg, cons
   auto f32 = [&](const char* name) { return stored(w.at(name), Storage::f32); };
   if (cfg.input_norm) norm_w_ = upload(vk, f32("input_layernorm.weight"), "input_layernorm.weight");
   // One product gives both projections, in_proj_ba's columns after in_proj_qkvz's.
-  w_in_ = upload(vk,
-                 ops::strided_rows(concat({weight("in_proj_qkvz.weight"), weight("in_proj_ba.weight")}), cols_,
-                                   D_ * e, ld_hidden_ * e),
-                 "in_proj_qkvz+in_proj_ba.weight");
+  std::vector<std::byte> in =
+      c.separate_projections
+          ? grouped_projections(c, weight("in_proj_qkv.weight"), weight("in_proj_z.weight"), weight("in_proj_b.weight"),
+                                weight("in_proj_a.weight"), D_ * e)
+          : concat({weight("in_proj_qkvz.weight"), weight("in_proj_ba.weight")});
+  w_in_ = upload(vk, ops::strided_rows(std::move(in), cols_, D_ * e, ld_hidden_ * e),
+                 c.separate_projections ? "in_proj_qkv+z+b+a.weight" : "in_proj_qkvz+in_proj_ba.weight");
   conv_w_ = upload(vk, f32("conv1d.weight"), "conv1d.weight");  // [C, 1, K] is [C, K]
   a_log_ = upload(vk, f32("A_log"), "A_log");
   dt_bias_ = upload(vk, f32("dt_bias"), "dt_bias");

@@ -73,28 +73,39 @@ GdnResult internal::gdn_forward_d(const GdnConfig& cfg, const WeightMap& weights
   if (!in.initial_state.empty()) check_size("initial_state", in.initial_state.size(), {B, nv, dk, dv});
 
   const int64_t rows = B * T;
-  const Vec qkvz = linear(x, weights.at("in_proj_qkvz.weight"), rows, cfg.qkvz_rows(), D);
-  const Vec ba = linear(x, weights.at("in_proj_ba.weight"), rows, 2 * nv, D);
-
-  // Un-group the projections: key head j's block of qkvz is
-  // [q_j | k_j | v of its r value heads | z of them], of ba [b (r) | a (r)].
-  Vec mixed(size_t(rows * C)), z(size_t(rows * nv * dv)), b(size_t(rows * nv)), a(size_t(rows * nv));
-  for (int64_t row = 0; row < rows; ++row) {
-    const double* p = qkvz.data() + row * cfg.qkvz_rows();
-    double* m = mixed.data() + row * C;
-    for (int64_t j = 0; j < nk; ++j) {
-      const double* blk = p + j * P;
-      for (int64_t i = 0; i < dk; ++i) {
-        m[j * dk + i] = blk[i];
-        m[keys + j * dk + i] = blk[dk + i];
-      }
-      for (int64_t e = 0; e < r * dv; ++e) {
-        m[2 * keys + j * r * dv + e] = blk[2 * dk + e];
-        z[size_t(row * nv * dv + j * r * dv + e)] = blk[2 * dk + r * dv + e];
-      }
-      for (int64_t e = 0; e < r; ++e) {
-        b[size_t(row * nv + j * r + e)] = ba[size_t(row * 2 * nv + j * 2 * r + e)];
-        a[size_t(row * nv + j * r + e)] = ba[size_t(row * 2 * nv + j * 2 * r + r + e)];
+  Vec mixed, z, b, a;
+  if (cfg.separate_projections) {
+    // Qwen3.5: the projections give mixed, z, b and a as they are.
+    mixed = linear(x, weights.at("in_proj_qkv.weight"), rows, C, D);
+    z = linear(x, weights.at("in_proj_z.weight"), rows, nv * dv, D);
+    b = linear(x, weights.at("in_proj_b.weight"), rows, nv, D);
+    a = linear(x, weights.at("in_proj_a.weight"), rows, nv, D);
+  } else {
+    const Vec qkvz = linear(x, weights.at("in_proj_qkvz.weight"), rows, cfg.qkvz_rows(), D);
+    const Vec ba = linear(x, weights.at("in_proj_ba.weight"), rows, 2 * nv, D);
+    // Un-group the projections: key head j's block of qkvz is
+    // [q_j | k_j | v of its r value heads | z of them], of ba [b (r) | a (r)].
+    mixed.resize(size_t(rows * C));
+    z.resize(size_t(rows * nv * dv));
+    b.resize(size_t(rows * nv));
+    a.resize(size_t(rows * nv));
+    for (int64_t row = 0; row < rows; ++row) {
+      const double* p = qkvz.data() + row * cfg.qkvz_rows();
+      double* m = mixed.data() + row * C;
+      for (int64_t j = 0; j < nk; ++j) {
+        const double* blk = p + j * P;
+        for (int64_t i = 0; i < dk; ++i) {
+          m[j * dk + i] = blk[i];
+          m[keys + j * dk + i] = blk[dk + i];
+        }
+        for (int64_t e = 0; e < r * dv; ++e) {
+          m[2 * keys + j * r * dv + e] = blk[2 * dk + e];
+          z[size_t(row * nv * dv + j * r * dv + e)] = blk[2 * dk + r * dv + e];
+        }
+        for (int64_t e = 0; e < r; ++e) {
+          b[size_t(row * nv + j * r + e)] = ba[size_t(row * 2 * nv + j * 2 * r + e)];
+          a[size_t(row * nv + j * r + e)] = ba[size_t(row * 2 * nv + j * 2 * r + r + e)];
+        }
       }
     }
   }
