@@ -71,8 +71,10 @@ bool load_tile() {
 }
 
 #if defined(ROWS_CPU)
-// One 8-lane subgroup per NB columns; lane l takes the vec4s l, l + 8, ... of
-// each row (RGBA views; K and ldx multiples of 4) and subgroupAdd sums them.
+// One 8-lane subgroup per workgroup, NB columns at a time, stepping over the
+// column blocks (a few workgroups per tile: launching one costs llvmpipe more
+// than an empty one saves); lane l takes the vec4s l, l + 8, ... of each row
+// (RGBA views; K and ldx multiples of 4) and subgroupAdd sums them.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(constant_id = 1) const uint MR = 1;  // the most rows a tile has (the step's tokens, ≤ 8)
 layout(constant_id = 2) const uint NB = 8;
@@ -80,30 +82,31 @@ layout(constant_id = 2) const uint NB = 8;
 void main() {
   LOAD_PARAMS;
   if (!load_tile()) return;
-  const uint n0 = gl_WorkGroupID.x * NB;
-  if (n0 >= p.N) return;
   const uint count = tile_p1 - tile_p0;
-  uint wrow[NB], xrow[MR];
-  [[unroll]] for (uint j = 0; j < NB; ++j) wrow[j] = (w_base() + min(n0 + j, p.N - 1) * p.K) / 4;
+  uint xrow[MR];
   [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = src_row(tile_p0 + min(i, count - 1)) * p.ldx / 4;
-  float acc[MR][NB];
-  [[unroll]] for (uint i = 0; i < MR; ++i)
-    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = 0.0;
-  for (uint k4 = gl_SubgroupInvocationID; k4 < p.K / 4; k4 += 8) {
-    vec4 xv[MR];
-    [[unroll]] for (uint i = 0; i < MR; ++i) xv[i] = texelFetch(x_tex, int(xrow[i] + k4));
-    [[unroll]] for (uint j = 0; j < NB; ++j) {
-      const vec4 wv = texelFetch(w_tex, int(wrow[j] + k4));
-      [[unroll]] for (uint i = 0; i < MR; ++i) acc[i][j] += dot(xv[i], wv);
+  for (uint n0 = gl_WorkGroupID.x * NB; n0 < p.N; n0 += gl_NumWorkGroups.x * NB) {
+    uint wrow[NB];
+    [[unroll]] for (uint j = 0; j < NB; ++j) wrow[j] = (w_base() + min(n0 + j, p.N - 1) * p.K) / 4;
+    float acc[MR][NB];
+    [[unroll]] for (uint i = 0; i < MR; ++i)
+      [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = 0.0;
+    for (uint k4 = gl_SubgroupInvocationID; k4 < p.K / 4; k4 += 8) {
+      vec4 xv[MR];
+      [[unroll]] for (uint i = 0; i < MR; ++i) xv[i] = texelFetch(x_tex, int(xrow[i] + k4));
+      [[unroll]] for (uint j = 0; j < NB; ++j) {
+        const vec4 wv = texelFetch(w_tex, int(wrow[j] + k4));
+        [[unroll]] for (uint i = 0; i < MR; ++i) acc[i][j] += dot(xv[i], wv);
+      }
     }
-  }
-  [[unroll]] for (uint i = 0; i < MR; ++i)
-    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = subgroupAdd(acc[i][j]);
-  if (gl_SubgroupInvocationID != 0) return;
-  [[unroll]] for (uint i = 0; i < MR; ++i) {
-    if (i >= count) break;
-    [[unroll]] for (uint j = 0; j < NB; ++j)
-      if (n0 + j < p.N) y_st((tile_p0 + i) * p.ldy + n0 + j, acc[i][j]);
+    [[unroll]] for (uint i = 0; i < MR; ++i)
+      [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = subgroupAdd(acc[i][j]);
+    if (gl_SubgroupInvocationID == 0)
+      [[unroll]] for (uint i = 0; i < MR; ++i) {
+        if (i >= count) break;
+        [[unroll]] for (uint j = 0; j < NB; ++j)
+          if (n0 + j < p.N) y_st((tile_p0 + i) * p.ldy + n0 + j, acc[i][j]);
+      }
   }
 }
 #elif defined(REGISTER_TILED)

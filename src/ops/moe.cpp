@@ -11,6 +11,9 @@ namespace {
 // most this many rows (a token picks an expert once), one tile.
 constexpr uint32_t kRowsMax = 8;
 constexpr uint32_t kCpuRN = 8;  // columns per lane of the CPU tiles (as matmul's)
+// Workgroups per tile of the CPU rows kernel: llvmpipe launches each at a cost
+// (decode, 512 experts over 4 buffers: 640 workgroups a dispatch, most empty).
+constexpr uint32_t kCpuColumnGroups = 16;
 
 // {WG, BM, BN, BK, TM, TN} of gemm_tile.glsl for tiles of `rows` rows: WG = (BM/TM)·(BN/TN).
 std::vector<uint32_t> tile_spec(uint32_t rows) {
@@ -70,7 +73,8 @@ void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const Mo
     case MoeKernel::rows_cpu:
       name = variant("moe_matmul_rows_cpu", a.s, y32);
       spec = {8, r.rows, 8};
-      columns = 8;
+      // The workgroups step over the column blocks: at most kCpuColumnGroups per tile.
+      columns = std::max(8u, (a.N + 8 * kCpuColumnGroups - 1) / (8 * kCpuColumnGroups) * 8);
       texel = a.s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
       break;
     case MoeKernel::tiled:
