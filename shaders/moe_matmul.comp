@@ -23,9 +23,9 @@
 // a run of its rows p in [p0, p1)),
 //   Y[p, n] = Σ_k X[src(p), k] · W[e − e_begin][n, k]
 // with src(p) = rows[p] (gather: X holds one row per token) or p (X already
-// in expert order). Only the experts that received tokens are read; a tile
-// of an expert outside [e_begin, e_end) (another shard's weights) or past
-// the tile count does nothing. Workgroup y is the tile, x a block of columns.
+// in expert order). Only the experts that received tokens are read, and only
+// their tiles get workgroups: the device writes each buffer's dispatch.
+// Workgroup y is the tile, x a block of columns.
 //
 // ROWS (steps of a few tokens, tiles of ≤ MR rows): one subgroup per output
 // column streams W[n, :] with consecutive lanes on consecutive k, as
@@ -60,9 +60,17 @@ uint tile_expert, tile_p0, tile_p1;
 uint src_row(uint row) { return p.gather != 0 ? route[p.off_rows + row] : row; }
 uint w_base() { return (tile_expert - p.e_begin) * p.N * p.K; }
 
-// This workgroup's tile; false when it has none here.
+// This workgroup's tile: the y-th of the tiles of experts from e_begin (the
+// dispatch has as many rows of workgroups as this buffer's experts have tiles,
+// moe_route.comp), found by bisection in the expert-sorted list; false past it.
 bool load_tile() {
-  const uint t = gl_WorkGroupID.y;
+  uint lo = 0, hi = tiles[0];
+  while (lo < hi) {
+    const uint mid = (lo + hi) / 2;
+    if (tiles[4 + 4 * mid] < p.e_begin) lo = mid + 1;
+    else hi = mid;
+  }
+  const uint t = lo + gl_WorkGroupID.y;
   if (t >= tiles[0]) return false;
   tile_expert = tiles[4 + 4 * t];
   tile_p0 = tiles[5 + 4 * t];

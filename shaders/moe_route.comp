@@ -12,6 +12,9 @@
 //   rows[p]          the token of row p        count[e], load[e] = count[e] / rows
 //   tiles            word 0 the tile count, then per tile (expert, first row,
 //                    end row, 0): each expert's rows cut into runs of `tile_rows`
+//   dispatch         per buffer s of `shard_experts` experts, the workgroup counts
+//                    of the two grouped GEMMs over its tiles: {gx_up, n_s, 1, 0,
+//                    gx_down, n_s, 1, 0} (vkCmdDispatchIndirect)
 //
 // The grouped GEMMs (moe_matmul.comp) take one tile per workgroup. One
 // workgroup does it all: its phases meet at barriers, and real steps have few
@@ -24,12 +27,14 @@
 layout(std430, binding = 0) readonly buffer Logits { float logits[]; };  // [rows, ld] fp32
 layout(std430, binding = 1) coherent buffer Route { uint route[]; };
 layout(std430, binding = 2) coherent buffer Tiles { uint tiles[]; };
+layout(std430, binding = 3) writeonly buffer Dispatch { uint dispatch[]; };
 
 #include "params.glsl"
 struct Push {
   uint rows, experts, k, ld;  // ld: the logits' row stride (E, or E + 1 with the shared expert's gate)
   uint norm_topk, tile_rows;
   uint off_weight, off_pos, off_rows, off_count, off_cursor, off_load;  // word offsets into route
+  uint shards, shard_experts, gx_up, gx_down;
 };
 PARAMS(Push)
 
@@ -87,7 +92,7 @@ void main() {
 
   // Each expert's first row (the cursor the scatter advances) and its tiles.
   if (tid == 0) {
-    uint start = 0, n = 0;
+    uint start = 0, n = 0, shard_first = 0;
     for (uint e = 0; e < p.experts; ++e) {
       const uint c = route[p.off_count + e];
       route[p.off_cursor + e] = start;
@@ -99,6 +104,15 @@ void main() {
         tiles[7 + 4 * n] = 0;
       }
       start += c;
+      if ((e + 1) % p.shard_experts == 0 || e + 1 == p.experts) {  // the last expert of buffer s
+        const uint s = e / p.shard_experts;
+        dispatch[8 * s] = p.gx_up;
+        dispatch[8 * s + 4] = p.gx_down;
+        dispatch[8 * s + 1] = dispatch[8 * s + 5] = n - shard_first;
+        dispatch[8 * s + 2] = dispatch[8 * s + 6] = 1;
+        dispatch[8 * s + 3] = dispatch[8 * s + 7] = 0;
+        shard_first = n;
+      }
     }
     tiles[0] = n;
   }

@@ -154,7 +154,7 @@ void Recorder::sync(const std::vector<Use>& uses) {
       hazard = true;
       src_stage |= s.write_stage;
       src_access |= s.write_access;
-      dst_access |= u.access & (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+      dst_access |= u.access & (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT);
     }
     if (u.writes) {
       if (s.read_stages) {  // WAR: an execution dependency is enough
@@ -238,6 +238,13 @@ size_t Recorder::expect(uint64_t sig, const std::string& what) {
 void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> bindings,
                               std::span<const std::byte> params, uint32_t gx, uint32_t gy, uint32_t gz,
                               std::string label) {
+  record_dispatch(p, bindings, params, {gx, gy, gz}, nullptr, 0, std::move(label));
+}
+
+void Recorder::record_dispatch(const Pipeline& p, std::initializer_list<Binding> bindings,
+                               std::span<const std::byte> params, std::array<uint32_t, 3> groups,
+                               const Buffer* counts_from, VkDeviceSize counts_offset, std::string label) {
+  const auto [gx, gy, gz] = groups;
   if (bindings.size() != p.bindings || bindings.size() > kMaxBindings)
     throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': expected " +
                                                  std::to_string(p.bindings) + " bindings, got " +
@@ -262,6 +269,12 @@ void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> 
   Signature sig;
   sig.add(uint64_t(reinterpret_cast<uintptr_t>(p.pipeline))).add(label);
   for (const Binding& b : bindings) sig.add(b.buffer->id()).add(uint64_t(b.texel_format));
+  if (counts_from) {
+    if (!counts_from->valid() || counts_offset % 4 != 0 || counts_offset + 12 > counts_from->size())
+      throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': its workgroup counts at byte " +
+                                                   std::to_string(counts_offset) + " are outside their buffer");
+    sig.add(counts_from->id()).add(uint64_t(counts_offset));
+  }
   if (updating_) {
     params_.write(steps_[expect(sig.value, "dispatch of '" + p.shader + "'")].slot, params, gx, gy, gz);
     return;
@@ -322,12 +335,14 @@ void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> 
   vkUpdateDescriptorSets(ctx_.device, i, writes, 0, nullptr);
   if (!p.warm.load() && std::none_of(cold_.begin(), cold_.end(), [&](const Cold& c) { return c.pipeline == &p; }))
     cold_.push_back({&p, set, slot});
+  if (counts_from)
+    uses.push_back({counts_from, VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, VK_ACCESS_INDIRECT_COMMAND_READ_BIT, true, false});
   sync(uses);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   const VkDescriptorSet sets[] = {set, params_.set(slot)};
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 2, sets, 1, &slot.params);
-  const Buffer& counts = params_.counts_buffer(slot);
-  vkCmdDispatchIndirect(cmd_, counts.handle(), counts.offset() + slot.counts);
+  const Buffer& counts = counts_from ? *counts_from : params_.counts_buffer(slot);
+  vkCmdDispatchIndirect(cmd_, counts.handle(), counts.offset() + (counts_from ? counts_offset : slot.counts));
   labels_.push_back(std::move(label));
   timestamp();
 }

@@ -14,6 +14,7 @@
 // Thread safety: a Recorder is used by one thread at a time.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <initializer_list>
 #include <span>
@@ -76,6 +77,16 @@ class Recorder {
   }
   void dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> bindings, std::span<const std::byte> params,
                       uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {});
+  // A dispatch whose workgroup counts an earlier dispatch of this recording
+  // wrote into `counts` at byte `offset` (a VkDispatchIndirectCommand: three
+  // uint32, each within maxComputeWorkGroupCount: the writer's promise), so
+  // that a step launches only the workgroups the device found work for.
+  template <typename Params>
+  void dispatch_indirect(const Pipeline& p, std::initializer_list<Binding> bindings, const Params& params,
+                         const Buffer& counts, VkDeviceSize offset, std::string label = {}) {
+    static_assert(std::is_trivially_copyable_v<Params> && !std::is_pointer_v<Params>);
+    record_dispatch(p, bindings, std::as_bytes(std::span(&params, 1)), {1, 1, 1}, &counts, offset, std::move(label));
+  }
   void copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes);
   // Several regions in one command; offsets are relative to each Buffer's start.
   void copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCopy> regions);
@@ -116,6 +127,9 @@ class Recorder {
     VkAccessFlags access;
     bool reads, writes;
   };
+  // dispatch_bytes, or with `counts` dispatch_indirect's workgroup counts from the device.
+  void record_dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, std::span<const std::byte> params,
+                       std::array<uint32_t, 3> groups, const Buffer* counts, VkDeviceSize offset, std::string label);
   void release();  // the Vulkan objects, once (destructor, failed constructor)
   void sync(std::initializer_list<Use> uses);
   void sync(const std::vector<Use>& uses);

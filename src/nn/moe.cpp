@@ -77,7 +77,9 @@ Moe::Moe(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
   }
 }
 
-ops::MoeRouting Moe::routing(uint32_t rows) const { return ops::moe_routing(vk_.info, tuning_, rows, experts_, k_); }
+ops::MoeRouting Moe::routing(uint32_t rows) const {
+  return ops::moe_routing(vk_.info, tuning_, rows, experts_, k_, shards_.front().end - shards_.front().first);
+}
 
 uint32_t Moe::max_step_rows() const {
   // The grouped GEMM's grid has a workgroup row per tile (at most 65535), and
@@ -98,6 +100,7 @@ void Moe::reserve(uint32_t rows, Workspace& ws) const {
   ws.need("moe_logits", R * logits * 4);
   ws.need("moe_route", r.route_bytes());
   ws.need("moe_tiles", r.tile_bytes());
+  ws.need("moe_dispatch", r.dispatch_bytes());
   ws.need("moe_proj", entries * 2 * inter_ * e);
   ws.need("moe_hidden", entries * inter_ * e);
   ws.need("moe_out", entries * hidden_ * 4);
@@ -119,7 +122,8 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
   const ops::MoeRouting r = routing(rows);
   const uint32_t logits_ld = experts_ + (shared_inter_ > 0 ? 1 : 0);
   const Buffer &normed = ws["normed"], &logits = ws["moe_logits"], &route = ws["moe_route"],
-               &tiles = ws["moe_tiles"], &proj = ws["moe_proj"], &hidden = ws["moe_hidden"], &out = ws["moe_out"];
+               &tiles = ws["moe_tiles"], &dispatch = ws["moe_dispatch"], &proj = ws["moe_proj"],
+               &hidden = ws["moe_hidden"], &out = ws["moe_out"];
   const Buffer* split_k = ws.find("split_k");
   if (poison) {
     for (const char* role : {"normed", "moe_proj", "moe_hidden", "moe_shared_proj", "moe_shared_hidden"})
@@ -140,17 +144,24 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
   }
   ops::matmul(vk_, rec, {.x = *normed_f32, .w = router_, .y = logits, .M = rows, .N = logits_ld, .K = hidden_,
                          .s = Storage::f32, .y_f32 = true, .ldx = ld_router_, .ldw = ld_router_, .partial = split_k});
-  ops::moe_route(vk_, rec, r, {.logits = logits, .ld = logits_ld, .norm_topk = norm_topk_, .route = route, .tiles = tiles});
-  for (const Shard& s : shards_)
-    ops::moe_matmul(vk_, rec, r, {.x = normed, .ldx = ld_hidden_, .gather = true, .w = s.gate_up, .e_begin = s.first,
-                                  .e_end = s.end, .N = 2 * inter_, .K = hidden_, .y = proj, .ldy = 2 * inter_, .s = act_,
-                                  .y_f32 = false, .route = route, .tiles = tiles});
+  ops::moe_route(vk_, rec, r,
+                 {.logits = logits, .ld = logits_ld, .norm_topk = norm_topk_, .route = route, .tiles = tiles,
+                  .dispatch = dispatch,
+                  .gx_up = ops::moe_matmul_groups(vk_.info, r, 2 * inter_, hidden_, ld_hidden_, act_),
+                  .gx_down = ops::moe_matmul_groups(vk_.info, r, hidden_, inter_, inter_, act_)});
+  // Buffer i's two GEMMs take the counts at 32·i and 32·i + 16 of `dispatch`.
+  for (size_t i = 0; i < shards_.size(); ++i)
+    ops::moe_matmul(vk_, rec, r, {.x = normed, .ldx = ld_hidden_, .gather = true, .w = shards_[i].gate_up,
+                                  .e_begin = shards_[i].first, .e_end = shards_[i].end, .N = 2 * inter_, .K = hidden_,
+                                  .y = proj, .ldy = 2 * inter_, .s = act_, .y_f32 = false, .route = route,
+                                  .tiles = tiles, .dispatch = dispatch, .dispatch_at = uint32_t(32 * i)});
   ops::glu(vk_, rec, {.proj = proj, .h = hidden, .rows = r.entries(), .inter = inter_, .act = act_fn_, .s = act_,
                       .ld_p = 2 * inter_, .ld_h = inter_});
-  for (const Shard& s : shards_)
-    ops::moe_matmul(vk_, rec, r, {.x = hidden, .ldx = inter_, .gather = false, .w = s.down, .e_begin = s.first,
-                                  .e_end = s.end, .N = hidden_, .K = inter_, .y = out, .ldy = hidden_, .s = act_,
-                                  .y_f32 = true, .route = route, .tiles = tiles});
+  for (size_t i = 0; i < shards_.size(); ++i)
+    ops::moe_matmul(vk_, rec, r, {.x = hidden, .ldx = inter_, .gather = false, .w = shards_[i].down,
+                                  .e_begin = shards_[i].first, .e_end = shards_[i].end, .N = hidden_, .K = inter_,
+                                  .y = out, .ldy = hidden_, .s = act_, .y_f32 = true, .route = route, .tiles = tiles,
+                                  .dispatch = dispatch, .dispatch_at = uint32_t(32 * i + 16)});
   const Buffer* shared = nullptr;
   if (shared_inter_ > 0) {
     const Buffer &sproj = ws["moe_shared_proj"], &shidden = ws["moe_shared_hidden"];

@@ -7,7 +7,8 @@
 //
 // all inside the command buffer: the routing never returns to the host. The
 // experts' weights sit in shards of whole experts, each within the device's
-// maxStorageBufferRange; a grouped GEMM runs once per shard.
+// maxStorageBufferRange; a grouped GEMM runs once per shard, with the
+// workgroups the routing pass counted for that shard's tiles.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +23,10 @@ class Moe : public FeedForward {
   Moe(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& weights, int layer,
       Storage act);
 
-  // Roles "normed", "moe_normed_f32" (below fp32 storage), "moe_logits", "moe_route", "moe_tiles", "moe_proj",
-  // "moe_hidden", "moe_out", and with a shared expert "moe_shared_proj",
-  // "moe_shared_hidden", "moe_shared_out", "split_k".
+  // Roles "normed", "moe_normed_f32" (below fp32 storage), "moe_logits",
+  // "moe_route", "moe_tiles", "moe_dispatch", "moe_proj", "moe_hidden",
+  // "moe_out", and with a shared expert "moe_shared_proj", "moe_shared_hidden",
+  // "moe_shared_out", "split_k".
   void reserve(uint32_t rows, Workspace& ws) const override;
   void record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const gpu::Buffer& x, const gpu::Buffer& y,
               StatsSlot stats, bool poison) const override;

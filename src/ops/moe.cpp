@@ -25,6 +25,7 @@ std::vector<uint32_t> tile_spec(uint32_t rows) {
 struct RoutePush {
   uint32_t rows, experts, k, ld, norm_topk, tile_rows;
   uint32_t off_weight, off_pos, off_rows, off_count, off_cursor, off_load;
+  uint32_t shards, shard_experts, gx_up, gx_down;
 };
 struct MatmulPush {
   uint32_t N, K, ldx, ldy, gather, e_begin, e_end, off_rows;
@@ -36,66 +37,79 @@ struct CombinePush {
 
 uint32_t MoeRouting::max_tiles() const { return entries() / tile_rows + std::min(experts, entries()); }
 
-MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k) {
+MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k,
+                       uint32_t shard_experts) {
   const bool cpu = cpu_gemm(d, t);
-  if (rows <= kRowsMax) return {rows, experts, k, kRowsMax, cpu ? MoeKernel::rows_cpu : MoeKernel::rows};
+  if (rows <= kRowsMax) return {rows, experts, k, kRowsMax, cpu ? MoeKernel::rows_cpu : MoeKernel::rows, shard_experts};
   // Tiles about as tall as an expert's share of the rows: a 64-row tile for
   // 10 rows computes 54 rows for nothing.
   const uint32_t entries = rows * k, share = entries / std::min(experts, entries);
   const uint32_t tile = share > 48 ? 64 : share > 12 ? 32 : cpu ? 8 : 16;
-  return {rows, experts, k, tile, cpu ? MoeKernel::tiled_cpu : MoeKernel::tiled};
+  return {rows, experts, k, tile, cpu ? MoeKernel::tiled_cpu : MoeKernel::tiled, shard_experts};
+}
+
+namespace {
+// The grouped GEMM's shader, spec constants, output columns per workgroup
+// and texel format for its operands (none: storage buffers).
+struct Kernel {
+  std::string name;
+  std::vector<uint32_t> spec;
+  uint32_t columns;
+  VkFormat texel = VK_FORMAT_UNDEFINED;
+};
+Kernel kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s,
+                  bool y_f32) {
+  const char* y32 = y_f32 ? "_y32" : "";
+  MoeKernel kernel = r.kernel;
+  // The vec4 texel rows need whole vec4s; bfloat16 has no texel format.
+  if (kernel == MoeKernel::rows_cpu && (K % 4 != 0 || ldx % 4 != 0 || s == Storage::bf16)) kernel = MoeKernel::rows;
+  switch (kernel) {
+    case MoeKernel::rows:
+      return {variant("moe_matmul_rows", s, y32), {256, kRowsMax}, 256 / std::max(1u, d.subgroup_size)};
+    case MoeKernel::rows_cpu:
+      // The workgroups step over the column blocks: at most kCpuColumnGroups per tile.
+      return {variant("moe_matmul_rows_cpu", s, y32), {8, r.rows, 8},
+              std::max(8u, (N + 8 * kCpuColumnGroups - 1) / (8 * kCpuColumnGroups) * 8),
+              s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT};
+    case MoeKernel::tiled: {
+      std::vector<uint32_t> spec = tile_spec(r.tile_rows);
+      const uint32_t columns = spec[2];
+      return {variant("moe_matmul", s, y32), std::move(spec), columns};
+    }
+    case MoeKernel::tiled_cpu:
+      return {variant("moe_matmul_cpu", s, y32), {8, r.tile_rows, kCpuRN}, 8 * kCpuRN, texel_format(s)};
+  }
+  return {};
+}
+}  // namespace
+
+uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s) {
+  const uint32_t columns = kernel_for(d, r, N, K, ldx, s, false).columns;
+  return (N + columns - 1) / columns;
 }
 
 void moe_route(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeRouteArgs& a) {
-  const RoutePush push{r.rows,       r.experts,    r.k,         a.ld,           a.norm_topk ? 1u : 0u, r.tile_rows,
-                       r.off_weight(), r.off_pos(), r.off_rows(), r.off_count(), r.off_cursor(),       r.off_load()};
+  const RoutePush push{r.rows,       r.experts,    r.k,          a.ld,          a.norm_topk ? 1u : 0u, r.tile_rows,
+                       r.off_weight(), r.off_pos(), r.off_rows(), r.off_count(), r.off_cursor(),       r.off_load(),
+                       r.shards(),   r.shard_experts, a.gx_up,   a.gx_down};
   rec.dispatch(ctx.pipelines->get("moe_route", {256}),
-               {{&a.logits, gpu::Access::read}, {&a.route, gpu::Access::write}, {&a.tiles, gpu::Access::write}}, push,
-               1, 1, 1, "moe.route");
+               {{&a.logits, gpu::Access::read},
+                {&a.route, gpu::Access::write},
+                {&a.tiles, gpu::Access::write},
+                {&a.dispatch, gpu::Access::write}},
+               push, 1, 1, 1, "moe.route");
 }
 
 void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeMatmulArgs& a) {
   const MatmulPush push{a.N, a.K, a.ldx, a.ldy, a.gather ? 1u : 0u, a.e_begin, a.e_end, r.off_rows()};
-  const char* y32 = a.y_f32 ? "_y32" : "";
-  MoeKernel kernel = r.kernel;
-  // The vec4 texel rows need whole vec4s; bfloat16 has no texel format.
-  if (kernel == MoeKernel::rows_cpu && (a.K % 4 != 0 || a.ldx % 4 != 0 || a.s == Storage::bf16)) kernel = MoeKernel::rows;
-  std::string name;
-  std::vector<uint32_t> spec;
-  uint32_t columns = 0;
-  VkFormat texel = VK_FORMAT_UNDEFINED;
-  switch (kernel) {
-    case MoeKernel::rows:
-      name = variant("moe_matmul_rows", a.s, y32);
-      spec = {256, kRowsMax};
-      columns = 256 / std::max(1u, ctx.info.subgroup_size);
-      break;
-    case MoeKernel::rows_cpu:
-      name = variant("moe_matmul_rows_cpu", a.s, y32);
-      spec = {8, r.rows, 8};
-      // The workgroups step over the column blocks: at most kCpuColumnGroups per tile.
-      columns = std::max(8u, (a.N + 8 * kCpuColumnGroups - 1) / (8 * kCpuColumnGroups) * 8);
-      texel = a.s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
-      break;
-    case MoeKernel::tiled:
-      name = variant("moe_matmul", a.s, y32);
-      spec = tile_spec(r.tile_rows);
-      columns = spec[2];
-      break;
-    case MoeKernel::tiled_cpu:
-      name = variant("moe_matmul_cpu", a.s, y32);
-      spec = {8, r.tile_rows, kCpuRN};
-      columns = 8 * kCpuRN;
-      texel = texel_format(a.s);
-      break;
-  }
-  rec.dispatch(ctx.pipelines->get(name, spec),
-               {{&a.x, gpu::Access::read, texel},
-                {&a.w, gpu::Access::read, texel},
-                {&a.y, gpu::Access::write},
-                {&a.route, gpu::Access::read},
-                {&a.tiles, gpu::Access::read}},
-               push, (a.N + columns - 1) / columns, r.max_tiles(), 1, "moe.experts");
+  const Kernel k = kernel_for(ctx.info, r, a.N, a.K, a.ldx, a.s, a.y_f32);
+  rec.dispatch_indirect(ctx.pipelines->get(k.name, k.spec),
+                        {{&a.x, gpu::Access::read, k.texel},
+                         {&a.w, gpu::Access::read, k.texel},
+                         {&a.y, gpu::Access::write},
+                         {&a.route, gpu::Access::read},
+                         {&a.tiles, gpu::Access::read}},
+                        push, a.dispatch, a.dispatch_at, "moe.experts");
 }
 
 void moe_combine(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeCombineArgs& a) {

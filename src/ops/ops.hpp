@@ -463,6 +463,10 @@ enum class MoeKernel { rows, rows_cpu, tiled, tiled_cpu };
 struct MoeRouting {
   uint32_t rows = 0, experts = 0, k = 0, tile_rows = 0;
   MoeKernel kernel = MoeKernel::tiled;
+  uint32_t shard_experts = 0;  // experts per weight buffer: each buffer's GEMMs are their own dispatches
+  uint32_t shards() const { return (experts + shard_experts - 1) / shard_experts; }
+  // Per buffer, the two grouped GEMMs' VkDispatchIndirectCommand, 16 bytes apart (moe_route.comp).
+  uint64_t dispatch_bytes() const { return 32 * uint64_t(shards()); }
   uint32_t entries() const { return rows * k; }
   uint32_t off_weight() const { return entries(); }
   uint32_t off_pos() const { return 2 * entries(); }
@@ -475,7 +479,10 @@ struct MoeRouting {
   uint32_t max_tiles() const;
   uint64_t tile_bytes() const { return (4 + 4 * uint64_t(max_tiles())) * 4; }
 };
-MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k);
+MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k,
+                       uint32_t shard_experts);
+// The grouped GEMM's workgroups along its N output columns (K, ldx: its input rows; s: storage).
+uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s);
 
 // logits fp32 [rows, ld] (the router's E, then with a shared expert its gate).
 struct MoeRouteArgs {
@@ -484,13 +491,16 @@ struct MoeRouteArgs {
   bool norm_topk;
   const Buffer& route;
   const Buffer& tiles;
+  const Buffer& dispatch;    // MoeRouting::dispatch_bytes
+  uint32_t gx_up, gx_down;   // moe_matmul_groups of the two GEMMs
 };
 void moe_route(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeRouteArgs& a);
 
 // y[p, :N] (rows ldy apart, `s` or fp32 with y_f32) = X[src(p)]·W_eᵀ for the
 // tiles of experts [e_begin, e_end) whose weights `w` holds ([e_end − e_begin,
 // N, K] in `s`); src(p) the token of row p with `gather` (x [rows, ldx]),
-// else p (x [entries, ldx]).
+// else p (x [entries, ldx]). Its workgroup counts: `dispatch` at byte
+// dispatch_at, as moe_route wrote them.
 struct MoeMatmulArgs {
   const Buffer& x;
   uint32_t ldx;
@@ -503,6 +513,8 @@ struct MoeMatmulArgs {
   bool y_f32;
   const Buffer& route;
   const Buffer& tiles;
+  const Buffer& dispatch;
+  uint32_t dispatch_at;
 };
 void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeMatmulArgs& a);
 
