@@ -1,6 +1,7 @@
 // The recorder (bindings, parameters, updates without re-recording), pipelines
 // with a required subgroup size, and the copy shader.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 
@@ -83,6 +84,36 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: an update rewrites parameters and co
 // offers subgroup size control (AMD's default is 64); this checks that
 // request's plumbing (device features, pipeline create info) under the
 // validation layer, and the refusals, on any device.
+// Workgroup counts that an earlier dispatch of the recording wrote: the copy
+// shader moves a VkDispatchIndirectCommand into `counts` (a compute write),
+// then a dispatch takes its counts from there (an indirect read: the barrier
+// between them is the recorder's, and the validation layer checks it). With
+// {0, 1, 1} nothing runs; with {2, 1, 1} the (grid-stride) copy does.
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch takes its workgroup counts from a buffer the device wrote") {
+  const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
+  const size_t n = 4 * 64 * 8;
+  const auto x = random(n);
+  auto src = upload(x, "src");
+  for (uint32_t groups : {0u, 2u}) {
+    CAPTURE(groups);
+    const std::vector<float> command{std::bit_cast<float>(groups), std::bit_cast<float>(1u), std::bit_cast<float>(1u), 0.0f};
+    auto written = upload(command, "counts (source)");
+    auto counts = poisoned(4, "counts");
+    auto dst = poisoned(n, "dst");
+    const uint32_t one = 1, all = uint32_t(n / 4);
+    run_once(vk, [&](gpu::Recorder& rec) {
+      rec.dispatch(copy, {{&written, gpu::Access::read}, {&counts, gpu::Access::write}}, one, 1);
+      rec.dispatch_indirect(copy, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, all, counts, 0);
+      CHECK_THROWS_WITH_AS(
+          rec.dispatch_indirect(copy, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, all, counts, 8),
+          doctest::Contains("outside their buffer"), Error);
+    });
+    const auto got = download(dst, n);
+    if (groups == 0) CHECK(std::all_of(got.begin(), got.end(), [](float v) { return std::isnan(v); }));
+    else CHECK(got == x);
+  }
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "pipelines: a required subgroup size, where the device can be asked for one") {
   const DeviceInfo& d = vk.info;
   const std::string too_big = "full subgroups of " + std::to_string(d.max_subgroup_size * 2);
