@@ -72,7 +72,7 @@ TEST_CASE("cli moe model: the golden qwen3_next and qwen3_moe through run --stat
   }
 }
 
-TEST_CASE("cli moe model: a sharded BF16 qwen3_moe with fused experts; a missing expert and a misshapen router refused") {
+TEST_CASE("cli moe model: a sharded BF16 qwen3_moe with fused experts, a missing expert and a misshapen router refused") {
   std::mt19937 rng(std::random_device{}());
   const json config = tiny_moe_json();
   const ModelConfig cfg = parse_model_config_json(config.dump(), "config.json");

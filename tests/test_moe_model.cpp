@@ -218,7 +218,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "moe model: expert load, prefill + decode steps
 // inputs are fixed, keep every choice at fp16. A random qwen3_next in bf16
 // reaches 1.4e-3 with dense MLPs too (its Gated DeltaNet layers): fp16 for
 // it, bf16 for qwen3_moe.
-TEST_CASE_FIXTURE(test::GpuTest, "moe model: fp16 and bf16 storage; the experts split across buffers") {
+TEST_CASE_FIXTURE(test::GpuTest, "moe model: fp16 and bf16 storage, the experts split across buffers") {
   if (!vk.info.storage16) return;
   json next = tiny_next_json(), moe = tiny_moe_json();
   next["num_experts_per_tok"] = 5;

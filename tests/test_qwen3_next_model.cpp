@@ -158,7 +158,7 @@ TEST_CASE("qwen3_5 model config: the text_config of Qwen3_5ForConditionalGenerat
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "qwen3_5 model: the golden wave-3 checkpoint in its multimodal form (logits in fp32 "
-                                 "and fp16, max_activation, greedy ids); a random text-only model") {
+                                 "and fp16, max_activation, greedy ids), a random text-only model") {
   const std::string dir = qwen3_5_dir();
   const SafetensorsFile input(dir + "/input.safetensors"), expected(dir + "/expected.safetensors");
   const auto ids = input.at("input_ids").to_i64();
