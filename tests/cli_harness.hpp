@@ -28,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "vkgate/config.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/safetensors.hpp"
@@ -222,6 +224,20 @@ inline std::string id_line(const std::vector<int64_t>& ids) {
 inline std::vector<std::string> with_device(std::vector<std::string> args) {
   for (const std::string& d : device_args()) args.push_back(d);
   return args;
+}
+
+// `vkgate generate` on a golden model directory (wave 3): the prompt ids and
+// max_new_tokens of its generate.json in, its `generated` ids out, exit 0.
+inline void check_golden_generate(const std::string& dir, const fs::path& cwd) {
+  const nlohmann::json gen = nlohmann::json::parse(read_text(fs::path(dir) / "generate.json"));
+  std::string prompt;
+  for (int64_t id : gen.at("prompt_ids").get<std::vector<int64_t>>()) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
+  const CliResult g = run_cli(with_device({"generate", "--weights", dir, "--prompt-ids", prompt, "--max-new-tokens",
+                                           std::to_string(gen.at("max_new_tokens").get<int>())}),
+                              cwd);
+  check_clean_exit(g);
+  REQUIRE(g.code == 0);
+  CHECK(g.out == id_line(gen.at("generated").get<std::vector<int64_t>>()) + "\n");
 }
 
 // ---- writing safetensors files through the library ----

@@ -60,15 +60,7 @@ TEST_CASE("cli moe model: the golden qwen3_next and qwen3_moe through run --stat
       for (double v : written.at("stats.expert_load").to_f64()) sum += v;
       CHECK(sum == doctest::Approx(2.0 * L));  // top 2 of 8 in every layer
     }
-    const json gen = json::parse(test::read_file_text(dir + "/generate.json"));
-    std::string prompt;
-    for (int64_t id : gen.at("prompt_ids").get<std::vector<int64_t>>()) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
-    const CliResult g = run_cli(with_device({"generate", "--weights", dir, "--prompt-ids", prompt, "--max-new-tokens",
-                                             std::to_string(gen.at("max_new_tokens").get<int>())}),
-                                tmp.path);
-    check_clean_exit(g);
-    REQUIRE(g.code == 0);
-    CHECK(g.out == id_line(gen.at("generated").get<std::vector<int64_t>>()) + "\n");
+    check_golden_generate(dir, tmp.path);
   }
 }
 

@@ -84,15 +84,7 @@ TEST_CASE("cli qwen3_5 model: the golden multimodal-form checkpoint through run 
   CHECK(d.first_bad == -1);
   CHECK(d.nmse <= 1e-8);
   CHECK(written.at("stats.attention_layers").to_i64() == std::vector<int64_t>{3});
-  const nlohmann::json gen = nlohmann::json::parse(test::read_file_text(dir + "/generate.json"));
-  std::string prompt;
-  for (int64_t id : gen.at("prompt_ids").get<std::vector<int64_t>>()) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
-  const CliResult g = run_cli(with_device({"generate", "--weights", dir, "--prompt-ids", prompt, "--max-new-tokens",
-                                           std::to_string(gen.at("max_new_tokens").get<int>())}),
-                              tmp.path);
-  check_clean_exit(g);
-  REQUIRE(g.code == 0);
-  CHECK(g.out == id_line(gen.at("generated").get<std::vector<int64_t>>()) + "\n");
+  check_golden_generate(dir, tmp.path);
 }
 
 #endif

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nn/mlp.hpp"
+#include "ops/moe.hpp"
 
 namespace vkgate::nn {
 

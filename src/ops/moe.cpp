@@ -2,7 +2,7 @@
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
-#include "ops/ops.hpp"
+#include "ops/moe.hpp"
 
 namespace vkgate::ops {
 

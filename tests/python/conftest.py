@@ -114,6 +114,13 @@ def stored(weights, precision):
     return weights
 
 
+def random_model_weights(specs, rng):
+    """{name: float32 array} for {name: shape}: norms near 1, linear weights ~ N(0, 1/in)."""
+    return {name: (1.0 + 0.2 * rng.standard_normal(shape) if "norm" in name
+                   else rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+            for name, shape in specs.items()}
+
+
 def write_safetensors(path, tensors):
     """tensors: {name: float32 / float16 numpy array} -> a .safetensors file."""
     dtypes = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}

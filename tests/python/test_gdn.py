@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import vkgate
-from conftest import assert_close, random_x, write_safetensors
+from conftest import assert_close, random_model_weights, random_x, write_safetensors
 
 
 def gdn_config(**fields):
@@ -114,10 +114,7 @@ def test_qwen3_next_model_directory(ctx, rng, tmp_path):
     assert cfg.model_type == "qwen3_next" and cfg.linear_attention.num_value_heads == 4
     specs = vkgate.expected_model_weights(cfg)
     assert "model.layers.0.linear_attn.A_log" in specs and "model.layers.1.self_attn.q_proj.weight" in specs
-    w = {}
-    for name, shape in specs.items():
-        w[name] = (1.0 + 0.2 * rng.standard_normal(shape) if "norm" in name
-                   else rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+    w = random_model_weights(specs, rng)
     write_safetensors(tmp_path / "model.safetensors", w)
     model = vkgate.Model.load(ctx, tmp_path)
     ids = rng.integers(0, 60, size=(1, 6))

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 
 import vkgate
-from conftest import NMSE_MODEL_FP32, REPO, assert_close, write_safetensors
+from conftest import NMSE_MODEL_FP32, REPO, assert_close, random_model_weights, write_safetensors
 
 WAVE3 = os.path.join(REPO, "tests", "golden", "wave3", "models")
 
@@ -60,10 +60,7 @@ def test_random_qwen3_moe_directory(ctx, rng, tmp_path):
     assert cfg.model_type == "qwen3_moe" and not cfg.moe.norm_topk_prob and cfg.moe_layers() == [1]
     specs = vkgate.expected_model_weights(cfg)
     assert "model.layers.1.mlp.experts.3.down_proj.weight" in specs and "model.layers.0.mlp.up_proj.weight" in specs
-    w = {}
-    for name, shape in specs.items():
-        w[name] = (1.0 + 0.2 * rng.standard_normal(shape) if "norm" in name
-                   else rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+    w = random_model_weights(specs, rng)
     write_safetensors(tmp_path / "model.safetensors", w)
     model = vkgate.Model.load(ctx, tmp_path)
     ids = rng.integers(0, 60, size=(2, 5))
