@@ -20,6 +20,14 @@ const char* to_string(DType dtype) noexcept {
       return "I64";
     case DType::I32:
       return "I32";
+    case DType::Q8_0: return "Q8_0";
+    case DType::Q4_0: return "Q4_0";
+    case DType::Q4_1: return "Q4_1";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
+    case DType::Q4_K: return "Q4_K";
+    case DType::Q5_K: return "Q5_K";
+    case DType::Q6_K: return "Q6_K";
   }
   return "?";
 }
@@ -37,8 +45,30 @@ size_t dtype_size(DType dtype) noexcept {
       return 8;
     case DType::I32:
       return 4;
+    default:
+      return 0;
   }
-  return 0;
+}
+
+size_t block_elements(DType dtype) noexcept {
+  if (!is_quantized(dtype)) return 1;
+  return dtype >= DType::Q4_K ? 256 : 32;
+}
+
+// ggml's block structs: fp16 scale (and min) then the packed quants; the
+// k-quants' super-blocks add 6-bit sub-block scales (Q4_K, Q5_K) or 8-bit ones (Q6_K).
+size_t block_bytes(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::Q8_0: return 2 + 32;
+    case DType::Q4_0: return 2 + 16;
+    case DType::Q4_1: return 4 + 16;
+    case DType::Q5_0: return 2 + 4 + 16;
+    case DType::Q5_1: return 4 + 4 + 16;
+    case DType::Q4_K: return 4 + 12 + 128;
+    case DType::Q5_K: return 4 + 12 + 32 + 128;
+    case DType::Q6_K: return 128 + 64 + 16 + 2;
+    default: return dtype_size(dtype);
+  }
 }
 
 // ---- 16-bit float conversions ----

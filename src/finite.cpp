@@ -35,6 +35,7 @@ double element(const HostTensor& t, size_t i) {
     case DType::BF16: { uint16_t h; std::memcpy(&h, p + 2 * i, 2); return bf16_to_float(h); }
     case DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return double(v); }
     case DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    default: break;  // block formats: checked after dequantizing
   }
   return 0;
 }

@@ -22,13 +22,14 @@ namespace vkgate {
 // The spans are only read during the call they are passed to.
 using WeightMap = std::map<std::string, std::span<const float>>;
 
-// A tensor as stored (F32, F16 or BF16), e.g. a view into a memory-mapped
-// checkpoint: the block uploads it without converting it to fp32 on the host.
+// A tensor as stored (F32, F16, BF16, or a block format for weights), e.g. a
+// view into a memory-mapped checkpoint: the block uploads it without
+// converting it to fp32 on the host.
 struct HostTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;  // may be empty: then only the element count is checked
   std::span<const std::byte> bytes;
-  int64_t numel() const { return int64_t(bytes.size() / dtype_size(dtype)); }
+  int64_t numel() const { return int64_t(bytes.size() / block_bytes(dtype) * block_elements(dtype)); }
 };
 using TensorMap = std::map<std::string, HostTensor>;
 

@@ -43,8 +43,7 @@ std::vector<float> to_f32(const HostTensor& t) {
       case DType::F16: std::memcpy(&h, p + 2 * i, 2); out[i] = half_to_float(h); break;
       case DType::BF16: std::memcpy(&h, p + 2 * i, 2); out[i] = bf16_to_float(h); break;
       case DType::F64: { double d; std::memcpy(&d, p + 8 * i, 8); out[i] = float(d); break; }
-      case DType::I64:
-      case DType::I32:  // check_weights refuses integer weights before any upload
+      default:  // check_weights refuses integer weights before any upload; block formats take nn::QuantWeight
         throw Error(ErrorCode::shape_mismatch, std::string("a weight of dtype ") + to_string(t.dtype));
     }
   }
