@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -24,7 +25,9 @@
 #include "vkgate/gla_config.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/gguf.hpp"
 #include "vkgate/model_config.hpp"
+#include "vkgate/quant.hpp"
 #include "vkgate/safetensors.hpp"
 #include "vkgate/tokenizer.hpp"
 #include "vkgate/weights.hpp"
@@ -73,6 +76,63 @@ inline int safetensors(const uint8_t* data, size_t size) {
   write_file(p, data, size);
   try {
     SafetensorsFile f(p.string());
+    exercise(f);
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// Every metadata value of a GGUF file through every typed getter (the ones
+// its type does not allow throw Error), and every tensor: its bytes, the
+// values of the float ones and the block formats dequantized.
+inline void exercise(const GgufFile& f) {
+  volatile double sink = double(f.version() + f.alignment() + f.tensor_bytes());
+  for (const auto& kv : f.metadata()) {
+    const std::string& key = kv.first;  // captured below: no structured binding for clang 14
+    sink = sink + double(key.size() + kv.second.text.size() + kv.second.texts.size());
+    auto attempt = [&](auto read) {
+      try {
+        read();
+      } catch (const Error&) {
+      }
+    };
+    attempt([&] { sink = sink + double(f.string(key).size()); });
+    attempt([&] { sink = sink + double(f.integer(key)); });
+    attempt([&] { sink = sink + f.real(key); });
+    attempt([&] { sink = sink + double(f.boolean(key)); });
+    attempt([&] { sink = sink + double(f.strings(key).size()); });
+    attempt([&] { for (int64_t v : f.integers(key)) sink = sink + double(v); });
+    attempt([&] { for (double v : f.reals(key)) sink = sink + v; });
+  }
+  for (const GgufTensor& t : f.tensors()) {
+    const GgufTensor& same = f.tensor(t.name);
+    for (std::byte b : same.bytes) sink = sink + double(b);
+    const HostTensor h = t.host();
+    std::vector<float> values(size_t(h.numel()));
+    if (is_quantized(t.dtype)) {
+      dequantize(t.dtype, t.bytes, values);
+    } else {
+      for (size_t i = 0; i < values.size(); ++i) {
+        if (t.dtype == DType::F32) {
+          std::memcpy(&values[i], t.bytes.data() + 4 * i, 4);
+        } else {
+          uint16_t bits;
+          std::memcpy(&bits, t.bytes.data() + 2 * i, 2);
+          values[i] = t.dtype == DType::F16 ? half_to_float(bits) : bf16_to_float(bits);
+        }
+      }
+    }
+    for (float v : values) sink = sink + double(v);
+  }
+  sink = sink + double(f.tensor_map().size()) + double(f.find_tensor("") != nullptr);
+}
+
+// A GGUF file, mapped and validated, then read whole.
+inline int gguf(const uint8_t* data, size_t size) {
+  const fs::path p = scratch() / "input.gguf";
+  write_file(p, data, size);
+  try {
+    const GgufFile f = GgufFile::open(p.string());
     exercise(f);
   } catch (const Error&) {
   }

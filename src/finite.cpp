@@ -6,6 +6,7 @@
 
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
 
 namespace vkgate::detail {
 
@@ -86,6 +87,12 @@ void require_fp16_range(std::span<const float> values, const std::string& what, 
 }
 
 void require_usable_weight(const HostTensor& t, const TensorSpec& spec, Precision precision) {
+  if (is_quantized(t.dtype)) {  // its values are what the device computes with
+    std::vector<float> values(size_t(t.numel()));
+    dequantize(t.dtype, t.bytes, values);
+    require_usable_weight(HostTensor{DType::F32, t.shape, std::as_bytes(std::span(values))}, spec, precision);
+    return;
+  }
   const std::string what = "weight '" + spec.name + "'";
   require_finite(t, what, spec.shape);
   if (precision == Precision::fp16) require_fp16_range(t, what, spec.shape);

@@ -11,6 +11,8 @@
 #include "ops/ops.hpp"
 #include "vkgate/checkpoint.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
+#include "vkgate/gguf_model.hpp"
 
 namespace vkgate {
 
@@ -178,9 +180,45 @@ void Sequence::truncate(int length) {
 // ---- Model ----
 
 Model Model::load(Context& ctx, const std::string& dir, const ModelOptions& options) {
+  if (is_gguf_file(dir)) {  // a GGUF file: config and tensors from it, checked before any upload
+    const GgufFile file = GgufFile::open(dir);
+    const ModelConfig cfg = gguf_model_config(file);
+    TensorBuffers copies;
+    return Model(ctx, cfg, gguf_model_tensors(file, cfg, copies), options);
+  }
   const ModelConfig cfg = load_model_config(dir);
   const Checkpoint ckpt(dir);
   return Model(ctx, cfg, model_tensors(ckpt, cfg), options);
+}
+
+bool quantizable_weight(const std::string& name) {
+  if (name == "lm_head.weight") return true;
+  if (!name.ends_with(".weight") || name.find(".experts.") != std::string::npos) return false;
+  // The module's own name: "q_proj", "in_proj_qkvz", "gk_proj" of "gk_proj.0".
+  std::string module = name.substr(0, name.size() - 7);
+  std::string last = module.substr(module.rfind('.') + 1);
+  if (!last.empty() && last.find_first_not_of("0123456789") == std::string::npos) {
+    module.resize(module.size() - last.size() - 1);
+    last = module.substr(module.rfind('.') + 1);
+  }
+  return last.find("proj") != std::string::npos;
+}
+
+TensorMap quantize_weights(const ModelConfig& cfg, const TensorMap& weights, DType quant,
+                           std::vector<std::vector<std::byte>>& storage) {
+  if (!is_quantized(quant))
+    throw Error(ErrorCode::invalid_argument, std::string("quantize_weights: ") + to_string(quant) + " is not a block format");
+  TensorMap out = weights;
+  for (const TensorSpec& spec : expected_model_weights(cfg)) {
+    const auto it = out.find(spec.name);
+    if (it == out.end() || !quantizable_weight(spec.name) || spec.shape.size() != 2) continue;
+    HostTensor& t = it->second;
+    if (is_quantized(t.dtype) || spec.shape[1] % int64_t(block_elements(quant)) != 0) continue;
+    const std::vector<float> f = nn::to_f32(t);
+    storage.push_back(quantize(quant, f));
+    t = HostTensor{quant, spec.shape, storage.back()};
+  }
+  return out;
 }
 
 Model::Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, const ModelOptions& options)
@@ -195,14 +233,19 @@ Model::Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, con
     const auto it = weights.find(spec.name);
     if (it == weights.end()) throw Error(ErrorCode::missing_tensor, "weights: tensor '" + spec.name + "' is missing");
     const HostTensor& t = it->second;
-    if ((!t.shape.empty() && t.shape != spec.shape) || t.numel() != spec.numel() ||
-        (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16))
+    const bool float_or_blocks = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 ||
+                                 is_quantized(t.dtype);
+    if ((!t.shape.empty() && t.shape != spec.shape) || t.numel() != spec.numel() || !float_or_blocks)
       throw Error(ErrorCode::shape_mismatch, "weights: tensor '" + spec.name + "' is " + to_string(t.dtype) + " " +
-                                                 shape_text(t.shape) + ", expected F32, F16 or BF16 " +
+                                                 shape_text(t.shape) + ", expected F32, F16, BF16 or a block format " +
                                                  shape_text(spec.shape));
     if (options.check_finite) detail::require_usable_weight(t, spec, options.precision);
   }
-  impl_->stack = std::make_unique<nn::Stack>(impl_->vk, impl_->vk.tuning, cfg, weights, act);
+  std::vector<std::vector<std::byte>> blocks;  // alive until uploaded
+  TensorMap quantized;
+  if (options.quant) quantized = quantize_weights(cfg, weights, *options.quant, blocks);
+  const TensorMap& used = options.quant ? quantized : weights;
+  impl_->stack = std::make_unique<nn::Stack>(impl_->vk, impl_->vk.tuning, cfg, used, act);
 }
 
 Model::~Model() = default;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "vkgate/block.hpp"
 #include "vkgate/context.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
 
 namespace vkgate::cli {
 
@@ -59,6 +61,8 @@ struct Args {
 bool wants_help(const std::vector<std::string>& args);
 // fp32 | fp16 | bf16 (and f32, f16) for `flag`, else a UsageError.
 Precision parse_precision(const std::string& flag, const std::string& v);
+// A block format for --quant (vkgate::parse_quant's spellings), else a UsageError.
+DType parse_quant_flag(const std::string& flag, const std::string& v);
 // Text in and out (cli_text.cpp). Errors name the path or the flag.
 std::string read_file(const std::string& path);
 // Files are written with vkgate::write_file / OutputFile (vkgate/output_file.hpp):
@@ -86,6 +90,7 @@ struct ModelBench {
   // A --model-shape smaller than the real one (0: as it is): layers, experts, hidden size, vocabulary.
   int layers = 0, experts = 0, hidden = 0, vocab = 0;
   Precision precision = Precision::fp32;
+  std::optional<DType> quant;
   std::vector<int> prompts{64, 512};
   int decode = 16, reps = 2;
   bool json = false;

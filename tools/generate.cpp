@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids "1,2,3")
                        --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
-                       [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
+                       [--quant T] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
                        [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
                        [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--no-check-finite] [--json] [--quiet]
 
@@ -33,13 +33,16 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
 
   --weights DIR          a model checkpoint directory: config.json (model_type qwen3, llama,
                          gla, qwen3_next or qwen3_moe), model.safetensors or model.safetensors.index.json and shards,
-                         optionally generation_config.json and tokenizer.json
-  --prompt TEXT          the prompt as text (UTF-8), tokenized with DIR/tokenizer.json and
-                         the special tokens its post-processor adds (e.g. Llama 3.1's BOS)
+                         optionally generation_config.json and tokenizer.json; or a GGUF file
+                         (.gguf: llama, qwen3, qwen3moe), which holds the config, the eos ids
+                         and the tokenizer (tokenizer.ggml.*) too
+  --prompt TEXT          the prompt as text (UTF-8), tokenized with DIR/tokenizer.json (a GGUF:
+                         its own tokenizer) and the special tokens its post-processor adds
+                         (e.g. Llama 3.1's BOS; a GGUF's add_bos_token)
   --prompt-file FILE     the prompt as text, read from FILE (byte for byte; - reads stdin)
   --prompt-ids LIST      the prompt's token ids, comma-separated, each in [0, vocab_size)
   --max-new-tokens N     at most N new ids
-  --tokenizer PATH       a tokenizer.json (or a directory holding one) instead of DIR's
+  --tokenizer PATH       a tokenizer.json (or a directory holding one, or a .gguf) instead of DIR's
 sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one draw):
   --temperature T        0 (default): greedy, the most likely id; above 0: sample from softmax(logits / T)
   --top-k K              keep the K most likely ids (default 0: all)
@@ -55,6 +58,8 @@ sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one 
                          left out of the text (repeatable; at most 16)
   --device SEL           device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
+  --quant T              quantize the float projections and an untied lm_head on load to the
+                         block format T: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k
   --ignore-eos           keep going after eos_token_id (config.json or generation_config.json;
                          a list means any of them). Without it the eos id is printed, then
                          generation stops
@@ -140,6 +145,7 @@ int cmd_generate(Args& args) {
     }
     else if (a == "--device") device = args.value(a);
     else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
+    else if (a == "--quant") options.quant = parse_quant_flag(a, args.value(a));
     else if (a == "--ignore-eos") g.stop_at_eos = false;
     else if (a == "--ignore-context-limit") options.ignore_context_limit = true;
     else if (a == "--json") json = true;

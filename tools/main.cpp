@@ -164,6 +164,11 @@ Precision parse_precision(const std::string& flag, const std::string& v) {
   throw UsageError(flag + " must be fp32, fp16 or bf16, got '" + v + "'");
 }
 
+DType parse_quant_flag(const std::string& flag, const std::string& v) {
+  if (const std::optional<DType> q = parse_quant(v)) return *q;
+  throw UsageError(flag + " must be q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k, got '" + v + "'");
+}
+
 bool validation_failed(const Context& ctx) {
   if (ctx.validation_messages() == 0) return false;
   std::fprintf(stderr, "vkgate: the validation layer reported %llu message(s)\n",

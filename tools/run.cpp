@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "vkgate/checkpoint.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/gdn.hpp"
+#include "vkgate/gguf_model.hpp"
 #include "vkgate/gla.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/output_file.hpp"
@@ -23,7 +25,7 @@ namespace vkgate::cli {
 namespace {
 
 constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config FILE] [--layer N] --input FILE --output FILE
-                  [--device SEL] [--precision fp32|fp16|bf16] [--stats] [--no-check-finite]
+                  [--device SEL] [--precision fp32|fp16|bf16] [--quant T] [--stats] [--no-check-finite]
                   [--ignore-context-limit] [--quiet]
 
 Runs a checkpoint on the device: the whole model when the input holds input_ids,
@@ -36,7 +38,8 @@ initial_state [B, nv, d_k, d_v] in; output, final_state and final_conv_state
 out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
 
   --weights PATH     a checkpoint directory (model.safetensors, or model.safetensors.index.json
-                     and its shards) or a .safetensors file (then --config is required)
+                     and its shards) or a .safetensors file (then --config is required), or
+                     for a whole model a GGUF file (.gguf: llama, qwen3, qwen3moe; its own config)
   --config FILE      Hugging Face config.json (default: PATH/config.json for a directory; a
                      model also reads PATH/generation_config.json)
   --input FILE       safetensors with either
@@ -60,6 +63,10 @@ out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
   --device SEL       device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P      device storage of weights and activations: fp32 (default, whatever the
                      checkpoint stores), fp16, bf16; arithmetic and the residual stream are fp32
+  --quant T          (a model) quantize the float projections and an untied lm_head on load to
+                     the block format T: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (ggml's
+                     layouts and reference quantizers); --precision stays the activations'
+                     storage. Weights already in a block format (a GGUF) are kept as they are
   --stats            also write the paper's measurements. A model: stats.max_activation [L]
                      (max |x| of the residual stream after each layer); for its softmax-
                      attention layers (stats.attention_layers [L_attn], I64: every layer of
@@ -132,6 +139,7 @@ struct RunOptions {
   int layer = -1;
   vkgate::BlockOptions options;
   bool stats = false, quiet = false, ignore_context_limit = false;
+  std::optional<vkgate::DType> quant;
 
   vkgate::ContextOptions context_options() const {
     vkgate::ContextOptions c;
@@ -143,7 +151,7 @@ struct RunOptions {
 
 RunOptions parse_run(Args& args) {
   RunOptions o;
-  auto& [weights, config, input, output, device, layer, options, stats, quiet, ignore_context_limit] = o;
+  auto& [weights, config, input, output, device, layer, options, stats, quiet, ignore_context_limit, quant] = o;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--weights") weights = args.value(a);
@@ -155,6 +163,7 @@ RunOptions parse_run(Args& args) {
     else if (a == "--stats") stats = true;
     else if (a == "--quiet") quiet = true;
     else if (a == "--ignore-context-limit") ignore_context_limit = true;
+    else if (a == "--quant") quant = parse_quant_flag(a, args.value(a));
     else if (a == "--check-finite") options.check_finite = true;
     else if (a == "--no-check-finite") options.check_finite = false;
     else if (a == "--precision") {
@@ -292,7 +301,7 @@ int run_gdn(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const v
 // One gated-attention block on hidden_states (and a cache and a mask), or a
 // GLA or Gated DeltaNet layer.
 int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
-  const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet, ignore_context_limit] = o;
+  const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet, ignore_context_limit, quant] = o;
   const vkgate::Checkpoint ckpt(weights);
   const std::string config = layer_config_path(o, ckpt);
   // A file that cannot be read is left to load_config, whose error says why.
@@ -430,16 +439,29 @@ std::vector<int64_t> input_ids(const vkgate::SafetensorsFile& file, int64_t& B, 
 
 // The whole model on input_ids: logits [B, T, V] and, with --stats, the paper's measurements per layer.
 int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
-  const vkgate::Checkpoint ckpt(o.weights);
-  const vkgate::ModelConfig cfg = model_config(o, ckpt);
-  const vkgate::TensorMap tensors = vkgate::model_tensors(ckpt, cfg);
+  // A GGUF file holds its config; a checkpoint reads config.json (or --config).
+  std::optional<vkgate::Checkpoint> ckpt;
+  std::optional<vkgate::GgufFile> gguf;
+  vkgate::TensorBuffers copies;  // what the GGUF's tensors needed re-laid (llama's q/k rows)
+  vkgate::ModelConfig cfg;
+  vkgate::TensorMap tensors;
+  if (vkgate::is_gguf_file(o.weights)) {
+    if (!o.config.empty()) throw UsageError("run: --config does not go with a GGUF file (" + o.weights + " holds its config)");
+    gguf.emplace(vkgate::GgufFile::open(o.weights));
+    cfg = vkgate::gguf_model_config(*gguf);
+    tensors = vkgate::gguf_model_tensors(*gguf, cfg, copies);
+  } else {
+    ckpt.emplace(o.weights);
+    cfg = model_config(o, *ckpt);
+    tensors = vkgate::model_tensors(*ckpt, cfg);
+  }
   int64_t B = 0, T = 0;
   const std::vector<int64_t> ids = input_ids(in_file, B, T);
 
   vkgate::Context ctx(o.context_options());
   std::unique_ptr<vkgate::Model> model;
   try {
-    model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite, o.ignore_context_limit});
+    model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite, o.ignore_context_limit, o.quant});
   } catch (const vkgate::Error& e) {
     throw with_weights_path(o.weights, e);
   }

@@ -35,7 +35,8 @@ enum class GgufType : uint32_t { U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 
 const char* to_string(GgufType type) noexcept;  // "u32", "string", "array", ...
 
 // One metadata value. Scalars: integers and bools in `integer` (a u64 above
-// INT64_MAX is refused when read), floats in `real`, a string in `text`.
+// INT64_MAX is held as its bit pattern, i.e. negative, and refused by
+// GgufFile::integer()/integers()), floats in `real`, a string in `text`.
 // Arrays (type ARRAY, element type `element`; arrays of arrays are refused):
 // `integers`, `reals` or `texts` by element type.
 struct GgufValue {
@@ -119,7 +120,10 @@ class GgufFile {
 class GgufWriter {
  public:
   explicit GgufWriter(uint64_t alignment = 32);
-  // Replaces an earlier value of the same key.
+  // Replaces an earlier value of the same key. Error(invalid_argument) naming
+  // the key for an empty key, an integer outside its type's range or an array
+  // of arrays; general.alignment is accepted only as the u32 of `alignment`
+  // (so that a file's metadata can be copied) and written by write().
   void set(const std::string& key, GgufValue value);
   // `bytes` must be exactly stored_bytes(dtype, numel(shape)): Error(shape_mismatch)
   // naming the tensor otherwise, and Error(invalid_argument) for a repeated name.

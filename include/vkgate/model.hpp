@@ -54,7 +54,24 @@ struct ModelOptions {
   // positions the model was not trained for. Without it such a step is an
   // Error(invalid_argument) naming both lengths, and generate stops there.
   bool ignore_context_limit = false;
+  // Quantize on load: the float linear weights (quantizable_weight: the
+  // attention, MLP, shared-expert and linear-attention projections and an
+  // untied lm_head) go to the device in this block format (vkgate/quant.hpp),
+  // quantized by ggml's reference quantizers; `precision` stays the storage
+  // of the activations and of every other weight. Rows that are not whole
+  // blocks stay float. Weights already in a block format (a GGUF) are kept.
+  std::optional<DType> quant;
 };
+
+// Whether ModelOptions::quant quantizes the tensor of this full name: a
+// projection ("...proj.weight", "...proj.0.weight", ...) or lm_head.weight;
+// not embeddings, norms, routers, convolutions, nor the routed experts.
+bool quantizable_weight(const std::string& name);
+// `weights` with every quantizable float tensor of `cfg` (rows of whole
+// blocks) replaced by its `quant` blocks, held in `storage` (which must
+// outlive the returned views).
+TensorMap quantize_weights(const ModelConfig& cfg, const TensorMap& weights, DType quant,
+                           std::vector<std::vector<std::byte>>& storage);
 
 // The paper's measurements, per layer, from a forward with statistics. The
 // attention statistics cover the layers with softmax attention
@@ -110,7 +127,9 @@ class Model {
   // Reads DIR/config.json (and generation_config.json) and DIR's checkpoint
   // (model.safetensors, or model.safetensors.index.json and its shards),
   // checks every tensor's presence, dtype (F32, F16, BF16) and shape, and
-  // uploads them. Errors name the file and the tensor or key.
+  // uploads them. Errors name the file and the tensor or key. `dir` may also
+  // be a GGUF file (a name ending in .gguf, or the GGUF magic): config and
+  // tensors from it (vkgate/gguf_model.hpp), all checked before any upload.
   static Model load(Context& ctx, const std::string& dir, const ModelOptions& options = {});
   // From tensors under their full Hugging Face names (expected_model_weights).
   Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, const ModelOptions& options = {});

@@ -55,12 +55,29 @@
 
 namespace vkgate {
 
+class GgufFile;
+
 class Tokenizer {
  public:
-  // A tokenizer.json, or a directory that holds one (normally the model directory).
+  // A tokenizer.json, or a directory that holds one (normally the model
+  // directory), or a GGUF file (from_gguf: a name ending in .gguf or the GGUF magic).
   static Tokenizer load(const std::filesystem::path& file_or_dir);
   // The text of a tokenizer.json; `source` names it in error messages.
   static Tokenizer from_json(std::string_view json_text, const std::string& source = "tokenizer.json");
+  // The tokenizer a GGUF file carries (llama.cpp's tokenizer.ggml.* keys), for
+  // tokenizer.ggml.model "gpt2" (byte-level BPE): tokens, merges, token_type
+  // (CONTROL tokens become special added tokens, USER_DEFINED ones added
+  // tokens, both matched in the raw text; UNUSED ones, the converter's
+  // [PADn] padding, are not tokens), the pre-tokenizer named by
+  // tokenizer.ggml.pre as the model's tokenizer.json has it ("llama-bpe" and
+  // the other Llama 3 names: Llama 3's split, ignore_merges; "qwen2",
+  // "deepseek-r1-qwen", "qwen35": Qwen's split after NFC; "gpt-2" and its
+  // aliases: GPT-2's), and add_special_tokens from tokenizer.ggml.add_bos_token
+  // / add_eos_token (absent: llama.cpp's default, BOS for the Llama 3 names)
+  // with bos_token_id / eos_token_id. load() also takes a .gguf file.
+  // Errors name the file and the key: unsupported for another tokenizer
+  // model (SentencePiece "llama", ...) or pre-tokenizer, io for a malformed one.
+  static Tokenizer from_gguf(const GgufFile& file);
 
   // Token ids of `text` (UTF-8). add_special_tokens: what the post-processor
   // adds around a single sequence (Hugging Face's default: on).

@@ -51,7 +51,7 @@ std::vector<TensorSpec> expected_weights(const BlockConfig& cfg);
 
 // Throws Error(invalid_config) for an impossible cfg, then Error(missing_tensor
 // / shape_mismatch) naming the first tensor that is absent, has the wrong shape
-// or element count, or a dtype other than F32/F16/BF16.
+// or element count, or a dtype other than F32/F16/BF16 or a block format.
 void check_weights(const BlockConfig& cfg, const TensorMap& weights);
 void check_weights(const BlockConfig& cfg, const WeightMap& weights);
 // Each of `specs` present in `weights` with its shape and a float dtype (the

@@ -17,7 +17,8 @@ constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
 uint32_t texel_bytes(VkFormat f) {
   switch (f) {
     case VK_FORMAT_R16_SFLOAT: return 2;
-    case VK_FORMAT_R32_SFLOAT: return 4;
+    case VK_FORMAT_R32_SFLOAT:
+    case VK_FORMAT_R32_UINT: return 4;
     case VK_FORMAT_R16G16B16A16_SFLOAT: return 8;
     case VK_FORMAT_R32G32B32A32_SFLOAT: return 16;
     default:

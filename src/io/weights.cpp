@@ -57,11 +57,11 @@ void check_tensors(const std::vector<TensorSpec>& specs, const TensorMap& weight
     if (it == weights.end())
       throw Error(ErrorCode::missing_tensor, "weights: tensor '" + spec.name + "' is missing");
     const HostTensor& t = it->second;
-    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && !is_quantized(t.dtype))
       throw Error(ErrorCode::shape_mismatch, "weights: tensor '" + spec.name + "' has dtype " + to_string(t.dtype) +
-                                                 ", expected F32, F16 or BF16");
+                                                 ", expected F32, F16, BF16 or a block format");
     const bool shape_ok = (t.shape.empty() || t.shape == spec.shape) && t.numel() == spec.numel();
-    if (!shape_ok || t.bytes.size() % dtype_size(t.dtype) != 0) {
+    if (!shape_ok || t.bytes.size() % block_bytes(t.dtype) != 0) {
       std::ostringstream os;
       os << "weights: tensor '" << spec.name << "' has ";
       if (t.shape.empty()) os << t.numel() << " elements";

@@ -30,20 +30,19 @@ Attention::Attention(Context::Impl& vk, const gpu::Tuning& tuning, const BlockCo
   v_col_ = k_col_ + uint32_t(cfg.kv_dim());
   cols_ = v_col_ + uint32_t(cfg.kv_dim());
 
-  // Projections in the activation storage, norms and biases in fp32.
-  auto weight = [&](const std::string& name) { return stored(w.at(name), act); };
+  // Projections in the activation storage (or block formats as stored), norms and biases in fp32.
+  auto tensor = [&](const std::string& name) { return &w.at(name); };
   auto f32 = [&](const std::string& name) { return stored(w.at(name), Storage::f32); };
   const bool separate_gate = cfg.gate_layout == GateLayout::separate && cfg.gate_kind != GateKind::none;
   const std::vector<std::byte> none;
-  const size_t D = size_t(cfg.hidden_size), HDh = size_t(cfg.attn_dim()), e = ops::element_bytes(act);
-  ld_hidden_ = ops::operand_stride(vk.info, tuning, uint32_t(D), act);
-  ld_heads_ = ops::operand_stride(vk.info, tuning, uint32_t(HDh), act);
+  const uint32_t D = uint32_t(cfg.hidden_size), HDh = uint32_t(cfg.attn_dim());
+  ld_hidden_ = ops::operand_stride(vk.info, tuning, D, act);
+  ld_heads_ = ops::operand_stride(vk.info, tuning, HDh, act);
   norm_w_ = upload(vk, f32("input_layernorm.weight"), "input_layernorm.weight");
-  w_qkv_ = upload(vk,
-                  ops::strided_rows(concat({weight("q_proj.weight"), separate_gate ? weight("gate_proj.weight") : none,
-                                            weight("k_proj.weight"), weight("v_proj.weight")}),
-                                    cols_, D * e, ld_hidden_ * e),
-                  "q_proj+k_proj+v_proj.weight");
+  w_qkv_ = Projection(vk, tuning,
+                      {tensor("q_proj.weight"), separate_gate ? tensor("gate_proj.weight") : nullptr,
+                       tensor("k_proj.weight"), tensor("v_proj.weight")},
+                      D, act, "q_proj+k_proj+v_proj.weight");
   if (cfg.qkv_bias)
     b_qkv_ = upload(vk,
                     concat({f32("q_proj.bias"), separate_gate ? f32("gate_proj.bias") : none, f32("k_proj.bias"),
@@ -53,7 +52,7 @@ Attention::Attention(Context::Impl& vk, const gpu::Tuning& tuning, const BlockCo
     qn_w_ = upload(vk, f32("q_norm.weight"), "q_norm.weight");
     kn_w_ = upload(vk, f32("k_norm.weight"), "k_norm.weight");
   }
-  w_o_ = upload(vk, ops::strided_rows(weight("o_proj.weight"), D, HDh * e, ld_heads_ * e), "o_proj.weight");
+  w_o_ = Projection(vk, tuning, {tensor("o_proj.weight")}, HDh, act, "o_proj.weight");
   if (cfg.o_bias) b_o_ = upload(vk, f32("o_proj.bias"), "o_proj.bias");
 }
 
@@ -78,7 +77,8 @@ uint32_t Attention::projection_columns() const { return cols_; }
 
 uint64_t Attention::weight_bytes() const {
   uint64_t n = 0;
-  for (const Buffer* b : {&norm_w_, &w_qkv_, &b_qkv_, &qn_w_, &kn_w_, &w_o_, &b_o_}) n += b->size();
+  n += w_qkv_.bytes() + w_o_.bytes();
+  for (const Buffer* b : {&norm_w_, &b_qkv_, &qn_w_, &kn_w_, &b_o_}) n += b->size();
   return n;
 }
 
@@ -94,7 +94,7 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
   p.shape = s;
   const uint32_t batch = s.batch, tokens = s.tokens, kv_stride = s.kv_stride;
   const uint32_t BT = batch * tokens, H = uint32_t(cfg_.num_heads), D = uint32_t(cfg_.hidden_size);
-  p.norm_in_projection = ops::matmul_rmsnorm_applies(vk_.info, tuning_, BT, D, ld_hidden_);
+  p.norm_in_projection = !w_qkv_.quantized() && ops::matmul_rmsnorm_applies(vk_.info, tuning_, BT, D, w_qkv_.ldw());
   // A plan whose cache grows between replays keeps the score stride of its
   // capacity, rounded to whole vec4s, whatever the cache's length.
   p.score_ld = s.sequence ? (kv_stride + 3) / 4 * 4 : kv_stride;
@@ -120,8 +120,8 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
   else
     ws.need("scores", B * H * p.chunk * size_t(p.score_ld) * 4);
   // Split-K where a projection's tiles would leave the GPU idle (ops::matmul_splits).
-  const size_t proj_splits = ops::matmul_splits(vk_.info, tuning_, BT, cols_, D, act_, ld_hidden_, ld_hidden_);
-  const size_t o_splits = ops::matmul_splits(vk_.info, tuning_, BT, D, H * uint32_t(Dh), act_, p.attn_ld, ld_heads_);
+  const size_t proj_splits = w_qkv_.splits(BT, ld_hidden_);
+  const size_t o_splits = w_o_.splits(BT, p.attn_ld);
   if (proj_splits > 1) ws.need("split_k", proj_splits * BT * cols_ * 4);
   if (o_splits > 1) ws.need("split_k", o_splits * BT * D * 4);
   if (!s.sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
@@ -193,16 +193,15 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   // x̂·Wᵀ for q (+ gate rows), k, v in one product, the RMSNorm folded in where it pays.
   const Buffer* qkv_bias = cfg_.qkv_bias ? &b_qkv_ : nullptr;
   if (p.norm_in_projection) {
-    ops::matmul_rmsnorm(vk_, rec, {.x = io.x, .norm_w = norm_w_, .kind = cfg_.norm_kind, .eps = eps, .w = w_qkv_,
-                                   .y = proj, .M = BT, .N = cols_, .K = D, .s = act_, .bias = qkv_bias,
-                                   .ldw = ld_hidden_});
+    ops::matmul_rmsnorm(vk_, rec, {.x = io.x, .norm_w = norm_w_, .kind = cfg_.norm_kind, .eps = eps,
+                                   .w = w_qkv_.dense(), .y = proj, .M = BT, .N = cols_, .K = D, .s = act_,
+                                   .bias = qkv_bias, .ldw = w_qkv_.ldw()});
   } else {
     const Buffer& normed = ws["normed"];
     ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D), .w = norm_w_, .y = normed,
                             .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
                             .heads = 1, .dim = D, .kind = cfg_.norm_kind, .eps = eps, .s = act_, .x_f32 = true});
-    ops::matmul(vk_, rec, {.x = normed, .w = w_qkv_, .y = proj, .M = BT, .N = cols_, .K = D, .s = act_,
-                           .bias = qkv_bias, .ldx = ld_hidden_, .ldw = ld_hidden_, .partial = split_k});
+    w_qkv_.record(rec, {.x = normed, .y = proj, .M = BT, .bias = qkv_bias, .ldx = ld_hidden_, .partial = split_k});
   }
 
   // q, and the new keys and values into the cache at positions past..: the
@@ -275,10 +274,9 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   }
   if (p.shape.stats && gated) ops::gate_scores(vk_, rec, proj, gating, BT, T, act_, *io.stats.buffer, io.stats.at + H);
   const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
-  ops::matmul(vk_, rec, {.x = attn, .w = w_o_, .y = io.y, .M = BT, .N = D, .K = H * Dh, .s = act_,
-                         .bias = cfg_.o_bias ? &b_o_ : nullptr, .residual = io.residual ? &io.x : nullptr,
-                         .y_f32 = true, .ldx = p.attn_ld, .ldw = ld_heads_, .partial = split_k,
-                         .gate = gated && at == GatePosition::dense ? &dense : nullptr});
+  w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .bias = cfg_.o_bias ? &b_o_ : nullptr,
+                    .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = p.attn_ld, .partial = split_k,
+                    .gate = gated && at == GatePosition::dense ? &dense : nullptr});
 }
 
 }  // namespace vkgate::nn

@@ -21,6 +21,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "nn/mixer.hpp"
+#include "nn/projection.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
 #include "ops/ops.hpp"
@@ -90,7 +91,8 @@ class Attention final : public Mixer {
   Storage act_;
   uint32_t cols_ = 0, k_col_ = 0, v_col_ = 0, groups_ = 1, group_stride_ = 0;  // see attention.cpp
   uint32_t ld_hidden_ = 0, ld_heads_ = 0;  // operand row strides (ops::operand_stride)
-  Buffer norm_w_, w_qkv_, b_qkv_, qn_w_, kn_w_, w_o_, b_o_;
+  Buffer norm_w_, b_qkv_, qn_w_, kn_w_, b_o_;
+  Projection w_qkv_, w_o_;
 };
 
 }  // namespace vkgate::nn

@@ -49,24 +49,26 @@ Gdn::Gdn(Context::Impl& vk, const gpu::Tuning& tuning, const GdnMixer& cfg, cons
   auto f32 = [&](const char* name) { return stored(w.at(name), Storage::f32); };
   if (cfg.input_norm) norm_w_ = upload(vk, f32("input_layernorm.weight"), "input_layernorm.weight");
   // One product gives both projections, in_proj_ba's columns after in_proj_qkvz's.
-  std::vector<std::byte> in =
-      c.separate_projections
-          ? grouped_projections(c, weight("in_proj_qkv.weight"), weight("in_proj_z.weight"), weight("in_proj_b.weight"),
-                                weight("in_proj_a.weight"), D_ * e)
-          : concat({weight("in_proj_qkvz.weight"), weight("in_proj_ba.weight")});
-  w_in_ = upload(vk, ops::strided_rows(std::move(in), cols_, D_ * e, ld_hidden_ * e),
-                 c.separate_projections ? "in_proj_qkv+z+b+a.weight" : "in_proj_qkvz+in_proj_ba.weight");
+  // Qwen3.5's four projections are regrouped into that order, in float.
+  if (c.separate_projections)
+    w_in_ = Projection::from_dense(vk, tuning,
+                                   grouped_projections(c, weight("in_proj_qkv.weight"), weight("in_proj_z.weight"),
+                                                       weight("in_proj_b.weight"), weight("in_proj_a.weight"), D_ * e),
+                                   cols_, D_, act, "in_proj_qkv+z+b+a.weight");
+  else
+    w_in_ = Projection(vk, tuning, {&w.at("in_proj_qkvz.weight"), &w.at("in_proj_ba.weight")}, D_, act,
+                       "in_proj_qkvz+in_proj_ba.weight");
   conv_w_ = upload(vk, f32("conv1d.weight"), "conv1d.weight");  // [C, 1, K] is [C, K]
   a_log_ = upload(vk, f32("A_log"), "A_log");
   dt_bias_ = upload(vk, f32("dt_bias"), "dt_bias");
   out_norm_w_ = upload(vk, f32("norm.weight"), "norm.weight");
-  w_out_ = upload(vk, ops::strided_rows(weight("out_proj.weight"), D_, size_t(c.value_dim()) * e, ld_value_ * e),
-                  "out_proj.weight");
+  w_out_ = Projection(vk, tuning, {&w.at("out_proj.weight")}, uint32_t(c.value_dim()), act, "out_proj.weight");
 }
 
 uint64_t Gdn::weight_bytes() const {
   uint64_t n = 0;
-  for (const Buffer* b : {&norm_w_, &w_in_, &conv_w_, &a_log_, &dt_bias_, &out_norm_w_, &w_out_}) n += b->size();
+  n += w_in_.bytes() + w_out_.bytes();
+  for (const Buffer* b : {&norm_w_, &conv_w_, &a_log_, &dt_bias_, &out_norm_w_}) n += b->size();
   return n;
 }
 
@@ -133,9 +135,8 @@ std::unique_ptr<MixerPlan> Gdn::plan(const MixerShape& s, Workspace& ws) const {
     ws.need("gdn_conv", conv_elements(s.batch) * 4);
     ws.need("gdn_state", state_elements(s.batch) * 4);
   }
-  const uint32_t rows = uint32_t(BT), V = uint32_t(cfg_.config.value_dim());
-  const uint32_t splits = std::max(ops::matmul_splits(vk_.info, tuning_, rows, cols_, D_, act_, ld_hidden_, ld_hidden_),
-                                   ops::matmul_splits(vk_.info, tuning_, rows, D_, V, act_, ld_value_, ld_value_));
+  const uint32_t rows = uint32_t(BT);
+  const uint32_t splits = std::max(w_in_.splits(rows, ld_hidden_), w_out_.splits(rows, ld_value_));
   if (splits > 1) ws.need("split_k", splits * BT * std::max(cols_, D_) * 4);
   return p;
 }
@@ -169,8 +170,7 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     x = &normed;
     ldx = ld_hidden_;
   }
-  ops::matmul(vk_, rec, {.x = *x, .w = w_in_, .y = proj, .M = BT, .N = cols_, .K = D_, .s = act_, .ldx = ldx,
-                         .ldw = ld_hidden_, .partial = split_k});
+  w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k});
   const bool chunks = chunked(T);
   const ops::GdnArgs args{proj,     0,      cols_,       proj,        qkvz_,          cols_,
                           conv_w_,  a_log_, dt_bias_,    out_norm_w_, float(c.rms_norm_eps), conv,
@@ -178,9 +178,8 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
                           {ws["gdn_mixed"], ws["gdn_bg"], ws["gdn_o"], chunks ? &ws["gdn_w"] : nullptr,
                            chunks ? &ws["gdn_u"] : nullptr, chunks ? &ws["gdn_p"] : nullptr}};
   ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, B, T), act_, chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
-  ops::matmul(vk_, rec, {.x = y, .w = w_out_, .y = io.y, .M = BT, .N = D_, .K = uint32_t(c.value_dim()), .s = act_,
-                         .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = ld_value_, .ldw = ld_value_,
-                         .partial = split_k});
+  w_out_.record(rec, {.x = y, .y = io.y, .M = BT, .residual = io.residual ? &io.x : nullptr, .y_f32 = true,
+                      .ldx = ld_value_, .partial = split_k});
 }
 
 }  // namespace vkgate::nn

@@ -17,6 +17,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "nn/mixer.hpp"
+#include "nn/projection.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
 #include "vkgate/model_config.hpp"
@@ -73,7 +74,8 @@ class Gdn final : public Mixer {
   Storage act_;
   uint32_t D_ = 0, qkvz_ = 0, cols_ = 0;   // the projections: [qkvz (qkvz_) | ba (2·nv)] = cols_ columns
   uint32_t ld_hidden_ = 0, ld_value_ = 0;  // operand row strides (ops::operand_stride) of x̂ and y
-  Buffer norm_w_, w_in_, conv_w_, a_log_, dt_bias_, out_norm_w_, w_out_;
+  Buffer norm_w_, conv_w_, a_log_, dt_bias_, out_norm_w_;
+  Projection w_in_, w_out_;
 };
 
 }  // namespace vkgate::nn

@@ -22,38 +22,33 @@ Gla::Gla(Context::Impl& vk, const gpu::Tuning& tuning, const GlaConfig& cfg, con
   gk_col_ = g_col_ + (gate ? H_ * dv_ : 0);
   cols_ = gk_col_ + (single ? KV_ * dk_ : 0);
 
-  auto weight = [&](const char* name) { return stored(w.at(name), act); };
   auto f32 = [&](const std::string& name) { return stored(w.at(name), Storage::f32); };
-  const std::vector<std::byte> none;
-  const size_t e = ops::element_bytes(act);
   ld_hidden_ = ops::operand_stride(vk.info, tuning, D_, act);
-  ld_rank_ = ops::operand_stride(vk.info, tuning, rank_, act);
   ld_out_ = ops::operand_stride(vk.info, tuning, H_ * dv_, act);
   if (forms_.attn_norm) norm_w_ = upload(vk, f32("attn_norm.weight"), "attn_norm.weight");
-  w_proj_ = upload(vk,
-                   ops::strided_rows(concat({single ? none : weight("gk_proj.0.weight"), weight("q_proj.weight"),
-                                             weight("k_proj.weight"), weight("v_proj.weight"),
-                                             gate ? weight("g_proj.weight") : none,
-                                             single ? weight("gk_proj.weight") : none}),
-                                     cols_, D_ * e, ld_hidden_ * e),
-                   "gk_proj+q_proj+k_proj+v_proj+g_proj.weight");
+  auto tensor = [&](const char* name) { return &w.at(name); };
+  w_proj_ = Projection(vk, tuning,
+                       {single ? nullptr : tensor("gk_proj.0.weight"), tensor("q_proj.weight"), tensor("k_proj.weight"),
+                        tensor("v_proj.weight"), gate ? tensor("g_proj.weight") : nullptr,
+                        single ? tensor("gk_proj.weight") : nullptr},
+                       D_, act, "gk_proj+q_proj+k_proj+v_proj+g_proj.weight");
   if (single) {  // the forget gate's bias after zeros for the other columns
     std::vector<std::byte> bias((cols_ - KV_ * dk_) * sizeof(float));
     const auto gk_bias = f32("gk_proj.bias");
     bias.insert(bias.end(), gk_bias.begin(), gk_bias.end());
     b_proj_ = upload(vk, bias, "gk_proj.bias");
   } else {
-    w_gk1_ = upload(vk, ops::strided_rows(weight("gk_proj.1.weight"), KV_ * dk_, rank_ * e, ld_rank_ * e),
-                    "gk_proj.1.weight");
+    w_gk1_ = Projection(vk, tuning, {tensor("gk_proj.1.weight")}, rank_, act, "gk_proj.1.weight");
     b_gk1_ = upload(vk, f32("gk_proj.1.bias"), "gk_proj.1.bias");
   }
   if (!forms_.output_norm.empty()) out_norm_w_ = upload(vk, f32(forms_.output_norm), forms_.output_norm);
-  w_o_ = upload(vk, ops::strided_rows(weight("o_proj.weight"), D_, H_ * dv_ * e, ld_out_ * e), "o_proj.weight");
+  w_o_ = Projection(vk, tuning, {tensor("o_proj.weight")}, H_ * dv_, act, "o_proj.weight");
 }
 
 uint64_t Gla::weight_bytes() const {
   uint64_t n = 0;
-  for (const Buffer* b : {&norm_w_, &w_proj_, &b_proj_, &w_gk1_, &b_gk1_, &out_norm_w_, &w_o_}) n += b->size();
+  n += w_proj_.bytes() + w_gk1_.bytes() + w_o_.bytes();
+  for (const Buffer* b : {&norm_w_, &b_proj_, &b_gk1_, &out_norm_w_}) n += b->size();
   return n;
 }
 
@@ -112,9 +107,8 @@ std::unique_ptr<MixerPlan> Gla::plan(const MixerShape& s, Workspace& ws) const {
   ws.need("gla_attn", BT * ld_out_ * e);
   const uint32_t rows = uint32_t(BT);
   // Split-K partial sums of the widest of the three products (ops::matmul_splits).
-  const uint32_t splits = std::max({ops::matmul_splits(vk_.info, tuning_, rows, cols_, D_, act_, ld_hidden_, ld_hidden_),
-                                    rank_ ? ops::matmul_splits(vk_.info, tuning_, rows, KV_ * dk_, rank_, act_, cols_, ld_rank_) : 1u,
-                                    ops::matmul_splits(vk_.info, tuning_, rows, D_, H_ * dv_, act_, ld_out_, ld_out_)});
+  const uint32_t splits = std::max({w_proj_.splits(rows, ld_hidden_), rank_ ? w_gk1_.splits(rows, cols_) : 1u,
+                                    w_o_.splits(rows, ld_out_)});
   if (splits > 1) ws.need("split_k", splits * BT * std::max(cols_, D_) * 4);
   return p;
 }
@@ -144,16 +138,14 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     x = &normed;
     ldx = ld_hidden_;
   }
-  ops::matmul(vk_, rec, {.x = *x, .w = w_proj_, .y = proj, .M = BT, .N = cols_, .K = D_, .s = act_,
-                         .bias = b_proj_.valid() ? &b_proj_ : nullptr, .ldx = ldx, .ldw = ld_hidden_,
-                         .partial = split_k});
+  w_proj_.record(rec, {.x = *x, .y = proj, .M = BT, .bias = b_proj_.valid() ? &b_proj_ : nullptr, .ldx = ldx,
+                       .partial = split_k});
   // The low-rank forget gate's second product reads the first rank_ columns.
   const Buffer* gk = &proj;
   ops::View gk_view{gk_col_, T * cols_, cols_, 1, dk_, 0};
   if (rank_) {
     gk = &ws["gla_gk"];
-    ops::matmul(vk_, rec, {.x = proj, .w = w_gk1_, .y = *gk, .M = BT, .N = KV_ * dk_, .K = rank_, .s = act_,
-                           .bias = &b_gk1_, .ldx = cols_, .ldw = ld_rank_, .partial = split_k});
+    w_gk1_.record(rec, {.x = proj, .y = *gk, .M = BT, .bias = &b_gk1_, .ldx = cols_, .partial = split_k});
     gk_view = {0, T * KV_ * dk_, KV_ * dk_, 1, dk_, 0};
   }
 
@@ -169,9 +161,8 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   const ops::GlaOutput out{o, proj, view(g_col_, dv_), out_norm_w_.valid() ? &out_norm_w_ : nullptr,
                            cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, o_parts(T)};
   ops::gla_output(vk_, rec, out, act_);
-  ops::matmul(vk_, rec, {.x = attn, .w = w_o_, .y = io.y, .M = BT, .N = D_, .K = H_ * dv_, .s = act_,
-                         .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = ld_out_, .ldw = ld_out_,
-                         .partial = split_k});
+  w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .residual = io.residual ? &io.x : nullptr, .y_f32 = true,
+                    .ldx = ld_out_, .partial = split_k});
 }
 
 }  // namespace vkgate::nn

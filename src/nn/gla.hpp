@@ -16,6 +16,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "nn/mixer.hpp"
+#include "nn/projection.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
 #include "vkgate/gla_config.hpp"
@@ -71,8 +72,9 @@ class Gla final : public Mixer {
   uint32_t D_ = 0, H_ = 0, KV_ = 0, dk_ = 0, dv_ = 0, rank_ = 0;
   // Columns of the projections: [gk_proj.0 (rank) | q | k | v | g | gk_proj (single form)].
   uint32_t q_col_ = 0, k_col_ = 0, v_col_ = 0, g_col_ = 0, gk_col_ = 0, cols_ = 0;
-  uint32_t ld_hidden_ = 0, ld_rank_ = 0, ld_out_ = 0;  // operand row strides (ops::operand_stride)
-  Buffer norm_w_, w_proj_, b_proj_, w_gk1_, b_gk1_, out_norm_w_, w_o_;
+  uint32_t ld_hidden_ = 0, ld_out_ = 0;  // operand row strides (ops::operand_stride)
+  Buffer norm_w_, b_proj_, b_gk1_, out_norm_w_;
+  Projection w_proj_, w_gk1_, w_o_;
 };
 
 }  // namespace vkgate::nn

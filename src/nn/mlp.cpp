@@ -22,19 +22,15 @@ Mlp::Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
       act_fn_(cfg.hidden_act),
       act_(act) {
   auto name = [&](const char* n) { return layer_tensor_name(layer, n); };
-  auto weight = [&](const char* n) { return stored(w.at(name(n)), act); };
+  auto tensor = [&](const char* n) { return &w.at(name(n)); };
   auto f32 = [&](const char* n) { return stored(w.at(name(n)), Storage::f32); };
-  const size_t e = ops::element_bytes(act);
   ld_hidden_ = ops::operand_stride(vk.info, tuning, hidden_, act);
   ld_inter_ = ops::operand_stride(vk.info, tuning, inter_, act);
   norm_w_ = upload(vk, f32(cfg.mlp_norm_name()), name(cfg.mlp_norm_name()));
   // [gate ; up]: row r < I of the product is gate's, row I + r up's (ops::glu).
-  w_gate_up_ = upload(vk,
-                      ops::strided_rows(concat({weight("mlp.gate_proj.weight"), weight("mlp.up_proj.weight")}),
-                                        2 * size_t(inter_), hidden_ * e, ld_hidden_ * e),
-                      name("mlp.gate_proj+up_proj.weight"));
-  w_down_ = upload(vk, ops::strided_rows(weight("mlp.down_proj.weight"), hidden_, inter_ * e, ld_inter_ * e),
-                   name("mlp.down_proj.weight"));
+  w_gate_up_ = Projection(vk, tuning, {tensor("mlp.gate_proj.weight"), tensor("mlp.up_proj.weight")}, hidden_, act,
+                          name("mlp.gate_proj+up_proj.weight"));
+  w_down_ = Projection(vk, tuning, {tensor("mlp.down_proj.weight")}, inter_, act, name("mlp.down_proj.weight"));
   if (cfg.mlp_bias) {
     b_gate_up_ = upload(vk, concat({f32("mlp.gate_proj.bias"), f32("mlp.up_proj.bias")}), name("mlp.gate_proj+up_proj.bias"));
     b_down_ = upload(vk, f32("mlp.down_proj.bias"), name("mlp.down_proj.bias"));
@@ -42,7 +38,7 @@ Mlp::Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
 }
 
 bool Mlp::norm_in_projection(uint32_t rows) const {
-  return ops::matmul_rmsnorm_applies(vk_.info, tuning_, rows, hidden_, ld_hidden_);
+  return !w_gate_up_.quantized() && ops::matmul_rmsnorm_applies(vk_.info, tuning_, rows, hidden_, w_gate_up_.ldw());
 }
 
 void Mlp::reserve(uint32_t rows, Workspace& ws) const {
@@ -50,8 +46,8 @@ void Mlp::reserve(uint32_t rows, Workspace& ws) const {
   if (!norm_in_projection(rows)) ws.need("normed", R * ld_hidden_ * e);
   ws.need("mlp_proj", R * 2 * inter_ * e);
   ws.need("mlp_hidden", R * ld_inter_ * e);
-  const size_t up_splits = ops::matmul_splits(vk_.info, tuning_, rows, 2 * inter_, hidden_, act_, ld_hidden_, ld_hidden_);
-  const size_t down_splits = ops::matmul_splits(vk_.info, tuning_, rows, hidden_, inter_, act_, ld_inter_, ld_inter_);
+  const size_t up_splits = w_gate_up_.splits(rows, ld_hidden_);
+  const size_t down_splits = w_down_.splits(rows, ld_inter_);
   if (up_splits > 1) ws.need("split_k", up_splits * R * 2 * inter_ * 4);
   if (down_splits > 1) ws.need("split_k", down_splits * R * hidden_ * 4);
 }
@@ -66,27 +62,25 @@ void Mlp::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
     for (const char* role : {"normed", "mlp_proj", "mlp_hidden"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
   if (norm_in_projection(rows)) {
-    ops::matmul_rmsnorm(vk_, rec, {.x = x, .norm_w = norm_w_, .kind = norm_kind_, .eps = eps_, .w = w_gate_up_,
+    ops::matmul_rmsnorm(vk_, rec, {.x = x, .norm_w = norm_w_, .kind = norm_kind_, .eps = eps_, .w = w_gate_up_.dense(),
                                    .y = proj, .M = rows, .N = 2 * inter_, .K = hidden_, .s = act_, .bias = gate_up_bias,
-                                   .ldw = ld_hidden_});
+                                   .ldw = w_gate_up_.ldw()});
   } else {
     const Buffer& normed = ws["normed"];
     ops::rmsnorm(vk_, rec, {.x = x, .in = ops::btd_view(rows, 1, hidden_), .w = norm_w_, .y = normed,
                             .out = {0, rows * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = rows, .tokens = rows,
                             .heads = 1, .dim = hidden_, .kind = norm_kind_, .eps = eps_, .s = act_, .x_f32 = true});
-    ops::matmul(vk_, rec, {.x = normed, .w = w_gate_up_, .y = proj, .M = rows, .N = 2 * inter_, .K = hidden_, .s = act_,
-                           .bias = gate_up_bias, .ldx = ld_hidden_, .ldw = ld_hidden_, .partial = split_k});
+    w_gate_up_.record(rec, {.x = normed, .y = proj, .M = rows, .bias = gate_up_bias, .ldx = ld_hidden_, .partial = split_k});
   }
   ops::glu(vk_, rec, {.proj = proj, .h = h, .rows = rows, .inter = inter_, .act = act_fn_, .s = act_,
                       .ld_p = 2 * inter_, .ld_h = ld_inter_});
-  ops::matmul(vk_, rec, {.x = h, .w = w_down_, .y = y, .M = rows, .N = hidden_, .K = inter_, .s = act_,
-                         .bias = b_down_.valid() ? &b_down_ : nullptr, .residual = &x, .y_f32 = true, .ldx = ld_inter_,
-                         .ldw = ld_inter_, .partial = split_k});
+  w_down_.record(rec, {.x = h, .y = y, .M = rows, .bias = b_down_.valid() ? &b_down_ : nullptr, .residual = &x,
+                       .y_f32 = true, .ldx = ld_inter_, .partial = split_k});
 }
 
 uint64_t Mlp::weight_bytes() const {
-  uint64_t n = 0;
-  for (const Buffer* b : {&norm_w_, &w_gate_up_, &b_gate_up_, &w_down_, &b_down_}) n += b->size();
+  uint64_t n = w_gate_up_.bytes() + w_down_.bytes();
+  for (const Buffer* b : {&norm_w_, &b_gate_up_, &b_down_}) n += b->size();
   return n;
 }
 

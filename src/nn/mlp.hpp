@@ -17,6 +17,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "nn/mixer.hpp"
+#include "nn/projection.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
 #include "vkgate/model_config.hpp"
@@ -47,8 +48,8 @@ std::unique_ptr<FeedForward> make_feed_forward(Context::Impl& vk, const gpu::Tun
 class Mlp : public FeedForward {
  public:
   // Uploads layer `layer`'s MLP norm (ModelConfig::mlp_norm_name) and mlp tensors from
-  // `weights` (full names, checked by the caller): projections in `act`,
-  // the norm and biases in fp32.
+  // `weights` (full names, checked by the caller): float projections in
+  // `act`, block formats as stored (nn/projection.hpp), the norm and biases in fp32.
   Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& weights, int layer,
       Storage act);
 
@@ -69,7 +70,8 @@ class Mlp : public FeedForward {
   Activation act_fn_;
   Storage act_;
   uint32_t ld_hidden_ = 0, ld_inter_ = 0;  // operand row strides (ops::operand_stride)
-  Buffer norm_w_, w_gate_up_, b_gate_up_, w_down_, b_down_;
+  Buffer norm_w_, b_gate_up_, b_down_;
+  Projection w_gate_up_, w_down_;
 };
 
 }  // namespace vkgate::nn

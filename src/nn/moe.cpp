@@ -66,14 +66,12 @@ Moe::Moe(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
   }
   if (shared_inter_ > 0) {
     ld_shared_ = ops::operand_stride(vk.info, tuning, shared_inter_, act);
-    shared_gate_up_ = upload(vk,
-                             ops::strided_rows(concat({weight("mlp.shared_expert.gate_proj.weight"),
-                                                       weight("mlp.shared_expert.up_proj.weight")}),
-                                               2 * size_t(shared_inter_), hidden_ * e, ld_hidden_ * e),
-                             name("mlp.shared_expert.gate_proj+up_proj.weight"));
-    shared_down_ = upload(vk, ops::strided_rows(weight("mlp.shared_expert.down_proj.weight"), hidden_,
-                                                shared_inter_ * e, ld_shared_ * e),
-                          name("mlp.shared_expert.down_proj.weight"));
+    auto tensor = [&](const std::string& n) { return &w.at(name(n)); };
+    shared_gate_up_ = Projection(vk, tuning,
+                                 {tensor("mlp.shared_expert.gate_proj.weight"), tensor("mlp.shared_expert.up_proj.weight")},
+                                 hidden_, act, name("mlp.shared_expert.gate_proj+up_proj.weight"));
+    shared_down_ = Projection(vk, tuning, {tensor("mlp.shared_expert.down_proj.weight")}, shared_inter_, act,
+                              name("mlp.shared_expert.down_proj.weight"));
   }
 }
 
@@ -111,8 +109,8 @@ void Moe::reserve(uint32_t rows, Workspace& ws) const {
   ws.need("moe_shared_proj", R * 2 * shared_inter_ * e);
   ws.need("moe_shared_hidden", R * ld_shared_ * e);
   ws.need("moe_shared_out", R * hidden_ * 4);
-  const size_t up = ops::matmul_splits(vk_.info, tuning_, rows, 2 * shared_inter_, hidden_, act_, ld_hidden_, ld_hidden_);
-  const size_t down = ops::matmul_splits(vk_.info, tuning_, rows, hidden_, shared_inter_, act_, ld_shared_, ld_shared_);
+  const size_t up = shared_gate_up_.splits(rows, ld_hidden_);
+  const size_t down = shared_down_.splits(rows, ld_shared_);
   if (up > 1) ws.need("split_k", up * R * 2 * shared_inter_ * 4);
   if (down > 1) ws.need("split_k", down * R * hidden_ * 4);
 }
@@ -166,12 +164,10 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
   if (shared_inter_ > 0) {
     const Buffer &sproj = ws["moe_shared_proj"], &shidden = ws["moe_shared_hidden"];
     shared = &ws["moe_shared_out"];
-    ops::matmul(vk_, rec, {.x = normed, .w = shared_gate_up_, .y = sproj, .M = rows, .N = 2 * shared_inter_,
-                           .K = hidden_, .s = act_, .ldx = ld_hidden_, .ldw = ld_hidden_, .partial = split_k});
+    shared_gate_up_.record(rec, {.x = normed, .y = sproj, .M = rows, .ldx = ld_hidden_, .partial = split_k});
     ops::glu(vk_, rec, {.proj = sproj, .h = shidden, .rows = rows, .inter = shared_inter_, .act = act_fn_, .s = act_,
                         .ld_p = 2 * shared_inter_, .ld_h = ld_shared_});
-    ops::matmul(vk_, rec, {.x = shidden, .w = shared_down_, .y = *shared, .M = rows, .N = hidden_, .K = shared_inter_,
-                           .s = act_, .y_f32 = true, .ldx = ld_shared_, .ldw = ld_shared_, .partial = split_k});
+    shared_down_.record(rec, {.x = shidden, .y = *shared, .M = rows, .y_f32 = true, .ldx = ld_shared_, .partial = split_k});
   }
   ops::moe_combine(vk_, rec, r, {.x = x, .y = y, .experts = out, .route = route, .logits = logits,
                                  .ld_logits = logits_ld, .dim = hidden_, .shared = shared, .gate_at = experts_});
@@ -180,7 +176,7 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
 }
 
 uint64_t Moe::weight_bytes() const {
-  uint64_t n = norm_w_.size() + router_.size() + shared_gate_up_.size() + shared_down_.size();
+  uint64_t n = norm_w_.size() + router_.size() + shared_gate_up_.bytes() + shared_down_.bytes();
   for (const Shard& s : shards_) n += s.gate_up.size() + s.down.size();
   return n;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nn/mlp.hpp"
+#include "nn/projection.hpp"
 #include "ops/moe.hpp"
 
 namespace vkgate::nn {
@@ -55,7 +56,7 @@ class Moe : public FeedForward {
   uint32_t ld_router_ = 0;                  // of the router's fp32 operands
   Buffer norm_w_, router_;  // router_: fp32 [E (+ 1), D], the shared expert's gate its last row
   std::vector<Shard> shards_;
-  Buffer shared_gate_up_, shared_down_;
+  Projection shared_gate_up_, shared_down_;
 };
 
 }  // namespace vkgate::nn

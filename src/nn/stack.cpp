@@ -34,11 +34,16 @@ Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cf
       }
     report.advance(done, bytes);
   };
-  embed_ = std::make_unique<VocabMatrix>(vk, tuning, w.at(cfg.embedding_name()), V, D, act, cfg.embedding_name());
+  // A table in a block format is gathered from a dequantized copy; lm_head
+  // keeps the blocks (a tied table then has both).
+  const HostTensor& table = w.at(cfg.embedding_name());
+  embed_ = std::make_unique<VocabMatrix>(vk, tuning, table, V, D, act, cfg.embedding_name());
   if (!cfg.tie_word_embeddings)
-    lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("lm_head.weight"), V, D, act, "lm_head.weight");
+    lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("lm_head.weight"), V, D, act, "lm_head.weight", true);
+  else if (is_quantized(table.dtype))
+    lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, table, V, D, act, std::string(cfg.embedding_name()) + " (as lm_head)", true);
   done = cfg.tie_word_embeddings ? 1 : 2;
-  bytes = w.at(cfg.embedding_name()).bytes.size() + (lm_head_ ? w.at("lm_head.weight").bytes.size() : 0);
+  bytes = table.bytes.size() + (cfg.tie_word_embeddings ? 0 : w.at("lm_head.weight").bytes.size());
   report.advance(done, bytes);
   std::vector<MixerConfig> planned;  // the distinct mixer configs, in the order of their plans
   for (int i = 0; i < cfg.num_hidden_layers; ++i) {

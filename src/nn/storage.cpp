@@ -5,6 +5,7 @@
 #include "gpu/transfer.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
 
 namespace vkgate::nn {
 
@@ -35,6 +36,10 @@ std::vector<float> decode(const void* src, size_t n, Storage s) {
 std::vector<float> to_f32(const HostTensor& t) {
   const size_t n = size_t(t.numel());
   std::vector<float> out(n);
+  if (is_quantized(t.dtype)) {
+    dequantize(t.dtype, t.bytes, out);
+    return out;
+  }
   const std::byte* p = t.bytes.data();
   for (size_t i = 0; i < n; ++i) {
     uint16_t h;

@@ -28,7 +28,7 @@ Storage storage_of(Precision p);
 void encode(std::span<const float> v, Storage s, void* dst);
 std::vector<float> decode(const void* src, size_t n, Storage s);
 
-// A weight's values as fp32 (F32, F16, BF16 or F64 as stored).
+// A weight's values as fp32 (F32, F16, BF16 or F64 as stored; a block format dequantized).
 std::vector<float> to_f32(const HostTensor& t);
 // A weight in storage `s`: its bytes as they are when the dtype already
 // matches (a bf16 checkpoint run in bf16 is never converted), else via fp32.

@@ -3,34 +3,50 @@
 #include <algorithm>
 
 #include "ops/ops.hpp"
+#include "ops/qmatmul.hpp"
+#include "vkgate/quant.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate::nn {
 
 VocabMatrix::VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const HostTensor& t, uint32_t rows,
-                         uint32_t dim, Storage act, const std::string& name)
+                         uint32_t dim, Storage act, const std::string& name, bool keep_blocks)
     : vk_(vk), tuning_(tuning), rows_(rows), dim_(dim), act_(act) {
   const size_t e = ops::element_bytes(act);
   ld_ = ops::operand_stride(vk.info, tuning, dim, act);
-  const uint64_t fit = vk.info.max_storage_buffer_range / (uint64_t(ld_) * e);
+  if (keep_blocks && is_quantized(t.dtype)) {
+    const auto row_bytes = stored_bytes(t.dtype, dim);
+    if (!row_bytes || dim % 8 != 0)
+      throw Error(ErrorCode::unsupported, name + ": rows of " + std::to_string(dim) + " " + to_string(t.dtype) +
+                                              " elements, which the quantized product cannot take");
+    blocks_ = t.dtype;
+    row_bytes_ = *row_bytes;
+  }
+  const uint64_t row_bytes = blocks_ ? row_bytes_ : uint64_t(ld_) * e;
+  const uint64_t fit = (vk.info.max_storage_buffer_range - ops::qmatmul_padding) / row_bytes;
   if (fit == 0)
     throw Error(ErrorCode::unsupported, name + ": one row of " + std::to_string(dim) +
                                             " elements exceeds the device's maxStorageBufferRange");
   const uint32_t per_chunk =
       uint32_t(std::min<uint64_t>({fit, rows, tuning.vocab_chunk_rows ? tuning.vocab_chunk_rows : rows}));
-  const std::vector<std::byte> all = stored(t, act);
+  // Block formats stay as stored (ops::qmatmul); a table that is gathered is dequantized.
+  const std::vector<std::byte> all = blocks_ ? std::vector<std::byte>(t.bytes.begin(), t.bytes.end()) : stored(t, act);
+  const size_t dense_row = blocks_ ? row_bytes_ : size_t(dim) * e;
   for (uint32_t first = 0; first < rows; first += per_chunk) {
     const uint32_t count = std::min(per_chunk, rows - first);
-    const auto begin = all.begin() + long(size_t(first) * dim * e);
-    std::vector<std::byte> part(begin, begin + long(size_t(count) * dim * e));
+    const auto begin = all.begin() + long(size_t(first) * dense_row);
+    std::vector<std::byte> part(begin, begin + long(size_t(count) * dense_row));
     const std::string label = chunks_.empty() && count == rows ? name
                               : name + " rows " + std::to_string(first) + ".." + std::to_string(first + count - 1);
-    chunks_.push_back({first, count, upload(vk, ops::strided_rows(std::move(part), count, dim * e, ld_ * e), label)});
+    if (blocks_) part.resize(part.size() + ops::qmatmul_padding);
+    else part = ops::strided_rows(std::move(part), count, dim * e, ld_ * e);
+    chunks_.push_back({first, count, upload(vk, part, label)});
     widest_ = std::max(widest_, count);
   }
 }
 
 void VocabMatrix::gather(gpu::Recorder& rec, const Buffer& ids, const Buffer& x, uint32_t n) const {
+  if (blocks_) throw Error(ErrorCode::invalid_argument, "VocabMatrix::gather: the table is kept in blocks");
   for (const Chunk& c : chunks_) ops::embed(vk_, rec, {.ids = ids, .table = c.rows, .x = x, .rows = n, .dim = dim_,
                                                        .ld = ld_, .first = c.first, .count = c.count, .s = act_});
 }
@@ -56,8 +72,12 @@ void VocabMatrix::project(gpu::Recorder& rec, const Workspace& ws, const Buffer&
     const Buffer& xb = mb < m ? ws["lm_rows"] : x;
     if (mb < m) rec.copy(x, xb, std::vector<VkBufferCopy>{{m0 * row_bytes, 0, rows * row_bytes}});
     for (const Chunk& c : chunks_) {
-      ops::matmul(vk_, rec, {.x = xb, .w = c.rows, .y = logits, .M = rows, .N = c.count, .K = dim_, .s = act_,
-                             .y_f32 = true, .ldx = ld_, .ldw = ld_});
+      if (blocks_)
+        ops::qmatmul(vk_, rec, {.x = xb, .w = c.rows, .wtype = *blocks_, .y = logits, .M = rows, .N = c.count,
+                                .K = dim_, .s = act_, .y_f32 = true, .ldx = ld_});
+      else
+        ops::matmul(vk_, rec, {.x = xb, .w = c.rows, .y = logits, .M = rows, .N = c.count, .K = dim_, .s = act_,
+                               .y_f32 = true, .ldx = ld_, .ldw = ld_});
       // Row r of the chunk's logits is out[m0 + r, first .. first + count).
       std::vector<VkBufferCopy> regions;
       for (uint32_t r = 0; r < rows; ++r)

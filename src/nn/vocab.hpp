@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,10 @@ namespace vkgate::nn {
 
 class VocabMatrix {
  public:
+  // keep_blocks: a table in a block format stays in it, for project() only
+  // (ops::qmatmul); otherwise a block format is dequantized to `act`.
   VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const HostTensor& t, uint32_t rows, uint32_t dim,
-              Storage act, const std::string& name);
+              Storage act, const std::string& name, bool keep_blocks = false);
 
   // x (fp32 [n, D]) = the rows of the ids (int32 [n], checked on the host).
   void gather(gpu::Recorder& rec, const gpu::Buffer& ids, const gpu::Buffer& x, uint32_t n) const;
@@ -50,6 +53,8 @@ class VocabMatrix {
   Storage act_;
   std::vector<Chunk> chunks_;
   uint32_t widest_ = 0;  // rows of the largest chunk
+  std::optional<DType> blocks_;  // the block format the chunks are kept in
+  size_t row_bytes_ = 0;
 };
 
 }  // namespace vkgate::nn

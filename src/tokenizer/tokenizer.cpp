@@ -21,6 +21,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& file_or_dir) {
     if (!std::filesystem::exists(file, ec))
       throw Error(ErrorCode::io, file_or_dir.string() + ": the directory holds no tokenizer.json");
   }
+  if (auto gguf = load_gguf_tokenizer(file.string())) return Tokenizer(std::move(gguf));
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(ErrorCode::io, file.string() + ": cannot open: " + std::strerror(errno));
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -256,5 +256,8 @@ struct Tokenizer::Impl {
 
 // Builds a tokenizer from the text of a tokenizer.json (tokenizer_json.cpp).
 std::shared_ptr<const Tokenizer::Impl> parse_tokenizer_json(std::string_view text, const std::string& source);
+// The tokenizer of `file` when it is a GGUF file (its name ends in .gguf or
+// it starts with the GGUF magic), else nullptr (tokenizer_gguf.cpp).
+std::shared_ptr<const Tokenizer::Impl> load_gguf_tokenizer(const std::string& file);
 
 }  // namespace vkgate

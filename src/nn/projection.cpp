@@ -1,0 +1,102 @@
+#include "nn/projection.hpp"
+
+#include <algorithm>
+
+#include "ops/qmatmul.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
+
+namespace vkgate::nn {
+
+Projection Projection::from_dense(Context::Impl& vk, const gpu::Tuning& tuning, std::vector<std::byte> dense,
+                                  uint32_t rows, uint32_t K, Storage act, const std::string& name) {
+  Projection p;
+  p.vk_ = &vk;
+  p.tuning_ = tuning;
+  p.act_ = act;
+  p.rows_ = rows;
+  p.K_ = K;
+  p.ldw_ = ops::operand_stride(vk.info, tuning, K, act);
+  const size_t e = ops::element_bytes(act);
+  p.dense_ = upload(vk, ops::strided_rows(std::move(dense), rows, K * e, p.ldw_ * e), name);
+  return p;
+}
+
+Projection::Projection(Context::Impl& vk, const gpu::Tuning& tuning, const std::vector<const HostTensor*>& parts,
+                       uint32_t K, Storage act, const std::string& name) {
+  const bool blocks = std::any_of(parts.begin(), parts.end(), [](const HostTensor* t) { return t && is_quantized(t->dtype); });
+  if (!blocks) {
+    std::vector<std::byte> dense;
+    uint32_t rows = 0;
+    for (const HostTensor* t : parts) {
+      if (!t) continue;
+      const std::vector<std::byte> b = stored(*t, act);
+      dense.insert(dense.end(), b.begin(), b.end());
+      rows += uint32_t(t->numel() / K);
+    }
+    *this = from_dense(vk, tuning, std::move(dense), rows, K, act, name);
+    return;
+  }
+  vk_ = &vk;
+  tuning_ = tuning;
+  act_ = act;
+  K_ = ldw_ = K;
+  for (const HostTensor* t : parts) {
+    if (!t) continue;
+    const auto row_bytes = stored_bytes(t->dtype, K);
+    if (!row_bytes || K % 8 != 0 || t->dtype == DType::F64)
+      throw Error(ErrorCode::unsupported, name + ": a " + to_string(t->dtype) + " part with rows of " +
+                                              std::to_string(K) + " elements, which the quantized product cannot take "
+                                              "(rows of whole blocks, a multiple of 8)");
+    const auto count = uint32_t(t->bytes.size() / *row_bytes);
+    if (runs_.empty() || runs_.back().dtype != t->dtype) runs_.push_back({t->dtype, rows_, 0, {}});
+    runs_.back().count += count;
+    rows_ += count;
+  }
+  // Each run's parts, as stored, padded for the kernel's reads past the last block.
+  size_t at = 0;
+  std::vector<const HostTensor*> present;
+  for (const HostTensor* t : parts)
+    if (t) present.push_back(t);
+  for (Run& r : runs_) {
+    std::vector<std::byte> bytes;
+    const size_t want = size_t(r.count) * *stored_bytes(r.dtype, K);
+    while (bytes.size() < want) {
+      const HostTensor& t = *present[at++];
+      bytes.insert(bytes.end(), t.bytes.begin(), t.bytes.end());
+    }
+    if (bytes.size() + ops::qmatmul_padding > vk.info.max_storage_buffer_range)
+      throw Error(ErrorCode::unsupported, name + ": " + std::to_string(bytes.size()) + " bytes of " +
+                                              to_string(r.dtype) + " rows exceed the device's maxStorageBufferRange");
+    bytes.resize(bytes.size() + ops::qmatmul_padding);
+    const std::string label = runs_.size() == 1 ? name : name + " (" + to_string(r.dtype) + " rows " +
+                                                              std::to_string(r.first) + "..)";
+    r.rows = upload(vk, bytes, label);
+  }
+}
+
+uint32_t Projection::splits(uint32_t M, uint32_t ldx) const {
+  if (quantized()) return 1;
+  return ops::matmul_splits(vk_->info, tuning_, M, rows_, K_, act_, ldx ? ldx : K_, ldw_);
+}
+
+void Projection::record(gpu::Recorder& rec, const ProjectArgs& a) const {
+  if (!quantized()) {
+    ops::matmul(*vk_, rec, {.x = a.x, .w = dense_, .y = a.y, .M = a.M, .N = rows_, .K = K_, .s = act_, .bias = a.bias,
+                            .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx, .ldw = ldw_, .partial = a.partial,
+                            .gate = a.gate});
+    return;
+  }
+  for (const Run& r : runs_)
+    ops::qmatmul(*vk_, rec, {.x = a.x, .w = r.rows, .wtype = r.dtype, .y = a.y, .M = a.M, .N = r.count, .K = K_,
+                             .s = act_, .bias = a.bias, .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx,
+                             .ldy = rows_, .col0 = r.first, .gate = a.gate});
+}
+
+uint64_t Projection::bytes() const {
+  uint64_t n = dense_.size();
+  for (const Run& r : runs_) n += r.rows.size();
+  return n;
+}
+
+}  // namespace vkgate::nn

@@ -1,0 +1,72 @@
+// Internal: a linear layer's weight on the device, W [N, K], the rows of one
+// or several tensors stacked (a fused projection: [q ; k ; v], [gate ; up]).
+//
+// All parts in float formats: one buffer in the activation storage, rows
+// operand_stride apart, run by ops::matmul (every kernel: tensor cores,
+// split-K, the decode norm fusion). Any part in a block format (a GGUF
+// tensor, or ModelOptions::quant): the parts keep the bytes they are stored
+// in, each run of parts of one format one buffer, run by ops::qmatmul one
+// dispatch per run into its columns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/recorder.hpp"
+#include "gpu/tuning.hpp"
+#include "nn/storage.hpp"
+#include "ops/ops.hpp"
+#include "vkgate/dtype.hpp"
+#include "vkgate/weights.hpp"
+
+namespace vkgate::nn {
+
+struct ProjectArgs {
+  const Buffer& x;  // [M, K] rows ldx apart, stored as the activations
+  const Buffer& y;  // [M, N] (rows N apart), stored as the activations or fp32 with y_f32
+  uint32_t M;
+  const Buffer* bias = nullptr;
+  const Buffer* residual = nullptr;
+  bool y_f32 = false;
+  uint32_t ldx = 0;
+  const Buffer* partial = nullptr;  // split-K scratch (dense only: splits())
+  const ops::EpilogueGate* gate = nullptr;
+};
+
+class Projection {
+ public:
+  Projection() = default;
+  // `parts` (null entries skipped) stacked by rows, each [rows_i, K]; checked by the caller.
+  Projection(Context::Impl& vk, const gpu::Tuning& tuning, const std::vector<const HostTensor*>& parts, uint32_t K,
+             Storage act, const std::string& name);
+  // A float weight from `dense` (rows · K elements of `act`, rows K apart), for
+  // callers that rearrange rows first.
+  static Projection from_dense(Context::Impl& vk, const gpu::Tuning& tuning, std::vector<std::byte> dense,
+                               uint32_t rows, uint32_t K, Storage act, const std::string& name);
+
+  bool quantized() const { return !runs_.empty(); }
+  uint32_t rows() const { return rows_; }
+  // The dense buffer and its row stride (quantized: an empty buffer and K).
+  const Buffer& dense() const { return dense_; }
+  uint32_t ldw() const { return ldw_; }
+  // The K splits ops::matmul takes for M rows given split-K scratch (1 for block formats).
+  uint32_t splits(uint32_t M, uint32_t ldx) const;
+  void record(gpu::Recorder& rec, const ProjectArgs& a) const;
+  uint64_t bytes() const;
+
+ private:
+  struct Run {
+    DType dtype;
+    uint32_t first, count;  // rows
+    Buffer rows;
+  };
+  Context::Impl* vk_ = nullptr;
+  gpu::Tuning tuning_;
+  Storage act_ = Storage::f32;
+  uint32_t rows_ = 0, K_ = 0, ldw_ = 0;
+  Buffer dense_;
+  std::vector<Run> runs_;
+};
+
+}  // namespace vkgate::nn

@@ -1,0 +1,35 @@
+// Internal: products with weights in ggml's block formats (shaders/qmatmul.comp).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/ops.hpp"
+#include "vkgate/dtype.hpp"
+
+namespace vkgate::ops {
+
+// Columns col0..col0+N−1 of y[M, ldy] = x[M,K]·w[N,K]ᵀ (+ bias) (gated) (+
+// residual), w's rows stored as `wtype` (a block format, or F32/F16/BF16:
+// the parts of a fused projection that are not quantized), each row
+// stored_bytes(wtype, K) bytes, the buffer padded by 8 bytes (qmatmul_padding).
+// bias, residual (fp32, rows ldy apart) and the gate's scores are indexed by
+// the full column col0 + n. x is stored as `s` (rows ldx apart), y as `s` or
+// fp32 when y_f32. K must be a multiple of 8 and of the format's block.
+struct QmatmulArgs {
+  const Buffer& x;
+  const Buffer& w;
+  DType wtype;
+  const Buffer& y;
+  uint32_t M, N, K;
+  Storage s = Storage::f32;
+  const Buffer* bias = nullptr;
+  const Buffer* residual = nullptr;
+  bool y_f32 = false;
+  uint32_t ldx = 0, ldy = 0, col0 = 0;
+  const EpilogueGate* gate = nullptr;
+};
+void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a);
+// Bytes the kernel may read past a weight's last row.
+constexpr size_t qmatmul_padding = 8;
+
+}  // namespace vkgate::ops

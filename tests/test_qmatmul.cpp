@@ -1,0 +1,142 @@
+// ops::qmatmul (shaders/qmatmul.comp): products with weights in ggml's block
+// formats, read as stored and dequantized on the device, against the double
+// product with the host's dequantization (vkgate/quant.hpp) of the same bytes.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "harness.hpp"
+#include "nn/storage.hpp"
+#include "ops/qmatmul.hpp"
+#include "vkgate/quant.hpp"
+
+using namespace vkgate;
+
+namespace {
+
+const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                          DType::Q5_K, DType::Q6_K, DType::F32,  DType::F16,  DType::BF16};
+
+// w [rows, K] in `f` (a block format via quantize, or a float format) and the
+// values the device should see, padded as ops::qmatmul reads.
+struct Stored {
+  std::vector<std::byte> bytes;
+  std::vector<float> values;
+};
+Stored store(DType f, const std::vector<float>& w) {
+  Stored s;
+  if (is_quantized(f)) {
+    s.bytes = quantize(f, w);
+    s.values.resize(w.size());
+    dequantize(f, s.bytes, s.values);
+  } else {
+    const ops::Storage st = f == DType::F32 ? ops::Storage::f32 : f == DType::F16 ? ops::Storage::f16 : ops::Storage::bf16;
+    s.bytes.resize(w.size() * ops::element_bytes(st));
+    nn::encode(w, st, s.bytes.data());
+    s.values = nn::decode(s.bytes.data(), w.size(), st);
+  }
+  s.bytes.resize(s.bytes.size() + ops::qmatmul_padding);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: every format, decode rows and tiles, equals the double product of the dequantized weights") {
+  struct Shape {
+    uint32_t M, N, K;
+  };
+  for (const Shape sh : {Shape{1, 70, 512}, Shape{5, 33, 256}, Shape{40, 70, 512}, Shape{8, 9, 768}}) {
+    for (const DType f : kFormats) {
+      if (sh.K % block_elements(f) != 0) continue;
+      for (const ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+        if (st == ops::Storage::f16 && !vk.info.storage16) continue;
+        CAPTURE(sh.M);
+        CAPTURE(sh.N);
+        CAPTURE(sh.K);
+        CAPTURE(to_string(f));
+        CAPTURE(int(st));
+        CAPTURE(seed);
+        // x's rows 8 elements apart from K, the gaps NaN: an element read past K shows.
+        const uint32_t ldx = sh.K + 8;
+        std::vector<float> x(size_t(sh.M) * ldx, std::numeric_limits<float>::quiet_NaN());
+        const std::vector<float> xv = random(size_t(sh.M) * sh.K);
+        for (uint32_t m = 0; m < sh.M; ++m) std::copy_n(xv.begin() + long(m) * sh.K, sh.K, x.begin() + long(m) * ldx);
+        const Stored w = store(f, random(size_t(sh.N) * sh.K, 0.05f));
+        const auto b = random(sh.N), r = random(size_t(sh.M) * sh.N);
+        gpu::Buffer gx = st == ops::Storage::f16 ? test::upload_half(*this, x, "x") : upload(x, "x");
+        gpu::Buffer gw = vk.allocator->allocate(w.bytes.size(), gpu::MemoryKind::device, "w");
+        gpu::upload(vk, gw, w.bytes.data(), w.bytes.size());
+        auto gb = upload(b, "b"), gr = upload(r, "r"), gy = poisoned(size_t(sh.M) * sh.N, "y");
+        test::run_once(vk, [&](gpu::Recorder& rec) {
+          ops::qmatmul(vk, rec, {.x = gx, .w = gw, .wtype = f, .y = gy, .M = sh.M, .N = sh.N, .K = sh.K, .s = st,
+                                 .bias = &gb, .residual = &gr, .y_f32 = true, .ldx = ldx});
+        });
+        std::vector<double> want(size_t(sh.M) * sh.N);
+        for (uint32_t m = 0; m < sh.M; ++m)
+          for (uint32_t n = 0; n < sh.N; ++n) {
+            double acc = b[n] + r[size_t(m) * sh.N + n];
+            for (uint32_t k = 0; k < sh.K; ++k)
+              acc += double(x[size_t(m) * ldx + k]) * double(w.values[size_t(n) * sh.K + k]);
+            want[size_t(m) * sh.N + n] = acc;
+          }
+        test::check_close(download(gy, want.size()), want);
+      }
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: the parts of a fused projection in different formats write their own columns") {
+  // A Q4_K_M file's layer: q and k in Q4_K, v in Q6_K, and a float part.
+  const uint32_t K = 256, M = 3;
+  struct Part {
+    DType f;
+    uint32_t rows;
+  };
+  for (const uint32_t m_rows : {M, 12u}) {
+    CAPTURE(m_rows);
+    CAPTURE(seed);
+    const Part parts[] = {{DType::Q4_K, 24}, {DType::Q6_K, 8}, {DType::F16, 5}, {DType::Q8_0, 16}};
+    uint32_t N = 0;
+    for (const Part& p : parts) N += p.rows;
+    const auto x = random(size_t(m_rows) * K), b = random(N);
+    auto gx = upload(x, "x"), gb = upload(b, "b"), gy = poisoned(size_t(m_rows) * N, "y");
+    std::vector<gpu::Buffer> gw;
+    std::vector<Stored> ws;
+    for (const Part& p : parts) {
+      ws.push_back(store(p.f, random(size_t(p.rows) * K, 0.05f)));
+      gw.push_back(vk.allocator->allocate(ws.back().bytes.size(), gpu::MemoryKind::device, "w"));
+      gpu::upload(vk, gw.back(), ws.back().bytes.data(), ws.back().bytes.size());
+    }
+    test::run_once(vk, [&](gpu::Recorder& rec) {
+      uint32_t col0 = 0;
+      for (size_t i = 0; i < gw.size(); ++i) {
+        ops::qmatmul(vk, rec, {.x = gx, .w = gw[i], .wtype = parts[i].f, .y = gy, .M = m_rows, .N = parts[i].rows,
+                               .K = K, .bias = &gb, .ldy = N, .col0 = col0});
+        col0 += parts[i].rows;
+      }
+    });
+    std::vector<double> want(size_t(m_rows) * N);
+    for (uint32_t m = 0; m < m_rows; ++m) {
+      uint32_t col = 0;
+      for (size_t i = 0; i < gw.size(); ++i)
+        for (uint32_t n = 0; n < parts[i].rows; ++n, ++col) {
+          double acc = b[col];
+          for (uint32_t k = 0; k < K; ++k) acc += double(x[size_t(m) * K + k]) * ws[i].values[size_t(n) * K + k];
+          want[size_t(m) * N + col] = acc;
+        }
+    }
+    test::check_close(download(gy, want.size()), want);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: rows that are not whole blocks, or a weight buffer too small, are refused") {
+  auto gx = upload(std::vector<float>(64, 1.0f), "x"), gy = poisoned(64, "y");
+  gpu::Buffer gw = vk.allocator->allocate(64, gpu::MemoryKind::device, "w");
+  gpu::Recorder rec(vk);
+  rec.begin();
+  CHECK_THROWS_WITH_AS(ops::qmatmul(vk, rec, {.x = gx, .w = gw, .wtype = DType::Q4_K, .y = gy, .M = 1, .N = 1, .K = 64}),
+                       doctest::Contains("not a shape its kernel takes"), Error);
+  CHECK_THROWS_WITH_AS(ops::qmatmul(vk, rec, {.x = gx, .w = gw, .wtype = DType::Q8_0, .y = gy, .M = 1, .N = 2, .K = 64}),
+                       doctest::Contains("'w' holds 64 bytes"), Error);
+  rec.end();
+}

@@ -1,0 +1,104 @@
+// Models quantized on load (ModelOptions::quant): their logits against the
+// double reference run on the dequantized weights (the blocks' own values),
+// so the bound measures the device's products, not the quantization error.
+#include <doctest/doctest.h>
+
+#include "model_check.hpp"
+#include "vkgate/quant.hpp"
+
+using namespace vkgate;
+
+namespace {
+
+// The reference's fp32 copy of every tensor of `quantized`, blocks dequantized.
+struct Dequantized {
+  std::map<std::string, std::vector<float>> data;
+  WeightMap map;
+  explicit Dequantized(const TensorMap& quantized) {
+    for (const auto& [name, t] : quantized) {
+      auto& v = data[name];
+      v.resize(size_t(t.numel()));
+      if (is_quantized(t.dtype)) dequantize(t.dtype, t.bytes, v);
+      else std::memcpy(v.data(), t.bytes.data(), v.size() * 4);  // RandomModel's tensors are F32
+      map[name] = v;
+    }
+  }
+};
+
+// A random model of cfg quantized to `q`: logits (batch 2) within `nmse` of the
+// reference on the dequantized weights, a second forward identical, greedy ids
+// equal, and fewer weight bytes on the device than the float model.
+void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precision precision, double nmse) {
+  CAPTURE(t.seed);
+  CAPTURE(to_string(q));
+  CAPTURE(to_string(precision));
+  test::RandomModel m(cfg, t.rng);
+  std::vector<std::vector<std::byte>> blocks;
+  const TensorMap quantized = quantize_weights(m.cfg, m.tensors, q, blocks);
+  REQUIRE(!blocks.empty());  // the shapes leave something to quantize
+  const Dequantized ref(quantized);
+  Model model(t.ctx, m.cfg, m.tensors, {precision, true, false, q});
+  model.set_poison(true);
+  const int B = 2, T = 5;
+  const auto ids = test::random_ids(t.rng, size_t(B) * T, m.cfg.vocab_size);
+  const auto want = reference::model_forward(m.cfg, ref.map, {ids, B, T});
+  const std::vector<float> got = model.logits(ids, B, T);
+  test::check_close(got, want.logits, nmse);
+  CHECK(model.logits(ids, B, T) == got);
+  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 3);
+  const GenerateResult g = model.generate(prompt, {.max_new_tokens = 6, .stop_at_eos = false});
+  CHECK(g.ids == reference::greedy_generate(m.cfg, ref.map, prompt, 6, false));
+  Model plain(t.ctx, m.cfg, m.tensors, {precision});
+  CHECK(model.memory().weights < plain.memory().weights);
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "quant model: qwen3 in every block format, fp32 and fp16 activations") {
+  test::TinyModel s;
+  s.hidden = 256;
+  s.head_dim = 64;
+  s.inter = 512;
+  s.vocab = 160;
+  for (DType q : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    check_quantized(*this, s.config(), q, Precision::fp32, 1e-7);
+  if (!vk.info.storage16) return;
+  check_quantized(*this, s.config(), DType::Q4_K, Precision::fp16, 1e-4);
+  check_quantized(*this, s.config(), DType::Q8_0, Precision::bf16, 1e-3);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "quant model: llama with biases and tied embeddings, a gated qwen3, qwen3_next and GLA") {
+  test::TinyModel llama;
+  llama.model_type = "llama";
+  llama.bias = true;
+  llama.tied = true;
+  check_quantized(*this, llama.config(), DType::Q8_0, Precision::fp32, 1e-7);
+  test::TinyModel gated;
+  gated.gate = GateKind::elementwise;
+  check_quantized(*this, gated.config(), DType::Q4_0, Precision::fp32, 1e-7);
+  const ModelConfig next = parse_model_config_json(test::tiny_qwen3_next_json().dump(), "config.json");
+  check_quantized(*this, next, DType::Q8_0, Precision::fp32, 1e-7);
+  test::TinyGla gla;
+  check_quantized(*this, gla.config(), DType::Q5_1, Precision::fp32, 1e-7);
+}
+
+TEST_CASE("quant model: quantize_weights takes projections and an untied lm_head only, whole blocks only") {
+  CHECK(quantizable_weight("model.layers.0.self_attn.q_proj.weight"));
+  CHECK(quantizable_weight("model.layers.3.linear_attn.in_proj_qkvz.weight"));
+  CHECK(quantizable_weight("lm_head.weight"));
+  CHECK_FALSE(quantizable_weight("model.embed_tokens.weight"));
+  CHECK_FALSE(quantizable_weight("model.layers.0.mlp.gate.weight"));
+  CHECK_FALSE(quantizable_weight("model.layers.0.mlp.experts.3.up_proj.weight"));
+  CHECK_FALSE(quantizable_weight("model.layers.0.input_layernorm.weight"));
+  std::mt19937 rng(7);
+  test::TinyModel s;  // hidden 64, intermediate 96: Q4_K's 256-element blocks fit no row
+  test::RandomModel m(s.config(), rng);
+  std::vector<std::vector<std::byte>> blocks;
+  const TensorMap k = quantize_weights(m.cfg, m.tensors, DType::Q4_K, blocks);
+  for (const auto& [name, t] : k) CHECK(t.dtype == DType::F32);
+  const TensorMap q = quantize_weights(m.cfg, m.tensors, DType::Q8_0, blocks);
+  CHECK(q.at("model.layers.0.mlp.down_proj.weight").dtype == DType::Q8_0);  // rows of 96 = 3 blocks
+  CHECK(q.at("model.layers.0.self_attn.q_proj.weight").dtype == DType::Q8_0);
+  CHECK(q.at("model.embed_tokens.weight").dtype == DType::F32);
+  CHECK_THROWS_AS(quantize_weights(m.cfg, m.tensors, DType::F16, blocks), Error);
+}
