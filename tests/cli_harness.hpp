@@ -272,9 +272,8 @@ struct FileBuilder {
           std::memcpy(bytes.data() + 2 * i, &h, 2);
           break;
         }
-        case DType::I64:
-        case DType::I32:
-          FAIL("FileBuilder::add stores floating-point values; use add_ids");
+        default:
+          FAIL("FileBuilder::add stores F32, F64, F16 or BF16 values (ids: add_ids)");
       }
     }
     tensors.push_back({name, dtype, std::move(shape), bytes});

@@ -177,7 +177,7 @@ const std::vector<Malformed>& malformed_table() {
          f.write_weights("", {}, DType::F64);
          return f.args();
        },
-       1, {"w.safetensors", "has dtype F64, expected F32, F16, BF16 or a block format"}},
+       1, {"w.safetensors", "has dtype F64, expected F32, F16 or BF16"}},
       {"input tensor hidden_states missing",
        [](Fixture& f) {
          f.write_input({}, {{"other", {2}}}, false);

@@ -54,7 +54,7 @@ CASE:
           sigmoid gate from gate_proj at each of the paper's positions G1 sdpa, G2 value,
           G3 key, G4 query, G5 dense, and without a gate; each time as a ratio to G1's
   --model DIR | --model-shape NAME [--layers N] [--experts E] [--hidden D] [--vocab V]
-          [--prompts 64,512] [--decode N] [--precision ...]
+          [--prompts 64,512] [--decode N] [--precision ...] [--quant T]
           a whole model (a checkpoint directory, or a built-in shape with seeded random
           weights: qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, their real configs; where
           the device cannot hold them, --layers keeps the first N layers (Qwen3-Next's 3:1
@@ -152,6 +152,7 @@ int cmd_bench(Args& args) {
     else if (a == "--config") config = args.value(a);
     else if (a == "--mode") gla_mode = args.value(a);
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
+    else if (a == "--quant") model.quant = parse_quant_flag(a, args.value(a));
     else if (a == "--past" || a == "--causal" || a == "--rotary")  // --rotary 0: RoPE on no dims
       v[a.substr(2)] = std::to_string(args.number(a, 0, a == "--causal" ? 1 : 1L << 30));
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
@@ -170,6 +171,8 @@ int cmd_bench(Args& args) {
   const vkgate::Precision prec = v.count("precision") ? parse_precision("--dtype", v["precision"]) : vkgate::Precision::fp32;
   if (int(!op.empty()) + int(block) + int(!model.dir.empty() || !model.shape.empty()) > 1)
     throw UsageError("bench: give one of --op, --block and --model/--model-shape");
+  if (model.quant && model.dir.empty() && model.shape.empty())
+    throw UsageError("bench: --quant applies to --model and --model-shape");
   if (!text.tokenizer.empty() || !text.text_file.empty() || !text.write_text.empty()) {
     if (!op.empty() || block || !model.dir.empty() || !model.shape.empty())
       throw UsageError("bench: --tokenizer does not combine with --op, --block or --model");

@@ -126,7 +126,7 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
   std::unique_ptr<Model> model;
   std::string name = b.dir;
   if (!b.dir.empty()) {
-    model = std::make_unique<Model>(Model::load(ctx, b.dir, {b.precision}));
+    model = std::make_unique<Model>(Model::load(ctx, b.dir, {b.precision, true, false, b.quant}));
   } else {
     const ModelConfig cfg = model_shape(b);
     const ModelConfig full = model_shape(ModelBench{.shape = b.shape});
@@ -137,12 +137,13 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
     if (b.vocab) name += "; vocab " + std::to_string(cfg.vocab_size) + " of " + std::to_string(full.vocab_size);
     name += ")";
     const RandomTensors w(cfg, dtype);
-    model = std::make_unique<Model>(ctx, cfg, w.map, ModelOptions{b.precision, false});
+    model = std::make_unique<Model>(ctx, cfg, w.map, ModelOptions{b.precision, false, false, b.quant});
   }
   const ModelConfig& cfg = model->config();
   if (!b.json) {
     std::printf("device: %s\nmodel:  %s, %d layers, hidden %d, vocab %d, %s\n", ctx.device().summary().c_str(),
-                name.c_str(), cfg.num_hidden_layers, cfg.hidden_size(), cfg.vocab_size, to_string(b.precision));
+                name.c_str(), cfg.num_hidden_layers, cfg.hidden_size(), cfg.vocab_size,
+                (std::string(to_string(b.precision)) + (b.quant ? std::string(", weights ") + to_string(*b.quant) : "")).c_str());
     if (cfg.moe.num_experts > 0)
       std::printf("moe:    %zu sparse layers, %d experts of %d, top %d%s\n", cfg.moe_layers().size(), cfg.moe.num_experts,
                   cfg.moe.moe_intermediate_size, cfg.moe.num_experts_per_tok,
@@ -219,9 +220,10 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
   }
   const double mib = 1 << 20;
   if (b.json) {
-    std::printf("{\"device\": \"%s\", \"model\": \"%s\", \"precision\": \"%s\", \"self_check_nmse\": %.3e, "
+    std::printf("{\"device\": \"%s\", \"model\": \"%s\", \"precision\": \"%s\", \"quant\": \"%s\", \"self_check_nmse\": %.3e, "
                 "\"memory_mib\": {\"weights\": %.1f, \"kv_cache\": %.1f, \"workspace\": %.1f}, \"runs\": [",
-                ctx.device().name.c_str(), name.c_str(), to_string(b.precision), check, mem.weights / mib,
+                ctx.device().name.c_str(), name.c_str(), to_string(b.precision), b.quant ? to_string(*b.quant) : "none",
+                check, mem.weights / mib,
                 mem.kv_cache / mib, mem.workspace / mib);
     for (size_t i = 0; i < rows.size(); ++i)
       std::printf("%s{\"prompt\": %d, \"prefill_ms\": %.3f, \"prefill_gpu_ms\": %.3f, \"prefill_tokens_per_s\": %.3f, "
