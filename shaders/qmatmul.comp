@@ -11,16 +11,12 @@
 // variant: qmatmul_tiled_f16_y32 X_T=F16
 // variant: qmatmul_tiled_bf16 X_T=BF16 Y_T=BF16
 // variant: qmatmul_tiled_bf16_y32 X_T=BF16
-// variant: qmatmul_rows_cpu ROWS TEXEL
-// variant: qmatmul_rows_cpu_f16 ROWS TEXEL X_T=F16 Y_T=F16
-// variant: qmatmul_rows_cpu_f16_y32 ROWS TEXEL X_T=F16
-// variant: qmatmul_rows_cpu_bf16 ROWS TEXEL X_T=BF16 Y_T=BF16
-// variant: qmatmul_rows_cpu_bf16_y32 ROWS TEXEL X_T=BF16
-// variant: qmatmul_tiled_cpu TEXEL
-// variant: qmatmul_tiled_cpu_f16 TEXEL X_T=F16 Y_T=F16
-// variant: qmatmul_tiled_cpu_f16_y32 TEXEL X_T=F16
-// variant: qmatmul_tiled_cpu_bf16 TEXEL X_T=BF16 Y_T=BF16
-// variant: qmatmul_tiled_cpu_bf16_y32 TEXEL X_T=BF16
+// variant: qmatmul_rows_cpu ROWS_CPU TEXEL
+// variant: qmatmul_rows_cpu_f16 ROWS_CPU TEXEL X_T=F16 Y_T=F16
+// variant: qmatmul_rows_cpu_f16_y32 ROWS_CPU TEXEL X_T=F16
+// variant: qmatmul_cpu REGISTER_TILED TEXEL
+// variant: qmatmul_cpu_f16 REGISTER_TILED TEXEL X_T=F16 Y_T=F16
+// variant: qmatmul_cpu_f16_y32 REGISTER_TILED TEXEL X_T=F16
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 // Y[m, col0 + n] = X[m, :]·W[n, :]ᵀ (+ bias) (gated) (+ R) with W in one of
 // ggml's block formats, read as stored (a GGUF tensor's bytes, uploaded as
@@ -40,11 +36,17 @@
 // so bytes are shifted out of the words around them. The host pads W by 8
 // bytes, so a read past the last block stays inside the buffer.
 //
-// ROWS (≤ 8 rows of X: decode): one subgroup per output column; its lanes
-// take consecutive 8-element chunks of the row. Otherwise tiles of
-// TM × TN outputs: each K step of 32 dequantizes TN rows' chunks of W and
-// loads TM rows of X into shared memory, then every thread accumulates a
-// RM × RN register tile.
+// GPUs: ROWS (≤ 8 rows of X: decode) has one subgroup per output column,
+// its lanes on consecutive 8-element chunks of the row; otherwise tiles of
+// TM × TN outputs, each K step of 32 dequantizing TN rows' chunks of W and
+// loading TM rows of X into shared memory.
+// CPU drivers (TEXEL; llvmpipe runs a workgroup on one thread, a barrier as a
+// coroutine switch, and gathers texels): workgroups of one 8-lane subgroup,
+// no shared memory, X read as RGBA texels (ldx a multiple of 4). ROWS_CPU
+// (decode) gives the subgroup NB columns whose lanes split K by chunks, each
+// chunk of X fetched once for all NB; REGISTER_TILED is gemm_cpu.glsl's shape
+// (an RM × 8·RN tile, rows shuffled across the lanes) with the lane's RN
+// columns dequantized 8 k at a time.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T
@@ -80,113 +82,8 @@ PARAMS(Push)
 #define GATE_ACT_ONLY
 #include "gate.glsl"
 
-// ---- bytes of W
-uint wbyte(uint b) { return (wword(b >> 2) >> ((b & 3u) * 8u)) & 0xffu; }
-float wf16(uint b) { return unpackHalf2x16(wword(b >> 2) >> ((b & 2u) * 8u)).x; }  // b even
-// The 4 bytes from b, any alignment.
-uint wu32(uint b) {
-  const uint s = (b & 3u) * 8u, lo = wword(b >> 2);
-  return s == 0u ? lo : (lo >> s) | (wword((b >> 2) + 1u) << (32u - s));
-}
-vec4 lo_nibbles(uint u) { return vec4(u & 15u, (u >> 8) & 15u, (u >> 16) & 15u, u >> 24 & 15u); }
-vec4 hi_nibbles(uint u) { return vec4((u >> 4) & 15u, (u >> 12) & 15u, (u >> 20) & 15u, u >> 28); }
-vec4 bytes4(uint u) { return vec4(u & 255u, (u >> 8) & 255u, (u >> 16) & 255u, u >> 24); }
-vec4 sbytes4(uint u) { return vec4(ivec4(u << 24, u << 16, u << 8, u) >> 24); }
-// Bits i..i+3 of `h`, each as 0 or `one`.
-vec4 bits4(uint h, uint i, float one) { return vec4((h >> i) & 1u, (h >> (i + 1u)) & 1u, (h >> (i + 2u)) & 1u, (h >> (i + 3u)) & 1u) * one; }
-// Pairs of 2-bit fields at `shift` of each byte of u.
-vec4 crumbs4(uint u, uint shift) { return vec4((u >> shift) & 3u, (u >> (8u + shift)) & 3u, (u >> (16u + shift)) & 3u, (u >> (24u + shift)) & 3u); }
-
-// Elements per block and bytes per block of the format.
-const uint QK = FMT == 0u || FMT == 1u || FMT == 30u ? 8u : FMT >= 12u && FMT <= 14u ? 256u : 32u;
-const uint BB = FMT == 0u ? 32u : FMT == 1u || FMT == 30u ? 16u : FMT == 8u ? 34u : FMT == 2u ? 18u :
-                FMT == 3u ? 20u : FMT == 6u ? 22u : FMT == 7u ? 24u : FMT == 12u ? 144u : FMT == 13u ? 176u : 210u;
-
-// A k-quant sub-block's 6-bit scale and min (ggml's get_scale_min_k4) from
-// the 12 bytes at `at`.
-void scale_min_k4(uint at, uint is, out float sc, out float mn) {
-  if (is < 4u) {
-    sc = float(wbyte(at + is) & 63u);
-    mn = float(wbyte(at + is + 4u) & 63u);
-  } else {
-    const uint e = wbyte(at + is + 4u);
-    sc = float((e & 15u) | ((wbyte(at + is - 4u) >> 6) << 4));
-    mn = float((e >> 4) | ((wbyte(at + is) >> 6) << 4));
-  }
-}
-
-// Elements 8c..8c+7 of the row whose bytes start at `row`, as lo and hi.
-void dequant8(uint row, uint c, out vec4 lo, out vec4 hi) {
-  const uint b = row + (c / (QK / 8u)) * BB, j = c % (QK / 8u);
-  if (FMT == 0u) {  // F32
-    lo = uintBitsToFloat(uvec4(wword((b >> 2)), wword((b >> 2) + 1u), wword((b >> 2) + 2u), wword((b >> 2) + 3u)));
-    hi = uintBitsToFloat(uvec4(wword((b >> 2) + 4u), wword((b >> 2) + 5u), wword((b >> 2) + 6u), wword((b >> 2) + 7u)));
-  } else if (FMT == 1u) {  // F16
-    lo = vec4(unpackHalf2x16(wword(b >> 2)), unpackHalf2x16(wword((b >> 2) + 1u)));
-    hi = vec4(unpackHalf2x16(wword((b >> 2) + 2u)), unpackHalf2x16(wword((b >> 2) + 3u)));
-  } else if (FMT == 30u) {  // BF16
-    const uvec4 u = uvec4(wword(b >> 2), wword((b >> 2) + 1u), wword((b >> 2) + 2u), wword((b >> 2) + 3u));
-    lo = vec4(uintBitsToFloat(u.x << 16), uintBitsToFloat(u.x & 0xffff0000u), uintBitsToFloat(u.y << 16), uintBitsToFloat(u.y & 0xffff0000u));
-    hi = vec4(uintBitsToFloat(u.z << 16), uintBitsToFloat(u.z & 0xffff0000u), uintBitsToFloat(u.w << 16), uintBitsToFloat(u.w & 0xffff0000u));
-  } else if (FMT == 8u) {  // Q8_0: d, 32 × int8
-    const float d = wf16(b);
-    lo = d * sbytes4(wu32(b + 2u + 8u * j));
-    hi = d * sbytes4(wu32(b + 6u + 8u * j));
-  } else if (FMT == 2u || FMT == 3u) {  // Q4_0: d, nibbles (byte i: element i low, i + 16 high) − 8; Q4_1: d·q + m
-    const uint qs = b + (FMT == 2u ? 2u : 4u) + 8u * (j & 1u);
-    const uint u0 = wu32(qs), u1 = wu32(qs + 4u);
-    const vec4 q0 = j < 2u ? lo_nibbles(u0) : hi_nibbles(u0), q1 = j < 2u ? lo_nibbles(u1) : hi_nibbles(u1);
-    const float d = wf16(b);
-    if (FMT == 2u) {
-      lo = d * (q0 - 8.0);
-      hi = d * (q1 - 8.0);
-    } else {
-      const float m = wf16(b + 2u);
-      lo = d * q0 + m;
-      hi = d * q1 + m;
-    }
-  } else if (FMT == 6u || FMT == 7u) {  // Q5_0: d, qh (bit i: element i's fifth bit), nibbles; − 16. Q5_1: d·q + m
-    const uint hb = b + (FMT == 6u ? 2u : 4u), qs = hb + 4u + 8u * (j & 1u);
-    const uint qh = wu32(hb), u0 = wu32(qs), u1 = wu32(qs + 4u);
-    const vec4 q0 = (j < 2u ? lo_nibbles(u0) : hi_nibbles(u0)) + bits4(qh, 8u * j, 16.0);
-    const vec4 q1 = (j < 2u ? lo_nibbles(u1) : hi_nibbles(u1)) + bits4(qh, 8u * j + 4u, 16.0);
-    const float d = wf16(b);
-    if (FMT == 6u) {
-      lo = d * (q0 - 16.0);
-      hi = d * (q1 - 16.0);
-    } else {
-      const float m = wf16(b + 2u);
-      lo = d * q0 + m;
-      hi = d * q1 + m;
-    }
-  } else if (FMT == 12u || FMT == 13u) {  // Q4_K / Q5_K: 8 sub-blocks of 32, d·sc·q − dmin·m
-    // Group g of 64 elements: low nibbles of its 32 bytes are sub-block 2g, high 2g + 1.
-    const uint g = j / 8u, h = (j / 4u) & 1u, l = (j & 3u) * 8u;
-    float sc, mn;
-    scale_min_k4(b + 4u, 2u * g + h, sc, mn);
-    const float d1 = wf16(b) * sc, m1 = wf16(b + 2u) * mn;
-    const uint qs = b + (FMT == 12u ? 16u : 48u) + 32u * g + l;
-    const uint u0 = wu32(qs), u1 = wu32(qs + 4u);
-    vec4 q0 = h == 0u ? lo_nibbles(u0) : hi_nibbles(u0), q1 = h == 0u ? lo_nibbles(u1) : hi_nibbles(u1);
-    if (FMT == 13u) {  // qh[l]: bit 2g + h is element l's fifth bit in group g
-      const uint bit = 2u * g + h, h0 = wu32(b + 16u + l), h1 = wu32(b + 20u + l);
-      q0 += 16.0 * vec4((h0 >> bit) & 1u, (h0 >> (8u + bit)) & 1u, (h0 >> (16u + bit)) & 1u, (h0 >> (24u + bit)) & 1u);
-      q1 += 16.0 * vec4((h1 >> bit) & 1u, (h1 >> (8u + bit)) & 1u, (h1 >> (16u + bit)) & 1u, (h1 >> (24u + bit)) & 1u);
-    }
-    lo = d1 * q0 - m1;
-    hi = d1 * q1 - m1;
-  } else {  // Q6_K: ql[128], qh[64], int8 scales[16], d; halves of 128, quarters of 32
-    const uint half_ = j / 16u, quarter = (j / 4u) & 3u, l = (j & 3u) * 8u;
-    const uint ql = b + 64u * half_ + l + (quarter & 1u) * 32u, qh = b + 128u + 32u * half_ + l;
-    const uint u0 = wu32(ql), u1 = wu32(ql + 4u), h0 = wu32(qh), h1 = wu32(qh + 4u);
-    const vec4 q0 = (quarter < 2u ? lo_nibbles(u0) : hi_nibbles(u0)) + 16.0 * crumbs4(h0, 2u * quarter);
-    const vec4 q1 = (quarter < 2u ? lo_nibbles(u1) : hi_nibbles(u1)) + 16.0 * crumbs4(h1, 2u * quarter);
-    const uint s = wbyte(b + 192u + 8u * half_ + l / 16u + 2u * quarter);
-    const float ds = wf16(b + 208u) * float(int(s << 24) >> 24);
-    lo = ds * (q0 - 32.0);
-    hi = ds * (q1 - 32.0);
-  }
-}
+#define BLOCK_WORD(i) wword(i)
+#include "blocks.glsl"
 
 void store(uint m, uint n, float v) {
   const uint c = p.col0 + n;
@@ -196,7 +93,94 @@ void store(uint m, uint n, float v) {
   y_st(m * p.ldy + c, v);
 }
 
-#ifdef ROWS
+#if defined(ROWS_CPU)
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(constant_id = 2) const uint MR = 1;  // rows (M ≤ MR ≤ 8)
+layout(constant_id = 3) const uint NB = 8;  // columns per workgroup
+void main() {
+  LOAD_PARAMS;
+  const uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * NB;
+  if (n0 >= p.N) return;  // the grid is split in 2-D past 65535 groups
+  uint wrow[NB], xrow[MR];
+  [[unroll]] for (uint j = 0; j < NB; ++j) wrow[j] = min(n0 + j, p.N - 1) * p.row_bytes;
+  [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = min(i, p.M - 1) * p.ldx / 4;
+  float acc[MR][NB];
+  [[unroll]] for (uint i = 0; i < MR; ++i)
+    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = 0.0;
+  for (uint c = gl_SubgroupInvocationID; c < p.K / 8u; c += 8u) {
+    vec4 xl[MR], xh[MR];
+    [[unroll]] for (uint i = 0; i < MR; ++i) {
+      xl[i] = texelFetch(x_tex, int(xrow[i] + 2u * c));
+      xh[i] = texelFetch(x_tex, int(xrow[i] + 2u * c + 1u));
+    }
+    [[unroll]] for (uint j = 0; j < NB; ++j) {
+      vec4 lo, hi;
+      dequant8(wrow[j], c, lo, hi);
+      [[unroll]] for (uint i = 0; i < MR; ++i) acc[i][j] += dot(xl[i], lo) + dot(xh[i], hi);
+    }
+  }
+  [[unroll]] for (uint i = 0; i < MR; ++i)
+    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = subgroupAdd(acc[i][j]);
+  if (gl_SubgroupInvocationID != 0) return;
+  [[unroll]] for (uint i = 0; i < MR; ++i) {
+    if (i >= p.M) break;
+    [[unroll]] for (uint j = 0; j < NB; ++j) {
+      if (n0 + j >= p.N) break;
+      store(i, n0 + j, acc[i][j]);
+    }
+  }
+}
+#elif defined(REGISTER_TILED)
+#extension GL_KHR_shader_subgroup_shuffle : require
+layout(constant_id = 2) const uint RM = 32;  // a multiple of 8
+layout(constant_id = 3) const uint RN = 8;
+float acc[RM][RN];
+// Row 8q + r of the tile takes k-element e of lane r's row.
+#define QROW(q, r, e)                                              \
+  {                                                                \
+    const float a = subgroupShuffle(xk[q], r);                     \
+    [[unroll]] for (uint j = 0; j < RN; ++j)                       \
+      acc[q * 8 + r][j] = fma(a, e < 4u ? wl[j][e] : wh[j][e - 4u], acc[q * 8 + r][j]); \
+  }
+void main() {
+  LOAD_PARAMS;
+  const uint n0 = gl_WorkGroupID.x * 8u * RN + gl_SubgroupInvocationID * RN;
+  uint wrow[RN];
+  [[unroll]] for (uint j = 0; j < RN; ++j) wrow[j] = min(n0 + j, p.N - 1) * p.row_bytes;
+  // A grid of at most 65535 row blocks steps through taller matrices.
+  for (uint m0 = gl_WorkGroupID.y * RM; m0 < p.M; m0 += gl_NumWorkGroups.y * RM) {
+    uint xrow[RM / 8];
+    [[unroll]] for (uint q = 0; q < RM / 8; ++q) xrow[q] = min(m0 + q * 8u + gl_SubgroupInvocationID, p.M - 1) * p.ldx / 4;
+    [[unroll]] for (uint i = 0; i < RM; ++i)
+      [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
+    for (uint c = 0; c < p.K / 8u; ++c) {
+      vec4 wl[RN], wh[RN], xl[RM / 8], xh[RM / 8];
+      [[unroll]] for (uint j = 0; j < RN; ++j) dequant8(wrow[j], c, wl[j], wh[j]);
+      [[unroll]] for (uint q = 0; q < RM / 8; ++q) {
+        xl[q] = texelFetch(x_tex, int(xrow[q] + 2u * c));
+        xh[q] = texelFetch(x_tex, int(xrow[q] + 2u * c + 1u));
+      }
+      [[unroll]] for (uint e = 0; e < 8u; ++e) {
+        float xk[RM / 8];
+        [[unroll]] for (uint q = 0; q < RM / 8; ++q) xk[q] = e < 4u ? xl[q][e] : xh[q][e - 4u];
+        [[unroll]] for (uint q = 0; q < RM / 8; ++q) {
+          QROW(q, 0, e) QROW(q, 1, e) QROW(q, 2, e) QROW(q, 3, e)
+          QROW(q, 4, e) QROW(q, 5, e) QROW(q, 6, e) QROW(q, 7, e)
+        }
+      }
+    }
+    [[unroll]] for (uint i = 0; i < RM; ++i) {
+      const uint m = m0 + i;
+      if (m >= p.M) break;
+      [[unroll]] for (uint j = 0; j < RN; ++j) {
+        const uint n = n0 + j;
+        if (n >= p.N) break;
+        store(m, n, acc[i][j]);
+      }
+    }
+  }
+}
+#elif defined(ROWS)
 const uint MAX_M = 8;
 void main() {
   LOAD_PARAMS;

@@ -193,7 +193,7 @@ Model Model::load(Context& ctx, const std::string& dir, const ModelOptions& opti
 
 bool quantizable_weight(const std::string& name) {
   if (name == "lm_head.weight") return true;
-  if (!name.ends_with(".weight") || name.find(".experts.") != std::string::npos) return false;
+  if (!name.ends_with(".weight")) return false;
   // The module's own name: "q_proj", "in_proj_qkvz", "gk_proj" of "gk_proj.0".
   std::string module = name.substr(0, name.size() - 7);
   std::string last = module.substr(module.rfind('.') + 1);

@@ -4,10 +4,21 @@
 
 #include "harness.hpp"
 #include "model_weights.hpp"
+#include "nn/storage.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/reference_model.hpp"
 
 namespace vkgate::test {
+
+// The reference's fp32 copy of every tensor of `tensors` (F32, F16, BF16, or
+// a block format dequantized: the values the device computes with).
+struct Dequantized {
+  std::map<std::string, std::vector<float>> data;
+  WeightMap map;
+  explicit Dequantized(const TensorMap& tensors) {
+    for (const auto& [name, t] : tensors) map[name] = data[name] = nn::to_f32(t);
+  }
+};
 
 // A random model of `cfg` on fresh ids [batch, tokens], outputs poisoned; a
 // second forward must repeat the first exactly (nothing carried between them).

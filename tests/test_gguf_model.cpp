@@ -177,13 +177,13 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf model: unknown architecture, missing key,
   check_refused(*this, dir / "key.gguf", ErrorCode::invalid_config, {"'qwen3.block_count'"});
 
   g = good;
-  g.tensors.erase("blk.1.ffn_down.weight");
+  g.erase_tensor("blk.1.ffn_down.weight");
   g.write(dir / "missing.gguf");
   check_refused(*this, dir / "missing.gguf", ErrorCode::missing_tensor,
                 {"'blk.1.ffn_down.weight'", "model.layers.1.mlp.down_proj.weight"});
 
   g = good;
-  g.add("blk.0.attn_k.weight", {16, 64}, std::vector<float>(16 * 64, 0.5f), DType::F32);
+  test::add_floats(g, "blk.0.attn_k.weight", {16, 64}, std::vector<float>(16 * 64, 0.5f), DType::F32);
   g.write(dir / "shape.gguf");
   check_refused(*this, dir / "shape.gguf", ErrorCode::shape_mismatch, {"'blk.0.attn_k.weight'", "[16, 64]", "[32, 64]"});
 

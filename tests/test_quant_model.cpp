@@ -10,20 +10,6 @@ using namespace vkgate;
 
 namespace {
 
-// The reference's fp32 copy of every tensor of `quantized`, blocks dequantized.
-struct Dequantized {
-  std::map<std::string, std::vector<float>> data;
-  WeightMap map;
-  explicit Dequantized(const TensorMap& quantized) {
-    for (const auto& [name, t] : quantized) {
-      auto& v = data[name];
-      v.resize(size_t(t.numel()));
-      if (is_quantized(t.dtype)) dequantize(t.dtype, t.bytes, v);
-      else std::memcpy(v.data(), t.bytes.data(), v.size() * 4);  // RandomModel's tensors are F32
-      map[name] = v;
-    }
-  }
-};
 
 // A random model of cfg quantized to `q`: logits (batch 2) within `nmse` of the
 // reference on the dequantized weights, a second forward identical, greedy ids
@@ -36,7 +22,7 @@ void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precisio
   std::vector<std::vector<std::byte>> blocks;
   const TensorMap quantized = quantize_weights(m.cfg, m.tensors, q, blocks);
   REQUIRE(!blocks.empty());  // the shapes leave something to quantize
-  const Dequantized ref(quantized);
+  const test::Dequantized ref(quantized);
   Model model(t.ctx, m.cfg, m.tensors, {precision, true, false, q});
   model.set_poison(true);
   const int B = 2, T = 5;
@@ -82,13 +68,15 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant model: llama with biases and tied embedd
   check_quantized(*this, gla.config(), DType::Q5_1, Precision::fp32, 1e-7);
 }
 
-TEST_CASE("quant model: quantize_weights takes projections and an untied lm_head only, whole blocks only") {
+TEST_CASE("quant model: quantize_weights takes projections (the routed experts too) and an untied lm_head only, whole blocks only") {
   CHECK(quantizable_weight("model.layers.0.self_attn.q_proj.weight"));
   CHECK(quantizable_weight("model.layers.3.linear_attn.in_proj_qkvz.weight"));
   CHECK(quantizable_weight("lm_head.weight"));
   CHECK_FALSE(quantizable_weight("model.embed_tokens.weight"));
   CHECK_FALSE(quantizable_weight("model.layers.0.mlp.gate.weight"));
-  CHECK_FALSE(quantizable_weight("model.layers.0.mlp.experts.3.up_proj.weight"));
+  CHECK(quantizable_weight("model.layers.0.mlp.experts.3.up_proj.weight"));
+  CHECK(quantizable_weight("model.layers.0.mlp.shared_expert.down_proj.weight"));
+  CHECK_FALSE(quantizable_weight("model.layers.0.mlp.shared_expert_gate.weight"));
   CHECK_FALSE(quantizable_weight("model.layers.0.input_layernorm.weight"));
   std::mt19937 rng(7);
   test::TinyModel s;  // hidden 64, intermediate 96: Q4_K's 256-element blocks fit no row

@@ -1,6 +1,6 @@
 // The vkgate CLI's shared pieces: argument reading, usage errors, and the
 // commands (one file each: main.cpp holds devices and demo, run.cpp,
-// generate.cpp, bench.cpp, tokenize.cpp).
+// generate.cpp, quantize.cpp, bench.cpp, tokenize.cpp).
 #pragma once
 
 #include <cstdint>
@@ -102,7 +102,7 @@ struct Command {
   const char* usage;
   int (*run)(Args& args);
 };
-extern const Command kRun, kGenerate, kBench, kTokenize, kDetokenize;
+extern const Command kRun, kGenerate, kQuantize, kBench, kTokenize, kDetokenize;
 
 // `vkgate bench --tokenizer PATH` (bench_tokenizer.cpp): load time and encoding throughput.
 struct TokenizerBench {

@@ -29,6 +29,8 @@ commands:
              the output file
   generate   decoding with a model checkpoint (qwen3, llama, gla, qwen3_next, qwen3_moe): prompt text (or ids)
              in, text (or ids) out
+  quantize   write a checkpoint directory (qwen3, llama, qwen3_moe) as a GGUF file llama.cpp loads,
+             its projections in a block format (q8_0, q4_k, ...) or all in f16/bf16/f32
   tokenize   text to token ids with a model's tokenizer.json (byte-level BPE)
   detokenize token ids back to text, byte for byte
   bench      time ops, the block and whole models with GPU timestamps (after checking them),
@@ -197,7 +199,7 @@ int main(int argc, char** argv) {
   const std::string cmd = all[0];
   Args args{std::vector<std::string>(all.begin() + 1, all.end())};
   try {
-    for (const Command* c : {&kDevices, &kDemo, &kRun, &kGenerate, &kBench, &kTokenize, &kDetokenize}) {
+    for (const Command* c : {&kDevices, &kDemo, &kRun, &kGenerate, &kQuantize, &kBench, &kTokenize, &kDetokenize}) {
       if (cmd != c->name) continue;
       if (wants_help(args.rest)) return std::fputs(c->usage, stdout), 0;
       return c->run(args);

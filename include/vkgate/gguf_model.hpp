@@ -42,11 +42,22 @@
 // ones vkgate reads), Error(missing_tensor) / Error(shape_mismatch) the file,
 // the GGUF tensor and the Hugging Face name it stands for.
 //
-// Thread safety: pure functions of an immutable GgufFile.
+// Writing (gguf_export_model, gguf_export_tokenizer) is the converter's way
+// back: a model's Hugging Face tensors and config, and its tokenizer.json, as
+// convert_hf_to_gguf.py lays them out (the names, keys, llama's q/k row
+// permutation and stacked experts above), with the tensor types of its
+// --outtype or of a block format, so that llama.cpp loads the file and
+// gguf_model_tensors reads back the tensors it came from (`vkgate quantize`).
+//
+// Thread safety: pure functions of an immutable GgufFile; a GgufDraft is a
+// plain value.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vkgate/gguf.hpp"
@@ -71,5 +82,77 @@ using TensorBuffers = std::vector<std::vector<std::byte>>;
 // viewing the file (or `copies`), each checked: present, its shape, and a
 // dtype a weight may have (F32, F16, BF16 or one of ggml's block formats).
 TensorMap gguf_model_tensors(const GgufFile& file, const ModelConfig& cfg, TensorBuffers& copies);
+
+// ---- writing ----
+
+// A GGUF file being assembled: metadata and tensors (owned bytes) in file
+// order, which may still be changed before write().
+struct GgufDraft {
+  struct Tensor {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;  // row-major, as GgufTensor
+    std::vector<std::byte> bytes;
+  };
+  std::vector<std::pair<std::string, GgufValue>> metadata;
+  std::vector<Tensor> tensors;
+
+  // Replaces an earlier value of the key (keeping its place), else appends.
+  void set(const std::string& key, GgufValue value);
+  void erase(const std::string& key);
+  const GgufValue* find(const std::string& key) const;
+  // Replaces a tensor of the same name (keeping its place), else appends.
+  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes);
+  void erase_tensor(const std::string& name);
+  const Tensor* find_tensor(const std::string& name) const;
+  // Through GgufWriter: checked, written atomically (nothing at `path` on failure).
+  void write(const std::string& path) const;
+};
+
+struct GgufExportOptions {
+  // The block format of the weights ModelOptions::quant would quantize
+  // (quantizable_weight: projections and an untied lm_head, 2-D, rows of
+  // whole blocks), by ggml's reference quantizers; nullopt: none.
+  std::optional<DType> quant;
+  // Every other matrix (embeddings, rows that are not whole blocks, stacked
+  // experts): F16, BF16 or F32. 1-D tensors, norms, biases and MoE routers
+  // are F32 whatever this says, as the converter writes them.
+  DType float_type = DType::F16;
+  // The converter's --fuse-qkv (one attn_qkv per layer) and
+  // --fuse-gate-up-exps (one ffn_gate_up_exps per MoE layer).
+  bool fuse_qkv = false;
+  bool fuse_gate_up_exps = false;
+  // general.name (the converter takes the model directory's name); empty: not written.
+  std::string name;
+};
+
+// llama.cpp's enum llama_ftype for a file of these options, written as
+// general.file_type: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9,
+// Q4_K 14 (Q4_K_S), Q5_K 16 (Q5_K_S), Q6_K 18, BF16 32.
+uint32_t gguf_file_type(const GgufExportOptions& options);
+
+// The model (`cfg`, architectures llama, qwen3 and qwen3_moe; `weights`
+// holding every tensor of expected_model_weights(cfg) in any float or block
+// dtype) as the converter writes it: general.* and <arch>.* keys,
+// general.quantization_version 2, tokenizer.ggml.eos_token_id from
+// cfg.eos_token_ids, and the tensors under their GGUF names in the types of
+// `options`. Error(unsupported) names another model type or a config the
+// GGUF keys cannot express (a gate position other than sdpa, dynamic RoPE
+// scaling, ...), Error(missing_tensor) / Error(shape_mismatch) a tensor, and
+// Error(invalid_argument) a float_type or quant that is not one.
+GgufDraft gguf_export_model(const ModelConfig& cfg, const TensorMap& weights, const GgufExportOptions& options = {});
+
+// The tokenizer.ggml.* keys of a byte-level BPE tokenizer.json, as the
+// converter's _set_vocab_gpt2 writes them: one token per id up to
+// `vocab_size` (the model's rows; "[PADn]", UNUSED, where the tokenizer has
+// none), added tokens CONTROL when special or looking special ("<|...|>")
+// and USER_DEFINED otherwise, merges as "left right", the bos/eos/unk/sep/pad
+// ids and add_bos_token/add_eos_token of the tokenizer_config.json beside it
+// (when there is one). `pre` names the pre-tokenizer (tokenizer.ggml.pre);
+// empty: the family whose pre-tokenizer and normalizer the file has
+// ("qwen2", "llama-bpe", "gpt-2"), else Error(unsupported) naming the file.
+// Errors name the file and the key.
+void gguf_export_tokenizer(GgufDraft& draft, const std::string& tokenizer_json, int64_t vocab_size,
+                           const std::string& pre = "");
 
 }  // namespace vkgate

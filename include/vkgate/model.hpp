@@ -55,17 +55,19 @@ struct ModelOptions {
   // Error(invalid_argument) naming both lengths, and generate stops there.
   bool ignore_context_limit = false;
   // Quantize on load: the float linear weights (quantizable_weight: the
-  // attention, MLP, shared-expert and linear-attention projections and an
-  // untied lm_head) go to the device in this block format (vkgate/quant.hpp),
-  // quantized by ggml's reference quantizers; `precision` stays the storage
-  // of the activations and of every other weight. Rows that are not whole
-  // blocks stay float. Weights already in a block format (a GGUF) are kept.
+  // attention, MLP, routed and shared experts' and linear-attention
+  // projections and an untied lm_head) go to the device in this block format
+  // (vkgate/quant.hpp), quantized by ggml's reference quantizers; `precision`
+  // stays the storage of the activations and of every other weight. Rows
+  // that are not whole blocks stay float. Weights already in a block format
+  // (a GGUF) are kept.
   std::optional<DType> quant;
 };
 
 // Whether ModelOptions::quant quantizes the tensor of this full name: a
-// projection ("...proj.weight", "...proj.0.weight", ...) or lm_head.weight;
-// not embeddings, norms, routers, convolutions, nor the routed experts.
+// projection ("...proj.weight", "...proj.0.weight", ...; the routed experts'
+// "mlp.experts.{e}.{gate,up,down}_proj.weight" included) or lm_head.weight;
+// not embeddings, norms, routers (mlp.gate, shared_expert_gate) nor convolutions.
 bool quantizable_weight(const std::string& name);
 // `weights` with every quantizable float tensor of `cfg` (rows of whole
 // blocks) replaced by its `quant` blocks, held in `storage` (which must

@@ -1,9 +1,12 @@
 #include "nn/moe.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "ops/ops.hpp"
+#include "ops/qmatmul.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
 
 namespace vkgate::nn {
 
@@ -22,7 +25,6 @@ Moe::Moe(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
       act_fn_(cfg.hidden_act),
       act_(act) {
   auto name = [&](const std::string& n) { return layer_tensor_name(layer, n); };
-  auto weight = [&](const std::string& n) { return stored(w.at(name(n)), act); };
   const size_t e = ops::element_bytes(act);
   ld_hidden_ = ops::operand_stride(vk.info, tuning, hidden_, act);
   norm_w_ = upload(vk, stored(w.at(name(cfg.mlp_norm_name())), Storage::f32), name(cfg.mlp_norm_name()));
@@ -37,32 +39,100 @@ Moe::Moe(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
   router_ = upload(vk, ops::strided_rows(std::move(router), router_rows, hidden_ * 4, ld_router_ * 4),
                    name(shared_inter_ > 0 ? "mlp.gate+shared_expert_gate.weight" : "mlp.gate.weight"));
 
-  // Whole experts per shard: [gate ; up] of each is 2·Im·D elements, its down Im·D.
-  const uint64_t expert_bytes = 2 * uint64_t(inter_) * hidden_ * e;
-  const uint64_t fit = vk.info.max_storage_buffer_range / expert_bytes;
+  // The experts' dtypes, one per projection across the layer (nullopt: mixed).
+  auto expert = [&](uint32_t x, const std::string& proj) -> const HostTensor& {
+    return w.at(name("mlp.experts." + std::to_string(x) + "." + proj + ".weight"));
+  };
+  bool any_blocks = false;
+  auto shared_dtype = [&](const std::string& proj) -> std::optional<DType> {
+    const DType first = expert(0, proj).dtype;
+    bool same = true;
+    for (uint32_t x = 0; x < experts_; ++x) {
+      const DType d = expert(x, proj).dtype;
+      any_blocks = any_blocks || is_quantized(d);
+      same = same && d == first;
+    }
+    return same ? std::optional<DType>(first) : std::nullopt;
+  };
+  const std::vector<std::string> gate_up_projs{"gate_proj", "up_proj"}, down_projs{"down_proj"};
+  const std::optional<DType> gate_t = shared_dtype("gate_proj"), up_t = shared_dtype("up_proj"),
+                             down_t = shared_dtype("down_proj");
+  // A GEMM whose parts include a block format keeps its bytes when every part
+  // is rows of whole blocks (and 8-element chunks) the kernel reads.
+  auto kernel_reads = [](std::optional<DType> d, uint32_t K) {
+    return d && K % 8 == 0 && stored_bytes(*d, K).has_value() &&
+           (is_quantized(*d) || *d == DType::F32 || *d == DType::F16 || *d == DType::BF16);
+  };
+  const bool gate_up_blocks = (gate_t && is_quantized(*gate_t)) || (up_t && is_quantized(*up_t));
+  const bool down_blocks = down_t && is_quantized(*down_t);
+  const bool keep_blocks = any_blocks && gate_t && up_t && down_t &&
+                           (!gate_up_blocks || (kernel_reads(gate_t, hidden_) && kernel_reads(up_t, hidden_))) &&
+                           (!down_blocks || kernel_reads(down_t, inter_));
+  auto align4 = [](uint64_t n) { return (n + 3) / 4 * 4; };
+  // Parts of stacked rows, one per run of projections in one dtype, each 4-byte aligned.
+  auto block_layout = [&](const std::vector<std::string>& projs, const std::vector<DType>& dtypes, uint32_t rows,
+                          uint32_t K) {
+    Layout l;
+    uint64_t end = 0;
+    for (size_t i = 0; i < projs.size(); ++i) {
+      if (l.parts.empty() || l.parts.back().dtype != dtypes[i]) {
+        end = align4(end);
+        l.parts.push_back({dtypes[i], 0, uint32_t(i) * rows, uint32_t(end)});
+      }
+      l.parts.back().rows += rows;
+      end += uint64_t(rows) * *stored_bytes(dtypes[i], K);
+    }
+    l.expert_bytes = align4(end);
+    return l;
+  };
+  if (keep_blocks && gate_up_blocks) gate_up_layout_ = block_layout(gate_up_projs, {*gate_t, *up_t}, inter_, hidden_);
+  else gate_up_layout_.expert_bytes = 2 * uint64_t(inter_) * hidden_ * e;
+  if (keep_blocks && down_blocks) down_layout_ = block_layout(down_projs, {*down_t}, hidden_, inter_);
+  else down_layout_.expert_bytes = uint64_t(hidden_) * inter_ * e;
+
+  // Whole experts per shard, each shard within maxStorageBufferRange (less the blocks' padding).
+  const bool padded = gate_up_layout_.blocks() || down_layout_.blocks();
+  const uint64_t expert_bytes = std::max(gate_up_layout_.expert_bytes, down_layout_.expert_bytes);
+  const uint64_t range = vk.info.max_storage_buffer_range - (padded ? ops::qmatmul_padding : 0);
+  const uint64_t fit = range / expert_bytes;
   if (fit == 0)
-    throw Error(ErrorCode::unsupported, name("mlp.experts.0.gate_proj.weight") + ": one expert's gate and up projections (" +
+    throw Error(ErrorCode::unsupported, name("mlp.experts.0.gate_proj.weight") + ": one expert's [gate ; up] or down projection (" +
                                             std::to_string(expert_bytes) + " bytes) exceed the device's maxStorageBufferRange (" +
                                             std::to_string(vk.info.max_storage_buffer_range) + ")");
   const uint32_t per_shard = uint32_t(
       std::min<uint64_t>({fit, experts_, tuning.moe_shard_experts ? tuning.moe_shard_experts : experts_}));
+  // One shard's weights of a GEMM: the experts' parts as stored at their
+  // offsets (block layouts), or their values in the activation storage.
+  auto shard_bytes = [&](const Layout& l, const std::vector<std::string>& projs, uint32_t first, uint32_t end) {
+    std::vector<std::byte> out;
+    if (!l.blocks()) {
+      out.reserve(size_t(end - first) * l.expert_bytes);
+      for (uint32_t x = first; x < end; ++x)
+        for (const std::string& proj : projs) {
+          const std::vector<std::byte> v = stored(expert(x, proj), act);
+          out.insert(out.end(), v.begin(), v.end());
+        }
+      return out;
+    }
+    out.assign(size_t(end - first) * l.expert_bytes + ops::qmatmul_padding, std::byte{0});
+    for (uint32_t x = first; x < end; ++x) {
+      size_t part = 0, at = l.parts[0].at;
+      for (const std::string& proj : projs) {
+        const HostTensor& t = expert(x, proj);
+        if (t.dtype != l.parts[part].dtype) at = l.parts[++part].at;
+        std::copy(t.bytes.begin(), t.bytes.end(), out.begin() + long(size_t(x - first) * l.expert_bytes + at));
+        at += t.bytes.size();
+      }
+    }
+    return out;
+  };
   for (uint32_t first = 0; first < experts_; first += per_shard) {
     const uint32_t end = std::min(experts_, first + per_shard);
-    std::vector<std::byte> gate_up, down;
-    gate_up.reserve(size_t(end - first) * expert_bytes);
-    down.reserve(size_t(end - first) * expert_bytes / 2);
-    auto append = [](std::vector<std::byte>& to, const std::vector<std::byte>& part) {
-      to.insert(to.end(), part.begin(), part.end());
-    };
-    for (uint32_t x = first; x < end; ++x) {
-      const std::string ex = "mlp.experts." + std::to_string(x) + ".";
-      append(gate_up, weight(ex + "gate_proj.weight"));
-      append(gate_up, weight(ex + "up_proj.weight"));
-      append(down, weight(ex + "down_proj.weight"));
-    }
-    const std::string range = "experts " + std::to_string(first) + ".." + std::to_string(end - 1);
-    shards_.push_back({first, end, upload(vk, gate_up, name("mlp." + range + " gate_proj+up_proj")),
-                       upload(vk, down, name("mlp." + range + " down_proj"))});
+    const std::string range_name = "experts " + std::to_string(first) + ".." + std::to_string(end - 1);
+    shards_.push_back({first, end,
+                       upload(vk, shard_bytes(gate_up_layout_, gate_up_projs, first, end),
+                              name("mlp." + range_name + " gate_proj+up_proj")),
+                       upload(vk, shard_bytes(down_layout_, down_projs, first, end), name("mlp." + range_name + " down_proj"))});
   }
   if (shared_inter_ > 0) {
     ld_shared_ = ops::operand_stride(vk.info, tuning, shared_inter_, act);
@@ -145,21 +215,35 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
   ops::moe_route(vk_, rec, r,
                  {.logits = logits, .ld = logits_ld, .norm_topk = norm_topk_, .route = route, .tiles = tiles,
                   .dispatch = dispatch,
-                  .gx_up = ops::moe_matmul_groups(vk_.info, r, 2 * inter_, hidden_, ld_hidden_, act_),
-                  .gx_down = ops::moe_matmul_groups(vk_.info, r, hidden_, inter_, inter_, act_)});
+                  .gx_up = ops::moe_matmul_groups(vk_.info, r, 2 * inter_, hidden_, ld_hidden_, act_,
+                                                  gate_up_layout_.blocks()),
+                  .gx_down = ops::moe_matmul_groups(vk_.info, r, hidden_, inter_, inter_, act_, down_layout_.blocks())});
+  // One shard's GEMM: float weights in one dispatch, block formats one per part.
+  auto gemm = [&](const Layout& l, const Buffer& w, const Shard& s, uint32_t dispatch_at, const Buffer& x,
+                  uint32_t ldx, bool gather, const Buffer& y, uint32_t ldy, uint32_t N, uint32_t K, bool y_f32) {
+    if (!l.blocks()) {
+      ops::moe_matmul(vk_, rec, r, {.x = x, .ldx = ldx, .gather = gather, .w = w, .e_begin = s.first, .e_end = s.end,
+                                    .N = N, .K = K, .y = y, .ldy = ldy, .s = act_, .y_f32 = y_f32, .route = route,
+                                    .tiles = tiles, .dispatch = dispatch, .dispatch_at = dispatch_at});
+      return;
+    }
+    for (const Part& part : l.parts) {
+      const ops::MoeBlocks b{part.dtype, uint32_t(l.expert_bytes), part.at, part.first_row};
+      ops::moe_matmul(vk_, rec, r, {.x = x, .ldx = ldx, .gather = gather, .w = w, .e_begin = s.first, .e_end = s.end,
+                                    .N = part.rows, .K = K, .y = y, .ldy = ldy, .s = act_, .y_f32 = y_f32,
+                                    .route = route, .tiles = tiles, .dispatch = dispatch, .dispatch_at = dispatch_at,
+                                    .blocks = &b});
+    }
+  };
   // Buffer i's two GEMMs take the counts at 32·i and 32·i + 16 of `dispatch`.
   for (size_t i = 0; i < shards_.size(); ++i)
-    ops::moe_matmul(vk_, rec, r, {.x = normed, .ldx = ld_hidden_, .gather = true, .w = shards_[i].gate_up,
-                                  .e_begin = shards_[i].first, .e_end = shards_[i].end, .N = 2 * inter_, .K = hidden_,
-                                  .y = proj, .ldy = 2 * inter_, .s = act_, .y_f32 = false, .route = route,
-                                  .tiles = tiles, .dispatch = dispatch, .dispatch_at = uint32_t(32 * i)});
+    gemm(gate_up_layout_, shards_[i].gate_up, shards_[i], uint32_t(32 * i), normed, ld_hidden_, true, proj, 2 * inter_,
+         2 * inter_, hidden_, false);
   ops::glu(vk_, rec, {.proj = proj, .h = hidden, .rows = r.entries(), .inter = inter_, .act = act_fn_, .s = act_,
                       .ld_p = 2 * inter_, .ld_h = inter_});
   for (size_t i = 0; i < shards_.size(); ++i)
-    ops::moe_matmul(vk_, rec, r, {.x = hidden, .ldx = inter_, .gather = false, .w = shards_[i].down,
-                                  .e_begin = shards_[i].first, .e_end = shards_[i].end, .N = hidden_, .K = inter_,
-                                  .y = out, .ldy = hidden_, .s = act_, .y_f32 = true, .route = route, .tiles = tiles,
-                                  .dispatch = dispatch, .dispatch_at = uint32_t(32 * i + 16)});
+    gemm(down_layout_, shards_[i].down, shards_[i], uint32_t(32 * i + 16), hidden, inter_, false, out, hidden_, hidden_,
+         inter_, true);
   const Buffer* shared = nullptr;
   if (shared_inter_ > 0) {
     const Buffer &sproj = ws["moe_shared_proj"], &shidden = ws["moe_shared_hidden"];

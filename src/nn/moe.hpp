@@ -9,6 +9,15 @@
 // experts' weights sit in shards of whole experts, each within the device's
 // maxStorageBufferRange; a grouped GEMM runs once per shard, with the
 // workgroups the routing pass counted for that shard's tiles.
+//
+// Experts in ggml's block formats (a GGUF, ModelOptions::quant) stay in them
+// on the device: each GEMM whose tensors (gate and up, or down) are in a block
+// format keeps their bytes as stored, experts back to back, and its kernel
+// dequantizes them (ops::MoeBlocks); a [gate ; up] whose halves differ in
+// format runs one dispatch per half. A layer whose experts do not share one
+// dtype per projection (gate, up, down), or whose block rows are not whole
+// blocks, is dequantized at upload into the activation storage, as float
+// experts are stored.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +49,21 @@ class Moe : public FeedForward {
  private:
   struct Shard {
     uint32_t first, end;  // experts [first, end)
-    Buffer gate_up, down;  // [n, 2·Im, D] and [n, D, Im] in the activation storage
+    // [n, 2·Im, D] and [n, D, Im]: in the activation storage, or each expert's
+    // bytes as Layout says (padded by ops::qmatmul_padding)
+    Buffer gate_up, down;
+  };
+  // How a grouped GEMM's weights are stored per expert: float (no parts: N·K
+  // elements of the activation storage), or parts of stacked rows kept in
+  // their dtype, each at its byte offset (4-byte aligned).
+  struct Part {
+    DType dtype;
+    uint32_t rows, first_row, at;
+  };
+  struct Layout {
+    std::vector<Part> parts;
+    uint64_t expert_bytes = 0;
+    bool blocks() const { return !parts.empty(); }
   };
   ops::MoeRouting routing(uint32_t rows) const;
 
@@ -55,6 +78,7 @@ class Moe : public FeedForward {
   uint32_t ld_hidden_ = 0, ld_shared_ = 0;  // operand row strides of x̂ and the shared expert's hidden
   uint32_t ld_router_ = 0;                  // of the router's fp32 operands
   Buffer norm_w_, router_;  // router_: fp32 [E (+ 1), D], the shared expert's gate its last row
+  Layout gate_up_layout_, down_layout_;
   std::vector<Shard> shards_;
   Projection shared_gate_up_, shared_down_;
 };

@@ -3,6 +3,9 @@
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
 #include "ops/moe.hpp"
+#include "ops/qmatmul.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
 
 namespace vkgate::ops {
 
@@ -29,6 +32,7 @@ struct RoutePush {
 };
 struct MatmulPush {
   uint32_t N, K, ldx, ldy, gather, e_begin, e_end, off_rows;
+  uint32_t row_bytes = 0, expert_bytes = 0, w_at = 0, col0 = 0;  // block formats only
 };
 struct CombinePush {
   uint32_t rows, dim, k, has_shared, ld_logits, gate_at, off_weight, off_pos;
@@ -57,6 +61,33 @@ struct Kernel {
   uint32_t columns;
   VkFormat texel = VK_FORMAT_UNDEFINED;
 };
+// The block-format kernels (moe_matmul.comp's QUANT variants): spec constant
+// 1 the format, the kernel's own from 2. The CPU ones read X as RGBA texels
+// (f32 or f16, ldx a multiple of 4); bf16 takes the GPU kernels.
+Kernel quant_kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t ldx, Storage s, bool y_f32,
+                        uint32_t fmt) {
+  const char* y32 = y_f32 ? "_y32" : "";
+  const bool texel_x = s != Storage::bf16 && ldx % 4 == 0;
+  const VkFormat x4 = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+  MoeKernel kernel = r.kernel;
+  if (kernel == MoeKernel::rows_cpu && !texel_x) kernel = MoeKernel::rows;
+  if (kernel == MoeKernel::tiled_cpu && !texel_x) kernel = MoeKernel::tiled;
+  switch (kernel) {
+    case MoeKernel::rows:
+      return {variant("moe_matmul_q_rows", s, y32), {256, fmt, kRowsMax}, 256 / std::max(1u, d.subgroup_size)};
+    case MoeKernel::rows_cpu:
+      return {variant("moe_matmul_q_rows_cpu", s, y32), {8, fmt, r.rows, 8},
+              std::max(8u, (N + 8 * kCpuColumnGroups - 1) / (8 * kCpuColumnGroups) * 8), x4};
+    case MoeKernel::tiled: {
+      const uint32_t bm = std::max(16u, r.tile_rows);  // the CPU drivers' tiles of 8 included
+      return {variant("moe_matmul_q", s, y32), {256, fmt, bm, bm / 16}, 64};
+    }
+    case MoeKernel::tiled_cpu:
+      return {variant("moe_matmul_q_cpu", s, y32), {8, fmt, r.tile_rows, kCpuRN}, 8 * kCpuRN, x4};
+  }
+  return {};
+}
+
 Kernel kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s,
                   bool y_f32) {
   const char* y32 = y_f32 ? "_y32" : "";
@@ -83,8 +114,10 @@ Kernel kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t
 }
 }  // namespace
 
-uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s) {
-  const uint32_t columns = kernel_for(d, r, N, K, ldx, s, false).columns;
+uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s,
+                           bool quantized) {
+  const uint32_t columns = quantized ? quant_kernel_for(d, r, N, ldx, s, false, 0).columns
+                                     : kernel_for(d, r, N, K, ldx, s, false).columns;
   return (N + columns - 1) / columns;
 }
 
@@ -101,11 +134,37 @@ void moe_route(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const Moe
 }
 
 void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeMatmulArgs& a) {
-  const MatmulPush push{a.N, a.K, a.ldx, a.ldy, a.gather ? 1u : 0u, a.e_begin, a.e_end, r.off_rows()};
-  const Kernel k = kernel_for(ctx.info, r, a.N, a.K, a.ldx, a.s, a.y_f32);
-  rec.dispatch_indirect(ctx.pipelines->get(k.name, k.spec),
+  MatmulPush push{a.N, a.K, a.ldx, a.ldy, a.gather ? 1u : 0u, a.e_begin, a.e_end, r.off_rows()};
+  Kernel k;
+  VkFormat w_texel = VK_FORMAT_UNDEFINED;
+  if (a.blocks) {
+    const MoeBlocks& b = *a.blocks;
+    const std::optional<size_t> row_bytes = stored_bytes(b.dtype, a.K);
+    const bool kernel_takes = is_quantized(b.dtype) || b.dtype == DType::F32 || b.dtype == DType::F16 ||
+                              b.dtype == DType::BF16;
+    if (a.K % 8 != 0 || !row_bytes || !kernel_takes)
+      throw Error(ErrorCode::invalid_argument, "moe_matmul: rows of " + std::to_string(a.K) + " elements of " +
+                                                   to_string(b.dtype) + " are not a shape its kernel takes (whole blocks, 8-element chunks)");
+    const uint64_t need = uint64_t(a.e_end - a.e_begin - 1) * b.expert_bytes + b.at + uint64_t(a.N) * *row_bytes +
+                          qmatmul_padding;
+    if (a.w.size() < need)
+      throw Error(ErrorCode::invalid_argument, "moe_matmul: weight buffer '" + a.w.name() + "' holds " +
+                                                   std::to_string(a.w.size()) + " bytes, " + std::to_string(need) + " needed");
+    push.row_bytes = uint32_t(*row_bytes);
+    push.expert_bytes = b.expert_bytes;
+    push.w_at = b.at;
+    push.col0 = b.col0;
+    k = quant_kernel_for(ctx.info, r, a.N, a.ldx, a.s, a.y_f32, ggml_type_of(b.dtype));
+    w_texel = VK_FORMAT_R32_UINT;
+  } else {
+    k = kernel_for(ctx.info, r, a.N, a.K, a.ldx, a.s, a.y_f32);
+    w_texel = k.texel;
+  }
+  const gpu::Pipeline& pipeline = ctx.pipelines->get(k.name, k.spec);
+  if (!(pipeline.texel_bindings & 2u)) w_texel = VK_FORMAT_UNDEFINED;
+  rec.dispatch_indirect(pipeline,
                         {{&a.x, gpu::Access::read, k.texel},
-                         {&a.w, gpu::Access::read, k.texel},
+                         {&a.w, gpu::Access::read, w_texel},
                          {&a.y, gpu::Access::write},
                          {&a.route, gpu::Access::read},
                          {&a.tiles, gpu::Access::read}},

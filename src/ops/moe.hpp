@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "ops/ops.hpp"
+#include "vkgate/dtype.hpp"
 
 namespace vkgate::ops {
 
@@ -38,8 +39,10 @@ struct MoeRouting {
 };
 MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k,
                        uint32_t shard_experts);
-// The grouped GEMM's workgroups along its N output columns (K, ldx: its input rows; s: storage).
-uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s);
+// The grouped GEMM's workgroups along its N output columns (K, ldx: its input
+// rows; s: storage; quantized: the weights in a block format, MoeBlocks).
+uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s,
+                           bool quantized = false);
 
 // logits fp32 [rows, ld] (the router's E, then with a shared expert its gate).
 struct MoeRouteArgs {
@@ -53,11 +56,22 @@ struct MoeRouteArgs {
 };
 void moe_route(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeRouteArgs& a);
 
+// Weights in one of ggml's block formats (or F32/F16/BF16 rows kept as
+// stored beside them), dequantized in the kernel: expert e's N rows of
+// stored_bytes(dtype, K) bytes start at byte (e − e_begin)·expert_bytes + at
+// of `w` (4-byte aligned for the float types), and write y's columns from
+// col0. K a multiple of 8 and of the format's block; `w` padded by
+// qmatmul_padding bytes.
+struct MoeBlocks {
+  DType dtype;
+  uint32_t expert_bytes, at = 0, col0 = 0;
+};
+
 // y[p, :N] (rows ldy apart, `s` or fp32 with y_f32) = X[src(p)]·W_eᵀ for the
 // tiles of experts [e_begin, e_end) whose weights `w` holds ([e_end − e_begin,
-// N, K] in `s`); src(p) the token of row p with `gather` (x [rows, ldx]),
-// else p (x [entries, ldx]). Its workgroup counts: `dispatch` at byte
-// dispatch_at, as moe_route wrote them.
+// N, K] in `s`, or as `blocks` says); src(p) the token of row p with `gather`
+// (x [rows, ldx]), else p (x [entries, ldx]). Its workgroup counts:
+// `dispatch` at byte dispatch_at, as moe_route wrote them.
 struct MoeMatmulArgs {
   const Buffer& x;
   uint32_t ldx;
@@ -72,6 +86,7 @@ struct MoeMatmulArgs {
   const Buffer& tiles;
   const Buffer& dispatch;
   uint32_t dispatch_at;
+  const MoeBlocks* blocks = nullptr;
 };
 void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeMatmulArgs& a);
 

@@ -1,5 +1,7 @@
 #include "ops/qmatmul.hpp"
 
+#include <algorithm>
+
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
 #include "vkgate/quant.hpp"
@@ -14,6 +16,8 @@ struct Push {
 };
 constexpr uint32_t kRows = 8;                // the ROWS kernel's most rows of X
 constexpr uint32_t kTileM = 32, kTileN = 64;  // the tiled kernel's outputs per workgroup
+// The CPU kernels: columns per decode subgroup, and per lane of the register tile.
+constexpr uint32_t kCpuColumns = 8, kCpuRN = 8;
 }  // namespace
 
 void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
@@ -35,28 +39,39 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
     push.gate_at = gate->at;
     push.ldg = gate->ld;
   }
-  const bool rows = M <= kRows && ctx.info.subgroup_arithmetic;
-  const bool cpu = cpu_kernels(ctx.info);
-  const std::string name = variant(rows ? (cpu ? "qmatmul_rows_cpu" : "qmatmul_rows") : (cpu ? "qmatmul_tiled_cpu" : "qmatmul_tiled"),
-                                   s, y_f32 ? "_y32" : "");
-  const gpu::Pipeline& p = ctx.pipelines->get(name, {256, ggml_type_of(wtype)});
-  const VkFormat x_texel = p.texel_bindings & 1u ? texel_format(s) : VK_FORMAT_UNDEFINED;
-  const VkFormat w_texel = p.texel_bindings & 2u ? VK_FORMAT_R32_UINT : VK_FORMAT_UNDEFINED;
-  uint32_t gx, gy = 1;
-  if (rows) {
-    gx = (N + 256 / ctx.info.subgroup_size - 1) / (256 / ctx.info.subgroup_size);
-  } else {
-    gx = (N + kTileN - 1) / kTileN;
-    gy = (M + kTileM - 1) / kTileM;
+  const uint32_t fmt = ggml_type_of(wtype);
+  const char* y32 = y_f32 ? "_y32" : "";
+  auto bind = [&](const gpu::Pipeline& p, VkFormat x_texel, uint32_t gx, uint32_t gy) {
+    rec.dispatch(p,
+                 {{&x, gpu::Access::read, p.texel_bindings & 1u ? x_texel : VK_FORMAT_UNDEFINED},
+                  {&w, gpu::Access::read, p.texel_bindings & 2u ? VK_FORMAT_R32_UINT : VK_FORMAT_UNDEFINED},
+                  {bias ? bias : &x, gpu::Access::read},
+                  {residual ? residual : &x, gpu::Access::read},
+                  {&y, gpu::Access::write},
+                  {gate ? &gate->scores : &x, gpu::Access::read}},
+                 push, gx, gy, 1, "qmatmul");
+  };
+  // CPU drivers: one-subgroup workgroups reading X as RGBA texels (f32 or f16 activations).
+  if (cpu_gemm(ctx.info, rec.tuning()) && s != Storage::bf16 && push.ldx % 4 == 0) {
+    const VkFormat x4 = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+    if (M <= kRows) {
+      const gpu::Grid g = gpu::grid_for((N + kCpuColumns - 1) / kCpuColumns);
+      bind(ctx.pipelines->get(variant("qmatmul_rows_cpu", s, y32), {8, fmt, M, kCpuColumns}), x4, g.x, g.y);
+    } else {
+      const uint32_t rm = M > 16 ? 32 : 16;
+      bind(ctx.pipelines->get(variant("qmatmul_cpu", s, y32), {8, fmt, rm, kCpuRN}), x4,
+           (N + 8 * kCpuRN - 1) / (8 * kCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535));
+    }
+    return;
   }
-  rec.dispatch(p,
-               {{&x, gpu::Access::read, x_texel},
-                {&w, gpu::Access::read, w_texel},
-                {bias ? bias : &x, gpu::Access::read},
-                {residual ? residual : &x, gpu::Access::read},
-                {&y, gpu::Access::write},
-                {gate ? &gate->scores : &x, gpu::Access::read}},
-               push, gx, gy, 1, "qmatmul");
+  if (M <= kRows && ctx.info.subgroup_arithmetic) {
+    const uint32_t per_group = 256 / ctx.info.subgroup_size;
+    bind(ctx.pipelines->get(variant("qmatmul_rows", s, y32), {256, fmt}), texel_format(s),
+         (N + per_group - 1) / per_group, 1);
+  } else {
+    bind(ctx.pipelines->get(variant("qmatmul_tiled", s, y32), {256, fmt}), texel_format(s),
+         (N + kTileN - 1) / kTileN, (M + kTileM - 1) / kTileM);
+  }
 }
 
 }  // namespace vkgate::ops

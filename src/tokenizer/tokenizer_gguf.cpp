@@ -47,6 +47,18 @@ const std::vector<PreTokenizerSpec>& pre_tokenizers() {
   return specs;
 }
 
+}  // namespace
+
+const char* tok::gguf_pre_name(std::string_view split_regex, bool byte_level_regex, bool nfc, bool ignore_merges) {
+  for (const PreTokenizerSpec& s : pre_tokenizers())
+    if ((s.split ? std::string_view(s.split) : std::string_view()) == split_regex &&
+        s.gpt2_byte_level == byte_level_regex && s.nfc == nfc && s.ignore_merges == ignore_merges)
+      return s.names.front();
+  return nullptr;
+}
+
+namespace {
+
 constexpr int64_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
 
 class GgufBuilder {

@@ -229,6 +229,14 @@ struct TemplatePiece {
   std::vector<int32_t> ids;  // a special token's ids
 };
 
+// ---- GGUF (tokenizer_gguf.cpp)
+
+// The tokenizer.ggml.pre name of the family whose tokenizer.json has this
+// pre-tokenizer (a Split regex before the ByteLevel step, empty for none; the
+// ByteLevel step's own regex), NFC normalizer and BPE ignore_merges, so that
+// the GGUF builds the same tokenizer; nullptr when no family does.
+const char* gguf_pre_name(std::string_view split_regex, bool byte_level_regex, bool nfc, bool ignore_merges);
+
 }  // namespace vkgate::tok
 
 namespace vkgate {

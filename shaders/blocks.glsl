@@ -1,0 +1,157 @@
+// ggml's block formats read from a buffer of 32-bit words, as llama.cpp and
+// GGUF store them (vkgate/quant.hpp), dequantized in registers 8 elements at a
+// time. Shared by the quantized products (qmatmul.comp, moe_matmul.comp's
+// QUANT variants).
+//
+// The includer provides, before `#include "blocks.glsl"`:
+//   FMT            a constant uint (a specialization constant): ggml's type id
+//                  — F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8,
+//                  Q4_K 12, Q5_K 13, Q6_K 14, BF16 30
+//   BLOCK_WORD(i)  a macro: word i of the weights (a storage-buffer element,
+//                  or texelFetch of an R32_UINT texel view)
+// and gets:
+//   BLOCK_ELEMS, BLOCK_BYTES   elements and bytes per block (8 elements for
+//                              the float types, whose "block" is a chunk)
+//   dequant8(row, c, lo, hi)   elements 8c..8c+7 of the row whose bytes start
+//                              at byte `row`, as two vec4
+//   block_byte, block_half, block_u32   the byte readers dequant8 uses
+//
+// Alignment: blocks of 18, 22, 34 or 210 bytes leave a row only 2-byte
+// aligned, so 4-byte reads take the bytes from the words around them, and may
+// read the word after a row's last block: the host pads the buffer (8 bytes,
+// ops::qmatmul_padding). Rows of F32, F16 and BF16 start 4-byte aligned.
+#ifndef VKGATE_BLOCKS_GLSL
+#define VKGATE_BLOCKS_GLSL
+
+const uint BLOCK_ELEMS = (FMT == 0u || FMT == 1u || FMT == 30u) ? 8u : (FMT >= 12u && FMT <= 14u) ? 256u : 32u;
+const uint BLOCK_BYTES = FMT == 0u  ? 32u
+                       : FMT == 1u  ? 16u
+                       : FMT == 30u ? 16u
+                       : FMT == 2u  ? 18u
+                       : FMT == 3u  ? 20u
+                       : FMT == 6u  ? 22u
+                       : FMT == 7u  ? 24u
+                       : FMT == 8u  ? 34u
+                       : FMT == 12u ? 144u
+                       : FMT == 13u ? 176u
+                                    : 210u;
+
+// Byte b, the fp16 at (even) byte b, the 4 bytes from b (little-endian, any alignment).
+uint block_byte(uint b) { return (BLOCK_WORD(b >> 2) >> ((b & 3u) << 3)) & 255u; }
+float block_half(uint b) { return unpackHalf2x16(BLOCK_WORD(b >> 2) >> ((b & 2u) << 3)).x; }
+uint block_u32(uint b) {
+  const uint shift = (b & 3u) << 3;
+  const uint first = BLOCK_WORD(b >> 2);
+  if (shift == 0u) return first;
+  return (first >> shift) | (BLOCK_WORD((b >> 2) + 1u) << (32u - shift));
+}
+
+// The four bytes of u as: low nibbles, high nibbles, unsigned, signed values.
+vec4 block_lo4(uint u) { return vec4(uvec4(u, u >> 8, u >> 16, u >> 24) & 15u); }
+vec4 block_hi4(uint u) { return vec4(uvec4(u >> 4, u >> 12, u >> 20, u >> 28) & 15u); }
+vec4 block_s8(uint u) { return vec4(ivec4(uvec4(u << 24, u << 16, u << 8, u)) >> 24); }
+// Bit `bit` of each of the four bytes of u.
+vec4 block_bit_of_bytes(uint u, uint bit) { return vec4((uvec4(u, u >> 8, u >> 16, u >> 24) >> bit) & 1u); }
+// Bits first..first+3 of h.
+vec4 block_bits(uint h, uint first) { return vec4((uvec4(h) >> (uvec4(0u, 1u, 2u, 3u) + first)) & 1u); }
+// The 2-bit field at `shift` of each of the four bytes of u.
+vec4 block_crumbs(uint u, uint shift) { return vec4((uvec4(u, u >> 8, u >> 16, u >> 24) >> shift) & 3u); }
+vec4 block_bf16x2(uint u, uint v) {
+  return vec4(uintBitsToFloat(u << 16), uintBitsToFloat(u & 0xffff0000u), uintBitsToFloat(v << 16),
+              uintBitsToFloat(v & 0xffff0000u));
+}
+
+// The k-quants' 6-bit scale and min of sub-block `sub` (0..7) from the 12
+// bytes at `at` (ggml's get_scale_min_k4): sub-blocks 0-3 in the low 6 bits of
+// bytes 0-3 (scales) and 4-7 (mins); 4-7 in the nibbles of bytes 8-11 with
+// their top 2 bits in the high bits of bytes 0-3 and 4-7.
+vec2 block_scale_min_k4(uint at, uint sub) {
+  if (sub < 4u) return vec2(block_byte(at + sub) & 63u, block_byte(at + sub + 4u) & 63u);
+  const uint packed = block_byte(at + sub + 4u);
+  return vec2((packed & 15u) | ((block_byte(at + sub - 4u) >> 6) << 4), (packed >> 4) | ((block_byte(at + sub) >> 6) << 4));
+}
+
+void dequant8(uint row, uint c, out vec4 lo, out vec4 hi) {
+  const uint chunks = BLOCK_ELEMS / 8u;  // chunks of 8 per block
+  const uint b = row + (c / chunks) * BLOCK_BYTES, j = c % chunks;
+  if (FMT == 0u) {
+    const uint w = b >> 2;
+    lo = uintBitsToFloat(uvec4(BLOCK_WORD(w), BLOCK_WORD(w + 1u), BLOCK_WORD(w + 2u), BLOCK_WORD(w + 3u)));
+    hi = uintBitsToFloat(uvec4(BLOCK_WORD(w + 4u), BLOCK_WORD(w + 5u), BLOCK_WORD(w + 6u), BLOCK_WORD(w + 7u)));
+  } else if (FMT == 1u) {
+    const uint w = b >> 2;
+    lo = vec4(unpackHalf2x16(BLOCK_WORD(w)), unpackHalf2x16(BLOCK_WORD(w + 1u)));
+    hi = vec4(unpackHalf2x16(BLOCK_WORD(w + 2u)), unpackHalf2x16(BLOCK_WORD(w + 3u)));
+  } else if (FMT == 30u) {
+    const uint w = b >> 2;
+    lo = block_bf16x2(BLOCK_WORD(w), BLOCK_WORD(w + 1u));
+    hi = block_bf16x2(BLOCK_WORD(w + 2u), BLOCK_WORD(w + 3u));
+  } else if (FMT == 8u) {
+    // Q8_0: fp16 d, int8 q[32]; x = d·q.
+    const float d = block_half(b);
+    lo = d * block_s8(block_u32(b + 2u + 8u * j));
+    hi = d * block_s8(block_u32(b + 6u + 8u * j));
+  } else if (FMT == 2u || FMT == 3u || FMT == 6u || FMT == 7u) {
+    // Q4_0 (d, qs[16]), Q4_1 (d, m, qs[16]), Q5_0 (d, qh[4], qs[16]), Q5_1
+    // (d, m, qh[4], qs[16]): element i < 16 is the low nibble of qs[i],
+    // element i + 16 its high nibble; the Q5 forms add bit i of qh as 16.
+    // x = d·(q − 8) (Q4_0), d·(q − 16) (Q5_0), d·q + m (Q4_1, Q5_1).
+    const bool has_min = FMT == 3u || FMT == 7u, five = FMT == 6u || FMT == 7u;
+    const uint head = has_min ? 4u : 2u;
+    const uint qs = b + head + (five ? 4u : 0u) + 8u * (j & 1u);
+    const uint u0 = block_u32(qs), u1 = block_u32(qs + 4u);
+    vec4 q0 = j < 2u ? block_lo4(u0) : block_hi4(u0);
+    vec4 q1 = j < 2u ? block_lo4(u1) : block_hi4(u1);
+    if (five) {
+      const uint qh = block_u32(b + head);
+      q0 += 16.0 * block_bits(qh, 8u * j);
+      q1 += 16.0 * block_bits(qh, 8u * j + 4u);
+    }
+    const float d = block_half(b);
+    if (has_min) {
+      const float m = block_half(b + 2u);
+      lo = d * q0 + m;
+      hi = d * q1 + m;
+    } else {
+      const float zero = five ? 16.0 : 8.0;
+      lo = d * (q0 - zero);
+      hi = d * (q1 - zero);
+    }
+  } else if (FMT == 12u || FMT == 13u) {
+    // Q4_K (d, dmin, scales[12], qs[128]) and Q5_K (…, qh[32], qs[128]):
+    // 4 groups of 64 elements; group g's first 32 are the low nibbles of
+    // qs[32g..32g+31] (sub-block 2g), the next 32 their high nibbles (2g + 1).
+    // Q5_K's fifth bit of element l of sub-block s is bit s of qh[l].
+    // x = d·scale·q − dmin·min.
+    const uint group = j >> 3, upper = (j >> 2) & 1u, l = (j & 3u) << 3, sub = 2u * group + upper;
+    const vec2 sm = block_scale_min_k4(b + 4u, sub);
+    const float scale = block_half(b) * sm.x, shift = block_half(b + 2u) * sm.y;
+    const uint qs = b + (FMT == 12u ? 16u : 48u) + 32u * group + l;
+    const uint u0 = block_u32(qs), u1 = block_u32(qs + 4u);
+    vec4 q0 = upper == 0u ? block_lo4(u0) : block_hi4(u0);
+    vec4 q1 = upper == 0u ? block_lo4(u1) : block_hi4(u1);
+    if (FMT == 13u) {
+      q0 += 16.0 * block_bit_of_bytes(block_u32(b + 16u + l), sub);
+      q1 += 16.0 * block_bit_of_bytes(block_u32(b + 20u + l), sub);
+    }
+    lo = scale * q0 - shift;
+    hi = scale * q1 - shift;
+  } else {
+    // Q6_K: ql[128], qh[64], int8 scales[16], fp16 d. Two halves of 128
+    // elements (ql 64 bytes, qh 32, scales 8 each); quarter q of a half takes
+    // element l (0..31) from the low (q 0, 1) or high (q 2, 3) nibble of
+    // ql[l + 32·(q & 1)] and bits 2q, 2q+1 of qh[l]; its scale is
+    // scales[l / 16 + 2q]. x = d·scale·(q − 32).
+    const uint half_ = j >> 4, quarter = (j >> 2) & 3u, l = (j & 3u) << 3;
+    const uint ql = b + 64u * half_ + 32u * (quarter & 1u) + l, qh = b + 128u + 32u * half_ + l;
+    const uint u0 = block_u32(ql), u1 = block_u32(ql + 4u);
+    const vec4 q0 = (quarter < 2u ? block_lo4(u0) : block_hi4(u0)) + 16.0 * block_crumbs(block_u32(qh), 2u * quarter);
+    const vec4 q1 = (quarter < 2u ? block_lo4(u1) : block_hi4(u1)) + 16.0 * block_crumbs(block_u32(qh + 4u), 2u * quarter);
+    const int scale = int(block_byte(b + 192u + 8u * half_ + (l >> 4) + 2u * quarter) << 24) >> 24;
+    const float ds = block_half(b + 208u) * float(scale);
+    lo = ds * (q0 - 32.0);
+    hi = ds * (q1 - 32.0);
+  }
+}
+
+#endif

@@ -1,0 +1,533 @@
+// A model and its tokenizer.json as llama.cpp's convert_hf_to_gguf.py writes
+// them (vkgate/gguf_model.hpp): the way back of gguf_model.cpp and
+// tokenizer_gguf.cpp, used by `vkgate quantize` and by the tests.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <string>
+
+#include "io/json_error.hpp"
+#include "nn/storage.hpp"
+#include "tokenizer/tokenizer_impl.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/gguf_model.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/quant.hpp"
+
+namespace vkgate {
+
+// ---- GgufDraft
+
+void GgufDraft::set(const std::string& key, GgufValue value) {
+  for (auto& [k, old] : metadata)
+    if (k == key) {
+      old = std::move(value);
+      return;
+    }
+  metadata.emplace_back(key, std::move(value));
+}
+
+void GgufDraft::erase(const std::string& key) {
+  std::erase_if(metadata, [&](const auto& kv) { return kv.first == key; });
+}
+
+const GgufValue* GgufDraft::find(const std::string& key) const {
+  for (const auto& [k, v] : metadata)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+void GgufDraft::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes) {
+  Tensor t{name, dtype, std::move(shape), std::move(bytes)};
+  for (Tensor& old : tensors)
+    if (old.name == name) {
+      old = std::move(t);
+      return;
+    }
+  tensors.push_back(std::move(t));
+}
+
+void GgufDraft::erase_tensor(const std::string& name) {
+  std::erase_if(tensors, [&](const Tensor& t) { return t.name == name; });
+}
+
+const GgufDraft::Tensor* GgufDraft::find_tensor(const std::string& name) const {
+  for (const Tensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void GgufDraft::write(const std::string& path) const {
+  GgufWriter w;
+  for (const auto& [k, v] : metadata) w.set(k, v);
+  for (const Tensor& t : tensors) w.add_tensor(t.name, t.dtype, t.shape, t.bytes);
+  w.write(path);
+}
+
+// ---- the model
+
+uint32_t gguf_file_type(const GgufExportOptions& o) {
+  if (o.quant) switch (*o.quant) {
+      case DType::Q4_0: return 2;
+      case DType::Q4_1: return 3;
+      case DType::Q8_0: return 7;
+      case DType::Q5_0: return 8;
+      case DType::Q5_1: return 9;
+      case DType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S: every quantized tensor Q4_K
+      case DType::Q5_K: return 16;  // LLAMA_FTYPE_MOSTLY_Q5_K_S
+      case DType::Q6_K: return 18;
+      default: break;
+    }
+  switch (o.float_type) {
+    case DType::F32: return 0;
+    case DType::BF16: return 32;
+    default: return 1;
+  }
+}
+
+namespace {
+
+constexpr const char* kWhere = "gguf export";
+
+[[noreturn]] void unsupported(const std::string& why) { throw Error(ErrorCode::unsupported, std::string(kWhere) + ": " + why); }
+
+// Hugging Face's names of a layer's tensors (under model.layers.N.) and the converter's (under blk.N.).
+const std::map<std::string, std::string>& layer_names() {
+  static const std::map<std::string, std::string> names = {
+      {"input_layernorm.weight", "attn_norm.weight"},   {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},         {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},         {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},         {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.o_proj.bias", "attn_output.bias"},    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},      {"mlp.gate_proj.bias", "ffn_gate.bias"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},          {"mlp.up_proj.bias", "ffn_up.bias"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},      {"mlp.down_proj.bias", "ffn_down.bias"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"}};
+  return names;
+}
+
+// What the GGUF keys (and llama.cpp) cannot say about `cfg`: refused by name.
+void check_expressible(const ModelConfig& cfg) {
+  const BlockConfig& a = cfg.attention;
+  const std::string& type = cfg.model_type;
+  if (type != "llama" && type != "qwen3" && type != "qwen3_moe")
+    unsupported("model_type \"" + type + "\": vkgate writes GGUF files of llama, qwen3 and qwen3_moe models");
+  auto refuse = [&](const std::string& what) { unsupported(type + " model with " + what + ": a GGUF file cannot say so"); };
+  if (cfg.hidden_act != Activation::silu) refuse(std::string("hidden_act ") + to_string(cfg.hidden_act));
+  if (a.gate_position != GatePosition::sdpa) refuse(std::string("gate position ") + to_string(a.gate_position));
+  if (a.gate_kind != GateKind::none && (type != "qwen3" || a.gate_layout != GateLayout::official_grouped))
+    refuse(std::string("gate ") + to_string(a.gate_kind) + " in layout " + to_string(a.gate_layout));
+  if (a.norm_kind != NormKind::plain) refuse("zero-centred norms");
+  if (a.rope_style != RopeStyle::rotate_half) refuse("interleaved RoPE");
+  if (a.gqa_mapping != GqaMapping::grouped) refuse("tiled GQA");
+  if (a.use_qk_norm != (type != "llama")) refuse(a.use_qk_norm ? "q/k norms" : "no q/k norms");
+  if (a.qkv_bias != a.o_bias) refuse("a bias on q/k/v but not on o_proj, or the other way round");
+  if (!a.residual || !a.causal) refuse("a block without residual or causal mask");
+  const RopeScaling& s = a.rope_scaling;
+  if (s.type == RopeType::dynamic) refuse("dynamic RoPE scaling");
+  if (s.type == RopeType::yarn && (s.mscale != 0 || s.mscale_all_dim != 0 || !s.truncate))
+    refuse("yarn RoPE scaling with mscale, mscale_all_dim or truncate false");
+  if (type == "qwen3_moe") {
+    if (cfg.moe.shared_expert_intermediate_size > 0) refuse("a shared expert");
+    for (int l = 0; l < cfg.num_hidden_layers; ++l)
+      if (!cfg.sparse_mlp(l)) refuse("dense layer " + std::to_string(l) + " (decoder_sparse_step, mlp_only_layers)");
+  }
+}
+
+// The converter's tensor type: F32 for 1-D tensors, norms, biases and routers;
+// the block format for the weights quantize_weights takes; else float_type.
+DType target_type(const TensorSpec& spec, const std::string& gguf_name, const GgufExportOptions& o) {
+  if (spec.shape.size() <= 1 || gguf_name.ends_with("_norm.weight") || !gguf_name.ends_with(".weight") ||
+      gguf_name.find("ffn_gate_inp") != std::string::npos)
+    return DType::F32;
+  if (o.quant && quantizable_weight(spec.name) && spec.shape.size() == 2 &&
+      spec.shape[1] % int64_t(block_elements(*o.quant)) == 0)
+    return *o.quant;
+  return o.float_type;
+}
+
+// The tensor's values stored as `dtype` (its own bytes when it already is).
+std::vector<std::byte> encoded(const HostTensor& t, DType dtype) {
+  if (t.dtype == dtype) return std::vector<std::byte>(t.bytes.begin(), t.bytes.end());
+  const std::vector<float> f = nn::to_f32(t);
+  if (is_quantized(dtype)) return quantize(dtype, f);
+  std::vector<std::byte> out(f.size() * (dtype == DType::F32 ? 4 : 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (dtype == DType::F32) {
+      std::memcpy(out.data() + 4 * i, &f[i], 4);
+    } else {
+      const uint16_t h = dtype == DType::F16 ? float_to_half(f[i]) : float_to_bf16(f[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+// The converter's LlamaModel.permute on whole rows of bytes: per head of
+// head_dim rows, the checkpoint's row j·head_dim/2 + i goes to row 2i + j.
+std::vector<std::byte> llama_permuted(const std::vector<std::byte>& bytes, int64_t rows, int heads) {
+  const int64_t head_dim = rows / heads, half = head_dim / 2;
+  const size_t row_bytes = bytes.size() / size_t(rows);
+  std::vector<std::byte> out(bytes.size());
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t i = 0; i < half; ++i)
+        std::memcpy(out.data() + size_t(h * head_dim + 2 * i + j) * row_bytes,
+                    bytes.data() + size_t(h * head_dim + j * half + i) * row_bytes, row_bytes);
+  return out;
+}
+
+// transformers' llama3 frequency factors in fp32, as the converter's
+// generate_extra_tensors computes rope_freqs.
+std::vector<float> llama3_rope_freqs(const RopeScaling& s, double theta, int dims) {
+  const double original = s.original_max_position_embeddings;
+  std::vector<float> factors;
+  for (int i = 0; i < dims; i += 2) {
+    const float freq = 1.0f / std::pow(float(theta), float(i) / float(dims));
+    const double wavelen = 2 * std::numbers::pi / freq;
+    const double low_wavelen = original / s.low_freq_factor, high_wavelen = original / s.high_freq_factor;
+    if (wavelen < high_wavelen) factors.push_back(1.0f);
+    else if (wavelen > low_wavelen) factors.push_back(float(s.factor));
+    else {
+      const double smooth = (original / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      factors.push_back(float(1 / ((1 - smooth) / s.factor + smooth)));
+    }
+  }
+  return factors;
+}
+
+void write_hparams(GgufDraft& g, const ModelConfig& cfg, const std::string& arch, const GgufExportOptions& o) {
+  const BlockConfig& a = cfg.attention;
+  auto key = [&](const char* k) { return arch + "." + k; };
+  auto u32 = [](int64_t v) { return GgufValue::of_u32(uint32_t(v)); };
+  g.set("general.architecture", GgufValue::of_string(arch));
+  g.set("general.type", GgufValue::of_string("model"));
+  if (!o.name.empty()) g.set("general.name", GgufValue::of_string(o.name));
+  if (cfg.model_type == "llama") g.set(key("vocab_size"), u32(cfg.vocab_size));
+  g.set(key("block_count"), u32(cfg.num_hidden_layers));
+  g.set(key("context_length"), u32(a.max_position_embeddings));
+  g.set(key("embedding_length"), u32(a.hidden_size));
+  g.set(key("feed_forward_length"), u32(cfg.intermediate_size));
+  g.set(key("attention.head_count"), u32(a.num_heads));
+  g.set(key("attention.head_count_kv"), u32(a.num_kv_heads));
+  const RopeScaling& s = a.rope_scaling;
+  if (s.type == RopeType::linear || s.type == RopeType::yarn) {
+    g.set(key("rope.scaling.type"), GgufValue::of_string(to_string(s.type)));
+    g.set(key("rope.scaling.factor"), GgufValue::of_f32(float(s.factor)));
+  }
+  if (s.type == RopeType::yarn) {
+    if (s.original_max_position_embeddings > 0)
+      g.set(key("rope.scaling.original_context_length"), u32(s.original_max_position_embeddings));
+    if (s.attention_factor != 0) g.set(key("rope.scaling.yarn_attn_factor"), GgufValue::of_f32(float(s.attention_factor)));
+    g.set(key("rope.scaling.yarn_beta_fast"), GgufValue::of_f32(float(s.beta_fast)));
+    g.set(key("rope.scaling.yarn_beta_slow"), GgufValue::of_f32(float(s.beta_slow)));
+  }
+  g.set(key("rope.freq_base"), GgufValue::of_f32(float(a.rope_theta)));
+  g.set(key("attention.layer_norm_rms_epsilon"), GgufValue::of_f32(float(a.rms_norm_eps)));
+  if (cfg.moe.num_experts > 0) {
+    g.set(key("expert_count"), u32(cfg.moe.num_experts));
+    g.set(key("expert_used_count"), u32(cfg.moe.num_experts_per_tok));
+  }
+  g.set(key("attention.key_length"), u32(a.head_dim));
+  g.set(key("attention.value_length"), u32(a.head_dim));
+  g.set("general.file_type", GgufValue::of_u32(gguf_file_type(o)));
+  if (cfg.model_type == "llama" || a.rotary_dim() != a.head_dim) g.set(key("rope.dimension_count"), u32(a.rotary_dim()));
+  if (cfg.moe.num_experts > 0) {
+    g.set(key("expert_feed_forward_length"), u32(cfg.moe.moe_intermediate_size));
+    if (!cfg.moe.norm_topk_prob) g.set(key("expert_weights_norm"), GgufValue::of_bool(false));
+  }
+  g.set("general.quantization_version", GgufValue::of_u32(2));  // GGML_QUANT_VERSION
+  if (!cfg.eos_token_ids.empty()) g.set("tokenizer.ggml.eos_token_id", u32(cfg.eos_token_ids[0]));
+}
+
+}  // namespace
+
+GgufDraft gguf_export_model(const ModelConfig& cfg, const TensorMap& weights, const GgufExportOptions& o) {
+  if (o.float_type != DType::F32 && o.float_type != DType::F16 && o.float_type != DType::BF16)
+    throw Error(ErrorCode::invalid_argument, std::string(kWhere) + ": float type " + to_string(o.float_type) +
+                                                 " is not F32, F16 or BF16");
+  if (o.quant && !is_quantized(*o.quant))
+    throw Error(ErrorCode::invalid_argument, std::string(kWhere) + ": " + to_string(*o.quant) + " is not a block format");
+  cfg.validate();
+  check_expressible(cfg);
+  const std::string arch = cfg.model_type == "qwen3_moe" ? "qwen3moe" : cfg.model_type;
+  const BlockConfig& a = cfg.attention;
+  const bool llama = cfg.model_type == "llama";
+
+  // Every tensor present and of its shape before anything is converted.
+  const std::vector<TensorSpec> specs = expected_model_weights(cfg);
+  for (const TensorSpec& spec : specs) {
+    const auto it = weights.find(spec.name);
+    if (it == weights.end())
+      throw Error(ErrorCode::missing_tensor, std::string(kWhere) + ": tensor '" + spec.name + "' is missing");
+    const HostTensor& t = it->second;
+    const bool float_or_blocks = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 || is_quantized(t.dtype);
+    if ((!t.shape.empty() && t.shape != spec.shape) || t.numel() != spec.numel() || !float_or_blocks)
+      throw Error(ErrorCode::shape_mismatch, std::string(kWhere) + ": tensor '" + spec.name + "' is " + to_string(t.dtype) +
+                                                 " " + shape_text(t.shape) + ", expected F32, F16, BF16 or a block format " +
+                                                 shape_text(spec.shape));
+  }
+
+  GgufDraft g;
+  write_hparams(g, cfg, arch, o);
+  if (a.rope_scaling.type == RopeType::llama3) {
+    const std::vector<float> f = llama3_rope_freqs(a.rope_scaling, a.rope_theta, a.rotary_dim());
+    std::vector<std::byte> bytes(f.size() * 4);
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    g.add_tensor("rope_freqs.weight", DType::F32, {int64_t(f.size())}, std::move(bytes));
+  }
+  auto convert = [&](const TensorSpec& spec, const std::string& name) {
+    const DType dtype = target_type(spec, name, o);
+    return std::pair{dtype, encoded(weights.at(spec.name), dtype)};
+  };
+  auto put = [&](const TensorSpec& spec, const std::string& name) {
+    auto [dtype, bytes] = convert(spec, name);
+    g.add_tensor(name, dtype, spec.shape, std::move(bytes));
+  };
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const TensorSpec& spec : specs) by_name[spec.name] = &spec;
+  put(*by_name.at("model.embed_tokens.weight"), "token_embd.weight");
+  put(*by_name.at("model.norm.weight"), "output_norm.weight");
+  if (!cfg.tie_word_embeddings) put(*by_name.at("lm_head.weight"), "output.weight");
+
+  const int64_t D = a.hidden_size;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string hf = "model.layers." + std::to_string(l) + ".", blk = "blk." + std::to_string(l) + ".";
+    struct Part {
+      DType dtype;
+      std::vector<int64_t> shape;
+      std::vector<std::byte> bytes;
+    };
+    std::map<std::string, Part> qkv;  // --fuse-qkv: the projections (permuted) by their bare name
+    for (const TensorSpec& spec : specs) {
+      if (!spec.name.starts_with(hf)) continue;
+      const std::string bare = spec.name.substr(hf.size());
+      if (bare.starts_with("mlp.experts.")) continue;  // stacked below
+      const auto known = layer_names().find(bare);
+      if (known == layer_names().end()) unsupported("no GGUF tensor is known to hold '" + spec.name + "'");
+      const std::string name = blk + known->second;
+      auto [dtype, bytes] = convert(spec, name);
+      const bool q = bare.starts_with("self_attn.q_proj."), k = bare.starts_with("self_attn.k_proj.");
+      if (llama && (q || k)) bytes = llama_permuted(bytes, spec.shape[0], q ? a.num_heads : a.num_kv_heads);
+      if (o.fuse_qkv && (q || k || bare.starts_with("self_attn.v_proj."))) {
+        qkv[bare] = Part{dtype, spec.shape, std::move(bytes)};
+        continue;
+      }
+      g.add_tensor(name, dtype, spec.shape, std::move(bytes));
+    }
+    for (const char* suffix : {"weight", "bias"}) {
+      const std::string qn = std::string("self_attn.q_proj.") + suffix;
+      if (!qkv.count(qn)) continue;
+      Part all{qkv[qn].dtype, qkv[qn].shape, {}};
+      all.shape[0] = 0;
+      for (const char* p : {"q", "k", "v"}) {
+        Part& part = qkv.at(std::string("self_attn.") + p + "_proj." + suffix);
+        if (part.dtype != all.dtype)
+          unsupported("layer " + std::to_string(l) + "'s q, k and v projections would be stored as different types");
+        all.bytes.insert(all.bytes.end(), part.bytes.begin(), part.bytes.end());
+        all.shape[0] += part.shape[0];
+      }
+      g.add_tensor(blk + "attn_qkv." + suffix, all.dtype, all.shape, std::move(all.bytes));
+    }
+    if (!cfg.sparse_mlp(l)) continue;
+    const int64_t E = cfg.moe.num_experts, Im = cfg.moe.moe_intermediate_size;
+    std::map<std::string, std::vector<std::byte>> stacked;
+    std::map<std::string, DType> types;
+    for (int64_t e = 0; e < E; ++e)
+      for (const char* p : {"gate_proj", "up_proj", "down_proj"}) {
+        const std::string n = hf + "mlp.experts." + std::to_string(e) + "." + p + ".weight";
+        const TensorSpec& spec = *by_name.at(n);
+        const std::string stacked_name = blk + "ffn_" + std::string(p).substr(0, std::string(p).find('_')) + "_exps.weight";
+        const DType dtype = target_type(spec, stacked_name, o);  // as quantize_weights leaves the expert
+        const std::vector<std::byte> bytes = encoded(weights.at(spec.name), dtype);
+        stacked[p].insert(stacked[p].end(), bytes.begin(), bytes.end());
+        types[p] = dtype;
+      }
+    g.add_tensor(blk + "ffn_down_exps.weight", types["down_proj"], {E, D, Im}, std::move(stacked["down_proj"]));
+    if (o.fuse_gate_up_exps) {
+      std::vector<std::byte> fused;  // per expert: its gate rows, then its up rows
+      const size_t per = stacked["gate_proj"].size() / size_t(E);
+      for (int64_t e = 0; e < E; ++e)
+        for (const char* p : {"gate_proj", "up_proj"})
+          fused.insert(fused.end(), stacked[p].begin() + long(size_t(e) * per), stacked[p].begin() + long(size_t(e + 1) * per));
+      g.add_tensor(blk + "ffn_gate_up_exps.weight", types["gate_proj"], {E, 2 * Im, D}, std::move(fused));
+    } else {
+      g.add_tensor(blk + "ffn_gate_exps.weight", types["gate_proj"], {E, Im, D}, std::move(stacked["gate_proj"]));
+      g.add_tensor(blk + "ffn_up_exps.weight", types["up_proj"], {E, Im, D}, std::move(stacked["up_proj"]));
+    }
+  }
+  return g;
+}
+
+// ---- the tokenizer
+
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::io, path + ": cannot open: " + std::strerror(errno));
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw Error(ErrorCode::io, path + ": not valid JSON: " + json_error_text(e));
+  }
+}
+
+// The converter's does_token_look_special.
+bool looks_special(const std::string& s) {
+  if (s == "<pad>" || s == "<mask>" || s == "<2mass>" || s == "[@BOS@]") return true;
+  if (s.starts_with("<|") && s.ends_with("|>")) return true;
+  if (s.starts_with("<\xEF\xBD\x9C") && s.ends_with("\xEF\xBD\x9C>")) return true;  // <｜...｜>
+  return s.starts_with("<unused") && s.ends_with(">");
+}
+
+// The pre-tokenizer family of a tokenizer.json, named as tokenizer.ggml.pre.
+std::string detect_pre(const json& tok, const std::string& path) {
+  auto fail = [&](const std::string& why) -> std::string {
+    throw Error(ErrorCode::unsupported, path + ": " + why +
+                                            ": none of the pre-tokenizers a GGUF file names (\"qwen2\", \"llama-bpe\", "
+                                            "\"gpt-2\") is this one");
+  };
+  bool nfc = false;
+  if (const auto n = tok.find("normalizer"); n != tok.end() && !n->is_null()) {
+    const json* step = &*n;
+    if (step->value("type", "") == "Sequence" && step->contains("normalizers") && (*step)["normalizers"].size() == 1)
+      step = &(*step)["normalizers"][0];
+    if (step->value("type", "") != "NFC") fail("key 'normalizer' is " + n->dump());
+    nfc = true;
+  }
+  const auto p = tok.find("pre_tokenizer");
+  if (p == tok.end() || !p->is_object()) fail("key 'pre_tokenizer' is absent");
+  std::vector<json> steps;
+  if (p->value("type", "") == "Sequence" && p->contains("pretokenizers") && (*p)["pretokenizers"].is_array())
+    for (const json& s : (*p)["pretokenizers"]) steps.push_back(s);
+  else steps.push_back(*p);
+  std::string split;
+  bool byte_level = false, byte_level_regex = false;
+  for (const json& s : steps) {
+    const std::string type = s.is_object() ? s.value("type", "") : "";
+    if (type == "Split" && split.empty() && !byte_level && s.contains("pattern") && s["pattern"].is_object() &&
+        s["pattern"].contains("Regex") && s["pattern"]["Regex"].is_string() && s.value("behavior", "") == "Isolated" &&
+        !s.value("invert", false)) {
+      split = s["pattern"]["Regex"].get<std::string>();
+    } else if (type == "ByteLevel" && !byte_level && !s.value("add_prefix_space", true)) {
+      byte_level = true;
+      byte_level_regex = s.value("use_regex", true);
+    } else {
+      fail("key 'pre_tokenizer' holds " + s.dump().substr(0, 200));
+    }
+  }
+  if (!byte_level) fail("key 'pre_tokenizer' has no ByteLevel step");
+  const bool ignore_merges = tok.contains("model") && tok["model"].is_object() && tok["model"].value("ignore_merges", false);
+  const char* name = tok::gguf_pre_name(split, byte_level_regex, nfc, ignore_merges);
+  if (!name) fail("its pre-tokenizer, normalizer and ignore_merges");
+  return name;
+}
+
+}  // namespace
+
+void gguf_export_tokenizer(GgufDraft& g, const std::string& tokenizer_json, int64_t vocab_size, const std::string& pre) {
+  const json tok = read_json(tokenizer_json);
+  auto bad = [&](const std::string& key, const std::string& why) {
+    throw Error(ErrorCode::io, tokenizer_json + ": key '" + key + "' " + why);
+  };
+  if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object()) bad("model", "is required");
+  const json& model = tok["model"];
+  if (model.value("type", "BPE") != "BPE" || !model.contains("vocab") || !model["vocab"].is_object())
+    throw Error(ErrorCode::unsupported, tokenizer_json + ": key 'model' is not a BPE model with a vocab: only byte-level "
+                                                         "BPE tokenizers are written to GGUF");
+  const std::string pre_name = pre.empty() ? detect_pre(tok, tokenizer_json) : pre;
+
+  std::map<int64_t, std::string> by_id;
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) bad("model.vocab." + text, "is not a token id");
+    by_id[id.get<int64_t>()] = text;
+  }
+  std::map<int64_t, std::pair<std::string, bool>> added;  // id → (content, special)
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array())
+    for (const json& t : tok["added_tokens"]) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+          !t["content"].is_string())
+        bad("added_tokens", "holds an entry without an integer id and a string content");
+      const int64_t id = t["id"].get<int64_t>();
+      by_id[id] = t["content"].get<std::string>();
+      added[id] = {by_id[id], t.value("special", false)};
+    }
+  if (!by_id.empty() && by_id.rbegin()->first >= vocab_size)
+    throw Error(ErrorCode::shape_mismatch, tokenizer_json + ": token id " + std::to_string(by_id.rbegin()->first) +
+                                               " is not below the model's vocab_size " + std::to_string(vocab_size));
+  std::vector<std::string> tokens;
+  std::vector<int64_t> types;
+  for (int64_t i = 0; i < vocab_size; ++i) {
+    const auto it = by_id.find(i);
+    if (it == by_id.end()) {
+      tokens.push_back("[PAD" + std::to_string(i) + "]");
+      types.push_back(5);  // UNUSED
+    } else if (const auto a = added.find(i); a != added.end()) {
+      tokens.push_back(a->second.first);
+      types.push_back(a->second.second || looks_special(a->second.first) ? 3 : 4);  // CONTROL, USER_DEFINED
+    } else {
+      tokens.push_back(it->second);
+      types.push_back(1);  // NORMAL
+    }
+  }
+  std::vector<std::string> merges;
+  if (model.contains("merges") && model["merges"].is_array())
+    for (const json& m : model["merges"]) {
+      if (m.is_string()) {
+        merges.push_back(m.get<std::string>());
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        // The pair form (transformers ≥ 4.45): a space inside a part as U+0120, as gguf-py writes it.
+        auto part = [](std::string s) {
+          std::string out;
+          for (char c : s) out += c == ' ' ? std::string("\xC4\xA0") : std::string(1, c);
+          return out;
+        };
+        merges.push_back(part(m[0].get<std::string>()) + " " + part(m[1].get<std::string>()));
+      } else {
+        bad("model.merges", "holds an entry that is neither \"left right\" nor [left, right]");
+      }
+    }
+  g.set("tokenizer.ggml.model", GgufValue::of_string("gpt2"));
+  g.set("tokenizer.ggml.pre", GgufValue::of_string(pre_name));
+  g.set("tokenizer.ggml.tokens", GgufValue::of_strings(std::move(tokens)));
+  g.set("tokenizer.ggml.token_type", GgufValue::of_i32s(std::move(types)));
+  g.set("tokenizer.ggml.merges", GgufValue::of_strings(std::move(merges)));
+
+  // tokenizer_config.json beside it: the special tokens' ids and whether they are added.
+  const std::filesystem::path config_path = std::filesystem::path(tokenizer_json).parent_path() / "tokenizer_config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(config_path, ec)) return;
+  const json config = read_json(config_path.string());
+  if (!config.is_object()) return;
+  for (const char* typ : {"bos", "eos", "unk", "sep", "pad"}) {
+    const std::string name = std::string(typ) + "_token";
+    if (const auto e = config.find(name); e != config.end()) {
+      const std::string content = e->is_string() ? e->get<std::string>() : e->is_object() ? e->value("content", "") : "";
+      for (const auto& [id, a] : added)
+        if (!content.empty() && a.first == content) {
+          const std::string t = typ;
+          const std::string key = t == "pad" ? "tokenizer.ggml.padding_token_id"
+                                  : t == "unk" ? "tokenizer.ggml.unknown_token_id"
+                                  : t == "sep" ? "tokenizer.ggml.seperator_token_id"
+                                               : "tokenizer.ggml." + t + "_token_id";
+          g.set(key, GgufValue::of_u32(uint32_t(id)));
+          break;
+        }
+    }
+    const std::string add = "add_" + std::string(typ) + "_token";
+    if (const auto e = config.find(add); e != config.end() && e->is_boolean())
+      g.set("tokenizer.ggml." + add, GgufValue::of_bool(e->get<bool>()));
+  }
+}
+
+}  // namespace vkgate
