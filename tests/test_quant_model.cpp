@@ -13,7 +13,8 @@ namespace {
 
 // A random model of cfg quantized to `q`: logits (batch 2) within `nmse` of the
 // reference on the dequantized weights, a second forward identical, greedy ids
-// equal, and fewer weight bytes on the device than the float model.
+// equal with fp32 activations (in 16 bits two close logits may swap, as in
+// test_quant_moe), and fewer weight bytes on the device than the float model.
 void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precision precision, double nmse) {
   CAPTURE(t.seed);
   CAPTURE(to_string(q));
@@ -31,9 +32,11 @@ void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precisio
   const std::vector<float> got = model.logits(ids, B, T);
   test::check_close(got, want.logits, nmse);
   CHECK(model.logits(ids, B, T) == got);
-  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 3);
-  const GenerateResult g = model.generate(prompt, {.max_new_tokens = 6, .stop_at_eos = false});
-  CHECK(g.ids == reference::greedy_generate(m.cfg, ref.map, prompt, 6, false));
+  if (precision == Precision::fp32) {
+    const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 3);
+    const GenerateResult g = model.generate(prompt, {.max_new_tokens = 6, .stop_at_eos = false});
+    CHECK(g.ids == reference::greedy_generate(m.cfg, ref.map, prompt, 6, false));
+  }
   Model plain(t.ctx, m.cfg, m.tensors, {precision});
   CHECK(model.memory().weights < plain.memory().weights);
 }
