@@ -4,19 +4,15 @@
 // OutputFile.
 #include "vkgate/gguf.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <set>
 #include <utility>
 
+#include "io/gguf_format.hpp"
+#include "io/mapped_file.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/output_file.hpp"
 #include "vkgate/quant.hpp"
@@ -25,63 +21,11 @@ static_assert(std::endian::native == std::endian::little, "GGUF is read in place
 
 namespace vkgate {
 
+using namespace gguf_format;
+
 namespace {
 
-constexpr uint32_t kVersion = 3;
-constexpr uint64_t kDefaultAlignment = 32;
-constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
-const char* const kAlignmentKey = "general.alignment";
-const char* const kReadable = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
 
-// The tensor types vkgate reads from and writes to GGUF. ggml's I32, I64 and
-// F64 have DTypes too, but no model weight is stored so.
-bool gguf_dtype(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16 || is_quantized(d); }
-
-bool valid_type(uint32_t t) { return t <= uint32_t(GgufType::F64); }
-bool is_integer_type(GgufType t) {
-  switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16:
-    case GgufType::U32: case GgufType::I32: case GgufType::U64: case GgufType::I64:
-      return true;
-    default:
-      return false;
-  }
-}
-bool is_float_type(GgufType t) { return t == GgufType::F32 || t == GgufType::F64; }
-
-// Bytes of one value of a fixed-size type; 0 for string and array.
-uint64_t scalar_size(GgufType t) {
-  switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::BOOL: return 1;
-    case GgufType::U16: case GgufType::I16: return 2;
-    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
-    default: return 0;
-  }
-}
-
-// The range an integer type holds, as int64 (U64 is kept as its bit pattern,
-// so any int64 is a valid U64).
-std::pair<int64_t, int64_t> integer_range(GgufType t) {
-  switch (t) {
-    case GgufType::U8: return {0, 255};
-    case GgufType::I8: return {-128, 127};
-    case GgufType::U16: return {0, 65535};
-    case GgufType::I16: return {-32768, 32767};
-    case GgufType::U32: return {0, int64_t(UINT32_MAX)};
-    case GgufType::I32: return {INT32_MIN, INT32_MAX};
-    case GgufType::BOOL: return {0, 1};
-    default: return {INT64_MIN, INT64_MAX};
-  }
-}
-
-uint64_t align_up(uint64_t n, uint64_t alignment) { return (n + alignment - 1) / alignment * alignment; }
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // "a string", "an array of u32": what a value is, for messages.
 std::string describe(const GgufValue& v) {
@@ -90,22 +34,6 @@ std::string describe(const GgufValue& v) {
   return (t[0] == 'i' || t[0] == 'f' ? "an " : "a ") + t;
 }
 
-// Closes a descriptor on every path out of a scope.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
@@ -207,15 +135,12 @@ struct Contents {
 }  // namespace gguf_detail
 
 struct GgufFile::Impl : gguf_detail::Contents {
-  void* map = nullptr;
-  size_t map_size = 0;
+  Mapping map;
 
   Impl() = default;
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
-  ~Impl() {
-    if (map) ::munmap(map, map_size);
-  }
+  ~Impl() { unmap_file(map); }
 };
 
 namespace {
@@ -418,7 +343,7 @@ class Parser {
     const uint64_t blocks = numel / block;
     if (blocks > std::numeric_limits<uint64_t>::max() / block_bytes(t.dtype) ||
         blocks * block_bytes(t.dtype) > file_.size())
-      fail("shape " + shape_string(t.shape) + " of " + to_string(t.dtype) + " needs more bytes than the " +
+      fail("shape " + shape_text(t.shape) + " of " + to_string(t.dtype) + " needs more bytes than the " +
            std::to_string(file_.size()) + "-byte file holds");
     t.offset = u64();
     // Only the size for now: parse() places the view once the data section is known.
@@ -455,19 +380,8 @@ class Parser {
 GgufFile GgufFile::open(const std::string& path) {
   auto impl = std::make_shared<Impl>();
   impl->path = path;
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw Error(ErrorCode::io, path + ": cannot open: " + errno_text());
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw Error(ErrorCode::io, path + ": cannot stat: " + errno_text());
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::io, path + ": not a regular file");
-  // mmap of zero bytes fails; the parser reports such a file as too short.
-  if (st.st_size > 0) {
-    void* map = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (map == MAP_FAILED) throw Error(ErrorCode::io, path + ": cannot mmap: " + errno_text());
-    impl->map = map;
-    impl->map_size = size_t(st.st_size);
-  }
-  Parser(*impl, {static_cast<const std::byte*>(impl->map), impl->map_size}).parse();
+  impl->map = map_file(path);
+  Parser(*impl, {static_cast<const std::byte*>(impl->map.data), impl->map.size}).parse();
   GgufFile f;
   f.impl_ = std::move(impl);
   return f;
@@ -590,174 +504,5 @@ TensorMap GgufFile::tensor_map() const {
 }
 
 uint64_t GgufFile::tensor_bytes() const { return impl_->tensor_bytes; }
-
-// ---- writing ----
-
-namespace {
-
-void put(std::string& out, const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
-template <typename T>
-void put(std::string& out, T v) {
-  put(out, &v, sizeof v);
-}
-void put_string(std::string& out, const std::string& s) {
-  put<uint64_t>(out, s.size());
-  out += s;
-}
-
-void put_scalar(std::string& out, GgufType t, int64_t integer, double real) {
-  switch (t) {
-    case GgufType::U8: case GgufType::BOOL: put<uint8_t>(out, uint8_t(integer)); break;
-    case GgufType::I8: put<int8_t>(out, int8_t(integer)); break;
-    case GgufType::U16: put<uint16_t>(out, uint16_t(integer)); break;
-    case GgufType::I16: put<int16_t>(out, int16_t(integer)); break;
-    case GgufType::U32: put<uint32_t>(out, uint32_t(integer)); break;
-    case GgufType::I32: put<int32_t>(out, int32_t(integer)); break;
-    case GgufType::U64: case GgufType::I64: put<int64_t>(out, integer); break;
-    case GgufType::F32: put<float>(out, float(real)); break;
-    case GgufType::F64: put<double>(out, real); break;
-    default: break;  // refused by check_value
-  }
-}
-
-void put_value(std::string& out, const GgufValue& v) {
-  put<uint32_t>(out, uint32_t(v.type));
-  if (v.type == GgufType::STRING) {
-    put_string(out, v.text);
-  } else if (v.type == GgufType::ARRAY) {
-    put<uint32_t>(out, uint32_t(v.element));
-    if (v.element == GgufType::STRING) {
-      put<uint64_t>(out, v.texts.size());
-      for (const std::string& s : v.texts) put_string(out, s);
-    } else if (is_float_type(v.element)) {
-      put<uint64_t>(out, v.reals.size());
-      for (double r : v.reals) put_scalar(out, v.element, 0, r);
-    } else {
-      put<uint64_t>(out, v.integers.size());
-      for (int64_t x : v.integers) put_scalar(out, v.element, x, 0);
-    }
-  } else {
-    put_scalar(out, v.type, v.integer, v.real);
-  }
-}
-
-// A value the writer can store as it is: a known type, integers in the range
-// of theirs, no array of arrays.
-void check_value(const std::string& key, const GgufValue& v) {
-  auto fail = [&](const std::string& what) {
-    throw Error(ErrorCode::invalid_argument, "GGUF key '" + key + "': " + what);
-  };
-  if (!valid_type(uint32_t(v.type))) fail("unknown value type " + std::to_string(uint32_t(v.type)));
-  const bool array = v.type == GgufType::ARRAY;
-  const GgufType t = array ? v.element : v.type;
-  if (array && (!valid_type(uint32_t(t)) || t == GgufType::ARRAY))
-    fail("an array's elements must be of a scalar type or strings");
-  if (!is_integer_type(t) && t != GgufType::BOOL) return;
-  // Plain variables, not a structured binding: clang 14 cannot capture one.
-  const int64_t lo = integer_range(t).first, hi = integer_range(t).second;
-  auto check = [&](int64_t x) {
-    if (x < lo || x > hi)
-      fail("the value " + std::to_string(x) + " does not fit in a " + to_string(t) + " (" + std::to_string(lo) +
-           " to " + std::to_string(hi) + ")");
-  };
-  if (array)
-    for (int64_t x : v.integers) check(x);
-  else
-    check(v.integer);
-}
-
-}  // namespace
-
-GgufWriter::GgufWriter(uint64_t alignment) : alignment_(alignment) {
-  if (alignment == 0 || !std::has_single_bit(alignment) || alignment > UINT32_MAX)
-    throw Error(ErrorCode::invalid_argument,
-                "GGUF alignment " + std::to_string(alignment) + " is not a power of two that fits in a u32");
-}
-
-void GgufWriter::set(const std::string& key, GgufValue value) {
-  if (key.empty()) throw Error(ErrorCode::invalid_argument, "GGUF key: the key is empty");
-  // The alignment is the constructor's, written by write(); a copy of a
-  // file's metadata may carry it, and then it must agree with the data.
-  if (key == kAlignmentKey) {
-    if (value.type != GgufType::U32 || uint64_t(value.integer) != alignment_)
-      throw Error(ErrorCode::invalid_argument,
-                  std::string("GGUF key '") + kAlignmentKey + "' must be the u32 " + std::to_string(alignment_) +
-                      " this GgufWriter aligns to (pass another alignment to its constructor)");
-    return;
-  }
-  check_value(key, value);
-  for (auto& [k, v] : metadata_)
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
-  metadata_.emplace_back(key, std::move(value));
-}
-
-void GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                            std::span<const std::byte> bytes) {
-  auto fail = [&](ErrorCode code, const std::string& what) {
-    throw Error(code, "GGUF tensor '" + name + "': " + what);
-  };
-  if (name.empty()) fail(ErrorCode::invalid_argument, "the name is empty");
-  for (const Pending& t : tensors_)
-    if (t.name == name) fail(ErrorCode::invalid_argument, "added twice");
-  if (!gguf_dtype(dtype))
-    fail(ErrorCode::invalid_argument, std::string("dtype ") + to_string(dtype) + " is not one vkgate writes to GGUF (" +
-                                          kReadable + ")");
-  if (shape.empty() || shape.size() > kMaxDims)
-    fail(ErrorCode::invalid_argument, "shape " + shape_string(shape) + " must have 1 to 4 dimensions");
-  int64_t numel = 1;
-  for (int64_t d : shape) {
-    if (d <= 0) fail(ErrorCode::invalid_argument, "shape " + shape_string(shape) + " has a dimension that is not positive");
-    if (numel > INT64_MAX / d) fail(ErrorCode::invalid_argument, "shape " + shape_string(shape) + " has too many elements");
-    numel *= d;
-  }
-  if (shape.back() % int64_t(block_elements(dtype)) != 0)
-    fail(ErrorCode::shape_mismatch, "rows of " + std::to_string(shape.back()) + " elements are not a whole number of " +
-                                        to_string(dtype) + " blocks of " + std::to_string(block_elements(dtype)));
-  const std::optional<size_t> expected = stored_bytes(dtype, numel);
-  if (!expected || *expected != bytes.size())
-    fail(ErrorCode::shape_mismatch, "has " + std::to_string(bytes.size()) + " bytes, its shape " + shape_string(shape) +
-                                        " of " + to_string(dtype) + " needs " +
-                                        (expected ? std::to_string(*expected) : "too many"));
-  tensors_.push_back({name, dtype, std::move(shape), bytes});
-}
-
-void GgufWriter::write(const std::string& path) const {
-  std::string header;
-  put(header, "GGUF", 4);
-  put<uint32_t>(header, kVersion);
-  put<uint64_t>(header, tensors_.size());
-  put<uint64_t>(header, metadata_.size() + (alignment_ != kDefaultAlignment ? 1 : 0));
-  if (alignment_ != kDefaultAlignment) {
-    put_string(header, kAlignmentKey);
-    put_value(header, GgufValue::of_u32(uint32_t(alignment_)));
-  }
-  for (const auto& [key, value] : metadata_) {
-    put_string(header, key);
-    put_value(header, value);
-  }
-  uint64_t offset = 0;
-  for (const Pending& t : tensors_) {
-    put_string(header, t.name);
-    put<uint32_t>(header, uint32_t(t.shape.size()));
-    for (auto d = t.shape.rbegin(); d != t.shape.rend(); ++d) put<uint64_t>(header, uint64_t(*d));
-    put<uint32_t>(header, ggml_type_of(t.dtype));
-    put<uint64_t>(header, offset);
-    offset += align_up(t.bytes.size(), alignment_);
-  }
-  header.resize(size_t(align_up(header.size(), alignment_)), '\0');
-
-  const std::string zeros(size_t(alignment_), '\0');
-  OutputFile file(path);
-  file.write(header);
-  for (const Pending& t : tensors_) {
-    file.write(t.bytes);
-    // Padding after every tensor, the last included, as llama.cpp writes it.
-    file.write(std::string_view(zeros).substr(0, size_t(align_up(t.bytes.size(), alignment_) - t.bytes.size())));
-  }
-  file.commit();
-}
 
 }  // namespace vkgate

@@ -1,13 +1,7 @@
 #include "vkgate/safetensors.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "io/mapped_file.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/output_file.hpp"
 
@@ -36,22 +31,6 @@ std::optional<DType> parse_dtype(const std::string& name) {
   return std::nullopt;
 }
 
-// Closes a descriptor on every path out of a scope.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-std::string errno_text() { return std::strerror(errno); }
 
 // Reads a JSON array of non-negative integers that fit int64_t.
 std::optional<std::vector<uint64_t>> unsigned_array(const json& value) {
@@ -278,19 +257,9 @@ class HeaderParser {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw Error(ErrorCode::io, path + ": cannot open: " + errno_text());
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    throw Error(ErrorCode::io, path + ": cannot stat: " + errno_text());
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorCode::io, path + ": not a regular file");
-  map_size_ = size_t(st.st_size);
-  // mmap of zero bytes fails; the parser reports such a file as too short.
-  if (map_size_ > 0) {
-    void* map = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (map == MAP_FAILED) throw Error(ErrorCode::io, path + ": cannot mmap: " + errno_text());
-    map_ = map;
-  }
+  const Mapping m = map_file(path);
+  map_ = m.data;
+  map_size_ = m.size;
   try {
     HeaderParser(path_, {static_cast<const std::byte*>(map_), map_size_})
         .parse(tensors_, metadata_);
@@ -322,7 +291,8 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
 }
 
 void SafetensorsFile::unmap() noexcept {
-  if (map_) ::munmap(map_, map_size_);
+  Mapping m{map_, map_size_};
+  unmap_file(m);
   map_ = nullptr;
   map_size_ = 0;
 }

@@ -59,10 +59,7 @@ Moe::Moe(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
                              down_t = shared_dtype("down_proj");
   // A GEMM whose parts include a block format keeps its bytes when every part
   // is rows of whole blocks (and 8-element chunks) the kernel reads.
-  auto kernel_reads = [](std::optional<DType> d, uint32_t K) {
-    return d && K % 8 == 0 && stored_bytes(*d, K).has_value() &&
-           (is_quantized(*d) || *d == DType::F32 || *d == DType::F16 || *d == DType::BF16);
-  };
+  auto kernel_reads = [](std::optional<DType> d, uint32_t K) { return d && ops::qmatmul_takes(*d, K); };
   const bool gate_up_blocks = (gate_t && is_quantized(*gate_t)) || (up_t && is_quantized(*up_t));
   const bool down_blocks = down_t && is_quantized(*down_t);
   const bool keep_blocks = any_blocks && gate_t && up_t && down_t &&

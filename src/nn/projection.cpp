@@ -43,12 +43,11 @@ Projection::Projection(Context::Impl& vk, const gpu::Tuning& tuning, const std::
   K_ = ldw_ = K;
   for (const HostTensor* t : parts) {
     if (!t) continue;
-    const auto row_bytes = stored_bytes(t->dtype, K);
-    if (!row_bytes || K % 8 != 0 || t->dtype == DType::F64)
+    if (!ops::qmatmul_takes(t->dtype, K))
       throw Error(ErrorCode::unsupported, name + ": a " + to_string(t->dtype) + " part with rows of " +
                                               std::to_string(K) + " elements, which the quantized product cannot take "
                                               "(rows of whole blocks, a multiple of 8)");
-    const auto count = uint32_t(t->bytes.size() / *row_bytes);
+    const auto count = uint32_t(t->bytes.size() / *stored_bytes(t->dtype, K));
     if (runs_.empty() || runs_.back().dtype != t->dtype) runs_.push_back({t->dtype, rows_, 0, {}});
     runs_.back().count += count;
     rows_ += count;

@@ -15,12 +15,11 @@ VocabMatrix::VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const Hos
   const size_t e = ops::element_bytes(act);
   ld_ = ops::operand_stride(vk.info, tuning, dim, act);
   if (keep_blocks && is_quantized(t.dtype)) {
-    const auto row_bytes = stored_bytes(t.dtype, dim);
-    if (!row_bytes || dim % 8 != 0)
+    if (!ops::qmatmul_takes(t.dtype, dim))
       throw Error(ErrorCode::unsupported, name + ": rows of " + std::to_string(dim) + " " + to_string(t.dtype) +
                                               " elements, which the quantized product cannot take");
     blocks_ = t.dtype;
-    row_bytes_ = *row_bytes;
+    row_bytes_ = *stored_bytes(t.dtype, dim);
   }
   const uint64_t row_bytes = blocks_ ? row_bytes_ : uint64_t(ld_) * e;
   const uint64_t fit = (vk.info.max_storage_buffer_range - ops::qmatmul_padding) / row_bytes;

@@ -20,11 +20,15 @@ constexpr uint32_t kTileM = 32, kTileN = 64;  // the tiled kernel's outputs per 
 constexpr uint32_t kCpuColumns = 8, kCpuRN = 8;
 }  // namespace
 
+bool qmatmul_takes(DType wtype, uint32_t K) {
+  const bool readable = is_quantized(wtype) || wtype == DType::F32 || wtype == DType::F16 || wtype == DType::BF16;
+  return readable && K % 8 == 0 && stored_bytes(wtype, K).has_value();
+}
+
 void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
   const auto& [x, w, wtype, y, M, N, K, s, bias, residual, y_f32, ldx, ldy, col0, gate] = a;
   const std::optional<size_t> row_bytes = stored_bytes(wtype, K);
-  if (K % 8 != 0 || !row_bytes || (is_quantized(wtype) == false && wtype != DType::F32 && wtype != DType::F16 &&
-                                   wtype != DType::BF16))
+  if (!qmatmul_takes(wtype, K))
     throw Error(ErrorCode::invalid_argument, "qmatmul: rows of " + std::to_string(K) + " elements of " +
                                                  to_string(wtype) + " are not a shape its kernel takes (whole blocks, 8-element chunks)");
   if (w.size() < uint64_t(N) * *row_bytes + qmatmul_padding)

@@ -29,6 +29,9 @@ struct QmatmulArgs {
   const EpilogueGate* gate = nullptr;
 };
 void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a);
+// Whether qmatmul takes rows of K elements of `wtype`: a block format or
+// F32/F16/BF16, whole blocks and 8-element chunks.
+bool qmatmul_takes(DType wtype, uint32_t K);
 // Bytes the kernel may read past a weight's last row.
 constexpr size_t qmatmul_padding = 8;
 
