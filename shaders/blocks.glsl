@@ -154,4 +154,115 @@ void dequant8(uint row, uint c, out vec4 lo, out vec4 hi) {
   }
 }
 
+// ---- Slices: a 32-element block per lane (the CPU drivers' decode) ----
+// block_slice(row, s, q, a, c): elements 32s..32s+31 of the row whose bytes
+// start at `row`, as w = a·q + c with q[8] the quantized integers (Q6_K's
+// already times their 16-element scale). A lane then takes a·(q·x) + c·Σx:
+// one conversion and one fma per element, the block's constants once. Each
+// format reads its words once per slice, where dequant8 reads a block's
+// header again for every 8 elements (on llvmpipe every read is a gather).
+// Q4_K and Q5_K (16-byte blocks, rows a multiple of 16 bytes) read 16 bytes
+// at a time through BLOCK_QUAD(i) (the i-th 16 bytes), which the includer
+// may define (an RGBA32UI texel view) and otherwise is four BLOCK_WORDs.
+// Other formats are 2-byte aligned: their words are loaded from b & ~3 and
+// a 4-byte field at an even offset r is shifted out of one or two of them.
+#ifndef BLOCK_QUAD
+#define BLOCK_QUAD(i) uvec4(BLOCK_WORD(4u * (i)), BLOCK_WORD(4u * (i) + 1u), BLOCK_WORD(4u * (i) + 2u), BLOCK_WORD(4u * (i) + 3u))
+#endif
+uint slice_w[10];
+// The words from byte b & ~3 on.
+void slice_load(uint b, uint n) {
+  [[unroll]] for (uint i = 0; i < 10u; ++i)
+    if (i < n) slice_w[i] = BLOCK_WORD((b >> 2) + i);
+}
+// The 4 bytes at b + r (b even, r an even constant) of the loaded words.
+uint slice_u32(uint b, uint r) {
+  const uint i = r >> 2;
+  const bool aligned = ((b & 2u) != 0u) == ((r & 2u) != 0u);
+  if ((r & 2u) != 0u) return aligned ? slice_w[i + 1u] : (slice_w[i] >> 16) | (slice_w[i + 1u] << 16);
+  return aligned ? slice_w[i] : (slice_w[i] >> 16) | (slice_w[i + 1u] << 16);
+}
+float slice_half(uint b, uint r) { return unpackHalf2x16(slice_u32(b, r)).x; }
+
+void block_slice(uint row, uint s, out vec4 q[8], out float a, out float c) {
+  if (FMT == 8u) {  // Q8_0: d, qs[32]
+    const uint b = row + 34u * s;
+    slice_load(b, 9u);
+    a = slice_half(b, 0u);
+    c = 0.0;
+    [[unroll]] for (uint i = 0; i < 8u; ++i) q[i] = block_s8(slice_u32(b, 2u + 4u * i));
+  } else if (FMT == 2u || FMT == 3u || FMT == 6u || FMT == 7u) {
+    // Q4_0, Q4_1, Q5_0, Q5_1 (see dequant8): element i < 16 the low nibble of
+    // qs[i], i + 16 its high nibble, plus 16·bit i of qh for the Q5 forms.
+    const bool has_min = FMT == 3u || FMT == 7u, five = FMT == 6u || FMT == 7u;
+    const uint head = has_min ? 4u : 2u, at = head + (five ? 4u : 0u);
+    const uint b = row + BLOCK_BYTES * s;
+    slice_load(b, (at + 16u + 3u) / 4u + 1u);
+    const float d = slice_half(b, 0u);
+    a = d;
+    c = has_min ? slice_half(b, 2u) : (five ? -16.0 : -8.0) * d;
+    const uint qh = five ? slice_u32(b, head) : 0u;
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      const uint u = slice_u32(b, at + 4u * i);
+      q[i] = block_lo4(u);
+      q[i + 4u] = block_hi4(u);
+      if (five) {
+        q[i] += 16.0 * block_bits(qh, 4u * i);
+        q[i + 4u] += 16.0 * block_bits(qh, 16u + 4u * i);
+      }
+    }
+  } else if (FMT == 12u || FMT == 13u) {
+    // Q4_K, Q5_K: sub-block `sub` of super-block `sb` is the low (even sub)
+    // or high nibbles of the 32 bytes of group sub / 2 (see dequant8).
+    const uint sb = s >> 3, sub = s & 7u, quads = BLOCK_BYTES / 16u;
+    const uint first = row / 16u + quads * sb;
+    const uvec4 h = BLOCK_QUAD(first);
+    const uvec3 sc = h.yzw;
+    // get_scale_min_k4 on the 12 bytes of sc; byte j is (sc[j / 4] >> 8·(j % 4)) & 255.
+#define SC_BYTE(j) ((sc[(j) >> 2] >> (((j) & 3u) << 3)) & 255u)
+    float scale, mn;
+    if (sub < 4u) {
+      scale = float(SC_BYTE(sub) & 63u);
+      mn = float(SC_BYTE(sub + 4u) & 63u);
+    } else {
+      const uint packed = SC_BYTE(sub + 4u);
+      scale = float((packed & 15u) | ((SC_BYTE(sub - 4u) >> 6) << 4));
+      mn = float((packed >> 4) | ((SC_BYTE(sub) >> 6) << 4));
+    }
+#undef SC_BYTE
+    a = unpackHalf2x16(h.x).x * scale;
+    c = -unpackHalf2x16(h.x).y * mn;
+    const uint qs = first + (FMT == 12u ? 1u : 3u) + 2u * (sub >> 1), shift = (sub & 1u) << 2;
+    const uvec4 u0 = BLOCK_QUAD(qs), u1 = BLOCK_QUAD(qs + 1u);
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      q[i] = block_lo4(u0[i] >> shift);
+      q[i + 4u] = block_lo4(u1[i] >> shift);
+    }
+    if (FMT == 13u) {  // the fifth bit of element l: bit sub of qh[l]
+      const uvec4 h0 = BLOCK_QUAD(first + 1u), h1 = BLOCK_QUAD(first + 2u);
+      [[unroll]] for (uint i = 0; i < 4u; ++i) {
+        q[i] += 16.0 * block_bit_of_bytes(h0[i], sub);
+        q[i + 4u] += 16.0 * block_bit_of_bytes(h1[i], sub);
+      }
+    }
+  } else {
+    // Q6_K (see dequant8): slice t of a super-block is quarter t % 4 of half
+    // t / 4: 32 bytes of ql (low or high nibbles), 32 of qh (bits 2·quarter),
+    // two int8 scales (elements 0-15, 16-31), then d.
+    const uint b = row + 210u * (s >> 3), t = s & 7u, half_ = t >> 2, quarter = t & 3u;
+    const uint ql = b + 64u * half_ + 32u * (quarter & 1u), qhb = b + 128u + 32u * half_;
+    const uint nib = quarter < 2u ? 0u : 4u, crumb = 2u * quarter;
+    uint lo[8];
+    slice_load(ql, 9u);
+    [[unroll]] for (uint i = 0; i < 8u; ++i) lo[i] = slice_u32(ql, 4u * i);
+    slice_load(qhb, 9u);
+    const uint scales = block_u32(b + 192u + 8u * half_ + 2u * quarter);
+    const float s0 = float(int(scales << 24) >> 24), s1 = float(int(scales << 16) >> 24);
+    a = block_half(b + 208u);
+    c = 0.0;
+    [[unroll]] for (uint i = 0; i < 8u; ++i)
+      q[i] = ((block_lo4(lo[i] >> nib) + 16.0 * block_crumbs(slice_u32(qhb, 4u * i), crumb)) - 32.0) * (i < 4u ? s0 : s1);
+  }
+}
+
 #endif

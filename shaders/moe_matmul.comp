@@ -75,6 +75,9 @@ layout(constant_id = 1) const uint FMT = 8;
 #ifdef TEXEL
 layout(binding = 1) uniform usamplerBuffer w_tex;
 #define BLOCK_WORD(i) texelFetch(w_tex, int(i)).x
+#ifdef ROWS_CPU
+#define BLOCK_QUAD(i) texelFetch(w_tex, int(i))  // Q4_K, Q5_K: an RGBA32UI view (ops/moe.cpp)
+#endif
 #else
 layout(std430, binding = 1) readonly buffer WordBuf { uint w_words[]; };
 #define BLOCK_WORD(i) w_words[i]
@@ -123,38 +126,19 @@ uint q_row(uint n) { return (tile_expert - p.e_begin) * p.expert_bytes + p.w_at 
 void q_store(uint row, uint n, float v) { y_st(row * p.ldy + p.col0 + n, v); }
 
 #if defined(ROWS_CPU)
-// As ROWS_CPU below, with lane l on the 8-element chunks l, l + 8, ... of K:
-// each chunk of the tile's rows fetched once (two RGBA texels) for NB columns.
-#extension GL_KHR_shader_subgroup_arithmetic : require
+// As ROWS_CPU below, the lanes' shares by qrows_cpu.glsl.
 layout(constant_id = 2) const uint MR = 1;  // the most rows a tile has (the step's tokens, ≤ 8)
 layout(constant_id = 3) const uint NB = 8;
+#include "qrows_cpu.glsl"
 
 void main() {
   LOAD_PARAMS;
   if (!load_tile()) return;
   const uint count = tile_p1 - tile_p0;
-  uint xrow[MR];
   [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = src_row(tile_p0 + min(i, count - 1)) * p.ldx / 4;
   for (uint n0 = gl_WorkGroupID.x * NB; n0 < p.N; n0 += gl_NumWorkGroups.x * NB) {
-    uint wrow[NB];
     [[unroll]] for (uint j = 0; j < NB; ++j) wrow[j] = q_row(min(n0 + j, p.N - 1));
-    float acc[MR][NB];
-    [[unroll]] for (uint i = 0; i < MR; ++i)
-      [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = 0.0;
-    for (uint c = gl_SubgroupInvocationID; c < p.K / 8; c += 8) {
-      vec4 xl[MR], xh[MR];
-      [[unroll]] for (uint i = 0; i < MR; ++i) {
-        xl[i] = texelFetch(x_tex, int(xrow[i] + 2 * c));
-        xh[i] = texelFetch(x_tex, int(xrow[i] + 2 * c + 1));
-      }
-      [[unroll]] for (uint j = 0; j < NB; ++j) {
-        vec4 lo, hi;
-        dequant8(wrow[j], c, lo, hi);
-        [[unroll]] for (uint i = 0; i < MR; ++i) acc[i][j] += dot(xl[i], lo) + dot(xh[i], hi);
-      }
-    }
-    [[unroll]] for (uint i = 0; i < MR; ++i)
-      [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = subgroupAdd(acc[i][j]);
+    qrows_cpu(p.K);
     if (gl_SubgroupInvocationID == 0)
       [[unroll]] for (uint i = 0; i < MR; ++i) {
         if (i >= count) break;

@@ -43,10 +43,9 @@
 // CPU drivers (TEXEL; llvmpipe runs a workgroup on one thread, a barrier as a
 // coroutine switch, and gathers texels): workgroups of one 8-lane subgroup,
 // no shared memory, X read as RGBA texels (ldx a multiple of 4). ROWS_CPU
-// (decode) gives the subgroup NB columns whose lanes split K by chunks, each
-// chunk of X fetched once for all NB; REGISTER_TILED is gemm_cpu.glsl's shape
-// (an RM × 8·RN tile, rows shuffled across the lanes) with the lane's RN
-// columns dequantized 8 k at a time.
+// (decode) gives the subgroup NB columns whose lanes split K (qrows_cpu.glsl);
+// REGISTER_TILED is gemm_cpu.glsl's shape (an RM × 8·RN tile, rows shuffled
+// across the lanes) with the lane's RN columns dequantized 8 k at a time.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T
@@ -83,6 +82,11 @@ PARAMS(Push)
 #include "gate.glsl"
 
 #define BLOCK_WORD(i) wword(i)
+#if defined(ROWS_CPU)
+// The k-quants whose blocks are whole 16-byte units (Q4_K, Q5_K) are bound
+// as an RGBA32UI view here (ops::qrows_cpu_view), the other formats as R32_UINT.
+#define BLOCK_QUAD(i) texelFetch(w_tex, int(i))
+#endif
 #include "blocks.glsl"
 
 void store(uint m, uint n, float v) {
@@ -94,33 +98,16 @@ void store(uint m, uint n, float v) {
 }
 
 #if defined(ROWS_CPU)
-#extension GL_KHR_shader_subgroup_arithmetic : require
 layout(constant_id = 2) const uint MR = 1;  // rows (M ≤ MR ≤ 8)
 layout(constant_id = 3) const uint NB = 8;  // columns per workgroup
+#include "qrows_cpu.glsl"
 void main() {
   LOAD_PARAMS;
   const uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * NB;
   if (n0 >= p.N) return;  // the grid is split in 2-D past 65535 groups
-  uint wrow[NB], xrow[MR];
   [[unroll]] for (uint j = 0; j < NB; ++j) wrow[j] = min(n0 + j, p.N - 1) * p.row_bytes;
   [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = min(i, p.M - 1) * p.ldx / 4;
-  float acc[MR][NB];
-  [[unroll]] for (uint i = 0; i < MR; ++i)
-    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = 0.0;
-  for (uint c = gl_SubgroupInvocationID; c < p.K / 8u; c += 8u) {
-    vec4 xl[MR], xh[MR];
-    [[unroll]] for (uint i = 0; i < MR; ++i) {
-      xl[i] = texelFetch(x_tex, int(xrow[i] + 2u * c));
-      xh[i] = texelFetch(x_tex, int(xrow[i] + 2u * c + 1u));
-    }
-    [[unroll]] for (uint j = 0; j < NB; ++j) {
-      vec4 lo, hi;
-      dequant8(wrow[j], c, lo, hi);
-      [[unroll]] for (uint i = 0; i < MR; ++i) acc[i][j] += dot(xl[i], lo) + dot(xh[i], hi);
-    }
-  }
-  [[unroll]] for (uint i = 0; i < MR; ++i)
-    [[unroll]] for (uint j = 0; j < NB; ++j) acc[i][j] = subgroupAdd(acc[i][j]);
+  qrows_cpu(p.K);
   if (gl_SubgroupInvocationID != 0) return;
   [[unroll]] for (uint i = 0; i < MR; ++i) {
     if (i >= p.M) break;

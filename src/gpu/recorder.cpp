@@ -20,7 +20,8 @@ uint32_t texel_bytes(VkFormat f) {
     case VK_FORMAT_R32_SFLOAT:
     case VK_FORMAT_R32_UINT: return 4;
     case VK_FORMAT_R16G16B16A16_SFLOAT: return 8;
-    case VK_FORMAT_R32G32B32A32_SFLOAT: return 16;
+    case VK_FORMAT_R32G32B32A32_SFLOAT:
+    case VK_FORMAT_R32G32B32A32_UINT: return 16;
     default:
       throw Error(ErrorCode::invalid_argument, "texel view format " + std::to_string(int(f)) + " is not one vkgate uses");
   }

@@ -60,12 +60,14 @@ struct Kernel {
   std::vector<uint32_t> spec;
   uint32_t columns;
   VkFormat texel = VK_FORMAT_UNDEFINED;
+  VkFormat w_texel = VK_FORMAT_R32_UINT;  // the block formats' W
 };
 // The block-format kernels (moe_matmul.comp's QUANT variants): spec constant
 // 1 the format, the kernel's own from 2. The CPU ones read X as RGBA texels
 // (f32 or f16, ldx a multiple of 4); bf16 takes the GPU kernels.
 Kernel quant_kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t ldx, Storage s, bool y_f32,
-                        uint32_t fmt) {
+                        DType wtype) {
+  const uint32_t fmt = ggml_type_of(wtype);
   const char* y32 = y_f32 ? "_y32" : "";
   const bool texel_x = s != Storage::bf16 && ldx % 4 == 0;
   const VkFormat x4 = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
@@ -77,7 +79,7 @@ Kernel quant_kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, ui
       return {variant("moe_matmul_q_rows", s, y32), {256, fmt, kRowsMax}, 256 / std::max(1u, d.subgroup_size)};
     case MoeKernel::rows_cpu:
       return {variant("moe_matmul_q_rows_cpu", s, y32), {8, fmt, r.rows, 8},
-              std::max(8u, (N + 8 * kCpuColumnGroups - 1) / (8 * kCpuColumnGroups) * 8), x4};
+              std::max(8u, (N + 8 * kCpuColumnGroups - 1) / (8 * kCpuColumnGroups) * 8), x4, qrows_cpu_view(wtype)};
     case MoeKernel::tiled: {
       const uint32_t bm = std::max(16u, r.tile_rows);  // the CPU drivers' tiles of 8 included
       return {variant("moe_matmul_q", s, y32), {256, fmt, bm, bm / 16}, 64};
@@ -116,7 +118,7 @@ Kernel kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t
 
 uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s,
                            bool quantized) {
-  const uint32_t columns = quantized ? quant_kernel_for(d, r, N, ldx, s, false, 0).columns
+  const uint32_t columns = quantized ? quant_kernel_for(d, r, N, ldx, s, false, DType::Q8_0).columns
                                      : kernel_for(d, r, N, K, ldx, s, false).columns;
   return (N + columns - 1) / columns;
 }
@@ -154,8 +156,8 @@ void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const Mo
     push.expert_bytes = b.expert_bytes;
     push.w_at = b.at;
     push.col0 = b.col0;
-    k = quant_kernel_for(ctx.info, r, a.N, a.ldx, a.s, a.y_f32, ggml_type_of(b.dtype));
-    w_texel = VK_FORMAT_R32_UINT;
+    k = quant_kernel_for(ctx.info, r, a.N, a.ldx, a.s, a.y_f32, b.dtype);
+    w_texel = k.w_texel;
   } else {
     k = kernel_for(ctx.info, r, a.N, a.K, a.ldx, a.s, a.y_f32);
     w_texel = k.texel;

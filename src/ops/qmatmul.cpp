@@ -45,10 +45,11 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
   }
   const uint32_t fmt = ggml_type_of(wtype);
   const char* y32 = y_f32 ? "_y32" : "";
-  auto bind = [&](const gpu::Pipeline& p, VkFormat x_texel, uint32_t gx, uint32_t gy) {
+  auto bind = [&](const gpu::Pipeline& p, VkFormat x_texel, uint32_t gx, uint32_t gy,
+                  VkFormat w_texel = VK_FORMAT_R32_UINT) {
     rec.dispatch(p,
                  {{&x, gpu::Access::read, p.texel_bindings & 1u ? x_texel : VK_FORMAT_UNDEFINED},
-                  {&w, gpu::Access::read, p.texel_bindings & 2u ? VK_FORMAT_R32_UINT : VK_FORMAT_UNDEFINED},
+                  {&w, gpu::Access::read, p.texel_bindings & 2u ? w_texel : VK_FORMAT_UNDEFINED},
                   {bias ? bias : &x, gpu::Access::read},
                   {residual ? residual : &x, gpu::Access::read},
                   {&y, gpu::Access::write},
@@ -60,7 +61,8 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
     const VkFormat x4 = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
     if (M <= kRows) {
       const gpu::Grid g = gpu::grid_for((N + kCpuColumns - 1) / kCpuColumns);
-      bind(ctx.pipelines->get(variant("qmatmul_rows_cpu", s, y32), {8, fmt, M, kCpuColumns}), x4, g.x, g.y);
+      bind(ctx.pipelines->get(variant("qmatmul_rows_cpu", s, y32), {8, fmt, M, kCpuColumns}), x4, g.x, g.y,
+           qrows_cpu_view(wtype));
     } else {
       const uint32_t rm = M > 16 ? 32 : 16;
       bind(ctx.pipelines->get(variant("qmatmul_cpu", s, y32), {8, fmt, rm, kCpuRN}), x4,

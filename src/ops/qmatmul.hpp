@@ -32,6 +32,11 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a);
 // Whether qmatmul takes rows of K elements of `wtype`: a block format or
 // F32/F16/BF16, whole blocks and 8-element chunks.
 bool qmatmul_takes(DType wtype, uint32_t K);
+// The view of W that the CPU drivers' decode kernels read (qrows_cpu.glsl):
+// Q4_K and Q5_K blocks are whole 16-byte units, read 16 bytes per fetch.
+inline VkFormat qrows_cpu_view(DType w) {
+  return w == DType::Q4_K || w == DType::Q5_K ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
+}
 // Bytes the kernel may read past a weight's last row.
 constexpr size_t qmatmul_padding = 8;
 
