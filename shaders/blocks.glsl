@@ -17,9 +17,10 @@
 //   block_byte, block_half, block_u32   the byte readers dequant8 uses
 //
 // Alignment: blocks of 18, 22, 34 or 210 bytes leave a row only 2-byte
-// aligned, so 4-byte reads take the bytes from the words around them, and may
-// read the word after a row's last block: the host pads the buffer (8 bytes,
-// ops::qmatmul_padding). Rows of F32, F16 and BF16 start 4-byte aligned.
+// aligned, so 4-byte reads take the bytes from the words around them, and
+// may read past a row's last block (slices: the 16-byte units around it):
+// the host pads the buffer (ops::qmatmul_padding). Rows of F32, F16 and BF16
+// start 4-byte aligned.
 #ifndef VKGATE_BLOCKS_GLSL
 #define VKGATE_BLOCKS_GLSL
 
@@ -156,24 +157,39 @@ void dequant8(uint row, uint c, out vec4 lo, out vec4 hi) {
 
 // ---- Slices: a 32-element block per lane (the CPU drivers' decode) ----
 // block_slice(row, s, q, a, c): elements 32s..32s+31 of the row whose bytes
-// start at `row`, as w = a·q + c with q[8] the quantized integers (Q6_K's
-// already times their 16-element scale). A lane then takes a·(q·x) + c·Σx:
-// one conversion and one fma per element, the block's constants once. Each
+// start at `row`, as w = a·q + c with q[8] the quantized integers, a and c
+// per half (.x for elements 0-15, .y for 16-31: Q6_K's scales are per 16).
+// A lane then takes a·(q·x) + c·Σx per half: one conversion and one fma per
+// element, the block's constants once. Each
 // format reads its words once per slice, where dequant8 reads a block's
 // header again for every 8 elements (on llvmpipe every read is a gather).
-// Q4_K and Q5_K (16-byte blocks, rows a multiple of 16 bytes) read 16 bytes
-// at a time through BLOCK_QUAD(i) (the i-th 16 bytes), which the includer
-// may define (an RGBA32UI texel view) and otherwise is four BLOCK_WORDs.
-// Other formats are 2-byte aligned: their words are loaded from b & ~3 and
-// a 4-byte field at an even offset r is shifted out of one or two of them.
+// Slices read 16 bytes at a time through BLOCK_QUAD(i) (the i-th 16 bytes),
+// which the includer may define (an RGBA32UI texel view: on llvmpipe a
+// fetch costs about the same whatever its width) and otherwise is four
+// BLOCK_WORDs. Q4_K and Q5_K blocks are whole 16-byte units; the other
+// formats' fields are 2-byte aligned: slice_load takes the words from b & ~3
+// out of the quads around them, and a 4-byte field at an even offset r is
+// shifted out of one or two words.
 #ifndef BLOCK_QUAD
 #define BLOCK_QUAD(i) uvec4(BLOCK_WORD(4u * (i)), BLOCK_WORD(4u * (i) + 1u), BLOCK_WORD(4u * (i) + 2u), BLOCK_WORD(4u * (i) + 3u))
 #endif
-uint slice_w[10];
-// The words from byte b & ~3 on.
+uint slice_w[9];
+// The n (≤ 9) words from byte b & ~3 on, from the quads that hold them.
 void slice_load(uint b, uint n) {
-  [[unroll]] for (uint i = 0; i < 10u; ++i)
-    if (i < n) slice_w[i] = BLOCK_WORD((b >> 2) + i);
+  const uint first = b >> 4, skip = (b >> 2) & 3u, quads = (n + 6u) / 4u;
+  uint w[12];
+  [[unroll]] for (uint k = 0; k < 3u; ++k) {
+    if (k >= quads) break;
+    const uvec4 t = BLOCK_QUAD(first + k);
+    w[4u * k] = t.x;
+    w[4u * k + 1u] = t.y;
+    w[4u * k + 2u] = t.z;
+    w[4u * k + 3u] = t.w;
+  }
+  [[unroll]] for (uint i = 0; i < 9u; ++i) {
+    if (i >= n) break;
+    slice_w[i] = skip == 0u ? w[i] : skip == 1u ? w[i + 1u] : skip == 2u ? w[i + 2u] : w[i + 3u];
+  }
 }
 // The 4 bytes at b + r (b even, r an even constant) of the loaded words.
 uint slice_u32(uint b, uint r) {
@@ -184,12 +200,12 @@ uint slice_u32(uint b, uint r) {
 }
 float slice_half(uint b, uint r) { return unpackHalf2x16(slice_u32(b, r)).x; }
 
-void block_slice(uint row, uint s, out vec4 q[8], out float a, out float c) {
+void block_slice(uint row, uint s, out vec4 q[8], out vec2 a, out vec2 c) {
   if (FMT == 8u) {  // Q8_0: d, qs[32]
     const uint b = row + 34u * s;
     slice_load(b, 9u);
-    a = slice_half(b, 0u);
-    c = 0.0;
+    a = vec2(slice_half(b, 0u));
+    c = vec2(0.0);
     [[unroll]] for (uint i = 0; i < 8u; ++i) q[i] = block_s8(slice_u32(b, 2u + 4u * i));
   } else if (FMT == 2u || FMT == 3u || FMT == 6u || FMT == 7u) {
     // Q4_0, Q4_1, Q5_0, Q5_1 (see dequant8): element i < 16 the low nibble of
@@ -197,10 +213,10 @@ void block_slice(uint row, uint s, out vec4 q[8], out float a, out float c) {
     const bool has_min = FMT == 3u || FMT == 7u, five = FMT == 6u || FMT == 7u;
     const uint head = has_min ? 4u : 2u, at = head + (five ? 4u : 0u);
     const uint b = row + BLOCK_BYTES * s;
-    slice_load(b, (at + 16u + 3u) / 4u + 1u);
+    slice_load(b, (at + 12u) / 4u + 2u);
     const float d = slice_half(b, 0u);
-    a = d;
-    c = has_min ? slice_half(b, 2u) : (five ? -16.0 : -8.0) * d;
+    a = vec2(d);
+    c = vec2(has_min ? slice_half(b, 2u) : (five ? -16.0 : -8.0) * d);
     const uint qh = five ? slice_u32(b, head) : 0u;
     [[unroll]] for (uint i = 0; i < 4u; ++i) {
       const uint u = slice_u32(b, at + 4u * i);
@@ -230,8 +246,8 @@ void block_slice(uint row, uint s, out vec4 q[8], out float a, out float c) {
       mn = float((packed >> 4) | ((SC_BYTE(sub) >> 6) << 4));
     }
 #undef SC_BYTE
-    a = unpackHalf2x16(h.x).x * scale;
-    c = -unpackHalf2x16(h.x).y * mn;
+    a = vec2(unpackHalf2x16(h.x).x * scale);
+    c = vec2(-unpackHalf2x16(h.x).y * mn);
     const uint qs = first + (FMT == 12u ? 1u : 3u) + 2u * (sub >> 1), shift = (sub & 1u) << 2;
     const uvec4 u0 = BLOCK_QUAD(qs), u1 = BLOCK_QUAD(qs + 1u);
     [[unroll]] for (uint i = 0; i < 4u; ++i) {
@@ -248,20 +264,20 @@ void block_slice(uint row, uint s, out vec4 q[8], out float a, out float c) {
   } else {
     // Q6_K (see dequant8): slice t of a super-block is quarter t % 4 of half
     // t / 4: 32 bytes of ql (low or high nibbles), 32 of qh (bits 2·quarter),
-    // two int8 scales (elements 0-15, 16-31), then d.
+    // two int8 scales (elements 0-15, 16-31), then d. The 6-bit values are
+    // put together four per word before they are split into floats.
     const uint b = row + 210u * (s >> 3), t = s & 7u, half_ = t >> 2, quarter = t & 3u;
     const uint ql = b + 64u * half_ + 32u * (quarter & 1u), qhb = b + 128u + 32u * half_;
     const uint nib = quarter < 2u ? 0u : 4u, crumb = 2u * quarter;
-    uint lo[8];
+    uint six[8];
     slice_load(ql, 9u);
-    [[unroll]] for (uint i = 0; i < 8u; ++i) lo[i] = slice_u32(ql, 4u * i);
+    [[unroll]] for (uint i = 0; i < 8u; ++i) six[i] = (slice_u32(ql, 4u * i) >> nib) & 0x0f0f0f0fu;
     slice_load(qhb, 9u);
+    [[unroll]] for (uint i = 0; i < 8u; ++i) six[i] |= ((slice_u32(qhb, 4u * i) >> crumb) & 0x03030303u) << 4;
     const uint scales = block_u32(b + 192u + 8u * half_ + 2u * quarter);
-    const float s0 = float(int(scales << 24) >> 24), s1 = float(int(scales << 16) >> 24);
-    a = block_half(b + 208u);
-    c = 0.0;
-    [[unroll]] for (uint i = 0; i < 8u; ++i)
-      q[i] = ((block_lo4(lo[i] >> nib) + 16.0 * block_crumbs(slice_u32(qhb, 4u * i), crumb)) - 32.0) * (i < 4u ? s0 : s1);
+    a = block_half(b + 208u) * vec2(int(scales << 24) >> 24, int(scales << 16) >> 24);
+    c = -32.0 * a;
+    [[unroll]] for (uint i = 0; i < 8u; ++i) q[i] = vec4(uvec4(six[i], six[i] >> 8, six[i] >> 16, six[i] >> 24) & 255u);
   }
 }
 

@@ -74,9 +74,12 @@ IN(0, x, T)
 layout(constant_id = 1) const uint FMT = 8;
 #ifdef TEXEL
 layout(binding = 1) uniform usamplerBuffer w_tex;
-#define BLOCK_WORD(i) texelFetch(w_tex, int(i)).x
 #ifdef ROWS_CPU
-#define BLOCK_QUAD(i) texelFetch(w_tex, int(i))  // Q4_K, Q5_K: an RGBA32UI view (ops/moe.cpp)
+// Block formats as an RGBA32UI view (ops::qrows_cpu_view), F32/F16/BF16 as R32_UINT.
+#define BLOCK_QUAD(i) texelFetch(w_tex, int(i))
+#define BLOCK_WORD(i) (BLOCK_ELEMS > 8u ? texelFetch(w_tex, int((i) >> 2))[(i) & 3u] : texelFetch(w_tex, int(i)).x)
+#else
+#define BLOCK_WORD(i) texelFetch(w_tex, int(i)).x
 #endif
 #else
 layout(std430, binding = 1) readonly buffer WordBuf { uint w_words[]; };

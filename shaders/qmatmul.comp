@@ -32,9 +32,10 @@
 //
 // W is bound as 32-bit words (a storage buffer, or an R32_UINT texel view
 // with TEXEL: llvmpipe gathers texels, where it loops over the lanes for a
-// storage load); blocks of 18, 22, 34 or 210 bytes are only 2-byte aligned,
-// so bytes are shifted out of the words around them. The host pads W by 8
-// bytes, so a read past the last block stays inside the buffer.
+// storage load; ROWS_CPU reads a block format's 16 bytes per fetch); blocks
+// of 18, 22, 34 or 210 bytes are only 2-byte aligned, so bytes are shifted
+// out of the words around them. The host pads W (ops::qmatmul_padding), so
+// a read past the last block stays inside the buffer.
 //
 // GPUs: ROWS (≤ 8 rows of X: decode) has one subgroup per output column,
 // its lanes on consecutive 8-element chunks of the row; otherwise tiles of
@@ -81,11 +82,13 @@ PARAMS(Push)
 #define GATE_ACT_ONLY
 #include "gate.glsl"
 
-#define BLOCK_WORD(i) wword(i)
 #if defined(ROWS_CPU)
-// The k-quants whose blocks are whole 16-byte units (Q4_K, Q5_K) are bound
-// as an RGBA32UI view here (ops::qrows_cpu_view), the other formats as R32_UINT.
+// Block formats are bound as an RGBA32UI view here (ops::qrows_cpu_view),
+// F32, F16 and BF16 as R32_UINT.
 #define BLOCK_QUAD(i) texelFetch(w_tex, int(i))
+#define BLOCK_WORD(i) (BLOCK_ELEMS > 8u ? texelFetch(w_tex, int((i) >> 2))[(i) & 3u] : wword(i))
+#else
+#define BLOCK_WORD(i) wword(i)
 #endif
 #include "blocks.glsl"
 

@@ -6,7 +6,7 @@
 // Block formats: lane l takes the 32-element slices l, l + 8, ... of each
 // row (blocks.glsl's block_slice: a block's scales read once per slice, not
 // per 8 elements), X's 32 elements of a slice fetched once for all NB
-// columns, and Σx kept for the formats' offsets (w = a·q + c). F32, F16,
+// columns, and Σx per 16 kept for the formats' offsets (w = a·q + c). F32, F16,
 // BF16: 8 elements per lane and step (dequant8).
 //
 // The includer declares MR and NB, X as the RGBA texel view x_tex (rows of
@@ -25,22 +25,22 @@ void qrows_cpu(uint K) {
   if (BLOCK_ELEMS > 8u) {
     for (uint s = gl_SubgroupInvocationID; s < K / 32u; s += 8u) {
       vec4 xv[MR][8];
-      float xsum[MR];
+      vec2 xsum[MR];  // Σx over each half of the slice
       [[unroll]] for (uint i = 0; i < MR; ++i) {
-        xsum[i] = 0.0;
+        xsum[i] = vec2(0.0);
         [[unroll]] for (uint k = 0; k < 8u; ++k) {
           xv[i][k] = texelFetch(x_tex, int(xrow[i] + 8u * s + k));
-          xsum[i] += dot(xv[i][k], vec4(1.0));
+          xsum[i][k >> 2] += dot(xv[i][k], vec4(1.0));
         }
       }
       [[unroll]] for (uint j = 0; j < NB; ++j) {
         vec4 q[8];
-        float a, c;
+        vec2 a, c;
         block_slice(wrow[j], s, q, a, c);
         [[unroll]] for (uint i = 0; i < MR; ++i) {
-          float d = 0.0;
-          [[unroll]] for (uint k = 0; k < 8u; ++k) d += dot(q[k], xv[i][k]);
-          acc[i][j] += a * d + c * xsum[i];
+          vec2 d = vec2(0.0);
+          [[unroll]] for (uint k = 0; k < 8u; ++k) d[k >> 2] += dot(q[k], xv[i][k]);
+          acc[i][j] += dot(a, d) + dot(c, xsum[i]);
         }
       }
     }

@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "ops/qmatmul.hpp"
 #include "model_check.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/quant.hpp"
@@ -126,7 +127,7 @@ void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precisio
   const uint64_t e = precision == Precision::fp32 ? 4 : 2;
   const uint64_t shards = shard_experts ? (E + shard_experts - 1) / shard_experts : 1;
   const uint64_t per_layer =
-      E * 3 * Im * D * e - (E * (2 * Im * *stored_bytes(q, int64_t(D)) + D * *stored_bytes(q, int64_t(Im))) + 2 * 8 * shards);
+      E * 3 * Im * D * e - (E * (2 * Im * *stored_bytes(q, int64_t(D)) + D * *stored_bytes(q, int64_t(Im))) + 2 * ops::qmatmul_padding * shards);
   CHECK(with_float_experts.memory().weights - model.memory().weights == per_layer * moe_layers.size());
 }
 
@@ -233,8 +234,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant moe: GGUF-style experts in block formats
   // Layer 0 and layer 1's [gate ; up] keep their bytes; layer 1's down and layer 2 go as fp32.
   const uint64_t E = 4, D = 256, Im = 256;
   auto rb = [](DType d, uint64_t K) { return uint64_t(*stored_bytes(d, int64_t(K))); };
-  const uint64_t saved0 = E * 3 * Im * D * 4 - (E * (2 * Im * rb(DType::Q4_K, D) + D * rb(DType::Q6_K, Im)) + 16);
-  const uint64_t saved1 = E * 2 * Im * D * 4 - (E * Im * (rb(DType::Q8_0, D) + rb(DType::F16, D)) + 8);
+  const uint64_t saved0 = E * 3 * Im * D * 4 - (E * (2 * Im * rb(DType::Q4_K, D) + D * rb(DType::Q6_K, Im)) + 2 * ops::qmatmul_padding);
+  const uint64_t saved1 = E * 2 * Im * D * 4 - (E * Im * (rb(DType::Q8_0, D) + rb(DType::F16, D)) + ops::qmatmul_padding);
   CHECK(plain.memory().weights - model.memory().weights == saved0 + saved1);
   if (!vk.info.storage16) return;
   const ModelConfig all = parse(every_expert(j));

@@ -27,6 +27,9 @@ block's recorded commands are replayed) and, on a GPU, warm-up lasts at least
 
 CASE:
   --op matmul --m M --n N --k K [--dtype f32|f16|bf16]
+  --op qmatmul --m M --n N --k K --quant T [--dtype f32|f16]
+          W in block format T (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) read as stored and
+          X at --dtype, then the matmul case with W at --dtype too, and the ratio of their times
   --op attention --T T --heads H [--kv-heads KV] --head-dim Dh [--batch B] [--causal 0|1] [--dtype ...]
              [--unfused]   (default: the fused flash kernel; --unfused: scores, softmax, P·V,
                             which the block takes on CPU drivers while the scores fit 64 MiB)
@@ -171,8 +174,8 @@ int cmd_bench(Args& args) {
   const vkgate::Precision prec = v.count("precision") ? parse_precision("--dtype", v["precision"]) : vkgate::Precision::fp32;
   if (int(!op.empty()) + int(block) + int(!model.dir.empty() || !model.shape.empty()) > 1)
     throw UsageError("bench: give one of --op, --block and --model/--model-shape");
-  if (model.quant && model.dir.empty() && model.shape.empty())
-    throw UsageError("bench: --quant applies to --model and --model-shape");
+  if (model.quant && model.dir.empty() && model.shape.empty() && op != "qmatmul")
+    throw UsageError("bench: --quant applies to --op qmatmul, --model and --model-shape");
   if (!text.tokenizer.empty() || !text.text_file.empty() || !text.write_text.empty()) {
     if (!op.empty() || block || !model.dir.empty() || !model.shape.empty())
       throw UsageError("bench: --tokenizer does not combine with --op, --block or --model");
@@ -202,6 +205,15 @@ int cmd_bench(Args& args) {
   namespace b = vkgate::bench;
   if (op == "matmul") {
     add(b::matmul(ctx, get("m", -1), get("n", -1), get("k", -1), prec, opt));
+  } else if (op == "qmatmul") {
+    if (!model.quant) throw UsageError("bench: --op qmatmul needs --quant T");
+    const int64_t M = get("m", -1), N = get("n", -1), K = get("k", -1);
+    // The peer in this process: the same product with W stored as X is.
+    add(b::qmatmul(ctx, M, N, K, *model.quant, prec, opt));
+    add(b::matmul(ctx, M, N, K, prec, opt));
+    if (!json)
+      std::printf("%s weights take %.2fx the time of %s weights\n", vkgate::to_string(*model.quant),
+                  cases[0].time.median_us / cases[1].time.median_us, vkgate::to_string(prec));
   } else if (op == "attention") {
     const int64_t H = get("heads", -1);
     add(b::attention(ctx, get("batch", 1), get("T", -1), H, get("kv-heads", H), get("head-dim", -1),
@@ -256,7 +268,7 @@ int cmd_bench(Args& args) {
       }
     }
   } else if (!op.empty()) {
-    throw UsageError("bench: unknown --op '" + op + "' (matmul, attention, rmsnorm, rope, softmax, gate, gla, gdn)");
+    throw UsageError("bench: unknown --op '" + op + "' (matmul, qmatmul, attention, rmsnorm, rope, softmax, gate, gla, gdn)");
   } else if (block) {
     const vkgate::BlockConfig cfg = config.empty() ? vkgate::BlockConfig::qwen3_next_attention() : vkgate::load_config(config);
     if (sweep) {

@@ -11,7 +11,7 @@ namespace vkgate::ops {
 // Columns col0..col0+N−1 of y[M, ldy] = x[M,K]·w[N,K]ᵀ (+ bias) (gated) (+
 // residual), w's rows stored as `wtype` (a block format, or F32/F16/BF16:
 // the parts of a fused projection that are not quantized), each row
-// stored_bytes(wtype, K) bytes, the buffer padded by 8 bytes (qmatmul_padding).
+// stored_bytes(wtype, K) bytes, the buffer padded by qmatmul_padding bytes.
 // bias, residual (fp32, rows ldy apart) and the gate's scores are indexed by
 // the full column col0 + n. x is stored as `s` (rows ldx apart), y as `s` or
 // fp32 when y_f32. K must be a multiple of 8 and of the format's block.
@@ -33,11 +33,10 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a);
 // F32/F16/BF16, whole blocks and 8-element chunks.
 bool qmatmul_takes(DType wtype, uint32_t K);
 // The view of W that the CPU drivers' decode kernels read (qrows_cpu.glsl):
-// Q4_K and Q5_K blocks are whole 16-byte units, read 16 bytes per fetch.
-inline VkFormat qrows_cpu_view(DType w) {
-  return w == DType::Q4_K || w == DType::Q5_K ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
-}
-// Bytes the kernel may read past a weight's last row.
-constexpr size_t qmatmul_padding = 8;
+// block formats 16 bytes per fetch, F32/F16/BF16 4.
+inline VkFormat qrows_cpu_view(DType w) { return is_quantized(w) ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT; }
+// Bytes the kernels may read past a weight's last row: the CPU decode reads
+// the 16-byte units around a 2-byte-aligned field of up to 36 bytes.
+constexpr size_t qmatmul_padding = 48;
 
 }  // namespace vkgate::ops

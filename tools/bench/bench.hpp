@@ -17,6 +17,7 @@
 #include "vkgate/gdn_config.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/context.hpp"
+#include "vkgate/dtype.hpp"
 #include "vkgate/precision.hpp"
 
 namespace vkgate::bench {
@@ -51,6 +52,9 @@ struct Peak {
 };
 
 Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt);
+// Y = X·Wᵀ with W in a block format (ggml's, as a GGUF stores it), checked
+// against the double product of the dequantized weights; bytes count W as stored.
+Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt);
 // Attention of [batch, heads, T, head_dim] queries against T keys: the fused
 // flash kernel, or (fused = false) scores → softmax → P·V through a T×T buffer.
 Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads, int64_t head_dim,

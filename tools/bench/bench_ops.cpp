@@ -6,7 +6,9 @@
 
 #include "bench/bench_internal.hpp"
 #include "vkgate/block.hpp"
+#include "ops/qmatmul.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/quant.hpp"
 
 namespace vkgate::bench {
 
@@ -39,6 +41,39 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
                std::to_string(rows.size()) + " of " + std::to_string(M) + " rows");
   c.flop = 2.0 * double(M) * double(N) * double(K);
   c.bytes = double(M * K + N * K) * ops::element_bytes(s) + double(M * N) * 4;
+  return c;
+}
+
+Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt) {
+  Bench b(ctx);
+  const Storage s = storage_of(act);
+  Case c;
+  c.name = "qmatmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " +
+           to_string(wtype) + " " + dtype_name(act);
+  if (!ops::qmatmul_takes(wtype, uint32_t(K)))
+    throw Error(ErrorCode::invalid_argument, "bench: --k " + std::to_string(K) + " is not a whole number of " +
+                                                 to_string(wtype) + " blocks");
+  const HostData x = random_data(size_t(M * K), s, b.rng), w = random_data(size_t(N * K), Storage::f32, b.rng, 0.05f);
+  HostData q;
+  q.stored = quantize(wtype, w.values);
+  q.values.resize(w.values.size());
+  dequantize(wtype, q.stored, q.values);
+  const size_t weight_bytes = q.stored.size();
+  q.stored.resize(weight_bytes + ops::qmatmul_padding);
+  const Buffer& gx = b.upload(x, "x");
+  const Buffer& gw = b.upload(q, "w");
+  const Buffer& gy = b.device(size_t(M * N) * 4, "y");
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    ops::qmatmul(b.vk, rec, {.x = gx, .w = gw, .wtype = wtype, .y = gy, .M = uint32_t(M), .N = uint32_t(N),
+                             .K = uint32_t(K), .s = s, .y_f32 = true});
+  });
+  const auto rows = sample_rows(size_t(M), 64);
+  const auto y = b.download(gy, size_t(M * N));
+  record_check(c, pick_rows(y, size_t(N), rows),
+               reference::linear(pick_rows(x.values, size_t(K), rows), q.values, {}, int64_t(rows.size()), N, K),
+               std::to_string(rows.size()) + " of " + std::to_string(M) + " rows, dequantized weights");
+  c.flop = 2.0 * double(M) * double(N) * double(K);
+  c.bytes = double(M * K) * ops::element_bytes(s) + double(weight_bytes) + double(M * N) * 4;
   return c;
 }
 
