@@ -100,6 +100,7 @@ VKGATE_ARG_KIND(OptionalInt, "Optional[int]")
 VKGATE_ARG_KIND(Bool, "bool")
 VKGATE_ARG_KIND(Float, "float")
 VKGATE_ARG_KIND(Str, "str")
+VKGATE_ARG_KIND(OptionalStr, "Optional[str]")
 VKGATE_ARG_KIND(Path, "Union[str, os.PathLike]")
 VKGATE_ARG_KIND(Context, "vkgate.Context")
 VKGATE_ARG_KIND(Sequence, "vkgate.Sequence")
@@ -125,6 +126,7 @@ using OptionalInt = Arg<kind::OptionalInt>;
 using Bool = Arg<kind::Bool>;
 using Float = Arg<kind::Float>;
 using Str = Arg<kind::Str>;
+using OptionalStr = Arg<kind::OptionalStr>;
 using Path = Arg<kind::Path>;
 using Context = Arg<kind::Context>;
 using Sequence = Arg<kind::Sequence>;

@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "vkgate/model.hpp"
+#include "vkgate/quant.hpp"
 
 namespace vkgate::py_bind {
 
@@ -21,6 +22,8 @@ struct PyModel {
     if (!tokenizer) {
       if (dir.empty())
         fail(ErrorCode::invalid_argument, "tokenizer: this model was built from a dict; pass tokenizer=vkgate.Tokenizer(path)");
+      // A GGUF file carries its own tokenizer; a checkpoint directory its tokenizer.json.
+      if (!std::filesystem::is_directory(dir)) return tokenizer.emplace(Tokenizer::load(dir));
       if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json"))
         fail(ErrorCode::invalid_argument, "tokenizer: " + dir + " has no tokenizer.json; pass token ids or tokenizer=");
       tokenizer = Tokenizer::load(dir);
@@ -45,6 +48,22 @@ py::dict model_stats_dict(const ModelStats& s) {
   r["moe_layers"] = to_numpy(std::vector<int64_t>(s.moe_layers.begin(), s.moe_layers.end()), {Lm});
   r["expert_load"] = to_numpy(std::vector<double>(s.expert_load), {Lm, s.experts});
   return r;
+}
+
+// The keywords Model.load and Model() share. quant: None, or a block format
+// (parse_quant's spellings) the float linear weights are quantized to on load.
+ModelOptions model_options(const py::handle& precision, const py::handle& check_finite,
+                           const py::handle& ignore_context_limit, const py::handle& quant) {
+  const BlockOptions b = block_options(precision, check_finite);
+  ModelOptions o{b.precision, b.check_finite, bool_arg(ignore_context_limit, "ignore_context_limit")};
+  if (!quant.is_none()) {
+    const std::string name = str_arg(quant, "quant");
+    o.quant = parse_quant(name);
+    if (!o.quant)
+      fail(ErrorCode::invalid_argument, "quant: expected None or one of 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', "
+                                        "'q4_k', 'q5_k', 'q6_k', got '" + name + "'");
+  }
+  return o;
 }
 
 // ids as [batch, tokens]: a 1-D array is one row.
@@ -141,19 +160,21 @@ void bind_model(py::module_& m) {
 
   py::class_<PyModel>(m, "Model",
                       "A whole decoder-only model (Qwen3 with the paper's gate flags, Llama, or fla's GLA) on the device.\n\n"
-                      "Model.load(ctx, dir, precision='fp32', check_finite=True, ignore_context_limit=False): a Hugging\n"
-                      "Face checkpoint directory (config.json, model.safetensors or its index and shards).\n"
-                      "Model(ctx, config, weights, precision='fp32', check_finite=True, ignore_context_limit=False): a\n"
-                      "vkgate.ModelConfig and a dict {full Hugging Face name: float32/float16 array}\n"
-                      "(vkgate.expected_model_weights). ignore_context_limit: run past context_limit.\n"
+                      "Model.load(ctx, dir, precision='fp32', check_finite=True, ignore_context_limit=False, quant=None):\n"
+                      "a Hugging Face checkpoint directory (config.json, model.safetensors or its index and shards)\n"
+                      "or a .gguf file.\n"
+                      "Model(ctx, config, weights, precision='fp32', check_finite=True, ignore_context_limit=False,\n"
+                      "quant=None): a vkgate.ModelConfig and a dict {full Hugging Face name: float32/float16 array}\n"
+                      "(vkgate.expected_model_weights). ignore_context_limit: run past context_limit. quant: None or\n"
+                      "'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k', 'q5_k', 'q6_k': the float linear weights\n"
+                      "(projections, experts, an untied lm_head) quantized to that block format on load.\n"
                       "One Model is used by one thread at a time.")
       .def_static(
           "load",
           [](arg::Context ctx_arg, arg::Path dir, arg::Str precision, arg::Bool check_finite,
-             arg::Bool ignore_context_limit) {
+             arg::Bool ignore_context_limit, arg::OptionalStr quant) {
             Context& ctx = context_arg(ctx_arg);
-            const BlockOptions b = block_options(precision, check_finite);
-            const ModelOptions o{b.precision, b.check_finite, bool_arg(ignore_context_limit, "ignore_context_limit")};
+            const ModelOptions o = model_options(precision, check_finite, ignore_context_limit, quant);
             auto pm = std::make_unique<PyModel>();
             pm->dir = fspath(dir, "dir");
             py::gil_scoped_release nogil;
@@ -161,15 +182,16 @@ void bind_model(py::module_& m) {
             return pm;
           },
           py::arg("ctx"), py::arg("dir"), py::arg("precision") = "fp32", py::arg("check_finite") = true,
-          py::arg("ignore_context_limit") = false, py::keep_alive<0, 1>(),
-          "Reads DIR's config.json and checkpoint, checks every tensor and uploads it. Errors name the file\n"
-          "and the tensor or key. precision: 'fp32', 'fp16' or 'bf16' device storage.")
+          py::arg("ignore_context_limit") = false, py::arg("quant") = py::none(), py::keep_alive<0, 1>(),
+          "Reads DIR's config.json and checkpoint (or a .gguf file: config, tensors and tokenizer from it),\n"
+          "checks every tensor and uploads it. Errors name the file and the tensor or key. precision: 'fp32',\n"
+          "'fp16' or 'bf16' device storage. quant: None or a block format ('q8_0', 'q4_k', ...) to quantize\n"
+          "the float linear weights to.")
       .def(py::init([](arg::Context ctx_arg, arg::ModelConfig config, arg::Weights weights, arg::Str precision,
-                       arg::Bool check_finite, arg::Bool ignore_context_limit) {
+                       arg::Bool check_finite, arg::Bool ignore_context_limit, arg::OptionalStr quant) {
              Context& ctx = context_arg(ctx_arg);
              const ModelConfig cfg = config_arg<ModelConfig>(config, "config", "ModelConfig");
-             const BlockOptions b = block_options(precision, check_finite);
-             const ModelOptions o{b.precision, b.check_finite, bool_arg(ignore_context_limit, "ignore_context_limit")};
+             const ModelOptions o = model_options(precision, check_finite, ignore_context_limit, quant);
              std::vector<py::array> holders;
              const TensorMap map = tensor_map(dict_arg(weights, "weights", "a dict {name: numpy array}"), holders, "weights");
              auto pm = std::make_unique<PyModel>();
@@ -178,7 +200,8 @@ void bind_model(py::module_& m) {
              return pm;
            }),
            py::arg("ctx"), py::arg("config"), py::arg("weights"), py::arg("precision") = "fp32",
-           py::arg("check_finite") = true, py::arg("ignore_context_limit") = false, py::keep_alive<1, 2>())
+           py::arg("check_finite") = true, py::arg("ignore_context_limit") = false, py::arg("quant") = py::none(),
+           py::keep_alive<1, 2>())
       .def(
           "logits",
           [](PyModel& self, arg::Ids ids, arg::Bool stats_arg) -> py::object {

@@ -9,6 +9,10 @@
 //                  Q4_K 12, Q5_K 13, Q6_K 14, BF16 30
 //   BLOCK_WORD(i)  a macro: word i of the weights (a storage-buffer element,
 //                  or texelFetch of an R32_UINT texel view)
+//   BLOCK_PRECISE  (optional) `precise` to keep the driver from fusing
+//                  dequant8's d·q + m into one fma, so that its values equal
+//                  the host's dequantize bit for bit (the embedding gather);
+//                  left empty by the products
 // and gets:
 //   BLOCK_ELEMS, BLOCK_BYTES   elements and bytes per block (8 elements for
 //                              the float types, whose "block" is a chunk)
@@ -72,7 +76,10 @@ vec2 block_scale_min_k4(uint at, uint sub) {
   return vec2((packed & 15u) | ((block_byte(at + sub - 4u) >> 6) << 4), (packed >> 4) | ((block_byte(at + sub) >> 6) << 4));
 }
 
-void dequant8(uint row, uint c, out vec4 lo, out vec4 hi) {
+#ifndef BLOCK_PRECISE
+#define BLOCK_PRECISE
+#endif
+void dequant8(uint row, uint c, BLOCK_PRECISE out vec4 lo, BLOCK_PRECISE out vec4 hi) {
   const uint chunks = BLOCK_ELEMS / 8u;  // chunks of 8 per block
   const uint b = row + (c / chunks) * BLOCK_BYTES, j = c % chunks;
   if (FMT == 0u) {

@@ -4,11 +4,19 @@
 // variant: embed
 // variant: embed_f16 T=F16
 // variant: embed_bf16 T=BF16
+// variant: embed_blocks BLOCKS
 // The embedding gather: x[bt, :] = table[id(bt) − first, :] for the token
 // ids of rows first..first+count−1 of the table (a table larger than one
 // device buffer is split into row chunks, one dispatch each; ids outside this
 // chunk are another dispatch's). Table rows `ld` elements apart, storage T;
 // x fp32 [rows, dim]; ids int32 (range-checked on the host).
+//
+// BLOCKS: the table in one of ggml's block formats as stored (a GGUF's
+// token_embd, bytes as in the file: specialization constant 1 is ggml's type
+// id, blocks.glsl), rows `ld` bytes apart, the buffer padded by
+// ops::qmatmul_padding; the selected rows are dequantized 8 elements at a
+// time (dequant8), so only the rows the ids name are expanded. dim is whole
+// blocks.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef T
@@ -16,7 +24,15 @@
 #endif
 
 layout(std430, binding = 0) readonly buffer Ids { int ids[]; };
+#ifdef BLOCKS
+layout(constant_id = 1) const uint FMT = 8;
+layout(std430, binding = 1) readonly buffer TableWords { uint table_words[]; };
+#define BLOCK_WORD(i) table_words[i]
+#define BLOCK_PRECISE precise  // the values of vkgate::dequantize, bit for bit, on any driver
+#include "blocks.glsl"
+#else
 RO(1, table, T)
+#endif
 RW(2, x, F32)
 
 #include "params.glsl"
@@ -31,5 +47,17 @@ void main() {
   if (r >= p.rows) return;
   const uint row = uint(ids[r]) - p.first;  // wraps past count for ids below first
   if (row >= p.count) return;
+#ifdef BLOCKS
+  for (uint c = gl_LocalInvocationID.x; c < p.dim / 8u; c += WG) {
+    vec4 lo, hi;
+    dequant8(row * p.ld, c, lo, hi);
+    const uint at = r * p.dim + 8u * c;
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      x_st(at + i, lo[i]);
+      x_st(at + 4u + i, hi[i]);
+    }
+  }
+#else
   for (uint d = gl_LocalInvocationID.x; d < p.dim; d += WG) x_st(r * p.dim + d, table_ld(row * p.ld + d));
+#endif
 }

@@ -245,7 +245,9 @@ Model::Model(Context& ctx, const ModelConfig& cfg, const TensorMap& weights, con
   TensorMap quantized;
   if (options.quant) quantized = quantize_weights(cfg, weights, *options.quant, blocks);
   const TensorMap& used = options.quant ? quantized : weights;
-  impl_->stack = std::make_unique<nn::Stack>(impl_->vk, impl_->vk.tuning, cfg, used, act);
+  gpu::Tuning tuning = impl_->vk.tuning;
+  tuning.int8_activations = options.int8_activations;
+  impl_->stack = std::make_unique<nn::Stack>(impl_->vk, tuning, cfg, used, act);
 }
 
 Model::~Model() = default;

@@ -3,7 +3,8 @@
 // tokenizer.json) written as GGUF read back with the types, shapes, metadata
 // and tokenizer the converter would give them, and `vkgate run --weights
 // out.gguf` gives the very logits of `vkgate run --weights DIR --quant T`
-// (the same blocks reach the device); a bad --type, a missing directory, a
+// (the same blocks reach the device), and with --int8 logits within 1e-3
+// (NMSE) of those where the device has integer dot products; a bad --type, a missing directory, a
 // missing tensor, an unsupported model type and an unwritable output fail
 // cleanly, leaving no file.
 #ifdef VKGATE_CLI
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "harness.hpp"
 #include "model_dir.hpp"
 #include "model_weights.hpp"
 #include "vkgate/gguf_model.hpp"
@@ -129,15 +131,30 @@ TEST_CASE("cli quantize: qwen3 and llama directories read back as GGUF and run w
     // The file and the directory quantized on load: the same blocks, the same logits.
     const auto ids = test::random_ids(rng, 2 * 5, cfg.vocab_size);
     const std::string in = m.ids_file("in.safetensors", ids, 2, 5);
-    const std::vector<CliResult> runs = run_all(
-        {with_device({"run", "--weights", out, "--input", in, "--output", m.dir / "gguf.safetensors"}),
-         with_device({"run", "--weights", m.path(), "--quant", c.type, "--input", in, "--output", m.dir / "dir.safetensors"})},
-        m.dir.path);
+    std::vector<std::vector<std::string>> jobs = {
+        with_device({"run", "--weights", out, "--input", in, "--output", m.dir / "gguf.safetensors"}),
+        with_device({"run", "--weights", m.path(), "--quant", c.type, "--input", in, "--output", m.dir / "dir.safetensors"})};
+    // --int8 reaches the model: int8 activations move the logits, within the int8 bound's reach.
+    const bool int8 = c.quant == DType::Q8_0;
+    if (int8) jobs.push_back(with_device({"run", "--weights", out, "--int8", "--input", in, "--output", m.dir / "int8.safetensors"}));
+    const std::vector<CliResult> runs = run_all(jobs, m.dir.path);
     for (const CliResult& r : runs) {
       check_clean_exit(r);
       REQUIRE(r.code == 0);
     }
-    CHECK(logits_of(m.dir / "gguf.safetensors") == logits_of(m.dir / "dir.safetensors"));
+    const std::vector<float> gguf = logits_of(m.dir / "gguf.safetensors");
+    CHECK(gguf == logits_of(m.dir / "dir.safetensors"));
+    if (int8) {
+      const std::vector<float> q8 = logits_of(m.dir / "int8.safetensors");
+      REQUIRE(q8.size() == gguf.size());
+      double err = 0, ref = 0;
+      for (size_t i = 0; i < q8.size(); ++i) {
+        err += (double(q8[i]) - gguf[i]) * (double(q8[i]) - gguf[i]);
+        ref += double(gguf[i]) * gguf[i];
+      }
+      CHECK(err <= 1e-3 * ref);
+      CHECK((err > 0) == test::context().device().integer_dot_product);  // without the feature: the fp32 product
+    }
   }
 }
 

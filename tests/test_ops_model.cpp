@@ -1,11 +1,14 @@
 // The ops a whole model adds, against host computations on awkward shapes:
 // the MLP's gated product (every activation, padded rows, fp16), the
-// embedding gather over table chunks, and the device-side statistics.
+// embedding gather over table chunks (float and block formats), and the
+// device-side statistics.
 #include <cmath>
 #include <limits>
 
 #include "harness.hpp"
 #include "ops/ops.hpp"
+#include "ops/qmatmul.hpp"
+#include "vkgate/quant.hpp"
 #include "vkgate/reference_model.hpp"
 
 using namespace vkgate;
@@ -100,6 +103,76 @@ TEST_CASE_FIXTURE(test::GpuTest, "embed: rows gathered by id from a table in chu
   for (uint32_t i = 0; i < n; ++i)
     for (uint32_t d = 0; d < D; ++d) want.push_back(table[size_t(ids[i]) * ld + d]);
   check_close(download(gx, size_t(n) * D), want, 0);
+}
+
+// A GGUF's quantized token_embd stays in its blocks on the device: the rows
+// the ids name are dequantized by the gather (blocks.glsl's dequant8), to the
+// very fp32 values the host's dequantize gives. Rows of several blocks (the
+// 32-element formats' rows of 3 blocks are only 2-byte aligned: 102 bytes of
+// Q8_0), the table in chunks of 10 rows, each its own buffer padded as
+// qmatmul reads; ids on the first and last row of the table and of each
+// chunk, one repeated; x poisoned with NaN first.
+TEST_CASE_FIXTURE(test::GpuTest, "embed_blocks: rows gathered from a table in each block format equal the host's dequantize exactly") {
+  const DType formats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                           DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const uint32_t V = 37, per_chunk = 10;
+  const std::vector<int32_t> ids = {0, 36, 9, 10, 19, 20, 29, 30, 5, 36, 17, 0, 33};
+  const uint32_t n = uint32_t(ids.size());
+  auto gids = device(n, "ids");
+  gpu::upload(vk, gids, ids.data(), n * 4);
+  for (const DType f : formats) {
+    CAPTURE(to_string(f));
+    CAPTURE(seed);
+    const uint32_t D = block_elements(f) == 32 ? 96 : 512;
+    const size_t row_bytes = *stored_bytes(f, D);
+    const std::vector<std::byte> blocks = quantize(f, random(size_t(V) * D, 0.5f));
+    std::vector<float> values(size_t(V) * D);
+    dequantize(f, blocks, values);
+    std::vector<gpu::Buffer> chunks;
+    for (uint32_t first = 0; first < V; first += per_chunk) {
+      const uint32_t count = std::min(per_chunk, V - first);
+      std::vector<std::byte> part(blocks.begin() + long(first * row_bytes),
+                                  blocks.begin() + long((first + count) * row_bytes));
+      part.resize(part.size() + ops::qmatmul_padding, std::byte{0xff});
+      chunks.push_back(vk.allocator->allocate(part.size(), gpu::MemoryKind::device, "chunk"));
+      gpu::upload(vk, chunks.back(), part.data(), part.size());
+    }
+    auto gx = poisoned(size_t(n) * D, "x");
+    run_once(vk, [&](gpu::Recorder& rec) {
+      for (uint32_t c = 0; c < chunks.size(); ++c)
+        ops::embed_blocks(vk, rec, {.ids = gids, .table = chunks[c], .x = gx, .rows = n, .dim = D,
+                                    .first = per_chunk * c, .count = std::min(per_chunk, V - per_chunk * c),
+                                    .format = f});
+    });
+    const std::vector<float> got = download(gx, size_t(n) * D);
+    size_t differ = 0, first_differ = 0;
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t d = 0; d < D; ++d) {
+        const float want = values[size_t(ids[i]) * D + d];
+        if (!(got[size_t(i) * D + d] == want) && differ++ == 0) first_differ = size_t(i) * D + d;
+      }
+    CAPTURE(first_differ);
+    CHECK(differ == 0);
+  }
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "embed_blocks: a table buffer too small or rows that are not whole blocks are refused") {
+  auto gids = device(1, "ids"), gx = device(64, "x");
+  const size_t row_bytes = *stored_bytes(DType::Q8_0, 64);
+  gpu::Buffer table = vk.allocator->allocate(2 * row_bytes, gpu::MemoryKind::device, "unpadded table");
+  gpu::Recorder rec(vk);
+  rec.begin();
+  // Two rows without the padding the kernel may read past the last block.
+  CHECK_THROWS_WITH_AS(ops::embed_blocks(vk, rec, {.ids = gids, .table = table, .x = gx, .rows = 1, .dim = 64,
+                                                   .first = 0, .count = 2, .format = DType::Q8_0}),
+                       doctest::Contains("bytes"), Error);
+  CHECK_THROWS_WITH_AS(ops::embed_blocks(vk, rec, {.ids = gids, .table = table, .x = gx, .rows = 1, .dim = 48,
+                                                   .first = 0, .count = 1, .format = DType::Q8_0}),
+                       doctest::Contains("whole blocks"), Error);
+  CHECK_THROWS_AS(ops::embed_blocks(vk, rec, {.ids = gids, .table = table, .x = gx, .rows = 1, .dim = 64,
+                                              .first = 0, .count = 1, .format = DType::F16}),
+                  Error);
+  rec.end();
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "stats: first-token attention per head, gate scores through a view, max |x|") {

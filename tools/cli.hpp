@@ -91,6 +91,7 @@ struct ModelBench {
   int layers = 0, experts = 0, hidden = 0, vocab = 0;
   Precision precision = Precision::fp32;
   std::optional<DType> quant;
+  bool int8 = false;  // ModelOptions::int8_activations
   std::vector<int> prompts{64, 512};
   int decode = 16, reps = 2;
   bool json = false;

@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (--prompt TEXT | --prompt-file FILE | --prompt-ids "1,2,3")
                        --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
-                       [--quant T] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
+                       [--quant T] [--int8] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
                        [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
                        [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--no-check-finite] [--json] [--quiet]
 
@@ -60,6 +60,9 @@ sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one 
   --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
   --quant T              quantize the float projections and an untied lm_head on load to the
                          block format T: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k
+  --int8                 int8 activations: Q8_0 and Q4_0 projections quantize their input per
+                         32-element block to int8 and multiply with integer dot products, where
+                         the device has them (else the fp32 product; see vkgate run --help)
   --ignore-eos           keep going after eos_token_id (config.json or generation_config.json;
                          a list means any of them). Without it the eos id is printed, then
                          generation stops
@@ -146,6 +149,7 @@ int cmd_generate(Args& args) {
     else if (a == "--device") device = args.value(a);
     else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
     else if (a == "--quant") options.quant = parse_quant_flag(a, args.value(a));
+    else if (a == "--int8") options.int8_activations = true;
     else if (a == "--ignore-eos") g.stop_at_eos = false;
     else if (a == "--ignore-context-limit") options.ignore_context_limit = true;
     else if (a == "--json") json = true;

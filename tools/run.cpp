@@ -25,7 +25,7 @@ namespace vkgate::cli {
 namespace {
 
 constexpr const char* kRunUsage = R"(usage: vkgate run --weights PATH [--config FILE] [--layer N] --input FILE --output FILE
-                  [--device SEL] [--precision fp32|fp16|bf16] [--quant T] [--stats] [--no-check-finite]
+                  [--device SEL] [--precision fp32|fp16|bf16] [--quant T] [--int8] [--stats] [--no-check-finite]
                   [--ignore-context-limit] [--quiet]
 
 Runs a checkpoint on the device: the whole model when the input holds input_ids,
@@ -67,6 +67,11 @@ out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
                      the block format T: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (ggml's
                      layouts and reference quantizers); --precision stays the activations'
                      storage. Weights already in a block format (a GGUF) are kept as they are
+  --int8             (a model) int8 activations: Q8_0 and Q4_0 projections quantize their input
+                     per 32-element block to int8 (scale max|x|/127) and multiply with integer
+                     dot products, where the device has them (`vkgate devices`: int8_dot=yes;
+                     elsewhere the fp32 product runs). Error per output at most the sum over
+                     the 32-element blocks b of max|x_b|/254 · Σ_{i∈b} |w_i|, plus fp32 rounding
   --stats            also write the paper's measurements. A model: stats.max_activation [L]
                      (max |x| of the residual stream after each layer); for its softmax-
                      attention layers (stats.attention_layers [L_attn], I64: every layer of
@@ -140,6 +145,7 @@ struct RunOptions {
   vkgate::BlockOptions options;
   bool stats = false, quiet = false, ignore_context_limit = false;
   std::optional<vkgate::DType> quant;
+  bool int8 = false;
 
   vkgate::ContextOptions context_options() const {
     vkgate::ContextOptions c;
@@ -151,7 +157,7 @@ struct RunOptions {
 
 RunOptions parse_run(Args& args) {
   RunOptions o;
-  auto& [weights, config, input, output, device, layer, options, stats, quiet, ignore_context_limit, quant] = o;
+  auto& [weights, config, input, output, device, layer, options, stats, quiet, ignore_context_limit, quant, int8] = o;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--weights") weights = args.value(a);
@@ -164,6 +170,7 @@ RunOptions parse_run(Args& args) {
     else if (a == "--quiet") quiet = true;
     else if (a == "--ignore-context-limit") ignore_context_limit = true;
     else if (a == "--quant") quant = parse_quant_flag(a, args.value(a));
+    else if (a == "--int8") int8 = true;
     else if (a == "--check-finite") options.check_finite = true;
     else if (a == "--no-check-finite") options.check_finite = false;
     else if (a == "--precision") {
@@ -301,7 +308,7 @@ int run_gdn(const RunOptions& o, const vkgate::SafetensorsFile& in_file, const v
 // One gated-attention block on hidden_states (and a cache and a mask), or a
 // GLA or Gated DeltaNet layer.
 int run_block(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
-  const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet, ignore_context_limit, quant] = o;
+  const auto& [weights, config_arg, input, output, device, layer, options, stats, quiet, ignore_context_limit, quant, int8] = o;
   const vkgate::Checkpoint ckpt(weights);
   const std::string config = layer_config_path(o, ckpt);
   // A file that cannot be read is left to load_config, whose error says why.
@@ -461,7 +468,7 @@ int run_model(const RunOptions& o, const vkgate::SafetensorsFile& in_file) {
   vkgate::Context ctx(o.context_options());
   std::unique_ptr<vkgate::Model> model;
   try {
-    model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite, o.ignore_context_limit, o.quant});
+    model = std::make_unique<vkgate::Model>(ctx, cfg, tensors, vkgate::ModelOptions{o.options.precision, o.options.check_finite, o.ignore_context_limit, o.quant, o.int8});
   } catch (const vkgate::Error& e) {
     throw with_weights_path(o.weights, e);
   }

@@ -66,6 +66,10 @@ struct DeviceInfo {
   // whose default is 64 (AMD) can take it. The matmul prefers it;
   // VKGATE_DISABLE_COOPMAT_KHR=1 turns it off.
   bool coopmat_f16 = false, coopmat_f16_khr = false;
+  // shaderIntegerDotProduct (Vulkan 1.3, or VK_KHR_shader_integer_dot_product):
+  // packed 4×int8 dot products in shaders, for the int8-activation product
+  // (ModelOptions::int8_activations). VKGATE_DISABLE_INTEGER_DOT=1 turns it off.
+  bool integer_dot_product = false;
   bool timestamps = false;
   double timestamp_period_ns = 0;
 

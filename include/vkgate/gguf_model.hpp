@@ -7,7 +7,7 @@
 //   vkgate::Tokenizer tok = vkgate::Tokenizer::load("Qwen3-0.6B-F16.gguf");
 //
 // Architectures (general.architecture → model_type): llama → llama,
-// qwen3 → qwen3, qwen3moe → qwen3_moe. Keys read, under "<arch>.":
+// qwen3 → qwen3, qwen3moe → qwen3_moe, qwen3next → qwen3_next. Keys read, under "<arch>.":
 //   block_count, context_length, embedding_length, attention.head_count,
 //   attention.layer_norm_rms_epsilon                      required
 //   feed_forward_length                                   required (qwen3moe: default expert_feed_forward_length)
@@ -19,8 +19,17 @@
 //   .yarn_beta_fast, .yarn_beta_slow, .yarn_attn_factor   RoPE scaling; llama's Llama-3 scaling
 //                                                         comes as the tensor rope_freqs (read back into llama3 parameters)
 //   expert_count, expert_used_count, expert_feed_forward_length   qwen3moe (required)
-//   expert_weights_norm                                   qwen3moe: norm_topk_prob (default true: llama.cpp
-//                                                         always normalises qwen3moe's top-k weights)
+//   expert_weights_norm                                   qwen3moe, qwen3next: norm_topk_prob (default true:
+//                                                         llama.cpp always normalises their top-k weights)
+//   expert_weights_scale                                  when present, 0 or 1 (vkgate does not scale routed weights)
+//   qwen3next (Qwen3-Next; every layer's MLP sparse, as llama.cpp reads it):
+//   expert_shared_feed_forward_length                     the shared expert (absent: feed_forward_length, as
+//                                                         llama.cpp; 0: none)
+//   ssm.state_size, ssm.group_count, ssm.time_step_rank,  the Gated DeltaNet layers: dk, nk, nv, nv·dv, K
+//   ssm.inner_size, ssm.conv_kernel                       (required)
+//   attention.recurrent_layers (one bool per block),      which layers are Gated DeltaNet (layer_types);
+//   full_attention_interval (default 4)                   without the array, every interval-th layer is attention
+//   nextn_predict_layers                                  multi-token-prediction blocks after the model's: not run
 //   vocab_size                                            when present, must equal token_embd's rows
 //   tokenizer.ggml.eos_token_id, eot_token_id, eom_token_id   eos_token_ids (each ends a generation, as in llama.cpp)
 // From the tensors: vocab_size = token_embd's rows; tie_word_embeddings when
@@ -34,8 +43,21 @@
 // whole rows of bytes, so block formats too). The experts of a qwen3moe layer
 // are stacked ffn_{gate,up,down}_exps [E, ·, ·] (or fused ffn_gate_up_exps
 // [E, 2·Im, D]) and read as per-expert views; a fused attn_qkv is split into
-// q, k and v. Norm weights are stored as the checkpoint has them for these
-// architectures (the converter adds 1 only for other ones).
+// q, k and v. Norm weights are stored as the checkpoint has them for llama,
+// qwen3 and qwen3moe. qwen3next (the converter's Qwen3NextModel.modify_tensors):
+// every "*norm.weight" but the Gated DeltaNet's linear_attn.norm is stored
+// as 1 + w (Qwen3NextRMSNorm's scale) and read back as w; A_log as
+// ssm_a = −exp(A_log), read back as log(−ssm_a); dt_bias as ssm_dt.bias;
+// conv1d [C, 1, K] squeezed to ssm_conv1d [C, K]; in_proj_qkvz (per key head
+// q, k, v, z) split into attn_qkv ([all q | all k | all v]) and attn_gate
+// ([all z]), interleaved back into in_proj_qkvz (whole rows copied) when the
+// two share a dtype in every layer, else read apart as
+// GdnConfig::separate_projections (in_proj_qkv, in_proj_z, and ssm_ba's b
+// and a rows as in_proj_b and in_proj_a); an older converter's ssm_in is
+// in_proj_qkvz itself; in_proj_ba is ssm_ba unchanged; the attention's q_proj
+// (each head's query then its gate) is attn_q unchanged;
+// post_attention_layernorm is post_attention_norm; the shared expert
+// ffn_{gate,up,down}_shexp and its gate ffn_gate_inp_shexp ([1, D] or [D]).
 //
 // Everything is checked before anything goes to a device: Error(invalid_config)
 // names the file and the key (an unknown architecture: the file, it and the
@@ -74,7 +96,8 @@ bool is_gguf_file(const std::string& path);
 // The model's config from the file's metadata and tensor shapes (above).
 ModelConfig gguf_model_config(const GgufFile& file);
 
-// Bytes that some returned tensors view (the un-permuted q/k rows of llama);
+// Bytes that some returned tensors view (the un-permuted q/k rows of llama;
+// qwen3next's norms, A_log and regathered Gated DeltaNet projection rows);
 // must outlive the TensorMap.
 using TensorBuffers = std::vector<std::vector<std::byte>>;
 

@@ -62,6 +62,15 @@ struct ModelOptions {
   // that are not whole blocks stay float. Weights already in a block format
   // (a GGUF) are kept.
   std::optional<DType> quant;
+  // int8 activations: the Q8_0 and Q4_0 projections (attention, MLP, shared
+  // expert, linear attention; not the routed experts nor lm_head) quantize
+  // their input per 32-element block to int8 (an fp32 scale d = max|x|/127,
+  // q = round(x/d)) and multiply with integer dot products, where the device
+  // has them (DeviceInfo::integer_dot_product); elsewhere, and for every other
+  // format, the fp32 product runs (the option is then a no-op, not an error).
+  // Error per output: |Δy| ≤ Σ_blocks max|x_b|/254 · Σ_{i∈b} |w_i| (w the
+  // dequantized weights), plus fp32 rounding.
+  bool int8_activations = false;
 };
 
 // Whether ModelOptions::quant quantizes the tensor of this full name: a

@@ -317,6 +317,14 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
     coopmat_khr.cooperativeMatrix = VK_TRUE;
     chain(coopmat_khr);
   }
+  // The int8-activation product's packed dot products (shaders/qmatmul_dot.comp).
+  VkPhysicalDeviceShaderIntegerDotProductFeatures integer_dot{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  if (s.info.integer_dot_product) {
+    if (api < VK_API_VERSION_1_3) enable.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    integer_dot.shaderIntegerDotProduct = VK_TRUE;
+    chain(integer_dot);
+  }
   // Pipelines that ask for a subgroup size (gpu::PipelineCache::get).
   VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};

@@ -227,6 +227,13 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
                               (ssc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
     d.max_workgroup_subgroups = ssc.maxComputeWorkgroupSubgroups;
   }
+  // Packed int8 dot products: core in Vulkan 1.3, else the KHR extension (the
+  // same feature struct); the shaders declare SPV_KHR_integer_dot_product.
+  if ((v13 || has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) &&
+      !gpu::env_flag("VKGATE_DISABLE_INTEGER_DOT"))
+    d.integer_dot_product = device_feature(pd, VkPhysicalDeviceShaderIntegerDotProductFeatures{
+                                                   VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES})
+                                .shaderIntegerDotProduct;
   if (coopmat_prerequisites(pd, d, api)) {
     d.coopmat_f16 = d.subgroup_size == 32 && nv_coopmat_f16(instance, pd, d);
     d.coopmat_f16_khr = khr_coopmat_f16(instance, pd, d, api);
@@ -266,7 +273,7 @@ std::string DeviceInfo::summary() const {
          : coopmat_f16_khr                ? " (fp16 16x16x16 used: matmul khr)"
          : coopmat_f16                    ? " (fp16 16x16x16 used: nv)"
                                           : "")
-     << " timestamps=" << (timestamps ? "yes" : "no");
+     << " int8_dot=" << (integer_dot_product ? "yes" : "no") << " timestamps=" << (timestamps ? "yes" : "no");
   return os.str();
 }
 

@@ -46,6 +46,10 @@ struct Tuning {
   RecurrenceMode gdn_mode = RecurrenceMode::automatic;  // VKGATE_GDN_MODE (recurrent | chunk)
   Coopmat coopmat_flash = Coopmat::tensor;    // VKGATE_COOPMAT_FLASH (0 | 1 | emulate)
   Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
+  // Not from the environment: a Model sets it from ModelOptions::int8_activations
+  // (Q8_0/Q4_0 projections quantize their input to int8 blocks and take
+  // integer dot products where DeviceInfo::integer_dot_product).
+  bool int8_activations = false;
 };
 
 }  // namespace vkgate::gpu

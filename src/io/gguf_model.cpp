@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "io/gguf_format.hpp"
 #include "io/json_keys.hpp"
 #include "vkgate/error.hpp"
 
@@ -21,7 +22,7 @@ namespace vkgate {
 
 namespace {
 
-constexpr const char* kArchitectures = "llama, qwen3 and qwen3moe";
+constexpr const char* kArchitectures = "llama, qwen3, qwen3moe and qwen3next";
 
 // Typed reads of "<arch>.<key>" with errors naming the file and the full key.
 class Hparams {
@@ -71,6 +72,70 @@ std::optional<int64_t> query_rows(const GgufFile& f, int64_t kv_dim) {
   if (const GgufTensor* qkv = f.find_tensor("blk.0.attn_qkv.weight"); qkv && !qkv->shape.empty())
     return qkv->shape[0] - 2 * kv_dim;
   return std::nullopt;
+}
+
+// Qwen3-Next's layer pattern: "<arch>.attention.recurrent_layers" (one bool
+// per block, the MTP blocks' false; the converter writes it from layer_types)
+// when present, as llama.cpp reads it; full_attention_interval (default 4,
+// llama.cpp's) in any case.
+void read_layer_types(const GgufFile& f, const Hparams& h, int blocks, BlockConfig& a) {
+  a.full_attention_interval = h.positive("full_attention_interval").value_or(4);
+  if (!h.has("attention.recurrent_layers")) return;
+  const GgufValue& v = *f.find(h.key("attention.recurrent_layers"));
+  if (v.type != GgufType::ARRAY || !(v.element == GgufType::BOOL || gguf_format::is_integer_type(v.element)))
+    h.fail(ErrorCode::invalid_config, "attention.recurrent_layers",
+           std::string("is ") + (v.type == GgufType::ARRAY ? "an array of " : "") +
+               to_string(v.type == GgufType::ARRAY ? v.element : v.type) + ", expected an array of bools");
+  const std::vector<int64_t>& recurrent = v.integers;
+  if (recurrent.size() != size_t(blocks))
+    h.fail(ErrorCode::invalid_config, "attention.recurrent_layers",
+           "has " + std::to_string(recurrent.size()) + " entries, expected one per block (block_count " +
+               std::to_string(blocks) + ")");
+  for (int l = 0; l < a.num_hidden_layers; ++l)
+    a.layer_types.push_back(recurrent[size_t(l)] ? "linear_attention" : "full_attention");
+}
+
+// The Gated DeltaNet layers' shape from the ssm.* keys as the converter writes
+// them: state_size dk, group_count nk, time_step_rank nv, inner_size nv·dv,
+// conv_kernel K (all required, as llama.cpp reads them).
+GdnConfig read_gdn(const Hparams& h, const BlockConfig& a) {
+  GdnConfig g;
+  g.hidden_size = a.hidden_size;
+  g.rms_norm_eps = a.rms_norm_eps;
+  g.key_head_dim = h.required("ssm.state_size", "the Gated DeltaNet key head size");
+  g.num_key_heads = h.required("ssm.group_count", "the Gated DeltaNet key heads");
+  g.num_value_heads = h.required("ssm.time_step_rank", "the Gated DeltaNet value heads");
+  g.conv_kernel = h.required("ssm.conv_kernel", "the Gated DeltaNet convolution width");
+  const int inner = h.required("ssm.inner_size", "the Gated DeltaNet value width, value heads × value head size");
+  if (g.num_value_heads % g.num_key_heads != 0)
+    h.fail(ErrorCode::invalid_config, "ssm.time_step_rank",
+           "is " + std::to_string(g.num_value_heads) + ", not a multiple of ssm.group_count " +
+               std::to_string(g.num_key_heads) + " (value heads per key head)");
+  if (inner % g.num_value_heads != 0)
+    h.fail(ErrorCode::invalid_config, "ssm.inner_size",
+           "is " + std::to_string(inner) + ", not a multiple of ssm.time_step_rank " +
+               std::to_string(g.num_value_heads));
+  g.value_head_dim = inner / g.num_value_heads;
+  return g;
+}
+
+// Whether the Gated DeltaNet layers' input projections must stay apart
+// (GdnConfig::separate_projections): the converter splits in_proj_qkvz into
+// attn_qkv and attn_gate, which gguf_model_tensors interleaves back into
+// in_proj_qkvz (a copy of whole rows) when the two have one dtype in every
+// such layer; llama-quantize may give them different types, and then the
+// layer reads them apart (with in_proj_ba's b and a rows apart too). A file
+// of the older converter has in_proj_qkvz unchanged (ssm_in).
+bool separate_gdn_projections(const GgufFile& f, const ModelConfig& m) {
+  for (int l = 0; l < m.num_hidden_layers; ++l) {
+    if (m.attention.is_full_attention(l)) continue;
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    if (f.find_tensor(blk + "ssm_in.weight")) continue;
+    const GgufTensor* qkv = f.find_tensor(blk + "attn_qkv.weight");
+    const GgufTensor* gate = f.find_tensor(blk + "attn_gate.weight");
+    if (qkv && gate && qkv->dtype != gate->dtype) return true;
+  }
+  return false;
 }
 
 // transformers' llama3 frequency factors (what the converter writes as
@@ -204,15 +269,25 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   if (arch == "llama") m.model_type = "llama";
   else if (arch == "qwen3") m.model_type = "qwen3";
   else if (arch == "qwen3moe") m.model_type = "qwen3_moe";
+  else if (arch == "qwen3next") m.model_type = "qwen3_next";
   else
     throw Error(ErrorCode::invalid_config, path + ": key 'general.architecture' is \"" + arch +
                                                "\": vkgate reads the architectures " + kArchitectures);
   const Hparams h(f, arch);
-  const bool moe = arch == "qwen3moe";
+  const bool next = arch == "qwen3next";
+  const bool moe = arch == "qwen3moe" || next;
 
   BlockConfig& a = m.attention;
   a.model_type = m.model_type;
-  m.num_hidden_layers = h.required("block_count", "the number of layers");
+  const int blocks = h.required("block_count", "the number of layers");
+  m.num_hidden_layers = blocks;
+  // Qwen3-Next's multi-token-prediction blocks follow the model's (blk.L...): not run.
+  if (const std::optional<int64_t> mtp = f.integer_or(h.key("nextn_predict_layers")); mtp && *mtp != 0) {
+    if (*mtp < 0 || *mtp >= blocks)
+      h.fail(ErrorCode::invalid_config, "nextn_predict_layers",
+             "is " + std::to_string(*mtp) + ", expected fewer than block_count " + std::to_string(blocks));
+    m.num_hidden_layers = blocks - int(*mtp);
+  }
   a.num_hidden_layers = m.num_hidden_layers;
   a.max_position_embeddings = h.required("context_length", "the context length the model was trained for");
   a.hidden_size = h.required("embedding_length", "the hidden size");
@@ -252,8 +327,22 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   a.use_qk_norm = arch != "llama";
   a.residual = true;
   a.causal = true;
-  a.qkv_bias = f.find_tensor("blk.0.attn_q.bias") || f.find_tensor("blk.0.attn_qkv.bias");
-  a.o_bias = f.find_tensor("blk.0.attn_output.bias") != nullptr;
+  if (next) {
+    // transformers' Qwen3NextAttention: q_proj holds each head's query and
+    // its elementwise gate (the converter keeps that layout, as llama.cpp
+    // reads it); Qwen3NextRMSNorm scales by (1 + w), and the converter stores
+    // 1 + w (gguf_model_tensors takes the 1 off again).
+    a.gate_kind = GateKind::elementwise;
+    a.gate_layout = GateLayout::qwen3_next;
+    a.norm_kind = NormKind::zero_centered;
+    read_layer_types(f, h, blocks, a);
+  }
+  // Biases as the first full-attention layer has them (Qwen3-Next's first layers are Gated DeltaNet).
+  int first_attention = 0;
+  while (first_attention + 1 < m.num_hidden_layers && !a.is_full_attention(first_attention)) ++first_attention;
+  const std::string attn_blk = "blk." + std::to_string(first_attention) + ".";
+  a.qkv_bias = f.find_tensor(attn_blk + "attn_q.bias") || f.find_tensor(attn_blk + "attn_qkv.bias");
+  a.o_bias = f.find_tensor(attn_blk + "attn_output.bias") != nullptr;
   if (arch == "qwen3") {
     // The paper's gated Qwen3 checkpoints convert as plain qwen3 with more
     // query rows: the gate's, grouped per KV head (official_grouped).
@@ -269,9 +358,26 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     m.moe.num_experts_per_tok = h.required("expert_used_count", "the experts each token is routed to");
     m.moe.moe_intermediate_size = h.required("expert_feed_forward_length", "each expert's MLP width");
     m.moe.norm_topk_prob = h.flag("expert_weights_norm").value_or(true);
-    if (h.positive("expert_shared_feed_forward_length"))
-      h.fail(ErrorCode::unsupported, "expert_shared_feed_forward_length", "is set: a qwen3moe model has no shared expert");
+    // llama.cpp scales the routed weights by it unless it is 0 or 1.
+    if (const std::optional<double> scale = f.real_or(h.key("expert_weights_scale")); scale && *scale != 0 && *scale != 1)
+      h.fail(ErrorCode::unsupported, "expert_weights_scale",
+             "is " + std::to_string(*scale) + ": vkgate does not scale the routed experts' weights");
     m.intermediate_size = h.positive("feed_forward_length").value_or(m.moe.moe_intermediate_size);
+    if (!next) {
+      if (h.positive("expert_shared_feed_forward_length"))
+        h.fail(ErrorCode::unsupported, "expert_shared_feed_forward_length", "is set: a qwen3moe model has no shared expert");
+    } else {
+      // Every layer sparse (llama.cpp reads no dense MLP for qwen3next), each with a
+      // shared expert of expert_shared_feed_forward_length (absent: feed_forward_length,
+      // as llama.cpp takes it; 0: none).
+      const std::optional<int64_t> shared = f.integer_or(h.key("expert_shared_feed_forward_length"));
+      if (shared && (*shared < 0 || *shared > INT_MAX))
+        h.fail(ErrorCode::invalid_config, "expert_shared_feed_forward_length",
+               "is " + std::to_string(*shared) + ", expected a width (0: no shared expert)");
+      m.moe.shared_expert_intermediate_size = shared ? int(*shared) : m.intermediate_size;
+      m.linear_attention = read_gdn(h, a);
+      m.linear_attention->separate_projections = separate_gdn_projections(f, m);
+    }
   } else {
     if (const std::optional<int64_t> e = f.integer_or(h.key("expert_count")); e && *e > 0)
       h.fail(ErrorCode::unsupported, "expert_count",
@@ -325,13 +431,45 @@ constexpr std::pair<const char*, const char*> kLayerNames[] = {
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"mlp.down_proj.bias", "ffn_down.bias"},
     {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
 };
+
+// A 1-D or small tensor's values as fp32 (F32, F16, BF16 or a block format).
+std::vector<float> floats(const HostTensor& t) {
+  std::vector<float> out(size_t(t.numel()));
+  if (is_quantized(t.dtype)) {
+    dequantize(t.dtype, t.bytes, out);
+    return out;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t h = 0;
+    switch (t.dtype) {
+      case DType::F32: std::memcpy(&out[i], t.bytes.data() + 4 * i, 4); break;
+      case DType::F16: std::memcpy(&h, t.bytes.data() + 2 * i, 2); out[i] = half_to_float(h); break;
+      default: std::memcpy(&h, t.bytes.data() + 2 * i, 2); out[i] = bf16_to_float(h); break;  // BF16 (checked)
+    }
+  }
+  return out;
+}
 
 class TensorReader {
  public:
   TensorReader(const GgufFile& f, const ModelConfig& cfg, TensorBuffers& copies) : f_(f), cfg_(cfg), copies_(copies) {}
 
   HostTensor read(const TensorSpec& spec) {
+    // Qwen3-Next: the converter stores 1 + w for every norm named "*norm.weight"
+    // but the Gated DeltaNet's own (linear_attn.norm.weight, a plain weight).
+    if (next() && spec.name.ends_with("norm.weight") && !spec.name.ends_with("linear_attn.norm.weight"))
+      return minus_one(mapped(spec));
+    return mapped(spec);
+  }
+
+ private:
+  bool next() const { return cfg_.model_type == "qwen3_next"; }
+
+  HostTensor mapped(const TensorSpec& spec) {
     if (spec.name == "model.embed_tokens.weight") return checked("token_embd.weight", spec.name, spec.shape);
     if (spec.name == "model.norm.weight") return checked("output_norm.weight", spec.name, spec.shape);
     if (spec.name == "lm_head.weight") return checked("output.weight", spec.name, spec.shape);
@@ -342,6 +480,12 @@ class TensorReader {
     const std::string bare = spec.name.substr(dot + 1);
     const std::string blk = "blk." + layer + ".";
     if (bare.starts_with("mlp.experts.")) return expert(blk, bare, spec);
+    if (bare.starts_with("linear_attn.")) return gdn(blk, bare.substr(12), spec);
+    // Qwen3-Next's MLP norm is the converter's ATTN_POST_NORM (its tensor list has no FFN_NORM).
+    if (next() && bare == "post_attention_layernorm.weight")
+      return checked(blk + "post_attention_norm.weight", spec.name, spec.shape);
+    // A [1, D] matrix, stored as such ({D, 1}) or as the vector llama.cpp reads ({D}).
+    if (bare == "mlp.shared_expert_gate.weight") return vector_or_row(blk + "ffn_gate_inp_shexp.weight", spec);
     const auto it = std::find_if(std::begin(kLayerNames), std::end(kLayerNames),
                                  [&](const auto& p) { return bare == p.first; });
     if (it == std::end(kLayerNames)) unknown(spec.name);
@@ -357,7 +501,6 @@ class TensorReader {
     return t;
   }
 
- private:
   [[noreturn]] void unknown(const std::string& hf) const {
     throw Error(ErrorCode::unsupported, f_.path() + ": no GGUF tensor is known to hold '" + hf + "'");
   }
@@ -434,6 +577,123 @@ class TensorReader {
     shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
     const HostTensor all = checked(blk + stacked, experts + ".*." + proj, shape);
     return rows(all, E, e, 1, spec.shape);
+  }
+
+  // fp32 values as a tensor of `shape`, held in copies_.
+  HostTensor owned(const std::vector<float>& v, std::vector<int64_t> shape) {
+    std::vector<std::byte>& out = copies_.emplace_back(v.size() * sizeof(float));
+    std::memcpy(out.data(), v.data(), out.size());
+    return HostTensor{DType::F32, std::move(shape), std::span<const std::byte>(out)};
+  }
+
+  // The converter's norm weight 1 + w, as the checkpoint's w (fp32).
+  HostTensor minus_one(const HostTensor& t) {
+    std::vector<float> v = floats(t);
+    for (float& x : v) x -= 1.0f;
+    return owned(v, t.shape);
+  }
+
+  // `name` holding `spec`'s values under another shape of the same elements
+  // (`alternative`), viewed as spec's shape.
+  HostTensor reshaped(const std::string& name, const TensorSpec& spec, const std::vector<int64_t>& alternative) {
+    const GgufTensor* t = f_.find_tensor(name);
+    if (t && t->shape == alternative) {
+      HostTensor h = checked(name, spec.name, alternative);
+      h.shape = spec.shape;
+      return h;
+    }
+    return checked(name, spec.name, spec.shape);
+  }
+
+  HostTensor vector_or_row(const std::string& name, const TensorSpec& spec) {
+    return reshaped(name, spec, {spec.numel()});
+  }
+
+  // A Gated DeltaNet tensor (`bare` under model.layers.N.linear_attn.) from the
+  // converter's (Qwen3NextModel.modify_tensors, tensor_mapping.py):
+  //   in_proj_qkvz  → attn_qkv [all q | all k | all v] and attn_gate [all z]
+  //                   (legacy files: ssm_in, unchanged)
+  //   in_proj_ba    → ssm_ba, unchanged      conv1d [C, 1, K] → ssm_conv1d [C, K]
+  //   A_log         → ssm_a = −exp(A_log)    dt_bias → ssm_dt.bias
+  //   norm          → ssm_norm (not shifted)  out_proj → ssm_out
+  HostTensor gdn(const std::string& blk, const std::string& bare, const TensorSpec& spec) {
+    const GdnConfig& g = *cfg_.linear_attention;
+    const int64_t D = g.hidden_size, C = g.conv_channels(), Z = g.value_dim(), nv = g.num_value_heads;
+    if (bare == "in_proj_qkvz.weight") {
+      if (f_.find_tensor(blk + "ssm_in.weight")) return checked(blk + "ssm_in.weight", spec.name, spec.shape);
+      return qkvz(blk, spec);  // errors name attn_qkv and attn_gate, the converter's names now
+    }
+    if (bare == "in_proj_qkv.weight") return checked(blk + "attn_qkv.weight", spec.name, {C, D});
+    if (bare == "in_proj_z.weight") return checked(blk + "attn_gate.weight", spec.name, {Z, D});
+    if (bare == "in_proj_ba.weight") return checked(blk + "ssm_ba.weight", spec.name, spec.shape);
+    if (bare == "in_proj_b.weight" || bare == "in_proj_a.weight") return ba_part(blk, spec, bare == "in_proj_a.weight");
+    if (bare == "conv1d.weight") return reshaped(blk + "ssm_conv1d.weight", spec, {C, int64_t(g.conv_kernel)});
+    if (bare == "A_log") return a_log(blk + "ssm_a", spec);
+    if (bare == "dt_bias") return checked(blk + "ssm_dt.bias", spec.name, {nv});
+    if (bare == "norm.weight") return checked(blk + "ssm_norm.weight", spec.name, spec.shape);
+    if (bare == "out_proj.weight") return checked(blk + "ssm_out.weight", spec.name, spec.shape);
+    unknown(spec.name);
+  }
+
+  // in_proj_qkvz's rows (per key head j: q_j, k_j, the v and then z rows of
+  // its value heads) gathered from attn_qkv and attn_gate: whole rows of
+  // bytes, so block formats too; gguf_model_config chose this form only where
+  // both have one dtype.
+  HostTensor qkvz(const std::string& blk, const TensorSpec& spec) {
+    const GdnConfig& g = *cfg_.linear_attention;
+    const int64_t D = g.hidden_size, dk = g.key_head_dim, rv = int64_t(g.group_size()) * g.value_head_dim,
+                  keys = g.key_dim(), C = g.conv_channels();
+    const HostTensor qkv = checked(blk + "attn_qkv.weight", spec.name + " (its q, k and v rows)", {C, D});
+    const HostTensor z = checked(blk + "attn_gate.weight", spec.name + " (its z rows)", {g.value_dim(), D});
+    if (qkv.dtype != z.dtype)
+      throw Error(ErrorCode::shape_mismatch, f_.path() + ": tensors '" + blk + "attn_qkv.weight' (" +
+                                                 to_string(qkv.dtype) + ") and '" + blk + "attn_gate.weight' (" +
+                                                 to_string(z.dtype) + ") differ in dtype: they cannot be one " +
+                                                 spec.name + " (a config of separate_projections reads them apart, "
+                                                 "as gguf_model_config gives for this file)");
+    const size_t row = qkv.bytes.size() / size_t(C);
+    std::vector<std::byte>& out = copies_.emplace_back();
+    out.reserve(qkv.bytes.size() + z.bytes.size());
+    auto take = [&](const HostTensor& from, int64_t first, int64_t count) {
+      const auto begin = from.bytes.begin() + ptrdiff_t(size_t(first) * row);
+      out.insert(out.end(), begin, begin + ptrdiff_t(size_t(count) * row));
+    };
+    for (int64_t j = 0; j < g.num_key_heads; ++j) {
+      take(qkv, j * dk, dk);
+      take(qkv, keys + j * dk, dk);
+      take(qkv, 2 * keys + j * rv, rv);
+      take(z, j * rv, rv);
+    }
+    return HostTensor{qkv.dtype, spec.shape, std::span<const std::byte>(out)};
+  }
+
+  // in_proj_b (a = false) or in_proj_a's rows [nv, D] of ssm_ba, which holds
+  // per key head j its value heads' b rows, then their a rows.
+  HostTensor ba_part(const std::string& blk, const TensorSpec& spec, bool a) {
+    const GdnConfig& g = *cfg_.linear_attention;
+    const int64_t nv = g.num_value_heads, r = g.group_size();
+    const HostTensor ba = checked(blk + "ssm_ba.weight", "the b and a rows of " + spec.name, {2 * nv, spec.shape[1]});
+    const size_t row = ba.bytes.size() / size_t(2 * nv);
+    std::vector<std::byte>& out = copies_.emplace_back();
+    out.reserve(size_t(nv) * row);
+    for (int64_t j = 0; j < g.num_key_heads; ++j) {
+      const auto begin = ba.bytes.begin() + ptrdiff_t(size_t(2 * j * r + (a ? r : 0)) * row);
+      out.insert(out.end(), begin, begin + ptrdiff_t(size_t(r) * row));
+    }
+    return HostTensor{ba.dtype, spec.shape, std::span<const std::byte>(out)};
+  }
+
+  // A_log = log(−ssm_a): the converter stores A = −exp(A_log), negative.
+  HostTensor a_log(const std::string& name, const TensorSpec& spec) {
+    std::vector<float> v = floats(checked(name, spec.name, spec.shape));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!(v[i] < 0) || !std::isfinite(v[i]))
+        throw Error(ErrorCode::invalid_config, f_.path() + ": tensor '" + name + "' (" + spec.name + " as −exp(A_log)) holds " +
+                                                   std::to_string(v[i]) + " at " + std::to_string(i) +
+                                                   ": expected negative finite values");
+      v[i] = std::log(-v[i]);
+    }
+    return owned(v, spec.shape);
   }
 
   const GgufFile& f_;

@@ -124,6 +124,8 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
   const size_t o_splits = w_o_.splits(BT, p.attn_ld);
   if (proj_splits > 1) ws.need("split_k", proj_splits * BT * cols_ * 4);
   if (o_splits > 1) ws.need("split_k", o_splits * BT * D * 4);
+  w_qkv_.reserve(ws, uint32_t(BT));
+  w_o_.reserve(ws, uint32_t(BT));
   if (!s.sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
     ws.need("keys", B * KV * kv_stride * Dh * e);
     ws.need("values", B * KV * kv_stride * Dh * e);
@@ -186,6 +188,7 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   const Buffer& q = ws["q"];
   const Buffer& attn = ws["attn"];
   const Buffer* split_k = ws.find("split_k");
+  const Buffer* q8 = ws.find("q8_act");
   if (poison)
     for (const char* role : {"normed", "proj", "q", "attn", "scores"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role == std::string("scores") ? Storage::f32 : act_));
@@ -201,7 +204,8 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
     ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D), .w = norm_w_, .y = normed,
                             .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
                             .heads = 1, .dim = D, .kind = cfg_.norm_kind, .eps = eps, .s = act_, .x_f32 = true});
-    w_qkv_.record(rec, {.x = normed, .y = proj, .M = BT, .bias = qkv_bias, .ldx = ld_hidden_, .partial = split_k});
+    w_qkv_.record(rec, {.x = normed, .y = proj, .M = BT, .bias = qkv_bias, .ldx = ld_hidden_, .partial = split_k,
+                        .q8 = q8});
   }
 
   // q, and the new keys and values into the cache at positions past..: the
@@ -276,7 +280,7 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
   w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .bias = cfg_.o_bias ? &b_o_ : nullptr,
                     .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = p.attn_ld, .partial = split_k,
-                    .gate = gated && at == GatePosition::dense ? &dense : nullptr});
+                    .gate = gated && at == GatePosition::dense ? &dense : nullptr, .q8 = q8});
 }
 
 }  // namespace vkgate::nn

@@ -138,6 +138,8 @@ std::unique_ptr<MixerPlan> Gdn::plan(const MixerShape& s, Workspace& ws) const {
   const uint32_t rows = uint32_t(BT);
   const uint32_t splits = std::max(w_in_.splits(rows, ld_hidden_), w_out_.splits(rows, ld_value_));
   if (splits > 1) ws.need("split_k", splits * BT * std::max(cols_, D_) * 4);
+  w_in_.reserve(ws, rows);
+  w_out_.reserve(ws, rows);
   return p;
 }
 
@@ -147,6 +149,7 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   const Buffer& proj = ws["gdn_proj"];
   const Buffer& y = ws["gdn_y"];
   const Buffer* split_k = ws.find("split_k");
+  const Buffer* q8 = ws.find("q8_act");
   if (poison)
     for (const char* role : {"normed", "gdn_proj", "gdn_y"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
@@ -170,7 +173,7 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     x = &normed;
     ldx = ld_hidden_;
   }
-  w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k});
+  w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k, .q8 = q8});
   const bool chunks = chunked(T);
   const ops::GdnArgs args{proj,     0,      cols_,       proj,        qkvz_,          cols_,
                           conv_w_,  a_log_, dt_bias_,    out_norm_w_, float(c.rms_norm_eps), conv,
@@ -179,7 +182,7 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
                            chunks ? &ws["gdn_u"] : nullptr, chunks ? &ws["gdn_p"] : nullptr}};
   ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, B, T), act_, chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
   w_out_.record(rec, {.x = y, .y = io.y, .M = BT, .residual = io.residual ? &io.x : nullptr, .y_f32 = true,
-                      .ldx = ld_value_, .partial = split_k});
+                      .ldx = ld_value_, .partial = split_k, .q8 = q8});
 }
 
 }  // namespace vkgate::nn

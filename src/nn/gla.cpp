@@ -110,6 +110,7 @@ std::unique_ptr<MixerPlan> Gla::plan(const MixerShape& s, Workspace& ws) const {
   const uint32_t splits = std::max({w_proj_.splits(rows, ld_hidden_), rank_ ? w_gk1_.splits(rows, cols_) : 1u,
                                     w_o_.splits(rows, ld_out_)});
   if (splits > 1) ws.need("split_k", splits * BT * std::max(cols_, D_) * 4);
+  for (const Projection* w : {&w_proj_, &w_gk1_, &w_o_}) w->reserve(ws, rows);
   return p;
 }
 
@@ -122,6 +123,7 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   const Buffer& o = ws["gla_o"];
   const Buffer& attn = ws["gla_attn"];
   const Buffer* split_k = ws.find("split_k");
+  const Buffer* q8 = ws.find("q8_act");
   if (poison)
     for (const char* role : {"normed", "gla_proj", "gla_gk", "gla_o", "gla_attn"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role == std::string("gla_o") ? Storage::f32 : act_));
@@ -139,13 +141,13 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     ldx = ld_hidden_;
   }
   w_proj_.record(rec, {.x = *x, .y = proj, .M = BT, .bias = b_proj_.valid() ? &b_proj_ : nullptr, .ldx = ldx,
-                       .partial = split_k});
+                       .partial = split_k, .q8 = q8});
   // The low-rank forget gate's second product reads the first rank_ columns.
   const Buffer* gk = &proj;
   ops::View gk_view{gk_col_, T * cols_, cols_, 1, dk_, 0};
   if (rank_) {
     gk = &ws["gla_gk"];
-    w_gk1_.record(rec, {.x = proj, .y = *gk, .M = BT, .bias = &b_gk1_, .ldx = cols_, .partial = split_k});
+    w_gk1_.record(rec, {.x = proj, .y = *gk, .M = BT, .bias = &b_gk1_, .ldx = cols_, .partial = split_k, .q8 = q8});
     gk_view = {0, T * KV_ * dk_, KV_ * dk_, 1, dk_, 0};
   }
 
@@ -162,7 +164,7 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
                            cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, o_parts(T)};
   ops::gla_output(vk_, rec, out, act_);
   w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .residual = io.residual ? &io.x : nullptr, .y_f32 = true,
-                    .ldx = ld_out_, .partial = split_k});
+                    .ldx = ld_out_, .partial = split_k, .q8 = q8});
 }
 
 }  // namespace vkgate::nn

@@ -180,6 +180,8 @@ void Moe::reserve(uint32_t rows, Workspace& ws) const {
   const size_t down = shared_down_.splits(rows, ld_shared_);
   if (up > 1) ws.need("split_k", up * R * 2 * shared_inter_ * 4);
   if (down > 1) ws.need("split_k", down * R * hidden_ * 4);
+  shared_gate_up_.reserve(ws, rows);
+  shared_down_.reserve(ws, rows);
 }
 
 void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const Buffer& x, const Buffer& y,
@@ -245,10 +247,12 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
   if (shared_inter_ > 0) {
     const Buffer &sproj = ws["moe_shared_proj"], &shidden = ws["moe_shared_hidden"];
     shared = &ws["moe_shared_out"];
-    shared_gate_up_.record(rec, {.x = normed, .y = sproj, .M = rows, .ldx = ld_hidden_, .partial = split_k});
+    const Buffer* q8 = ws.find("q8_act");
+    shared_gate_up_.record(rec, {.x = normed, .y = sproj, .M = rows, .ldx = ld_hidden_, .partial = split_k, .q8 = q8});
     ops::glu(vk_, rec, {.proj = sproj, .h = shidden, .rows = rows, .inter = shared_inter_, .act = act_fn_, .s = act_,
                         .ld_p = 2 * shared_inter_, .ld_h = ld_shared_});
-    shared_down_.record(rec, {.x = shidden, .y = *shared, .M = rows, .y_f32 = true, .ldx = ld_shared_, .partial = split_k});
+    shared_down_.record(rec, {.x = shidden, .y = *shared, .M = rows, .y_f32 = true, .ldx = ld_shared_, .partial = split_k,
+                              .q8 = q8});
   }
   ops::moe_combine(vk_, rec, r, {.x = x, .y = y, .experts = out, .route = route, .logits = logits,
                                  .ld_logits = logits_ld, .dim = hidden_, .shared = shared, .gate_at = experts_});

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/qmatmul.hpp"
+#include "ops/qmatmul_dot.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/quant.hpp"
 
@@ -41,6 +42,7 @@ Projection::Projection(Context::Impl& vk, const gpu::Tuning& tuning, const std::
   tuning_ = tuning;
   act_ = act;
   K_ = ldw_ = K;
+  name_ = name;
   for (const HostTensor* t : parts) {
     if (!t) continue;
     if (!ops::qmatmul_takes(t->dtype, K))
@@ -79,17 +81,34 @@ uint32_t Projection::splits(uint32_t M, uint32_t ldx) const {
   return ops::matmul_splits(vk_->info, tuning_, M, rows_, K_, act_, ldx ? ldx : K_, ldw_);
 }
 
+bool Projection::int8() const {
+  return tuning_.int8_activations &&
+         std::any_of(runs_.begin(), runs_.end(), [&](const Run& r) { return ops::qmatmul_dot_takes(vk_->info, r.dtype, K_); });
+}
+
+void Projection::reserve(Workspace& ws, uint32_t M) const {
+  if (int8()) ws.need("q8_act", ops::q8_bytes(M, K_));
+}
+
 void Projection::record(gpu::Recorder& rec, const ProjectArgs& a) const {
+  if (int8()) {
+    if (!a.q8)
+      throw Error(ErrorCode::invalid_argument, name_ + ": int8 activations need the workspace's 'q8_act' (Projection::reserve)");
+    ops::quantize_q8(*vk_, rec, {.x = a.x, .q = *a.q8, .M = a.M, .K = K_, .s = act_, .ldx = a.ldx});
+  }
   if (!quantized()) {
     ops::matmul(*vk_, rec, {.x = a.x, .w = dense_, .y = a.y, .M = a.M, .N = rows_, .K = K_, .s = act_, .bias = a.bias,
                             .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx, .ldw = ldw_, .partial = a.partial,
                             .gate = a.gate});
     return;
   }
-  for (const Run& r : runs_)
-    ops::qmatmul(*vk_, rec, {.x = a.x, .w = r.rows, .wtype = r.dtype, .y = a.y, .M = a.M, .N = r.count, .K = K_,
-                             .s = act_, .bias = a.bias, .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx,
-                             .ldy = rows_, .col0 = r.first, .gate = a.gate});
+  for (const Run& r : runs_) {
+    const bool dot = tuning_.int8_activations && ops::qmatmul_dot_takes(vk_->info, r.dtype, K_);
+    (dot ? ops::qmatmul_dot : ops::qmatmul)(
+        *vk_, rec, {.x = dot ? *a.q8 : a.x, .w = r.rows, .wtype = r.dtype, .y = a.y, .M = a.M, .N = r.count, .K = K_,
+                    .s = act_, .bias = a.bias, .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx, .ldy = rows_,
+                    .col0 = r.first, .gate = a.gate});
+  }
 }
 
 uint64_t Projection::bytes() const {

@@ -7,6 +7,12 @@
 // tensor, or ModelOptions::quant): the parts keep the bytes they are stored
 // in, each run of parts of one format one buffer, run by ops::qmatmul one
 // dispatch per run into its columns.
+//
+// int8 activations (Tuning::int8_activations, ModelOptions::int8_activations)
+// on a device with integer dot products: the runs in Q8_0 or Q4_0 take X
+// quantized once per product to int8 blocks (ops::quantize_q8, into the
+// workspace role "q8_act" that reserve() asks for) and multiply it with
+// ops::qmatmul_dot; the other runs, and every product elsewhere, are as above.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +22,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "nn/storage.hpp"
+#include "nn/workspace.hpp"
 #include "ops/ops.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/weights.hpp"
@@ -32,6 +39,7 @@ struct ProjectArgs {
   uint32_t ldx = 0;
   const Buffer* partial = nullptr;  // split-K scratch (dense only: splits())
   const ops::EpilogueGate* gate = nullptr;
+  const Buffer* q8 = nullptr;  // the workspace's "q8_act" (int8(): reserve() asked for it)
 };
 
 class Projection {
@@ -52,6 +60,11 @@ class Projection {
   uint32_t ldw() const { return ldw_; }
   // The K splits ops::matmul takes for M rows given split-K scratch (1 for block formats).
   uint32_t splits(uint32_t M, uint32_t ldx) const;
+  // Whether its product quantizes X to int8 (some run takes ops::qmatmul_dot).
+  bool int8() const;
+  // Asks `ws` for the scratch a product of M rows needs beyond split-K:
+  // int8(): role "q8_act", X's quantized blocks (ProjectArgs::q8).
+  void reserve(Workspace& ws, uint32_t M) const;
   void record(gpu::Recorder& rec, const ProjectArgs& a) const;
   uint64_t bytes() const;
 
@@ -65,6 +78,7 @@ class Projection {
   gpu::Tuning tuning_;
   Storage act_ = Storage::f32;
   uint32_t rows_ = 0, K_ = 0, ldw_ = 0;
+  std::string name_;
   Buffer dense_;
   std::vector<Run> runs_;
 };

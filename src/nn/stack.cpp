@@ -34,14 +34,12 @@ Stack::Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cf
       }
     report.advance(done, bytes);
   };
-  // A table in a block format is gathered from a dequantized copy; lm_head
-  // keeps the blocks (a tied table then has both).
+  // A table in a block format stays in it (the gather dequantizes the rows
+  // it reads), and so does lm_head; a tied table's one copy serves both.
   const HostTensor& table = w.at(cfg.embedding_name());
   embed_ = std::make_unique<VocabMatrix>(vk, tuning, table, V, D, act, cfg.embedding_name());
   if (!cfg.tie_word_embeddings)
-    lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("lm_head.weight"), V, D, act, "lm_head.weight", true);
-  else if (is_quantized(table.dtype))
-    lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, table, V, D, act, std::string(cfg.embedding_name()) + " (as lm_head)", true);
+    lm_head_ = std::make_unique<VocabMatrix>(vk, tuning, w.at("lm_head.weight"), V, D, act, "lm_head.weight");
   done = cfg.tie_word_embeddings ? 1 : 2;
   bytes = table.bytes.size() + (cfg.tie_word_embeddings ? 0 : w.at("lm_head.weight").bytes.size());
   report.advance(done, bytes);

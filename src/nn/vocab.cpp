@@ -10,11 +10,11 @@
 namespace vkgate::nn {
 
 VocabMatrix::VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const HostTensor& t, uint32_t rows,
-                         uint32_t dim, Storage act, const std::string& name, bool keep_blocks)
+                         uint32_t dim, Storage act, const std::string& name)
     : vk_(vk), tuning_(tuning), rows_(rows), dim_(dim), act_(act) {
   const size_t e = ops::element_bytes(act);
   ld_ = ops::operand_stride(vk.info, tuning, dim, act);
-  if (keep_blocks && is_quantized(t.dtype)) {
+  if (is_quantized(t.dtype)) {
     if (!ops::qmatmul_takes(t.dtype, dim))
       throw Error(ErrorCode::unsupported, name + ": rows of " + std::to_string(dim) + " " + to_string(t.dtype) +
                                               " elements, which the quantized product cannot take");
@@ -28,7 +28,7 @@ VocabMatrix::VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const Hos
                                             " elements exceeds the device's maxStorageBufferRange");
   const uint32_t per_chunk =
       uint32_t(std::min<uint64_t>({fit, rows, tuning.vocab_chunk_rows ? tuning.vocab_chunk_rows : rows}));
-  // Block formats stay as stored (ops::qmatmul); a table that is gathered is dequantized.
+  // Block formats stay as stored (ops::qmatmul, ops::embed_blocks).
   const std::vector<std::byte> all = blocks_ ? std::vector<std::byte>(t.bytes.begin(), t.bytes.end()) : stored(t, act);
   const size_t dense_row = blocks_ ? row_bytes_ : size_t(dim) * e;
   for (uint32_t first = 0; first < rows; first += per_chunk) {
@@ -45,9 +45,14 @@ VocabMatrix::VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const Hos
 }
 
 void VocabMatrix::gather(gpu::Recorder& rec, const Buffer& ids, const Buffer& x, uint32_t n) const {
-  if (blocks_) throw Error(ErrorCode::invalid_argument, "VocabMatrix::gather: the table is kept in blocks");
-  for (const Chunk& c : chunks_) ops::embed(vk_, rec, {.ids = ids, .table = c.rows, .x = x, .rows = n, .dim = dim_,
-                                                       .ld = ld_, .first = c.first, .count = c.count, .s = act_});
+  for (const Chunk& c : chunks_) {
+    if (blocks_)
+      ops::embed_blocks(vk_, rec, {.ids = ids, .table = c.rows, .x = x, .rows = n, .dim = dim_, .first = c.first,
+                                   .count = c.count, .format = *blocks_});
+    else
+      ops::embed(vk_, rec, {.ids = ids, .table = c.rows, .x = x, .rows = n, .dim = dim_, .ld = ld_,
+                            .first = c.first, .count = c.count, .s = act_});
+  }
 }
 
 uint32_t VocabMatrix::block_rows(uint32_t m) const {

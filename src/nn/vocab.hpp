@@ -2,7 +2,7 @@
 // both for a model with tied embeddings — on the device in row chunks that
 // each fit one device buffer (a 151,936 × 2,048 bf16 table is 594 MiB;
 // lavapipe's buffers hold 128 MiB), in the activation storage with operand
-// rows (ops::operand_stride).
+// rows (ops::operand_stride), or in its block format as stored.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,11 @@ namespace vkgate::nn {
 
 class VocabMatrix {
  public:
-  // keep_blocks: a table in a block format stays in it, for project() only
-  // (ops::qmatmul); otherwise a block format is dequantized to `act`.
+  // A table in a block format stays in it, for project() (ops::qmatmul) and
+  // gather() (ops::embed_blocks: the gathered rows are dequantized on the
+  // device); F32/F16/BF16 go to `act`.
   VocabMatrix(Context::Impl& vk, const gpu::Tuning& tuning, const HostTensor& t, uint32_t rows, uint32_t dim,
-              Storage act, const std::string& name, bool keep_blocks = false);
+              Storage act, const std::string& name);
 
   // x (fp32 [n, D]) = the rows of the ids (int32 [n], checked on the host).
   void gather(gpu::Recorder& rec, const gpu::Buffer& ids, const gpu::Buffer& x, uint32_t n) const;

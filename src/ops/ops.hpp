@@ -12,6 +12,7 @@
 #include "gpu/recorder.hpp"
 #include "gpu/tuning.hpp"
 #include "vkgate/config.hpp"
+#include "vkgate/dtype.hpp"
 #include "vkgate/gdn_config.hpp"
 #include "vkgate/gla_config.hpp"
 #include "vkgate/model_config.hpp"
@@ -373,6 +374,19 @@ struct EmbedArgs {
   Storage s;
 };
 void embed(Context::Impl& ctx, Recorder& rec, const EmbedArgs& a);
+// The same gather from a table chunk kept in one of ggml's block formats
+// (`format`: a GGUF's token_embd as stored, rows stored_bytes(format, dim)
+// bytes apart, the buffer padded by qmatmul_padding bytes): the rows the ids
+// name are dequantized on the device, to the fp32 values vkgate::dequantize
+// gives. dim is whole blocks.
+struct EmbedBlocksArgs {
+  const Buffer& ids;
+  const Buffer& table;
+  const Buffer& x;
+  uint32_t rows, dim, first, count;
+  DType format;
+};
+void embed_blocks(Context::Impl& ctx, Recorder& rec, const EmbedBlocksArgs& a);
 
 // The paper's statistics, reduced on the device (shaders/stats.comp) into the
 // fp32 buffer `out` at float offset `at`, deterministically:

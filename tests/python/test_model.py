@@ -1,10 +1,12 @@
 """A model directory end to end: written here (config.json, model.safetensors,
-tokenizer.json), loaded, run, generated from, against vkgate.reference."""
+tokenizer.json), loaded, run, generated from, against vkgate.reference; quantized on load; a GGUF file."""
+import os
+
 import numpy as np
 import pytest
 
 import vkgate
-from conftest import NMSE_MODEL_FP32, TOKENIZER_JSON, assert_close, write_model
+from conftest import NMSE_MODEL_FP32, REPO, TOKENIZER_JSON, assert_close, nmse, write_model
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +148,65 @@ def test_context_limit(ctx, tmp_path):
     assert free.context_limit == 0
     np.testing.assert_array_equal(free.generate([1, 2, 3], max_new_tokens=10, stop_at_eos=False),
                                   vkgate.reference.greedy_generate(cfg, w, [1, 2, 3], 10, stop_at_eos=False))
+
+
+def q8_0_values(w):
+    """The values ggml's Q8_0 stores for w (quantize_row_q8_0_ref, then dequantized), along the last axis in
+    blocks of 32: d = max|x| / 127 kept as fp16, q = round(x / d) halves away from zero, x' = q·d; all fp32."""
+    x = np.ascontiguousarray(w, dtype=np.float32).reshape(-1, 32)
+    d = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    v = (x * inv).astype(np.float64)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    return (q.astype(np.float32) * d.astype(np.float16).astype(np.float32)).reshape(np.shape(w))
+
+
+def test_quant_on_load(ctx, tmp_path):
+    # Every projection's rows (32 or 64 wide) and lm_head's are whole blocks of 32.
+    cfg, w = write_model(tmp_path, np.random.default_rng(21), intermediate_size=64)
+    ids = np.array([[3, 100, 7, 42, 0, 250], [5, 5, 9, 250, 1, 17]], dtype=np.int32)
+    plain = vkgate.Model.load(ctx, tmp_path)
+    model = vkgate.Model.load(ctx, tmp_path, quant="q8_0")
+    got = model.logits(ids)
+    # The linear weights (ModelOptions::quant: projections and the untied lm_head) as their blocks hold them:
+    # against the reference on those values the device's products are as exact as in fp32.
+    quantized = [k for k in w if k == "lm_head.weight" or k.endswith("proj.weight")]
+    stored = dict(w, **{k: q8_0_values(w[k]) for k in quantized})
+    assert_close(got, vkgate.reference.model_forward(cfg, stored, ids)["logits"], NMSE_MODEL_FP32)
+    # Against the unquantized run: each quantized product's output takes at most about the relative error of
+    # its weights (Q8_0: |Δw| ≤ d/2 per element, d = max|block|/127, ~2e-5 of w's energy here), and the errors
+    # of independent products add up, so the logits' NMSE stays below the sum of the 15 weights' NMSEs
+    # (a quarter of it, measured over seeds).
+    weight_nmse = sum(float(np.sum((stored[k] - w[k]) ** 2) / np.sum(w[k] ** 2)) for k in quantized)
+    assert len(quantized) == 15
+    assert 0 < nmse(got, plain.logits(ids)) <= weight_nmse
+    assert model.memory["weights"] < plain.memory["weights"]
+    np.testing.assert_array_equal(vkgate.Model(ctx, cfg, w, quant="Q8_0").logits(ids), got)  # case-insensitive
+
+
+def test_quant_refuses_a_bad_value(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    for bad in ("q3_k", "", "fp16"):
+        with pytest.raises(vkgate.Error, match="quant: expected None or one of 'q8_0'.*got '%s'" % bad) as e:
+            vkgate.Model.load(ctx, d, quant=bad)
+        assert e.value.code == "invalid_argument"
+    with pytest.raises(vkgate.Error, match="quant: expected a str"):
+        vkgate.Model(ctx, cfg, w, quant=8)
+
+
+def test_load_gguf(ctx):
+    # A GGUF that llama.cpp's llama-quantize wrote (tests/data/gguf/llama_cpp): config, blocks and tokenizer from it.
+    path = os.path.join(REPO, "tests", "data", "gguf", "llama_cpp", "qwen3-Q4_K_M.gguf")
+    model = vkgate.Model.load(ctx, path)
+    assert model.config.model_type == "qwen3" and model.config.vocab_size == 272
+    ids = np.array([[0, 271, 5, 100]], dtype=np.int32)
+    logits = model.logits(ids)
+    assert logits.shape == (1, 4, 272) and np.all(np.isfinite(logits))
+    np.testing.assert_array_equal(vkgate.Model.load(ctx, path, quant="q8_0").logits(ids), logits)  # blocks kept
+    # Its blocks stay as stored (the Q6_K token_embd too): less device memory than the file itself.
+    assert model.memory["weights"] < os.path.getsize(path)
+    tok = vkgate.Tokenizer(path)
+    stream = model.generate("hello world", max_new_tokens=3, stop_at_eos=False)
+    list(stream)
+    np.testing.assert_array_equal(stream.ids, model.generate(tok.encode("hello world"), max_new_tokens=3,
+                                                             stop_at_eos=False))

@@ -38,6 +38,7 @@ struct Case {
   double flop = 0;   // per run (dense count; causal attention does not halve it)
   double bytes = 0;  // per run: operands read once and results written once
   double nmse = 0, max_abs = 0;
+  double nmse_bound = 0;    // the check's own bound (int8 activations), else 0: the precision's
   std::string check;        // what was compared with the reference
   uint64_t device_bytes = 0;  // device memory the case holds
   double gflops() const { return time.median_us > 0 ? flop / time.median_us / 1e3 : 0; }
@@ -54,7 +55,10 @@ struct Peak {
 Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt);
 // Y = X·Wᵀ with W in a block format (ggml's, as a GGUF stores it), checked
 // against the double product of the dequantized weights; bytes count W as stored.
-Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt);
+// int8: X quantized to int8 blocks and multiplied with integer dot products
+// (ops::quantize_q8 + ops::qmatmul_dot, both timed; Q8_0 and Q4_0).
+Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt,
+             bool int8 = false);
 // Attention of [batch, heads, T, head_dim] queries against T keys: the fused
 // flash kernel, or (fused = false) scores → softmax → P·V through a T×T buffer.
 Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads, int64_t head_dim,

@@ -7,6 +7,7 @@
 #include "bench/bench_internal.hpp"
 #include "vkgate/block.hpp"
 #include "ops/qmatmul.hpp"
+#include "ops/qmatmul_dot.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/quant.hpp"
 
@@ -44,12 +45,17 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   return c;
 }
 
-Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt) {
+Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt,
+             bool int8) {
   Bench b(ctx);
   const Storage s = storage_of(act);
   Case c;
   c.name = "qmatmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " +
-           to_string(wtype) + " " + dtype_name(act);
+           to_string(wtype) + " " + dtype_name(act) + (int8 ? " int8" : "");
+  if (int8 && !ops::qmatmul_dot_takes(ctx.device(), wtype, uint32_t(K)))
+    throw Error(ErrorCode::unsupported, "bench: --int8 takes Q8_0 or Q4_0 weights on a device with integer dot "
+                                        "products (" + ctx.device().name + ": int8_dot=" +
+                                        (ctx.device().integer_dot_product ? "yes)" : "no)"));
   if (!ops::qmatmul_takes(wtype, uint32_t(K)))
     throw Error(ErrorCode::invalid_argument, "bench: --k " + std::to_string(K) + " is not a whole number of " +
                                                  to_string(wtype) + " blocks");
@@ -63,7 +69,14 @@ Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precisi
   const Buffer& gx = b.upload(x, "x");
   const Buffer& gw = b.upload(q, "w");
   const Buffer& gy = b.device(size_t(M * N) * 4, "y");
+  const Buffer* gq = int8 ? &b.device(ops::q8_bytes(uint32_t(M), uint32_t(K)), "x (int8 blocks)") : nullptr;
   b.time(c, opt, [&](gpu::Recorder& rec) {
+    if (int8) {
+      ops::quantize_q8(b.vk, rec, {.x = gx, .q = *gq, .M = uint32_t(M), .K = uint32_t(K), .s = s});
+      ops::qmatmul_dot(b.vk, rec, {.x = *gq, .w = gw, .wtype = wtype, .y = gy, .M = uint32_t(M), .N = uint32_t(N),
+                                   .K = uint32_t(K), .s = s, .y_f32 = true});
+      return;
+    }
     ops::qmatmul(b.vk, rec, {.x = gx, .w = gw, .wtype = wtype, .y = gy, .M = uint32_t(M), .N = uint32_t(N),
                              .K = uint32_t(K), .s = s, .y_f32 = true});
   });
@@ -72,6 +85,7 @@ Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precisi
   record_check(c, pick_rows(y, size_t(N), rows),
                reference::linear(pick_rows(x.values, size_t(K), rows), q.values, {}, int64_t(rows.size()), N, K),
                std::to_string(rows.size()) + " of " + std::to_string(M) + " rows, dequantized weights");
+  if (int8) c.nmse_bound = 1e-3;  // X's int8 rounding: about 3e-5 on normal data
   c.flop = 2.0 * double(M) * double(N) * double(K);
   c.bytes = double(M * K) * ops::element_bytes(s) + double(weight_bytes) + double(M * N) * 4;
   return c;
