@@ -346,6 +346,7 @@ Precision Model::precision() const { return impl_->options.precision; }
 MemoryUse Model::memory() const {
   MemoryUse u;
   u.weights = impl_->stack->weight_bytes();
+  u.weights_per_token = impl_->stack->token_read_bytes();
   u.workspace = plan_bytes(impl_->plans);
   for (const Sequence::Impl* s : impl_->sequences) {
     u.kv_cache += s->cache_bytes();

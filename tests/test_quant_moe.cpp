@@ -129,6 +129,16 @@ void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precisio
   const uint64_t per_layer =
       E * 3 * Im * D * e - (E * (2 * Im * *stored_bytes(q, int64_t(D)) + D * *stored_bytes(q, int64_t(Im))) + 2 * ops::qmatmul_padding * shards);
   CHECK(with_float_experts.memory().weights - model.memory().weights == per_layer * moe_layers.size());
+
+  // A decode step reads the routed experts' top-k share: with top-1 instead
+  // of top-k, k − 1 of E experts' bytes fewer per sparse layer.
+  ModelConfig top1 = m.cfg;
+  top1.moe.num_experts_per_tok = 1;
+  const Model fewer(t.ctx, top1, float_experts, {.precision = precision});
+  const uint64_t experts = E * 3 * Im * D * e, k = uint64_t(m.cfg.moe.num_experts_per_tok);
+  CHECK(fewer.memory().weights == with_float_experts.memory().weights);
+  CHECK(with_float_experts.memory().weights_per_token - fewer.memory().weights_per_token ==
+        (experts * k / E - experts / E) * moe_layers.size());
 }
 
 }  // namespace

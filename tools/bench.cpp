@@ -58,17 +58,19 @@ CASE:
   --block --gate-positions   the block (--config's shape, or the default) with an elementwise
           sigmoid gate from gate_proj at each of the paper's positions G1 sdpa, G2 value,
           G3 key, G4 query, G5 dense, and without a gate; each time as a ratio to G1's
-  --model DIR | --model-shape NAME [--layers N] [--experts E] [--hidden D] [--vocab V]
+  --model DIR|FILE.gguf | --model-shape NAME [--layers N] [--experts E] [--hidden D] [--vocab V]
           [--prompts 64,512] [--decode N] [--precision ...] [--quant T] [--int8]
-          a whole model (a checkpoint directory, or a built-in shape with seeded random
+          (--weights is --model, as run's) a whole model (a checkpoint directory or a GGUF
+          file — its weights then also against the file's tensor bytes — or a built-in shape with seeded random
           weights: qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, their real configs; where
           the device cannot hold them, --layers keeps the first N layers (Qwen3-Next's 3:1
           pattern stays), --experts E routes among E experts at the same top-k, --hidden D
           and --vocab V narrow the residual stream and the vocabulary; the model line says
           what was changed): prefill
           tokens/s per prompt length (the lm_head on the last position only, as a generation
-          runs it), decode tokens/s over N steps (default 16), and the device memory of the
-          weights, the caches and the workspace (--int8: int8 activations for the Q8_0 and
+          runs it), decode tokens/s over N steps (default 16), the weight bytes a decode step
+          reads (sparse MoE layers: their experts' top-k share) and that over the step's time,
+          and the device memory of the weights, the caches and the workspace (--int8: int8 activations for the Q8_0 and
           Q4_0 projections where the device has integer dot products, as run --int8). The
           check before timing: a 16-token prompt in one step against a prefill of 8 and 8
           decode steps (the kernels are checked against the reference by the test suite)
@@ -128,7 +130,7 @@ int cmd_bench(Args& args) {
     else if (a == "--reps") opt.reps = int(args.number(a, 1, 100000));
     else if (a == "--op") op = args.value(a);
     else if (a == "--block") block = true;
-    else if (a == "--model") model.dir = args.value(a);
+    else if (a == "--model" || a == "--weights") model.dir = args.value(a);
     else if (a == "--model-shape") model.shape = args.value(a);
     else if (a == "--decode") model.decode = int(args.number(a, 1, 1 << 20));
     else if (a == "--layers") model.layers = int(args.number(a, 1, 4096));

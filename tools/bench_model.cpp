@@ -230,10 +230,11 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
   const double mib = 1 << 20;
   if (b.json) {
     std::printf("{\"device\": \"%s\", \"model\": \"%s\", \"precision\": \"%s\", \"quant\": \"%s\", \"int8_activations\": %s, \"self_check_nmse\": %.3e, "
-                "\"memory_mib\": {\"weights\": %.1f, \"kv_cache\": %.1f, \"workspace\": %.1f}, \"runs\": [",
+                "\"memory_mib\": {\"weights\": %.1f, \"kv_cache\": %.1f, \"workspace\": %.1f}, "
+                "\"weights_read_per_token_mib\": %.1f, \"runs\": [",
                 ctx.device().name.c_str(), name.c_str(), to_string(b.precision), b.quant ? to_string(*b.quant) : "none",
                 b.int8 && ctx.device().integer_dot_product ? "true" : "false", check, mem.weights / mib,
-                mem.kv_cache / mib, mem.workspace / mib);
+                mem.kv_cache / mib, mem.workspace / mib, mem.weights_per_token / mib);
     for (size_t i = 0; i < rows.size(); ++i)
       std::printf("%s{\"prompt\": %d, \"prefill_ms\": %.3f, \"prefill_gpu_ms\": %.3f, \"prefill_tokens_per_s\": %.3f, "
                   "\"decode_ms\": %.3f, \"decode_gpu_ms\": %.3f, \"decode_tokens_per_s\": %.3f}",
@@ -256,6 +257,10 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
                 mem.weights / mib, file.c_str(),
                 cfg.gla ? "GLA states" : cfg.linear_attention ? "KV caches and Gated DeltaNet states" : "KV cache",
                 mem.kv_cache / mib, mem.workspace / mib);
+    // Every weight crosses memory once per decode step (the experts at their average share).
+    const double step_us = rows.back().decode_gpu_us;
+    std::printf("weights read per decode token: %.1f MiB (%.2f GB/s over the last prompt's median decode step)\n",
+                mem.weights_per_token / mib, step_us > 0 ? double(mem.weights_per_token) / step_us / 1e3 : 0.0);
     std::printf("check: a 16-token prompt in one step vs a prefill of 8 and 8 decode steps, NMSE %.2e (bound %.0e)\n",
                 check, bound);
   }

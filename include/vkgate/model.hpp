@@ -106,6 +106,11 @@ struct ModelStats {
 // Device memory a Model holds, in bytes.
 struct MemoryUse {
   uint64_t weights = 0;    // every tensor of the model
+  // The weight bytes a decode step of one token reads: every layer's (sparse
+  // MoE layers: the routed experts' average share, top-k of E), the lm_head,
+  // one row of the embedding table. Weights cross memory once per step, so
+  // this over the step's time is its weight bandwidth.
+  uint64_t weights_per_token = 0;
   uint64_t kv_cache = 0;   // the caches of its live Sequences (GLA: their fp32 states [B, H, dk, dv] per layer)
   uint64_t workspace = 0;  // the buffers of its recorded plans (scratch, inputs, outputs)
 };

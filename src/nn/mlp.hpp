@@ -38,6 +38,9 @@ class FeedForward {
   // The most rows one step may hold (0: not even one).
   virtual uint32_t max_step_rows() const { return UINT32_MAX; }
   virtual uint64_t weight_bytes() const = 0;
+  // The weight bytes one token's step reads (a sparse MoE: its routed experts
+  // at top-k of E, their average share).
+  virtual uint64_t token_read_bytes() const { return weight_bytes(); }
 };
 
 // Layer `layer`'s MLP (ModelConfig::sparse_mlp: the mixture of experts, nn/moe.hpp),

@@ -260,8 +260,16 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
     rec.copy(route, *stats.buffer, {{VkDeviceSize(r.off_load()) * 4, VkDeviceSize(stats.at) * 4, VkDeviceSize(experts_) * 4}});
 }
 
-uint64_t Moe::weight_bytes() const {
-  uint64_t n = norm_w_.size() + router_.size() + shared_gate_up_.bytes() + shared_down_.bytes();
+uint64_t Moe::weight_bytes() const { return dense_bytes() + expert_bytes(); }
+
+uint64_t Moe::token_read_bytes() const { return dense_bytes() + expert_bytes() * k_ / experts_; }
+
+uint64_t Moe::dense_bytes() const {
+  return norm_w_.size() + router_.size() + shared_gate_up_.bytes() + shared_down_.bytes();
+}
+
+uint64_t Moe::expert_bytes() const {
+  uint64_t n = 0;
   for (const Shard& s : shards_) n += s.gate_up.size() + s.down.size();
   return n;
 }

@@ -45,6 +45,7 @@ class Moe : public FeedForward {
   uint32_t stats_floats() const override { return experts_; }
   uint32_t max_step_rows() const override;
   uint64_t weight_bytes() const override;
+  uint64_t token_read_bytes() const override;
 
  private:
   struct Shard {
@@ -66,6 +67,8 @@ class Moe : public FeedForward {
     bool blocks() const { return !parts.empty(); }
   };
   ops::MoeRouting routing(uint32_t rows) const;
+  uint64_t dense_bytes() const;   // the norm, router and shared expert
+  uint64_t expert_bytes() const;  // the routed experts
 
   Context::Impl& vk_;
   const gpu::Tuning tuning_;

@@ -183,4 +183,11 @@ uint64_t Stack::weight_bytes() const {
   return n;
 }
 
+uint64_t Stack::token_read_bytes() const {
+  const uint64_t table = embed_->bytes();
+  uint64_t n = table / uint64_t(cfg_.vocab_size) + (lm_head_ ? lm_head_->bytes() : table) + final_norm_.size();
+  for (size_t l = 0; l < mixers_.size(); ++l) n += mixers_[l]->weight_bytes() + ffns_[l]->token_read_bytes();
+  return n;
+}
+
 }  // namespace vkgate::nn

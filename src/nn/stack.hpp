@@ -85,6 +85,10 @@ class Stack {
   Storage storage() const { return act_; }
   const gpu::Tuning& tuning() const { return tuning_; }
   uint64_t weight_bytes() const;
+  // The weight bytes a decode step of one token reads: every layer (sparse
+  // MoE layers their average share of experts), the final norm, the lm_head,
+  // and one row of the embedding table.
+  uint64_t token_read_bytes() const;
 
  private:
   Context::Impl& vk_;
