@@ -37,12 +37,7 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
                                                  std::to_string(uint64_t(N) * *row_bytes + qmatmul_padding) + " needed");
   Push push{M, N, K, ldx ? ldx : K, uint32_t(*row_bytes), ldy ? ldy : N, ldy ? ldy : N,
             bias ? 1u : 0u, residual ? 1u : 0u, col0};
-  if (gate) {
-    push.gate_act = uint32_t(gate->activation) + 1;
-    push.gate_combine = uint32_t(gate->combine);
-    push.gate_at = gate->at;
-    push.ldg = gate->ld;
-  }
+  set_gate(push, gate);
   const uint32_t fmt = ggml_type_of(wtype);
   const char* y32 = y_f32 ? "_y32" : "";
   auto bind = [&](const gpu::Pipeline& p, VkFormat x_texel, uint32_t gx, uint32_t gy,

@@ -29,6 +29,16 @@ struct QmatmulArgs {
   const EpilogueGate* gate = nullptr;
 };
 void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a);
+// The dense gate's push constants, shared by the quantized products' Push
+// structs (gate_act 0: no gate).
+template <class Push>
+void set_gate(Push& push, const EpilogueGate* gate) {
+  if (!gate) return;
+  push.gate_act = uint32_t(gate->activation) + 1;
+  push.gate_combine = uint32_t(gate->combine);
+  push.gate_at = gate->at;
+  push.ldg = gate->ld;
+}
 // Whether qmatmul takes rows of K elements of `wtype`: a block format or
 // F32/F16/BF16, whole blocks and 8-element chunks.
 bool qmatmul_takes(DType wtype, uint32_t K);

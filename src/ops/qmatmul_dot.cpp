@@ -44,12 +44,7 @@ void qmatmul_dot(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
                                                  std::to_string(M) + " rows of " + std::to_string(K));
   Push push{M, N, K, uint32_t(row_bytes), q8_scales_at(M, K), ldy ? ldy : N, ldy ? ldy : N,
             bias ? 1u : 0u, residual ? 1u : 0u, col0};
-  if (gate) {
-    push.gate_act = uint32_t(gate->activation) + 1;
-    push.gate_combine = uint32_t(gate->combine);
-    push.gate_at = gate->at;
-    push.ldg = gate->ld;
-  }
+  set_gate(push, gate);
   const uint32_t fmt = ggml_type_of(wtype);
   const char* y32 = y_f32 ? "_y32" : "";
   auto bind = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy) {
