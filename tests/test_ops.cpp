@@ -497,3 +497,61 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores wh
       check_close(got, want, st == ops::Storage::f16 ? 1e-5 : 1e-4);
     }
 }
+
+// Every tile the sweep (`vkgate bench --op matmul --tiles all`) may pick as a
+// device's default, on tensor cores; CPU drivers run the emulation of a few
+// (its pipelines JIT-compile slowly), with 16 k per slice as ops::matmul does.
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: the staged tensor-core kernel at each candidate tile") {
+  gpu::Coopmat kind = ops::coopmat_usable(vk.info, gpu::Coopmat::tensor);
+  if (kind == gpu::Coopmat::off) kind = ops::coopmat_usable(vk.info, gpu::Coopmat::emulated);
+  if (kind == gpu::Coopmat::off) {
+    MESSAGE("skipped: " << ctx.device().name << " has neither tensor cores nor the CPU driver's emulation");
+    return;
+  }
+  const uint32_t M = 256, N = 256, K = 128;  // whole tiles of every candidate
+  std::vector<float> x = random(size_t(M) * K), w = random(size_t(N) * K, 0.05f);
+  const auto b = random(N), r = random(size_t(M) * N);
+  auto gx = upload_half(*this, x, "x"), gw = upload_half(*this, w, "w");
+  auto gb = upload(b, "b"), gr = upload(r, "r");
+  auto want = reference::linear(x, w, b, M, N, K);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += r[i];
+  auto tiles = ops::staged_tile_candidates();
+  if (kind == gpu::Coopmat::emulated) tiles.resize(3);
+  for (gpu::StagedTile tile : tiles) {
+    if (kind == gpu::Coopmat::emulated) tile.tk = 16;
+    CAPTURE(tile.name());
+    const std::string misfit = ops::staged_tile_misfit(vk.info, tile, kind, M, N, K, K, K);
+    if (!misfit.empty()) {
+      MESSAGE("tile " << tile.name() << " skipped on " << ctx.device().name << ": " << misfit);
+      continue;
+    }
+    gpu::Tuning t = vk.tuning;
+    t.coopmat_staged = kind;
+    t.staged_tile = tile;
+    t.cpu_matmul = false;
+    for (bool y_f32 : {true, false}) {
+      CAPTURE(y_f32);
+      // NaN in every element, as floats or as halves.
+      auto gy = poisoned(size_t(M) * N, "y");
+      if (!y_f32) {
+        const std::vector<uint16_t> nan(size_t(M) * N, 0x7e00);
+        gpu::upload(vk, gy, nan.data(), nan.size() * 2);
+      }
+      gpu::Recorder rec(vk, t);
+      rec.begin();
+      ops::matmul(vk, rec, {.x = gx, .w = gw, .y = gy, .M = M, .N = N, .K = K, .s = ops::Storage::f16, .bias = &gb,
+                            .residual = &gr, .y_f32 = y_f32});
+      rec.end();
+      rec.submit("test");
+      std::vector<float> got(want.size());
+      if (y_f32) {
+        got = download(gy, want.size());
+      } else {
+        std::vector<uint16_t> yb(want.size());
+        gpu::download(vk, gy, yb.data(), yb.size() * 2);
+        for (size_t i = 0; i < yb.size(); ++i) got[i] = half_to_float(yb[i]);
+      }
+      check_close(got, want, 1e-5);
+    }
+  }
+}

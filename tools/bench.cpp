@@ -26,7 +26,11 @@ block's recorded commands are replayed) and, on a GPU, warm-up lasts at least
 1 s, so the figures are at the clocks of a busy GPU.
 
 CASE:
-  --op matmul --m M --n N --k K [--dtype f32|f16|bf16]
+  --op matmul --m M --n N --k K [--dtype f32|f16|bf16] [--tiles all|LIST]
+          --tiles (f16, on tensor cores, or their emulation on CPU drivers): the same product
+          once per kernel of LIST, comma-separated: "direct" (matmul_coopmat.comp) or a
+          tile of matmul_staged.comp, WMxWNxFMxFNxTK[s1][h] (VKGATE_MATMUL_TILE); "all": the
+          direct kernel and every candidate tile; tiles the device cannot take are skipped
   --op qmatmul --m M --n N --k K --quant T [--dtype f32|f16] [--int8]
           W in block format T (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) read as stored and
           X at --dtype, then the matmul case with W at --dtype too, and the ratio of their times;
@@ -119,7 +123,7 @@ int cmd_bench(Args& args) {
   bool json = false, quiet = false, want_peak = false, block = false, sweep = false, unfused = false, gate_positions = false;
   ModelBench model;
   TokenizerBench text;
-  std::string op, config, gla_mode = "both";
+  std::string op, config, gla_mode = "both", tiles;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--device") copts.device = args.value(a);
@@ -162,6 +166,7 @@ int cmd_bench(Args& args) {
     else if (a == "--dtype" || a == "--precision") v["precision"] = args.value(a);
     else if (a == "--quant") model.quant = parse_quant_flag(a, args.value(a));
     else if (a == "--int8") model.int8 = true;
+    else if (a == "--tiles") tiles = args.value(a);
     else if (a == "--past" || a == "--causal" || a == "--rotary")  // --rotary 0: RoPE on no dims
       v[a.substr(2)] = std::to_string(args.number(a, 0, a == "--causal" ? 1 : 1L << 30));
     else if (a == "--m" || a == "--n" || a == "--k" || a == "--T" || a == "--heads" || a == "--kv-heads" ||
@@ -211,7 +216,10 @@ int cmd_bench(Args& args) {
   };
   if (!json) std::printf("device: %s\n", ctx.device().summary().c_str());
   namespace b = vkgate::bench;
-  if (op == "matmul") {
+  if (op == "matmul" && !tiles.empty()) {
+    if (prec != vkgate::Precision::fp16) throw UsageError("bench: --tiles times the fp16 tensor-core kernels: add --dtype f16");
+    for (auto& c : b::matmul_tiles(ctx, get("m", -1), get("n", -1), get("k", -1), opt, tiles)) add(std::move(c));
+  } else if (op == "matmul") {
     add(b::matmul(ctx, get("m", -1), get("n", -1), get("k", -1), prec, opt));
   } else if (op == "qmatmul") {
     if (!model.quant) throw UsageError("bench: --op qmatmul needs --quant T");

@@ -5,7 +5,15 @@
 # Carry [".gl", "build"]: .gl holds libvulkan1, vulkan-validationlayers and the
 # glvnd libraries as .debs. The golden cases come with the working tree (tests/golden).
 # Results go to $OUT (JSON and text).
-# Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all|quick|peer]   (default: all)
+# Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all|quick|peer|sweep]   (default: all)
+# sweep: one ~8-minute call for issue 30: the staged matmul's tiles swept
+# (`vkgate bench --op matmul --tiles all`, with compiler statistics) at
+# 8192³ and at llama.cpp's test-backend-ops shapes beside its own kernels;
+# the qwen3-0.6b shape as F16, Q8_0 and Q4_K GGUF files (made there by
+# tools/make_random_gguf.py and llama-quantize) in vkgate and llama-bench;
+# PyTorch's block, matmul and model; the suite. Carry [".gl", ".peer",
+# "build/tools/vkgate", "build/tests/vkgate_tests"]; .peer holds llama-bench
+# and the xz-compressed llama-quantize and test-backend-ops (.peer/xzrun).
 # quick: one ~8-minute call for a session's whole device budget: the library
 # tests (no CLI) on the default path, whole-model benches (qwen3-0.6b fp16 and
 # bf16), the block and the matmul against PyTorch on the same card; every
@@ -23,6 +31,21 @@ build=${BUILD:-build}  # the carried Release tree
 cli=$build/tools/vkgate
 out=${OUT:-/tmp/vkgate-gpu}
 mkdir -p "$out"
+# The cases of `vkgate bench --json` documents, one line each.
+print_cases() {
+  python3 - "$1" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+dec = json.JSONDecoder(); i = 0
+while i < len(text):
+    while i < len(text) and text[i].isspace(): i += 1
+    if i >= len(text): break
+    doc, i = dec.raw_decode(text, i)
+    for c in doc["cases"]:
+        print(f'{c["name"]:48s} {c["median_us"]:12.1f} us {c["gflops"]:10.1f} GFLOP/s {c["gbps"]:8.1f} GB/s nmse {c["nmse"]:.1e} mem {c["device_bytes"]/2**20:.0f} MiB')
+    if "peak" in doc: print("peak", doc["peak"])
+PY
+}
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
@@ -58,6 +81,63 @@ if [ "$what" = quick ]; then
   PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> "$out/torch_bench.err"
   tail -2 "$out/torch_bench.err"
   grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - -
+  exit 0
+fi
+if [ "$what" = sweep ]; then
+  export VKGATE_GOLDEN_DIR=$PWD/tests/golden
+  t0=$(date +%s)
+  stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+  stamp "tile sweep, matmul 8192³ f16 (compiler statistics of each pipeline in sweep.err)"
+  VKGATE_PIPELINE_STATS=1 timeout 120 $cli bench --device nvidia --quiet --json --op matmul --m 8192 --n 8192 \
+    --k 8192 --dtype f16 --tiles all --reps 10 --warmup 3 > "$out/sweep.jsonl" 2> "$out/sweep.err"
+  echo "exit $?"
+  for shape in "512 4096 14336" "512 6144 1024" "512 1024 3072"; do
+    set -- $shape
+    stamp "tile sweep, matmul M $1 N $2 K $3 f16"
+    timeout 60 $cli bench --device nvidia --quiet --json --op matmul --m $1 --n $2 --k $3 --dtype f16 \
+      --tiles all --reps 20 --warmup 5 >> "$out/sweep.jsonl" 2>> "$out/sweep.err"
+  done
+  print_cases "$out/sweep.jsonl"
+  grep -E "skipped|rror" "$out/sweep.err" | sort -u | head -20
+  grep -E "vkgate: pipeline matmul_staged" "$out/sweep.err" | sort -u | cut -c1-220 | head -40
+  stamp "llama.cpp's own kernels: test-backend-ops perf, MUL_MAT 4096 x {1, 512} x 14336"
+  timeout 60 .peer/xzrun test-backend-ops perf -o MUL_MAT -b Vulkan0 \
+    -p 'type_a=(f16|q8_0|q4_K),type_b=f32,m=4096,n=(1|512),k=14336,' 2>&1 | grep -E "MUL_MAT|Device desc" \
+    | tee "$out/peer_ops.txt"
+  stamp "vkgate's quantized kernels at the same shapes"
+  for m in 1 512; do for q in q8_0 q4_k; do
+    timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
+      --reps 20 2>&1 | grep -E "^(q?matmul|q)" | tee -a "$out/peer_ops.txt"
+  done; done
+  stamp "GGUF files of the qwen3-0.6b shape: F16 (random), Q8_0 and Q4_K (llama-quantize)"
+  timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06-F16.gguf
+  for q in Q8_0 Q4_K; do
+    timeout 60 .peer/xzrun llama-quantize --pure /tmp/q06-F16.gguf /tmp/q06-$q.gguf $q 16 > /tmp/quantize.log 2>&1
+    echo "llama-quantize $q: exit $?"
+  done
+  for q in F16 Q8_0 Q4_K; do
+    stamp "$q: vkgate bench (prefill 512, decode 128), then llama-bench pp512 / tg128"
+    timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 512 \
+      --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
+    timeout 100 .peer/llama-bench -m /tmp/q06-$q.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
+      > "/tmp/llama_$q.json" 2> /tmp/llama_bench.err
+    echo "exit $?"; grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+|"stddev_ts": [0-9.]+' \
+      "/tmp/llama_$q.json" | paste - - - - | sed "s/^/llama $q /" | tee -a "$out/models.txt"
+  done
+  stamp "Q8_0 with int8 activations (--int8)"
+  timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-Q8_0.gguf --precision fp16 --prompts 512 \
+    --decode 64 --int8 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
+  stamp "PyTorch: the qwen3-0.6b model (prefill 512, decode 128), then the block and matmul"
+  PYTHONUNBUFFERED=1 timeout 120 python3 tools/bench_torch_model.py > "$out/torch_model.json" 2> /tmp/torch.err
+  echo "exit $?"; tail -3 /tmp/torch.err
+  grep -hoE '"name": "[^"]*"|"(prefill|decode)_tokens_per_s": [0-9.]*' "$out/torch_model.json" | paste - - -
+  PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> /tmp/torch_bench.err
+  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - -
+  stamp "the suite (validation + synchronization validation), soak and consumer-build tests left out"
+  timeout ${SUITE_S:-200} env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
+    > "$out/tests.txt" 2>&1
+  echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -30
+  stamp done
   exit 0
 fi
 if [ "$what" = peer ]; then
@@ -164,18 +244,7 @@ if [ "$what" != tests ]; then
     $cli bench --device nvidia --json --block --sweep --sweep-max 32768 --precision fp16 --reps 3
   } > "$out/vkgate_bench.jsonl" 2> "$out/vkgate_bench.err"
   tail -3 "$out/vkgate_bench.err"
-  python3 - "$out/vkgate_bench.jsonl" <<'PY'
-import json, sys
-text = open(sys.argv[1]).read()
-dec = json.JSONDecoder(); i = 0
-while i < len(text):
-    while i < len(text) and text[i].isspace(): i += 1
-    if i >= len(text): break
-    doc, i = dec.raw_decode(text, i)
-    for c in doc["cases"]:
-        print(f'{c["name"]:48s} {c["median_us"]:12.1f} us {c["gflops"]:10.1f} GFLOP/s {c["gbps"]:8.1f} GB/s nmse {c["nmse"]:.1e} mem {c["device_bytes"]/2**20:.0f} MiB')
-    if "peak" in doc: print("peak", doc["peak"])
-PY
+  print_cases "$out/vkgate_bench.jsonl"
   echo "== decode over 32k, fp16, 200 reps each: the default (flash_decode.comp, direct I/O, fused passes),"
   echo "   then VKGATE_DISABLE_PASS_FUSION=1, VKGATE_DISABLE_DIRECT_IO=1, VKGATE_DISABLE_FLASH_DECODE=1 (flash_coopmat.comp)"
   for sw in "" VKGATE_DISABLE_PASS_FUSION=1 VKGATE_DISABLE_DIRECT_IO=1 VKGATE_DISABLE_FLASH_DECODE=1; do

@@ -305,6 +305,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   CoopmatFeaturesKhr coopmat_khr;
   if (s.info.coopmat_f16 || s.info.coopmat_f16_khr) {
     memory_model.vulkanMemoryModel = VK_TRUE;
+    memory_model.vulkanMemoryModelDeviceScope = VK_TRUE;  // (coopmat_prerequisites)
     chain(memory_model);
   }
   if (s.info.coopmat_f16) {
@@ -364,7 +365,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
 
   s.allocator = std::make_unique<gpu::Allocator>(s);
   s.pipelines = std::make_unique<gpu::PipelineCache>(s);
-  s.tuning = gpu::tuning_from_environment();
+  s.tuning = gpu::tuning_from_environment(s.info);
 }
 
 Context::Impl::~Impl() {

@@ -95,13 +95,15 @@ F device_feature(VkPhysicalDevice pd, F f) {
 
 // What the kernels of either extension need besides the extension itself
 // and 32-lane subgroups (they split a workgroup into four): fp16 arithmetic
-// and storage, and the Vulkan memory model.
+// and storage, and the Vulkan memory model with device scope.
 bool coopmat_prerequisites(VkPhysicalDevice pd, const DeviceInfo& d, uint32_t api) {
   if (!d.fp16_arithmetic || !d.storage16 || api < VK_API_VERSION_1_2 || gpu::env_flag("VKGATE_DISABLE_COOPMAT"))
     return false;
-  return device_feature(pd, VkPhysicalDeviceVulkanMemoryModelFeatures{
-                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES})
-      .vulkanMemoryModel;
+  // Device scope too: with the memory model on, moe_route.comp's device-scoped
+  // buffer barriers need it (VUID-RuntimeSpirv-vulkanMemoryModel-06265).
+  const auto mm = device_feature(pd, VkPhysicalDeviceVulkanMemoryModelFeatures{
+                                         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES});
+  return mm.vulkanMemoryModel && mm.vulkanMemoryModelDeviceScope;
 }
 
 // The shapes an extension's properties query lists (an instance-level entry

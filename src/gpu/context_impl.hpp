@@ -21,8 +21,8 @@ class PipelineCache;
 // The environment, read by the Context only (context_env.cpp).
 // True when the variable is set to something other than "" or "0".
 bool env_flag(const char* name);
-// The VKGATE_* kernel switches as one value.
-Tuning tuning_from_environment();
+// The VKGATE_* kernel switches as one value, over `device`'s defaults.
+Tuning tuning_from_environment(const DeviceInfo& device);
 }  // namespace vkgate::gpu
 
 namespace vkgate {

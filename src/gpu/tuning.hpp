@@ -7,6 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace vkgate::gpu {
 
@@ -18,6 +21,21 @@ enum class Coopmat { off, tensor, emulated };
 // The form of a linear-attention layer's recurrence (GLA, Gated DeltaNet): the
 // layer's choice by token count, or forced (tests, triage).
 enum class RecurrenceMode { automatic, recurrent, chunk };
+
+// The tile of shaders/matmul_staged.comp, its specialization constants: wm × wn
+// subgroups, each multiplying fm × fn fragments of 16 × 16, tk k per slice of
+// shared memory, 1 or 2 slices (stages) in flight, fp16 partial sums per slice
+// (acc16). Chosen per device (tuning_from_environment) and swept by `vkgate
+// bench --op matmul --tiles`; written "WMxWNxFMxFNxTK" with "s1" for one
+// stage and "h" for acc16, e.g. "2x4x4x2x32", "2x2x4x4x64s1h".
+struct StagedTile {
+  uint32_t wm = 2, wn = 4, fm = 4, fn = 2, tk = 32, stages = 2;
+  bool acc16 = false;
+  std::string name() const;
+  // nullopt where `text` is not a tile written as above.
+  static std::optional<StagedTile> parse(std::string_view text);
+  bool operator==(const StagedTile&) const = default;
+};
 
 struct Tuning {
   bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
@@ -46,6 +64,7 @@ struct Tuning {
   RecurrenceMode gdn_mode = RecurrenceMode::automatic;  // VKGATE_GDN_MODE (recurrent | chunk)
   Coopmat coopmat_flash = Coopmat::tensor;    // VKGATE_COOPMAT_FLASH (0 | 1 | emulate)
   Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
+  StagedTile staged_tile;                     // VKGATE_MATMUL_TILE (the device's default)
   // Not from the environment: a Model sets it from ModelOptions::int8_activations
   // (Q8_0/Q4_0 projections quantize their input to int8 blocks and take
   // integer dot products where DeviceInfo::integer_dot_product).

@@ -57,6 +57,7 @@ enum class Path { rows_cpu, cpu, matvec, staged, coopmat, tiled };
 struct Route {
   Path path;
   Coopmat staged = Coopmat::off;
+  gpu::StagedTile tile;  // Path::staged's
   uint32_t gx = 0, gy = 0;
 };
 Route route(const DeviceInfo& d, const Tuning& t, const Push& push, Storage s) {
@@ -66,42 +67,38 @@ Route route(const DeviceInfo& d, const Tuning& t, const Push& push, Storage s) {
   const bool vec4_rows = K % 4 == 0 && push.ldx % 4 == 0 && push.ldw % 4 == 0;
   if (cpu_gemm(d, t) && M <= 8 && s != Storage::bf16 && vec4_rows && t.matvec) {
     const gpu::Grid g = gpu::grid_for((N + 7) / 8);
-    return {Path::rows_cpu, Coopmat::off, g.x, g.y};
+    return {Path::rows_cpu, Coopmat::off, {}, g.x, g.y};
   }
   // CPU drivers, whatever M (even a decode step: ~25× the matrix-vector kernel on lavapipe).
   if (cpu_gemm(d, t)) {
     const gpu::Grid g = cpu_gemm_grid(M, N);
-    return {Path::cpu, Coopmat::off, g.x, g.y};
+    return {Path::cpu, Coopmat::off, {}, g.x, g.y};
   }
   // A few rows (decode): one subgroup per output column streams W once, in
   // 8-element loads where the rows allow them.
   if (matvec_applies(d, t, M)) {
     const gpu::Grid g = matvec_grid(d, N);
-    return {Path::matvec, Coopmat::off, g.x, g.y};
+    return {Path::matvec, Coopmat::off, {}, g.x, g.y};
   }
-  // Tensor cores through shared memory (opt-in, Tuning::coopmat_staged) when its
-  // tiles cover the matrices and its slices fit in shared memory. Opt-in
-  // because it is slower on the H100 (31 TFLOP/s at 8192³ against 39 for the
-  // kernel below, BENCHMARKS.md): its fp32-accumulating products, not its
-  // loads, set the pace there.
-  if (const Coopmat c = s == Storage::f16 ? coopmat_usable(d, t.coopmat_staged) : Coopmat::off;
+  // Tensor cores through shared memory (Tuning::coopmat_staged, with the
+  // device's Tuning::staged_tile) when its tiles cover the matrices and its
+  // slices fit in shared memory; else the direct-load kernel below. It does
+  // not split K: a forced split count (VKGATE_MATMUL_SPLITS) goes past it.
+  if (const Coopmat c = s == Storage::f16 && !t.matmul_splits ? coopmat_usable(d, t.coopmat_staged) : Coopmat::off;
       c != Coopmat::off) {
-    // 32 k per slice on tensor cores; 16 fits the emulation in 32 KiB. Shared
-    // memory in 16-byte pieces: two slices of X (also the epilogue's 8 × 256
-    // floats) and two of W, rows TK + 8 halves apart.
-    const uint32_t TM = 128, TN = 128, TK = c == Coopmat::emulated ? 16 : 32;
-    const uint64_t shared = (std::max(2 * TM * (TK / 8 + 1), 8u * 64) + 2 * TN * (TK / 8 + 1)) * 16;
-    if (M % TM == 0 && N % TN == 0 && K % TK == 0 && push.ldx % 8 == 0 && push.ldw % 8 == 0 &&
-        shared <= d.shared_memory_bytes)
-      return {Path::staged, c, N / TN, M / TM};
+    // The emulation's 8-lane subgroups take 16 k per slice, to fit in 32 KiB.
+    gpu::StagedTile tile = t.staged_tile;
+    if (c == Coopmat::emulated) tile.tk = 16;
+    if (staged_tile_misfit(d, tile, c, M, N, K, push.ldx, push.ldw).empty())
+      return {Path::staged, c, tile, N / staged_tile_n(tile), M / staged_tile_m(tile)};
   }
   // Tensor cores for fp16 when the 64×64 tiles cover the matrices exactly,
   // through either cooperative-matrix extension.
   if (s == Storage::f16 && (d.coopmat_f16 || d.coopmat_f16_khr) && M % 64 == 0 && N % 64 == 0 && K % 16 == 0 &&
       push.ldx % 8 == 0 && push.ldw % 8 == 0)
-    return {Path::coopmat, Coopmat::off, N / 64, M / 64};
+    return {Path::coopmat, Coopmat::off, {}, N / 64, M / 64};
   const auto spec = tiles(d);
-  return {Path::tiled, Coopmat::off, (N + spec[2] - 1) / spec[2], (M + spec[1] - 1) / spec[1]};
+  return {Path::tiled, Coopmat::off, {}, (N + spec[2] - 1) / spec[2], (M + spec[1] - 1) / spec[1]};
 }
 
 // Split-K for the tiled kernels: when the output has fewer tiles than this, a
@@ -153,6 +150,41 @@ std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, s
   std::vector<std::byte> out(rows * stride_bytes);
   for (size_t r = 0; r < rows; ++r)
     std::copy_n(dense.begin() + long(r * row_bytes), row_bytes, out.begin() + long(r * stride_bytes));
+  return out;
+}
+
+uint32_t staged_tile_m(const gpu::StagedTile& t) { return t.wm * t.fm * 16; }
+uint32_t staged_tile_n(const gpu::StagedTile& t) { return t.wn * t.fn * 16; }
+
+std::string staged_tile_misfit(const DeviceInfo& d, const gpu::StagedTile& t, Coopmat c, uint32_t M, uint32_t N,
+                               uint32_t K, uint32_t ldx, uint32_t ldw) {
+  const uint32_t TM = staged_tile_m(t), TN = staged_tile_n(t), wg = t.wm * t.wn * coopmat_lanes(c);
+  // Shared memory in 16-byte pieces: the slices of X (also the epilogue's
+  // 64 pieces per subgroup) and of W, rows tk + 8 halves apart.
+  const uint64_t ld8 = t.tk / 8 + 1;
+  const uint64_t shared = (std::max<uint64_t>(t.stages * TM * ld8, 64ull * t.wm * t.wn) + t.stages * TN * ld8) * 16;
+  auto whole = [&](uint32_t rows) { return (rows * t.tk / 8) % wg == 0 && rows * t.tk / 8 / wg <= 8; };
+  if (t.tk % 16 || (t.stages != 1 && t.stages != 2)) return "k per slice must be a multiple of 16, stages 1 or 2";
+  if (wg > d.max_workgroup_invocations)
+    return std::to_string(wg) + " invocations, the device takes " + std::to_string(d.max_workgroup_invocations);
+  if (shared > d.shared_memory_bytes)
+    return std::to_string(shared) + " bytes of shared memory, the device has " + std::to_string(d.shared_memory_bytes);
+  if (!whole(TM) || !whole(TN)) return "the slices do not split into 1 to 8 16-byte pieces per lane";
+  if (M % TM || N % TN || K % t.tk || ldx % 8 || ldw % 8)
+    return std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " is not whole " +
+           std::to_string(TM) + "x" + std::to_string(TN) + "x" + std::to_string(t.tk) + " tiles";
+  return {};
+}
+
+std::vector<gpu::StagedTile> staged_tile_candidates() {
+  std::vector<gpu::StagedTile> out;
+  // {wm, wn, fm, fn, tk, stages}: 128×128 as 8 subgroups of 64×32, 4 of
+  // 64×64 and 16 of 32×32; 128×256 and 256×128; 64-k slices; small tiles for
+  // small products. Each with fp32 and with fp16 partial sums.
+  const uint32_t shapes[][6] = {{2, 4, 4, 2, 32, 2}, {2, 2, 4, 4, 32, 2}, {4, 4, 2, 2, 32, 2}, {2, 4, 4, 4, 32, 1},
+                                {4, 2, 4, 4, 32, 1}, {2, 2, 4, 4, 64, 1}, {2, 2, 2, 2, 64, 2}, {2, 4, 2, 2, 32, 2}};
+  for (bool acc16 : {false, true})
+    for (const auto& v : shapes) out.push_back({v[0], v[1], v[2], v[3], v[4], v[5], acc16});
   return out;
 }
 
@@ -208,7 +240,10 @@ void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
     case Path::staged: {
       const bool emulated = r.staged == Coopmat::emulated;
       const std::string name = std::string(emulated ? "matmul_staged_emulated" : "matmul_staged") + (out_f32 ? "" : "_f16");
-      dispatch(ctx.pipelines->get(name, {8 * coopmat_lanes(r.staged)}), "matmul.coopmat_staged");
+      const gpu::StagedTile& tl = r.tile;
+      dispatch(ctx.pipelines->get(name, {tl.wm * tl.wn * coopmat_lanes(r.staged), tl.wm, tl.wn, tl.fm, tl.fn, tl.tk,
+                                         tl.acc16 ? 1u : 0u, tl.stages}),
+               "matmul.coopmat_staged");
       break;
     }
     case Path::coopmat: {

@@ -48,6 +48,14 @@ bool cpu_kernels(const DeviceInfo& d);
 Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c);
 // Subgroup lanes the kernel is compiled for: 32 on tensor cores, 8 emulated.
 uint32_t coopmat_lanes(Coopmat c);
+// matmul_staged.comp's workgroup tile, and why it cannot take an M×N×K
+// product on `d` (rows ldx, ldw apart) on kernel `c` (empty: it can).
+uint32_t staged_tile_m(const gpu::StagedTile& t);
+uint32_t staged_tile_n(const gpu::StagedTile& t);
+std::string staged_tile_misfit(const DeviceInfo& d, const gpu::StagedTile& t, Coopmat c, uint32_t M, uint32_t N,
+                               uint32_t K, uint32_t ldx, uint32_t ldw);
+// The tiles `vkgate bench --op matmul --tiles all` sweeps and the tests check.
+std::vector<gpu::StagedTile> staged_tile_candidates();
 
 // Workgroup size and shader-name suffix for a shader that reduces each row in
 // one workgroup (shaders/reduce.glsl): with cpu_kernels and subgroup

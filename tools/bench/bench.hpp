@@ -53,6 +53,12 @@ struct Peak {
 };
 
 Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt);
+// `--op matmul --tiles LIST`: the fp16 product once per kernel of LIST on the
+// same data ("direct": matmul_coopmat.comp; a gpu::StagedTile name; "all");
+// tensor cores, or their emulation on CPU drivers. Kernels that cannot take
+// the product are named on stderr and skipped.
+std::vector<Case> matmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, const Options& opt,
+                               const std::string& list);
 // Y = X·Wᵀ with W in a block format (ggml's, as a GGUF stores it), checked
 // against the double product of the dequantized weights; bytes count W as stored.
 // int8: X quantized to int8 blocks and multiplied with integer dot products

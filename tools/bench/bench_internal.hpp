@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <functional>
 #include <random>
 #include <string>
@@ -117,16 +118,22 @@ struct Bench {
     buffers.push_back(vk.allocator->allocate(bytes, gpu::MemoryKind::device, name));
     return buffers.back();
   }
+  // NaN in the first `n` floats, so that a kernel that writes nothing fails its check.
+  void poison(const Buffer& b, size_t n) {
+    const std::vector<float> nan(n, std::numeric_limits<float>::quiet_NaN());
+    gpu::upload(vk, b, nan.data(), n * 4);
+  }
   std::vector<float> download(const Buffer& b, size_t n) {
     std::vector<float> v(n);
     gpu::download(vk, b, v.data(), n * 4);
     return v;
   }
 
-  // Runs `record` once for the check, then warm-up and timed repetitions.
+  // Runs `record` once for the check, then warm-up and timed repetitions;
+  // with the Context's tuning, or `tuning` where given.
   template <class F>
-  void time(Case& c, const Options& opt, F&& record) {
-    gpu::Recorder rec(vk);
+  void time(Case& c, const Options& opt, F&& record, const gpu::Tuning* tuning = nullptr) {
+    gpu::Recorder rec(vk, tuning ? *tuning : vk.tuning);
     rec.begin();
     record(rec);
     rec.end();

@@ -15,11 +15,14 @@ namespace vkgate::bench {
 
 using namespace detail;
 
-Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt) {
+namespace {
+// The same product once per (name suffix, tuning), on the same data.
+std::vector<Case> matmul_tunings(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt,
+                                 const std::vector<std::pair<std::string, gpu::Tuning>>& tunings) {
   Bench b(ctx);
   const Storage s = storage_of(dtype);
-  Case c;
-  c.name = "matmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " + dtype_name(dtype);
+  const std::string name =
+      "matmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " + dtype_name(dtype);
   HostData x = random_data(size_t(M * K), s, b.rng), w = random_data(size_t(N * K), s, b.rng, 0.05f);
   // Rows as the block lays them out on this device (ops::operand_stride).
   const uint32_t ld = ops::operand_stride(b.vk.info, b.vk.tuning, uint32_t(K), s), e = ops::element_bytes(s);
@@ -28,21 +31,97 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   const Buffer& gx = b.upload(x, "x");
   const Buffer& gw = b.upload(w, "w");
   const Buffer& gy = b.device(size_t(M * N) * 4, "y");
-  const uint32_t splits = ops::matmul_splits(b.vk.info, b.vk.tuning, uint32_t(M), uint32_t(N), uint32_t(K), s, ld, ld);
-  const Buffer& gp = b.device(size_t(splits > 1 ? splits : 0) * size_t(M * N) * 4 + 4, "split-K partial sums");
-  b.time(c, opt, [&](gpu::Recorder& rec) {
-    ops::matmul(b.vk, rec, {.x = gx, .w = gw, .y = gy, .M = uint32_t(M), .N = uint32_t(N), .K = uint32_t(K), .s = s,
-                            .y_f32 = true, .ldx = ld, .ldw = ld, .partial = &gp});
-  });
   // Check up to 64 rows spread over M against the double reference.
   const auto rows = sample_rows(size_t(M), 64);
-  const auto y = b.download(gy, size_t(M * N));
-  record_check(c, pick_rows(y, size_t(N), rows),
-               reference::linear(pick_rows(x.values, size_t(K), rows), w.values, {}, int64_t(rows.size()), N, K),
-               std::to_string(rows.size()) + " of " + std::to_string(M) + " rows");
-  c.flop = 2.0 * double(M) * double(N) * double(K);
-  c.bytes = double(M * K + N * K) * ops::element_bytes(s) + double(M * N) * 4;
-  return c;
+  const auto want =
+      reference::linear(pick_rows(x.values, size_t(K), rows), w.values, {}, int64_t(rows.size()), N, K);
+  std::vector<Case> out;
+  for (const auto& [suffix, tuning] : tunings) {
+    Case c;
+    c.name = name + suffix;
+    const uint32_t splits = ops::matmul_splits(b.vk.info, tuning, uint32_t(M), uint32_t(N), uint32_t(K), s, ld, ld);
+    const Buffer& gp = b.device(size_t(splits > 1 ? splits : 0) * size_t(M * N) * 4 + 4, "split-K partial sums");
+    b.poison(gy, size_t(M * N));
+    b.time(c, opt, [&](gpu::Recorder& rec) {
+      ops::matmul(b.vk, rec, {.x = gx, .w = gw, .y = gy, .M = uint32_t(M), .N = uint32_t(N), .K = uint32_t(K), .s = s,
+                              .y_f32 = true, .ldx = ld, .ldw = ld, .partial = &gp});
+    }, &tuning);
+    record_check(c, pick_rows(b.download(gy, size_t(M * N)), size_t(N), rows), want,
+                 std::to_string(rows.size()) + " of " + std::to_string(M) + " rows");
+    c.flop = 2.0 * double(M) * double(N) * double(K);
+    c.bytes = double(M * K + N * K) * ops::element_bytes(s) + double(M * N) * 4;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+}  // namespace
+
+Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, const Options& opt) {
+  return matmul_tunings(ctx, M, N, K, dtype, opt, {{"", ctx.impl().tuning}})[0];
+}
+
+namespace {
+// --tiles: (name suffix, tuning) per kernel of `list` that takes an M×N×K
+// product here; the others are named on stderr as skipped.
+std::vector<std::pair<std::string, gpu::Tuning>> tile_tunings(Context& ctx, const std::string& list, int64_t M,
+                                                               int64_t N, int64_t K) {
+  using gpu::Coopmat;
+  const DeviceInfo& d = ctx.device();
+  // Tensor cores, else their emulation on a CPU driver (the tests' way to run them there).
+  Coopmat kind = ops::coopmat_usable(d, Coopmat::tensor);
+  if (kind == Coopmat::off) kind = ops::coopmat_usable(d, Coopmat::emulated);
+  if (kind == Coopmat::off)
+    throw Error(ErrorCode::unsupported,
+                        "bench: --tiles: " + d.name + " has no VK_NV_cooperative_matrix fp16 products and is no CPU "
+                        "driver that emulates them");
+  std::vector<std::string> names;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    if (item == "all") {
+      names.push_back("direct");
+      for (const auto& t : ops::staged_tile_candidates()) names.push_back(t.name());
+    } else {
+      names.push_back(item);
+    }
+    at = comma + 1;
+  }
+  std::vector<std::pair<std::string, gpu::Tuning>> out;
+  for (const std::string& name : names) {
+    gpu::Tuning t = ctx.impl().tuning;
+    if (name == "direct") {
+      if (kind == Coopmat::emulated) {
+        std::fprintf(stderr, "bench: tile direct skipped: matmul_coopmat.comp has no emulation\n");
+        continue;
+      }
+      t.coopmat_staged = Coopmat::off;
+      out.emplace_back(" direct", t);
+      continue;
+    }
+    const auto tile = gpu::StagedTile::parse(name);
+    if (!tile) throw Error(ErrorCode::invalid_argument, "bench: --tiles: '" + name + "' is neither direct nor a tile WMxWNxFMxFNxTK[s1][h]");
+    gpu::StagedTile used = *tile;
+    if (kind == Coopmat::emulated) used.tk = 16;  // as ops::matmul runs the emulation
+    const std::string why = ops::staged_tile_misfit(d, used, kind, uint32_t(M), uint32_t(N), uint32_t(K),
+                                                    uint32_t(K), uint32_t(K));
+    if (!why.empty()) {
+      std::fprintf(stderr, "bench: tile %s skipped: %s\n", name.c_str(), why.c_str());
+      continue;
+    }
+    t.coopmat_staged = kind;
+    t.staged_tile = *tile;
+    t.cpu_matmul = false;  // CPU drivers: their own GEMM would take the product
+    out.emplace_back(" tile " + used.name(), t);
+  }
+  if (out.empty()) throw Error(ErrorCode::invalid_argument, "bench: --tiles: no kernel of '" + list + "' takes this product here");
+  return out;
+}
+
+}  // namespace
+
+std::vector<Case> matmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, const Options& opt,
+                               const std::string& list) {
+  return matmul_tunings(ctx, M, N, K, Precision::fp16, opt, tile_tunings(ctx, list, M, N, K));
 }
 
 Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt,
