@@ -61,7 +61,10 @@ struct Generation::Impl {
   Sampler sampler;
   std::vector<int64_t> context;  // the prompt, then the generated ids
   size_t prompt_size;
-  std::optional<Sequence> seq;
+  std::optional<Sequence> seq;      // once the whole prompt has run
+  std::optional<Sequence> pending;  // while only part of it has (prefill)
+  size_t prefilled = 0;             // prompt positions run
+  std::vector<float> prompt_logits;  // the prompt's last logits, until step() samples them
   std::optional<Tokenizer::StreamDecoder> decoder;
   std::string held;  // decoded text not yet passed on: it may begin a stop string
   GenerateResult result;
@@ -114,27 +117,49 @@ struct Generation::Impl {
     result.finish = why;
   }
 
-  Step step() {
-    if (done) throw Error(ErrorCode::invalid_argument, "generate: the generation has ended");
+  // Runs prompt positions [prefilled, prefilled + tokens) (all that are left
+  // for tokens <= 0) into `pending`; once the whole prompt has run, `pending`
+  // becomes `seq` and its last logits wait in `prompt_logits`. A failure
+  // drops what ran, so that a retry starts the prompt again.
+  void run_prompt(size_t tokens) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits;
-    if (!seq) {  // kept only once the prompt has run, so that a failed step can be retried
-      Sequence first = model.start(1, int(prompt_size) + std::min(options.max_new_tokens, room));
-      // A long prompt runs in chunks (each attending to the ones before through the cache), so
-      // that its progress can be told and one step's scratch stays bounded.
-      gpu::ProgressReport report(model.context().impl(), Progress::Task::prefill, prompt_size);
+    try {
+      if (!pending) pending.emplace(model.start(1, int(prompt_size) + std::min(options.max_new_tokens, room)));
       // Dynamic NTK RoPE rotates a step's keys with frequencies of the step's own length, as
       // transformers does for its one prefill step: chunks would rotate them otherwise.
       const bool dynamic = model.config().attention.rope_scaling.type == RopeType::dynamic;
+      const size_t end = dynamic || tokens == 0 ? prompt_size : std::min(prompt_size, prefilled + tokens);
+      // A long prompt runs in chunks (each attending to the ones before through the cache), so
+      // that its progress can be told and one step's scratch stays bounded.
+      gpu::ProgressReport report(model.context().impl(), Progress::Task::prefill, prompt_size);
       const size_t chunk = dynamic ? prompt_size : kPrefillChunk;
-      for (size_t at = 0; at < prompt_size; at += chunk) {
-        const size_t n = std::min(chunk, prompt_size - at);
-        logits = model.extend(first, std::span(context).subspan(at, n), int(n));
-        report.advance(at + n);
+      while (prefilled < end) {
+        const size_t n = std::min(chunk, end - prefilled);
+        prompt_logits = model.extend(*pending, std::span(context).subspan(prefilled, n), int(n));
+        prefilled += n;
+        report.advance(prefilled);
       }
-      seq.emplace(std::move(first));
-      result.prefill_ms = milliseconds_since(t0);
+    } catch (...) {
+      pending.reset();
+      prefilled = 0;
+      throw;
+    }
+    result.prefill_ms += milliseconds_since(t0);
+    if (prefilled == prompt_size) {
+      seq.emplace(std::move(*pending));
+      pending.reset();
+    }
+  }
+
+  Step step() {
+    if (done) throw Error(ErrorCode::invalid_argument, "generate: the generation has ended");
+    std::vector<float> logits;
+    if (!seq || !prompt_logits.empty()) {  // the prompt's step: run what is left of it
+      if (!seq) run_prompt(0);
+      logits = std::move(prompt_logits);
+      prompt_logits.clear();
     } else {
+      const auto t0 = std::chrono::steady_clock::now();
       logits = model.extend(*seq, std::span(&context.back(), 1), 1);
       result.step_ms.push_back(milliseconds_since(t0));
     }
@@ -186,6 +211,12 @@ Generation::~Generation() = default;
 Generation::Generation(Generation&&) noexcept = default;
 Generation& Generation::operator=(Generation&&) noexcept = default;
 Generation::Step Generation::step() { return impl_->step(); }
+bool Generation::prefill(int tokens) {
+  if (tokens < 1) throw Error(ErrorCode::invalid_argument, "generate: prefill takes at least 1 token");
+  if (impl_->done) throw Error(ErrorCode::invalid_argument, "generate: the generation has ended");
+  if (!impl_->seq) impl_->run_prompt(size_t(tokens));
+  return impl_->seq.has_value();
+}
 bool Generation::done() const { return impl_->done; }
 const GenerateResult& Generation::result() const { return impl_->result; }
 

@@ -10,6 +10,7 @@
 #include "vkgate/error.hpp"
 #include "vkgate/generate.hpp"
 #include "vkgate/model.hpp"
+#include "vkgate/model_config.hpp"
 #include "vkgate/reference_model.hpp"
 #include "vkgate/tokenizer.hpp"
 
@@ -198,4 +199,45 @@ TEST_CASE("generate: the context limit is max_position_embeddings, scaled as the
   CHECK(c.context_limit() == 131072);
   ModelConfig gla = test::TinyGla().config();
   CHECK(gla.context_limit() == 0);
+}
+
+// A server's way to keep a long prompt from stalling other generations: the
+// prompt runs a few positions per prefill() call, interleaved with another
+// Generation's steps on the same Model, and the result is the one-step
+// prompt's (greedy and seeded ids, the same logits through the cache) — for
+// attention caches (qwen3) and recurrent states with a conv window (qwen3_next).
+TEST_CASE_FIXTURE(test::GpuTest, "generate: a prompt run in prefill() pieces between another generation's steps") {
+  CAPTURE(seed);
+  test::TinyModel shape;
+  const test::RandomModel qwen3(shape.config(), rng);
+  const test::RandomModel next(parse_model_config_json(test::tiny_qwen3_next_json().dump(), "config.json"), rng);
+  for (const test::RandomModel* m : {&qwen3, &next}) {
+    CAPTURE(m->cfg.model_type);
+    Model model(ctx, m->cfg, m->tensors);
+    const auto prompt = test::random_ids(rng, 11, m->cfg.vocab_size);
+    const auto other = test::random_ids(rng, 4, m->cfg.vocab_size);
+    for (const SamplingOptions& s : {SamplingOptions{}, SamplingOptions{.temperature = 1.0, .seed = 9}}) {
+      GenerateOptions o;
+      o.max_new_tokens = 5;
+      o.stop_at_eos = false;
+      o.sampling = s;
+      const GenerateResult alone = model.generate(prompt, o);
+      Generation g(model, prompt, o), h(model, other, o);
+      int pieces = 0;
+      while (!g.prefill(3)) {
+        ++pieces;
+        if (!h.done()) h.step();
+      }
+      CHECK(pieces == 3);  // 11 positions: 3 + 3 + 3, then the last 2
+      CHECK(g.prefill(3));  // nothing left to run
+      while (!g.done()) g.step();
+      CHECK(g.result().ids == alone.ids);
+      CHECK(g.result().prefill_ms > 0);
+      while (!h.done()) h.step();
+      CHECK(h.result().ids == model.generate(other, o).ids);
+      test::expect_error([&] { g.prefill(1); }, ErrorCode::invalid_argument, {"ended"});
+    }
+    Generation fresh(model, prompt, GenerateOptions{});
+    test::expect_error([&] { fresh.prefill(0); }, ErrorCode::invalid_argument, {"at least 1"});
+  }
 }

@@ -95,6 +95,13 @@ class Generation {
   // id. Error(invalid_argument) once done(). When the generation ends, the
   // text still held back is part of the last step's text.
   Step step();
+  // Runs up to `tokens` (≥ 1) more positions of the prompt without choosing
+  // an id, and says whether the whole prompt has run; step() then chooses the
+  // first id, running whatever of the prompt is left. A server interleaves a
+  // long prompt with other generations' steps this way. The prompt's positions
+  // and results are the same as one step()'s (dynamic NTK RoPE runs the whole
+  // prompt at once). Error(invalid_argument) once done().
+  bool prefill(int tokens);
   bool done() const;
   // What was generated so far (final once done()).
   const GenerateResult& result() const;
