@@ -177,3 +177,43 @@ TEST_CASE("quant model: quantize_weights takes projections (the routed experts t
   CHECK(q.at("model.embed_tokens.weight").dtype == DType::F32);
   CHECK_THROWS_AS(quantize_weights(m.cfg, m.tensors, DType::F16, blocks), Error);
 }
+
+// Prefill of fp16 activations on tensor cores (nn::Projection::dequantizes):
+// the block weights dequantized to fp16 and multiplied by the dense kernels.
+// On CPU drivers the tensor-core kernel runs emulated (forced here), so the
+// path is checked everywhere: logits of 2 × 12 tokens within fp16's bound of
+// the reference on the dequantized weights, the dequantize dispatch among the
+// step's (where the device times them), and decode steps (≤ 8 rows) still on
+// the block kernels.
+TEST_CASE_FIXTURE(test::GpuTest, "quant model: fp16 prefill on the weights dequantized for tensor cores") {
+  if (!vk.info.storage16) {
+    MESSAGE("skipped: " << vk.info.name << " has no 16-bit storage");
+    return;
+  }
+  test::ScopedTuning tuning(ctx);
+  if (!vk.info.coopmat_f16 && !vk.info.coopmat_f16_khr) {
+    tuning->coopmat_staged = gpu::Coopmat::emulated;
+    tuning->cpu_matmul = false;
+  }
+  test::TinyModel s;
+  s.hidden = 256;
+  s.head_dim = 64;
+  s.inter = 512;
+  s.vocab = 160;
+  for (DType q : {DType::Q8_0, DType::Q4_K}) {
+    CAPTURE(to_string(q));
+    test::RandomModel m(s.config(), rng);
+    std::vector<std::vector<std::byte>> blocks;
+    const TensorMap quantized = quantize_weights(m.cfg, m.tensors, q, blocks);
+    const test::Dequantized ref(quantized);
+    Model model(ctx, m.cfg, m.tensors, {Precision::fp16, true, false, q});
+    model.set_poison(true);
+    const int B = 2, T = 12;
+    const auto ids = test::random_ids(rng, size_t(B) * T, m.cfg.vocab_size);
+    test::check_close(model.logits(ids, B, T), reference::model_forward(m.cfg, ref.map, {ids, B, T}).logits, 1e-4);
+    if (vk.info.timestamps) CHECK(ran(model, "dequantize"));
+    const std::vector<int64_t> one(ids.begin(), ids.begin() + 1);
+    CHECK(model.logits(one, 1, 1).size() == size_t(m.cfg.vocab_size));
+    if (vk.info.timestamps) CHECK_FALSE(ran(model, "dequantize"));
+  }
+}

@@ -188,7 +188,6 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   const Buffer& q = ws["q"];
   const Buffer& attn = ws["attn"];
   const Buffer* split_k = ws.find("split_k");
-  const Buffer* q8 = ws.find("q8_act");
   if (poison)
     for (const char* role : {"normed", "proj", "q", "attn", "scores"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role == std::string("scores") ? Storage::f32 : act_));
@@ -205,7 +204,7 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
                             .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
                             .heads = 1, .dim = D, .kind = cfg_.norm_kind, .eps = eps, .s = act_, .x_f32 = true});
     w_qkv_.record(rec, {.x = normed, .y = proj, .M = BT, .bias = qkv_bias, .ldx = ld_hidden_, .partial = split_k,
-                        .q8 = q8});
+                        .ws = &ws});
   }
 
   // q, and the new keys and values into the cache at positions past..: the
@@ -280,7 +279,7 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
   w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .bias = cfg_.o_bias ? &b_o_ : nullptr,
                     .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = p.attn_ld, .partial = split_k,
-                    .gate = gated && at == GatePosition::dense ? &dense : nullptr, .q8 = q8});
+                    .gate = gated && at == GatePosition::dense ? &dense : nullptr, .ws = &ws});
 }
 
 }  // namespace vkgate::nn

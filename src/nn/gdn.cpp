@@ -149,7 +149,6 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   const Buffer& proj = ws["gdn_proj"];
   const Buffer& y = ws["gdn_y"];
   const Buffer* split_k = ws.find("split_k");
-  const Buffer* q8 = ws.find("q8_act");
   if (poison)
     for (const char* role : {"normed", "gdn_proj", "gdn_y"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
@@ -173,7 +172,7 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     x = &normed;
     ldx = ld_hidden_;
   }
-  w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k, .q8 = q8});
+  w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k, .ws = &ws});
   const bool chunks = chunked(T);
   const ops::GdnArgs args{proj,     0,      cols_,       proj,        qkvz_,          cols_,
                           conv_w_,  a_log_, dt_bias_,    out_norm_w_, float(c.rms_norm_eps), conv,
@@ -182,7 +181,7 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
                            chunks ? &ws["gdn_u"] : nullptr, chunks ? &ws["gdn_p"] : nullptr}};
   ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, B, T), act_, chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
   w_out_.record(rec, {.x = y, .y = io.y, .M = BT, .residual = io.residual ? &io.x : nullptr, .y_f32 = true,
-                      .ldx = ld_value_, .partial = split_k, .q8 = q8});
+                      .ldx = ld_value_, .partial = split_k, .ws = &ws});
 }
 
 }  // namespace vkgate::nn

@@ -123,7 +123,6 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   const Buffer& o = ws["gla_o"];
   const Buffer& attn = ws["gla_attn"];
   const Buffer* split_k = ws.find("split_k");
-  const Buffer* q8 = ws.find("q8_act");
   if (poison)
     for (const char* role : {"normed", "gla_proj", "gla_gk", "gla_o", "gla_attn"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role == std::string("gla_o") ? Storage::f32 : act_));
@@ -141,13 +140,13 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     ldx = ld_hidden_;
   }
   w_proj_.record(rec, {.x = *x, .y = proj, .M = BT, .bias = b_proj_.valid() ? &b_proj_ : nullptr, .ldx = ldx,
-                       .partial = split_k, .q8 = q8});
+                       .partial = split_k, .ws = &ws});
   // The low-rank forget gate's second product reads the first rank_ columns.
   const Buffer* gk = &proj;
   ops::View gk_view{gk_col_, T * cols_, cols_, 1, dk_, 0};
   if (rank_) {
     gk = &ws["gla_gk"];
-    w_gk1_.record(rec, {.x = proj, .y = *gk, .M = BT, .bias = &b_gk1_, .ldx = cols_, .partial = split_k, .q8 = q8});
+    w_gk1_.record(rec, {.x = proj, .y = *gk, .M = BT, .bias = &b_gk1_, .ldx = cols_, .partial = split_k, .ws = &ws});
     gk_view = {0, T * KV_ * dk_, KV_ * dk_, 1, dk_, 0};
   }
 
@@ -164,7 +163,7 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
                            cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, o_parts(T)};
   ops::gla_output(vk_, rec, out, act_);
   w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .residual = io.residual ? &io.x : nullptr, .y_f32 = true,
-                    .ldx = ld_out_, .partial = split_k, .q8 = q8});
+                    .ldx = ld_out_, .partial = split_k, .ws = &ws});
 }
 
 }  // namespace vkgate::nn

@@ -59,7 +59,6 @@ void Mlp::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
   const Buffer& proj = ws["mlp_proj"];
   const Buffer& h = ws["mlp_hidden"];
   const Buffer* split_k = ws.find("split_k");
-  const Buffer* q8 = ws.find("q8_act");
   const Buffer* gate_up_bias = b_gate_up_.valid() ? &b_gate_up_ : nullptr;
   if (poison)
     for (const char* role : {"normed", "mlp_proj", "mlp_hidden"})
@@ -74,12 +73,12 @@ void Mlp::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
                             .out = {0, rows * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = rows, .tokens = rows,
                             .heads = 1, .dim = hidden_, .kind = norm_kind_, .eps = eps_, .s = act_, .x_f32 = true});
     w_gate_up_.record(rec, {.x = normed, .y = proj, .M = rows, .bias = gate_up_bias, .ldx = ld_hidden_, .partial = split_k,
-                            .q8 = q8});
+                            .ws = &ws});
   }
   ops::glu(vk_, rec, {.proj = proj, .h = h, .rows = rows, .inter = inter_, .act = act_fn_, .s = act_,
                       .ld_p = 2 * inter_, .ld_h = ld_inter_});
   w_down_.record(rec, {.x = h, .y = y, .M = rows, .bias = b_down_.valid() ? &b_down_ : nullptr, .residual = &x,
-                       .y_f32 = true, .ldx = ld_inter_, .partial = split_k, .q8 = q8});
+                       .y_f32 = true, .ldx = ld_inter_, .partial = split_k, .ws = &ws});
 }
 
 uint64_t Mlp::weight_bytes() const {

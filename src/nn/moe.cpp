@@ -247,12 +247,11 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
   if (shared_inter_ > 0) {
     const Buffer &sproj = ws["moe_shared_proj"], &shidden = ws["moe_shared_hidden"];
     shared = &ws["moe_shared_out"];
-    const Buffer* q8 = ws.find("q8_act");
-    shared_gate_up_.record(rec, {.x = normed, .y = sproj, .M = rows, .ldx = ld_hidden_, .partial = split_k, .q8 = q8});
+    shared_gate_up_.record(rec, {.x = normed, .y = sproj, .M = rows, .ldx = ld_hidden_, .partial = split_k, .ws = &ws});
     ops::glu(vk_, rec, {.proj = sproj, .h = shidden, .rows = rows, .inter = shared_inter_, .act = act_fn_, .s = act_,
                         .ld_p = 2 * shared_inter_, .ld_h = ld_shared_});
     shared_down_.record(rec, {.x = shidden, .y = *shared, .M = rows, .y_f32 = true, .ldx = ld_shared_, .partial = split_k,
-                              .q8 = q8});
+                              .ws = &ws});
   }
   ops::moe_combine(vk_, rec, r, {.x = x, .y = y, .experts = out, .route = route, .logits = logits,
                                  .ld_logits = logits_ld, .dim = hidden_, .shared = shared, .gate_at = experts_});

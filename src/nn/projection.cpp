@@ -86,16 +86,35 @@ bool Projection::int8() const {
          std::any_of(runs_.begin(), runs_.end(), [&](const Run& r) { return ops::qmatmul_dot_takes(vk_->info, r.dtype, K_); });
 }
 
+bool Projection::dequantizes(uint32_t M) const {
+  if (!quantized() || act_ != Storage::f16 || M <= 8 || int8()) return false;
+  const DeviceInfo& d = vk_->info;
+  return d.coopmat_f16 || d.coopmat_f16_khr ||
+         ops::coopmat_usable(d, tuning_.coopmat_staged) == gpu::Coopmat::emulated;
+}
+
 void Projection::reserve(Workspace& ws, uint32_t M) const {
   if (int8()) ws.need("q8_act", ops::q8_bytes(M, K_));
+  if (dequantizes(M)) ws.need("dequant_w", size_t(rows_) * K_ * ops::element_bytes(act_));
 }
 
 void Projection::record(gpu::Recorder& rec, const ProjectArgs& a) const {
-  if (int8()) {
-    if (!a.q8)
-      throw Error(ErrorCode::invalid_argument, name_ + ": int8 activations need the workspace's 'q8_act' (Projection::reserve)");
-    ops::quantize_q8(*vk_, rec, {.x = a.x, .q = *a.q8, .M = a.M, .K = K_, .s = act_, .ldx = a.ldx});
+  auto scratch = [&](const char* role) -> const Buffer& {
+    if (!a.ws) throw Error(ErrorCode::invalid_argument, name_ + ": its product needs the plan's workspace");
+    return (*a.ws)[role];
+  };
+  if (dequantizes(a.M)) {
+    const Buffer& w = scratch("dequant_w");
+    for (const Run& r : runs_)
+      ops::dequantize_rows(*vk_, rec, {.table = r.rows, .format = r.dtype, .x = w, .rows = r.count, .dim = K_,
+                                       .out0 = r.first, .s = act_});
+    // No split-K: splits() told the caller none is taken.
+    ops::matmul(*vk_, rec, {.x = a.x, .w = w, .y = a.y, .M = a.M, .N = rows_, .K = K_, .s = act_, .bias = a.bias,
+                            .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx, .ldw = K_, .gate = a.gate});
+    return;
   }
+  const Buffer* q8 = int8() ? &scratch("q8_act") : nullptr;
+  if (q8) ops::quantize_q8(*vk_, rec, {.x = a.x, .q = *q8, .M = a.M, .K = K_, .s = act_, .ldx = a.ldx});
   if (!quantized()) {
     ops::matmul(*vk_, rec, {.x = a.x, .w = dense_, .y = a.y, .M = a.M, .N = rows_, .K = K_, .s = act_, .bias = a.bias,
                             .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx, .ldw = ldw_, .partial = a.partial,
@@ -105,7 +124,7 @@ void Projection::record(gpu::Recorder& rec, const ProjectArgs& a) const {
   for (const Run& r : runs_) {
     const bool dot = tuning_.int8_activations && ops::qmatmul_dot_takes(vk_->info, r.dtype, K_);
     (dot ? ops::qmatmul_dot : ops::qmatmul)(
-        *vk_, rec, {.x = dot ? *a.q8 : a.x, .w = r.rows, .wtype = r.dtype, .y = a.y, .M = a.M, .N = r.count, .K = K_,
+        *vk_, rec, {.x = dot ? *q8 : a.x, .w = r.rows, .wtype = r.dtype, .y = a.y, .M = a.M, .N = r.count, .K = K_,
                     .s = act_, .bias = a.bias, .residual = a.residual, .y_f32 = a.y_f32, .ldx = a.ldx, .ldy = rows_,
                     .col0 = r.first, .gate = a.gate});
   }

@@ -13,6 +13,13 @@
 // quantized once per product to int8 blocks (ops::quantize_q8, into the
 // workspace role "q8_act" that reserve() asks for) and multiply it with
 // ops::qmatmul_dot; the other runs, and every product elsewhere, are as above.
+//
+// Prefill on tensor cores (dequantizes(M): more than 8 rows of fp16
+// activations on a device whose fp16 matmul has tensor cores, or their
+// emulation forced): the runs' rows are dequantized into the workspace role
+// "dequant_w" (fp16 [N, K]) and multiplied by one ops::matmul, as a float
+// weight would be; the block kernels' scalar products are several times
+// slower there (BENCHMARKS.md, 2026-11-27).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +46,9 @@ struct ProjectArgs {
   uint32_t ldx = 0;
   const Buffer* partial = nullptr;  // split-K scratch (dense only: splits())
   const ops::EpilogueGate* gate = nullptr;
-  const Buffer* q8 = nullptr;  // the workspace's "q8_act" (int8(): reserve() asked for it)
+  // The plan's workspace: int8() and dequantizes() take their scratch ("q8_act",
+  // "dequant_w") from it, as reserve() asked.
+  const Workspace* ws = nullptr;
 };
 
 class Projection {
@@ -62,8 +71,10 @@ class Projection {
   uint32_t splits(uint32_t M, uint32_t ldx) const;
   // Whether its product quantizes X to int8 (some run takes ops::qmatmul_dot).
   bool int8() const;
+  // Whether a product of M rows runs on the weight dequantized to fp16.
+  bool dequantizes(uint32_t M) const;
   // Asks `ws` for the scratch a product of M rows needs beyond split-K:
-  // int8(): role "q8_act", X's quantized blocks (ProjectArgs::q8).
+  // int8(): role "q8_act", X's quantized blocks; dequantizes(M): "dequant_w".
   void reserve(Workspace& ws, uint32_t M) const;
   void record(gpu::Recorder& rec, const ProjectArgs& a) const;
   uint64_t bytes() const;

@@ -395,6 +395,18 @@ struct EmbedBlocksArgs {
   DType format;
 };
 void embed_blocks(Context::Impl& ctx, Recorder& rec, const EmbedBlocksArgs& a);
+// Every row of a block-format matrix (rows stored_bytes(format, dim) bytes
+// apart, padded as above) dequantized into rows out0.. of x, dim apart, in
+// storage s (f32 or f16): a quantized weight as a dense operand (nn::Projection's
+// prefill on tensor cores).
+struct DequantizeRowsArgs {
+  const Buffer& table;
+  DType format;
+  const Buffer& x;
+  uint32_t rows, dim, out0;
+  Storage s;
+};
+void dequantize_rows(Context::Impl& ctx, Recorder& rec, const DequantizeRowsArgs& a);
 
 // The paper's statistics, reduced on the device (shaders/stats.comp) into the
 // fp32 buffer `out` at float offset `at`, deterministically:
