@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "cli_harness.hpp"
+#include "golden.hpp"
 #include "model_weights.hpp"
 #include "vkgate/model_config.hpp"
+#include "vkgate/tokenizer.hpp"
 
 namespace vkgate::cli_test {
 
@@ -135,5 +137,26 @@ inline void rewrite_tensor(const fs::path& dir, const std::string& tensor, std::
   }
   f.write(shard);
 }
+
+// A random model whose vocabulary is the unit tokenizer's, its tokenizer.json
+// beside it, and with a chat template its tokenizer_config.json (`config`:
+// config.json keys over the shape's).
+struct TextModel {
+  std::string unit = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json";
+  Tokenizer tok = Tokenizer::load(unit);
+  test::TinyModel shape = [&] {
+    test::TinyModel t;
+    t.vocab = tok.vocab_size();
+    return t;
+  }();
+  ModelDir m;
+  explicit TextModel(std::mt19937& rng, const std::string& chat_template = "",
+                     const nlohmann::json& config = nlohmann::json::object())
+      : m(shape, rng, DType::F32, false, config) {
+    write_text(m.dir / "tokenizer.json", test::read_file_text(unit));
+    if (!chat_template.empty())
+      write_text(m.dir / "tokenizer_config.json", nlohmann::json{{"chat_template", chat_template}}.dump());
+  }
+};
 
 }  // namespace vkgate::cli_test

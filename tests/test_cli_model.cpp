@@ -41,20 +41,6 @@ void check_nmse(const std::vector<double>& got, const std::vector<double>& want,
   CHECK(d.nmse <= bound);
 }
 
-// A random model whose vocabulary is the unit tokenizer's, its tokenizer.json beside it.
-struct TextModel {
-  std::string unit = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/gpt2_style.json";
-  Tokenizer tok = Tokenizer::load(unit);
-  test::TinyModel shape = [&] {
-    test::TinyModel t;
-    t.vocab = tok.vocab_size();
-    return t;
-  }();
-  ModelDir m;
-  explicit TextModel(std::mt19937& rng) : m(shape, rng, DType::F32, false) {
-    write_text(m.dir / "tokenizer.json", test::read_file_text(unit));
-  }
-};
 
 }  // namespace
 

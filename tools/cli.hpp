@@ -1,6 +1,6 @@
 // The vkgate CLI's shared pieces: argument reading, usage errors, and the
 // commands (one file each: main.cpp holds devices and demo, run.cpp,
-// generate.cpp, quantize.cpp, bench.cpp, tokenize.cpp).
+// generate.cpp, quantize.cpp, bench.cpp, tokenize.cpp, serve.cpp).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "vkgate/block.hpp"
 #include "vkgate/context.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/model.hpp"
 #include "vkgate/quant.hpp"
 
 namespace vkgate::cli {
@@ -80,6 +81,8 @@ void show_progress(ContextOptions& options, bool quiet);
 // with the weights path put in front and the flag that lets them through behind;
 // any other error unchanged (run.cpp; run and generate).
 vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e);
+// Model::load, its weight-value errors through with_weights_path (generate, serve).
+vkgate::Model load_model(vkgate::Context& ctx, const std::string& weights, const vkgate::ModelOptions& options);
 // The run ended with messages from the validation layer (VKGATE_VALIDATION):
 // says so on stderr; the command then writes nothing and exits 1.
 bool validation_failed(const Context& ctx);
@@ -103,7 +106,7 @@ struct Command {
   const char* usage;
   int (*run)(Args& args);
 };
-extern const Command kRun, kGenerate, kQuantize, kBench, kTokenize, kDetokenize;
+extern const Command kRun, kGenerate, kQuantize, kBench, kTokenize, kDetokenize, kServe;
 
 // `vkgate bench --tokenizer PATH` (bench_tokenizer.cpp): load time and encoding throughput.
 struct TokenizerBench {

@@ -184,13 +184,7 @@ int cmd_generate(Args& args) {
   copts.device = device;
   show_progress(copts, quiet);
   Context ctx(copts);
-  Model model = [&] {
-    try {
-      return Model::load(ctx, weights, options);
-    } catch (const Error& e) {
-      throw with_weights_path(weights, e);  // NaN in a weight: name the directory and --no-check-finite
-    }
-  }();
+  Model model = load_model(ctx, weights, options);
   if (tokenizer && tokenizer->vocab_size() > model.config().vocab_size)
     throw Error(ErrorCode::invalid_argument, tokenizer->source() + " has " + std::to_string(tokenizer->vocab_size()) +
                                                  " tokens, more than the " + std::to_string(model.config().vocab_size) +

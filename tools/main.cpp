@@ -31,14 +31,17 @@ commands:
              in, text (or ids) out
   quantize   write a checkpoint directory (qwen3, llama, qwen3_moe) as a GGUF file llama.cpp loads,
              its projections in a block format (q8_0, q4_k, ...) or all in f16/bf16/f32
+  serve      an OpenAI-compatible HTTP server for a model (/v1/completions, /v1/chat/completions,
+             streaming, /metrics, a chat page)
   tokenize   text to token ids with a model's tokenizer.json (byte-level BPE)
   detokenize token ids back to text, byte for byte
   bench      time ops, the block and whole models with GPU timestamps (after checking them),
              and the tokenizer's loading and encoding (--tokenizer)
 
 Run `vkgate <command> --help` for a command's options; `vkgate --version` (or
-`vkgate version`) prints the version. Chat templates
-(tokenizer_config.json) are out of scope: text is tokenized as given.
+`vkgate version`) prints the version. Chat templates (tokenizer_config.json)
+are applied only by serve's /v1/chat/completions (Qwen ChatML and Llama 3);
+elsewhere text is tokenized as given.
 
 environment:
   VKGATE_DEVICE       device index or name substring (when --device is not given)
@@ -199,7 +202,8 @@ int main(int argc, char** argv) {
   const std::string cmd = all[0];
   Args args{std::vector<std::string>(all.begin() + 1, all.end())};
   try {
-    for (const Command* c : {&kDevices, &kDemo, &kRun, &kGenerate, &kQuantize, &kBench, &kTokenize, &kDetokenize}) {
+    for (const Command* c :
+         {&kDevices, &kDemo, &kRun, &kGenerate, &kQuantize, &kBench, &kTokenize, &kDetokenize, &kServe}) {
       if (cmd != c->name) continue;
       if (wants_help(args.rest)) return std::fputs(c->usage, stdout), 0;
       return c->run(args);

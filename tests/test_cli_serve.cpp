@@ -1,0 +1,494 @@
+// `vkgate serve` as a child process on a tiny random model with a byte-level
+// tokenizer (and a ChatML chat template in its tokenizer_config.json), driven
+// over HTTP: health and models, completions (greedy and seeded sampling
+// reproducible, usage counts), server-sent events that add up to the
+// non-streamed text, chat, every refused request with OpenAI's error shape,
+// the API key, four concurrent streams each getting what it gets alone, and
+// SIGTERM. Also the chat template renderer (tools/chat_template.hpp), string in,
+// string out. The client here is a few lines on POSIX sockets: the test binary
+// does not link cpp-httplib (Debian's is a compiled library with its own flags).
+#ifdef VKGATE_CLI
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../tools/chat_template.hpp"
+#include "cli_harness.hpp"
+#include "golden.hpp"
+#include "harness.hpp"
+#include "model_dir.hpp"
+#include "model_weights.hpp"
+#include "vkgate/tokenizer.hpp"
+
+namespace {
+
+using nlohmann::json;
+using namespace vkgate;
+using namespace vkgate::cli_test;
+
+struct HttpReply {
+  int status = 0;
+  std::string headers, body;
+};
+
+// A connection to the server with one request sent (Connection: close).
+int send_request(int port, const std::string& method, const std::string& path, const std::string& body,
+                 const std::vector<std::string>& headers) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  timeval tv{300, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    FAIL("cannot connect to 127.0.0.1:" << port);
+  }
+  std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  for (const auto& h : headers) req += h + "\r\n";
+  if (method == "POST") req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
+  for (size_t at = 0; at < req.size();) {
+    const ssize_t n = ::send(fd, req.data() + at, req.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server may answer (413) before reading it all
+    at += size_t(n);
+  }
+  return fd;
+}
+
+// Reads from `fd` until `needle` has arrived (or the end); returns what was read.
+std::string read_until(int fd, const std::string& needle) {
+  std::string got;
+  char buf[4096];
+  while (got.find(needle) == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, size_t(n));
+  }
+  return got;
+}
+
+// One request on a fresh connection, read to the end; a chunked body is put back together.
+HttpReply http(int port, const std::string& method, const std::string& path, const std::string& body = "",
+               const std::vector<std::string>& headers = {}) {
+  HttpReply r;
+  const int fd = send_request(port, method, path, body, headers);
+  std::string raw;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    raw.append(buf, size_t(n));
+  }
+  ::close(fd);
+  const size_t head_end = raw.find("\r\n\r\n");
+  REQUIRE_MESSAGE(head_end != std::string::npos, "no HTTP response: " << raw);
+  r.headers = raw.substr(0, head_end);
+  r.status = std::atoi(r.headers.c_str() + r.headers.find(' ') + 1);
+  std::string rest = raw.substr(head_end + 4);
+  if (contains_ci(r.headers, "transfer-encoding: chunked")) {
+    size_t at = 0;
+    for (;;) {
+      const size_t eol = rest.find("\r\n", at);
+      REQUIRE(eol != std::string::npos);
+      const size_t len = std::stoul(rest.substr(at, eol - at), nullptr, 16);
+      if (len == 0) break;
+      r.body += rest.substr(eol + 2, len);
+      at = eol + 2 + len + 2;
+    }
+  } else {
+    r.body = rest;
+  }
+  return r;
+}
+
+// The "data: " payloads of a server-sent event stream.
+std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> events;
+  size_t at = 0;
+  for (size_t end; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string e = body.substr(at, end - at);
+    REQUIRE_MESSAGE(e.rfind("data: ", 0) == 0, "not an SSE data line: " << e);
+    events.push_back(e.substr(6));
+  }
+  CHECK_MESSAGE(at == body.size(), "trailing bytes after the last event: " << body.substr(at));
+  return events;
+}
+
+
+// `vkgate serve --port 0` running, its port read from the listening line.
+struct Served {
+  TempDir tmp{"serve"};
+  Child child;
+  int port = 0;
+  bool reaped = false;
+
+  explicit Served(const std::string& weights, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args{"serve", "--weights", weights, "--port", "0", "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    child = spawn_cli(with_device(args), tmp.path);
+    REQUIRE(child.pid > 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    for (;;) {
+      const std::string out = read_text(child.out);
+      if (const size_t nl = out.find('\n'); nl != std::string::npos) {
+        const std::string line = out.substr(0, nl);
+        const std::string prefix = "vkgate serve: listening on http://127.0.0.1:";
+        REQUIRE_MESSAGE(line.rfind(prefix, 0) == 0, "unexpected first line: " << line);
+        port = std::stoi(line.substr(prefix.size()));
+        REQUIRE(port > 0);
+        return;
+      }
+      int status = 0;
+      if (::waitpid(child.pid, &status, WNOHANG) == child.pid) {
+        reaped = true;
+        FAIL("vkgate serve exited before listening: " << read_text(child.err));
+      }
+      REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "no listening line in 120 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  // SIGTERM, then the exit within `bound`.
+  CliResult stop(std::chrono::seconds bound = std::chrono::seconds(5)) {
+    ::kill(child.pid, SIGTERM);
+    reaped = true;
+    return finish(child, bound);
+  }
+  ~Served() {
+    if (!reaped && child.pid > 0) {
+      ::kill(child.pid, SIGKILL);
+      int status = 0;
+      ::waitpid(child.pid, &status, 0);
+    }
+  }
+};
+
+void check_error(const HttpReply& r, int status) {
+  INFO("body: " << r.body);
+  CHECK(r.status == status);
+  const json j = json::parse(r.body, nullptr, false);
+  REQUIRE(j.is_object());
+  REQUIRE(j.contains("error"));
+  CHECK(j["error"]["message"].is_string());
+  CHECK(j["error"]["type"].is_string());
+  CHECK(j["error"]["code"].is_string());
+}
+
+json post_json(int port, const std::string& path, const json& body) {
+  const HttpReply r = http(port, "POST", path, body.dump());
+  INFO("body: " << r.body);
+  REQUIRE(r.status == 200);
+  return json::parse(r.body);
+}
+
+// The text of a streamed completion, checking the stream's shape on the way.
+std::string streamed_text(int port, json body, bool chat = false, json* usage = nullptr) {
+  body["stream"] = true;
+  const HttpReply r = http(port, "POST", chat ? "/v1/chat/completions" : "/v1/completions", body.dump());
+  INFO("body: " << r.body);
+  REQUIRE(r.status == 200);
+  CHECK(contains_ci(r.headers, "content-type: text/event-stream"));
+  const std::vector<std::string> events = sse_events(r.body);
+  REQUIRE(events.size() >= 2);
+  CHECK(events.back() == "[DONE]");
+  std::string text;
+  bool finished = false;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json c = json::parse(events[i]);
+    CHECK(c["object"] == (chat ? "chat.completion.chunk" : "text_completion"));
+    if (c["choices"].empty()) {  // the usage chunk
+      REQUIRE(usage);
+      *usage = c["usage"];
+      continue;
+    }
+    const json& choice = c["choices"][0];
+    if (!choice["finish_reason"].is_null()) finished = true;
+    if (chat) {
+      if (i == 0) CHECK(choice["delta"]["role"] == "assistant");
+      text += choice["delta"].value("content", "");
+    } else {
+      text += choice["text"].get<std::string>();
+    }
+  }
+  CHECK(finished);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("cli serve: the chat templates render Qwen ChatML and Llama 3 as transformers does") {
+  using vkgate::cli::ChatMessage;
+  using vkgate::cli::ChatTemplate;
+  using vkgate::cli::ChatFamily;
+  const std::vector<ChatMessage> conv{{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "2+2?"}};
+
+  // Qwen3's template (its markers; the renderer does not read the rest).
+  const ChatTemplate qwen = ChatTemplate::detect("{%- for message in messages %}<|im_start|>{{ message.role }}\n...");
+  CHECK(qwen.family == ChatFamily::chatml);
+  CHECK(qwen.render(conv) ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!"
+        "<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(qwen.end_of_turn() == "<|im_end|>");
+  // Qwen2.5's adds its default system message when there is none.
+  const ChatTemplate qwen25 = ChatTemplate::detect(
+      "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}");
+  CHECK(qwen25.render({{"user", "Hi"}}) ==
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(qwen25.render({{"system", "S"}, {"user", "Hi"}}) ==
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+
+  // Llama 3: content trimmed, BOS in the text.
+  const ChatTemplate llama3 = ChatTemplate::detect(
+      "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}");
+  CHECK(llama3.family == ChatFamily::llama3);
+  CHECK(llama3.render({{"system", " Be brief. "}, {"user", "Hi\n"}}) ==
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user"
+        "<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  CHECK(llama3.end_of_turn() == "<|eot_id|>");
+  // Llama 3.1+: the system turn always, with the template's default dates.
+  const ChatTemplate llama31 = ChatTemplate::detect(
+      "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n<|eot_id|>");
+  CHECK(llama31.render({{"user", "Hi"}}) ==
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+        "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  CHECK(llama31.render({{"system", "S"}, {"user", "Hi"}}) ==
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+        "Today Date: 26 Jul 2024\n\nS<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+
+  // Anything else (Gemma's turns, Mistral's [INST], no template) is not rendered.
+  CHECK_FALSE(ChatTemplate::detect("<start_of_turn>user\n{{ message['content'] }}<end_of_turn>").usable());
+  CHECK_FALSE(ChatTemplate::detect("[INST] {{ message['content'] }} [/INST]").usable());
+  CHECK_FALSE(ChatTemplate::detect("").usable());
+}
+
+TEST_CASE("cli serve: usage") {
+  TempDir tmp("serve_usage");
+  const CliResult help = run_cli({"serve", "--help"}, tmp.path);
+  check_clean_exit(help);
+  CHECK(help.code == 0);
+  CHECK(help.out.find("usage: vkgate serve --weights") != std::string::npos);
+  const CliResult top = run_cli({"--help"}, tmp.path);
+  CHECK(top.out.find("  serve ") != std::string::npos);
+  const CliResult missing = run_cli({"serve"}, tmp.path);
+  CHECK(missing.code == 2);
+  CHECK(missing.err.find("--weights is required") != std::string::npos);
+  const CliResult port = run_cli({"serve", "--weights", "x", "--port", "70000"}, tmp.path);
+  CHECK(port.code == 2);
+}
+
+TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent streams and SIGTERM") {
+  std::mt19937 rng(29);
+  TextModel tm(rng, "{% for message in messages %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endfor %}");
+  // Prompts of more than 3 tokens run in pieces, between the other generations' steps.
+  Served s(tm.m.path(), {"--ctx", "160", "--parallel", "4", "--prefill-chunk", "3"});
+  const std::string id = tm.m.dir.path.filename().string();
+
+  // health and models
+  HttpReply r = http(s.port, "GET", "/health");
+  CHECK(r.status == 200);
+  CHECK(json::parse(r.body) == json{{"status", "ok"}});
+  r = http(s.port, "GET", "/v1/models");
+  REQUIRE(r.status == 200);
+  const json models = json::parse(r.body);
+  CHECK(models["object"] == "list");
+  REQUIRE(models["data"].size() == 1);
+  CHECK(models["data"][0]["id"] == id);
+  CHECK(models["data"][0]["object"] == "model");
+  CHECK(models["data"][0]["owned_by"] == "vkgate");
+  CHECK(models["data"][0]["created"].is_number_integer());
+  r = http(s.port, "GET", "/");
+  CHECK(r.status == 200);
+  CHECK(r.body.find("id=\"messages\"") != std::string::npos);
+  CHECK(r.body.find("/v1/chat/completions") != std::string::npos);
+
+  // a greedy completion, twice the same, its usage the tokenizer's count
+  const std::string prompt = "The quick brown fox";
+  const json greedy = {{"model", id}, {"prompt", prompt}, {"max_tokens", 8}};
+  const json c1 = post_json(s.port, "/v1/completions", greedy);
+  CHECK(c1["object"] == "text_completion");
+  CHECK(c1["model"] == id);
+  CHECK(c1["id"].is_string());
+  REQUIRE(c1["choices"].size() == 1);
+  CHECK(c1["choices"][0]["index"] == 0);
+  CHECK(c1["choices"][0]["finish_reason"] == "length");  // its eos id (1) does not come within 8
+  const std::string text = c1["choices"][0]["text"];
+  CHECK(c1["usage"]["prompt_tokens"] == tm.tok.encode(prompt).size());
+  CHECK(c1["usage"]["completion_tokens"] == 8);
+  CHECK(c1["usage"]["total_tokens"] == tm.tok.encode(prompt).size() + 8);
+  // ... and what `vkgate generate` gives (its raw bytes; the server's JSON has U+FFFD for bytes that are not UTF-8)
+  const CliResult g = run_cli(with_device({"generate", "--weights", tm.m.path(), "--prompt", prompt, "--max-new-tokens", "8", "--quiet"}),
+                              s.tmp.path);
+  check_clean_exit(g);
+  REQUIRE(g.code == 0);
+  CHECK(json::parse(json(g.out).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>() == text);
+  const json c2 = post_json(s.port, "/v1/completions", json{{"prompt", json::array({prompt})}, {"max_tokens", 8}});
+  CHECK(c2["choices"][0]["text"] == text);
+  // seeded sampling repeats
+  const json sampled = {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0.9}, {"top_p", 0.95}, {"seed", 11}};
+  CHECK(post_json(s.port, "/v1/completions", sampled)["choices"][0]["text"] ==
+        post_json(s.port, "/v1/completions", sampled)["choices"][0]["text"]);
+
+  // streamed: the chunks add up to the same text; usage when asked
+  json usage;
+  CHECK(streamed_text(s.port, greedy) == text);
+  json with_usage = greedy;
+  with_usage["stream_options"] = {{"include_usage", true}};
+  CHECK(streamed_text(s.port, with_usage, false, &usage) == text);
+  CHECK(usage["completion_tokens"] == 8);
+  CHECK(usage["prompt_tokens"] == tm.tok.encode(prompt).size());
+
+  // a stop string cuts the text before it
+  // One ASCII character of the text (the random model's bytes are mostly not UTF-8: U+FFFD here).
+  const size_t at = text.find_first_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 1);
+  if (at != std::string::npos) {
+    const std::string stop = text.substr(at, 1);
+    const json st = post_json(s.port, "/v1/completions", json{{"prompt", prompt}, {"max_tokens", 8}, {"stop", stop}});
+    CHECK(st["choices"][0]["text"] == text.substr(0, text.find(stop)));
+    CHECK(st["choices"][0]["finish_reason"] == "stop");
+  }
+
+  // chat: the ChatML rendering of the messages, as a completion of that text would go
+  const json messages = json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}});
+  const json chat = post_json(s.port, "/v1/chat/completions", json{{"messages", messages}, {"max_completion_tokens", 5}});
+  CHECK(chat["object"] == "chat.completion");
+  CHECK(chat["choices"][0]["message"]["role"] == "assistant");
+  const std::string rendered = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  CHECK(chat["usage"]["prompt_tokens"] == tm.tok.encode(rendered, false).size());
+  CHECK(chat["usage"]["completion_tokens"].get<int>() <= 5);
+  // without max_tokens a chat reply may fill the context (--ctx 160), unless the model's eos id (1) comes first
+  const json full = post_json(s.port, "/v1/chat/completions", json{{"messages", messages}});
+  if (full["choices"][0]["finish_reason"] == "length") CHECK(full["usage"]["total_tokens"] == 160);
+  else CHECK(full["choices"][0]["finish_reason"] == "stop");
+  CHECK((full["usage"]["completion_tokens"] > 16 || full["choices"][0]["finish_reason"] == "stop"));
+  CHECK(streamed_text(s.port, json{{"messages", messages}, {"max_tokens", 5}}, true) ==
+        chat["choices"][0]["message"]["content"]);
+
+  // refused requests
+  check_error(http(s.port, "POST", "/v1/completions", "{\"prompt\": "), 400);
+  check_error(http(s.port, "POST", "/v1/completions", "[1]"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": 5})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": "8"})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "temperature": "hot"})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 0})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "top_p": 0})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", "{\"prompt\": \"a\xff\xfe\"}"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"max_tokens": 4})"), 400);
+  std::string long_prompt;
+  for (int i = 0; i < 400; ++i) long_prompt += " fox";
+  const HttpReply too_long = http(s.port, "POST", "/v1/completions", json{{"prompt", long_prompt}}.dump());
+  check_error(too_long, 400);
+  CHECK(too_long.body.find("context_length_exceeded") != std::string::npos);
+  check_error(http(s.port, "POST", "/v1/chat/completions", R"({"messages": [{"role": "robot", "content": "x"}]})"), 400);
+  check_error(http(s.port, "POST", "/v1/chat/completions", R"({"messages": []})"), 400);
+  check_error(http(s.port, "POST", "/v1/chat/completions", R"({"prompt": "x"})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "model": "other"})"), 404);
+  check_error(http(s.port, "GET", "/v1/nothing"), 404);
+  check_error(http(s.port, "POST", "/v1/completions", json{{"prompt", std::string(size_t(1) << 21, 'a')}}.dump()), 413);
+
+  // four concurrent streams, each getting what it gets alone
+  const std::vector<std::string> prompts{"one two", "A cat sat", "Hello, world", "x y z w"};
+  std::vector<std::string> alone;
+  for (const auto& p : prompts)
+    alone.push_back(post_json(s.port, "/v1/completions", json{{"prompt", p}, {"max_tokens", 8}})["choices"][0]["text"]);
+  std::vector<std::string> together(prompts.size());
+  {
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      clients.emplace_back([&, i] {
+        const HttpReply rr = http(s.port, "POST", "/v1/completions",
+                                  json{{"prompt", prompts[i]}, {"max_tokens", 8}, {"stream", true}}.dump());
+        for (const std::string& e : sse_events(rr.body))
+          if (e != "[DONE]") together[i] += json::parse(e)["choices"][0].value("text", "");
+      });
+    for (auto& t : clients) t.join();
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    CAPTURE(i);
+    CHECK(together[i] == alone[i]);
+  }
+
+  // metrics
+  r = http(s.port, "GET", "/metrics");
+  CHECK(r.status == 200);
+  for (const char* m : {"vkgate_requests_total ", "vkgate_requests_active 0", "vkgate_queue_length 0",
+                        "vkgate_prompt_tokens_total ", "vkgate_generated_tokens_total ", "vkgate_tokens_per_second ",
+                        "vkgate_kv_cache_bytes "})
+    CHECK_MESSAGE(r.body.find(std::string("\n") + m) != std::string::npos, m << " in " << r.body);
+
+  // SIGTERM: exit 0 within 5 s
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult end = s.stop();
+  check_clean_exit(end);
+  CHECK(end.code == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+}
+
+TEST_CASE("cli serve: --api-key guards /v1/, a model without a chat template refuses chat") {
+  std::mt19937 rng(30);
+  TextModel tm(rng, "");
+  Served s(tm.m.path(), {"--api-key", "sekrit"});
+  CHECK(http(s.port, "GET", "/health").status == 200);
+  check_error(http(s.port, "GET", "/v1/models"), 401);
+  check_error(http(s.port, "GET", "/v1/models", "", {"Authorization: Bearer wrong"}), 401);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a"})"), 401);
+  CHECK(http(s.port, "GET", "/v1/models", "", {"Authorization: Bearer sekrit"}).status == 200);
+  const HttpReply chat = http(s.port, "POST", "/v1/chat/completions",
+                              R"({"messages": [{"role": "user", "content": "x"}]})", {"Authorization: Bearer sekrit"});
+  check_error(chat, 400);
+  CHECK(chat.body.find("chat template") != std::string::npos);
+  const CliResult end = s.stop();
+  check_clean_exit(end);
+  CHECK(end.code == 0);
+}
+
+TEST_CASE("cli serve: a full queue is refused, a client that goes away frees its slot, SIGTERM ends a stream") {
+  std::mt19937 rng(31);
+  TextModel tm(rng, "", json{{"max_position_embeddings", 8192}});
+  Served s(tm.m.path(), {"--parallel", "1", "--queue", "0"});
+  auto metric = [&](const std::string& name) {
+    const std::string m = http(s.port, "GET", "/metrics").body;
+    const size_t at = m.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(m.substr(at + name.size() + 2));
+  };
+  const std::string long_stream = json{{"prompt", "a b"}, {"max_tokens", 8000}, {"stream", true}}.dump();
+
+  // One slot and no queue: while a stream runs, another request is turned away.
+  int fd = send_request(s.port, "POST", "/v1/completions", long_stream, {});
+  CHECK(read_until(fd, "data: ").find("data: ") != std::string::npos);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2})"), 429);
+  // The client goes away: its generation ends and the slot comes back.
+  ::close(fd);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (metric("vkgate_requests_active") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(metric("vkgate_requests_active") == 0);
+  CHECK(metric("vkgate_generated_tokens_total") < 8000);
+  CHECK(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2})").status == 200);
+
+  // SIGTERM with a stream in flight: the stream ends with an error event and [DONE], the server exits 0.
+  fd = send_request(s.port, "POST", "/v1/completions", long_stream, {});
+  CHECK(read_until(fd, "data: ").find("data: ") != std::string::npos);
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult end = s.stop();
+  const std::string rest = read_until(fd, "data: [DONE]");
+  ::close(fd);
+  check_clean_exit(end);
+  CHECK(end.code == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK(rest.find("shutting_down") != std::string::npos);
+  CHECK(rest.find("data: [DONE]") != std::string::npos);
+}
+
+#endif  // VKGATE_CLI

@@ -1,0 +1,106 @@
+#!/usr/bin/env node
+// Load on `vkgate serve`: C concurrent clients, each sending R streaming
+// completions one after another, at each C of --clients. Prints per level the
+// aggregate generated tokens/s, time to first token and request latency
+// percentiles (p50/p90/p99), and with --json the same as JSON.
+//   node tools/bench_serve.mjs --url http://127.0.0.1:8080 [--clients 1,4,8,16]
+//        [--requests 2] [--max-tokens 32] [--prompt "..."] [--json]
+//   node tools/bench_serve.mjs --weights FILE.gguf [--cli build/tools/vkgate] [--parallel 16] ...
+// (--weights starts the server itself on a free port and stops it afterwards.)
+// Greedy requests with distinct prompts; tokens from each stream's usage chunk.
+import { spawn } from "node:child_process";
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => {
+    if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1] && !all[i + 1].startsWith("--") ? all[i + 1] : "1"]);
+    return acc;
+  }, []),
+);
+const levels = (args.clients ?? "1,4,8,16").split(",").map(Number);
+const perClient = Number(args.requests ?? 2);
+const maxTokens = Number(args["max-tokens"] ?? 32);
+const prompt = args.prompt ?? "The history of the";
+
+async function startServer() {
+  const cli = args.cli ?? "build/tools/vkgate";
+  const extra = ["--parallel", args.parallel ?? String(Math.max(...levels))];
+  if (args.precision) extra.push("--precision", args.precision);
+  const proc = spawn(cli, ["serve", "--weights", args.weights, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
+  const url = await new Promise((resolve, reject) => {
+    let out = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+      const m = out.match(/listening on (http:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+    proc.on("exit", (c) => reject(new Error(`vkgate serve exited with ${c}`)));
+  });
+  return { url, stop: () => proc.kill("SIGTERM") };
+}
+
+// One streamed completion: {ttft, total} in ms and its generated tokens.
+async function one(url, text) {
+  const t0 = performance.now();
+  const r = await fetch(`${url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...(args["api-key"] ? { authorization: `Bearer ${args["api-key"]}` } : {}) },
+    body: JSON.stringify({ prompt: text, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+  });
+  if (!r.ok) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
+  let ttft = null, tokens = 0, buf = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of r.body) {
+    buf += decoder.decode(chunk, { stream: true });
+    let at;
+    while ((at = buf.indexOf("\n\n")) >= 0) {
+      const event = buf.slice(0, at).trim();
+      buf = buf.slice(at + 2);
+      if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
+      const j = JSON.parse(event.slice(6));
+      if (ttft === null && j.choices?.[0]?.text) ttft = performance.now() - t0;
+      if (j.usage) tokens = j.usage.completion_tokens;
+    }
+  }
+  return { ttft: ttft ?? performance.now() - t0, total: performance.now() - t0, tokens };
+}
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+const server = args.weights ? await startServer() : { url: args.url ?? "http://127.0.0.1:8080", stop() {} };
+const results = [];
+try {
+  await one(server.url, prompt);  // warm-up: pipelines compiled, plans recorded
+  for (const c of levels) {
+    const t0 = performance.now();
+    const runs = (await Promise.all(
+      Array.from({ length: c }, async (_, i) => {
+        const out = [];
+        for (let r = 0; r < perClient; ++r) out.push(await one(server.url, `${prompt} ${i} ${r}`));
+        return out;
+      }),
+    )).flat();
+    const seconds = (performance.now() - t0) / 1e3;
+    const tokens = runs.reduce((a, r) => a + r.tokens, 0);
+    const row = {
+      clients: c, requests: runs.length, tokens, seconds,
+      tokens_per_s: tokens / seconds,
+      ttft_ms: { p50: pct(runs.map((r) => r.ttft), 50), p90: pct(runs.map((r) => r.ttft), 90), p99: pct(runs.map((r) => r.ttft), 99) },
+      latency_ms: { p50: pct(runs.map((r) => r.total), 50), p90: pct(runs.map((r) => r.total), 90), p99: pct(runs.map((r) => r.total), 99) },
+    };
+    results.push(row);
+    if (!args.json)
+      console.log(`clients ${String(c).padStart(2)}: ${row.tokens_per_s.toFixed(2)} tokens/s (${tokens} tokens in ${seconds.toFixed(1)} s) | ` +
+        `first token p50 ${row.ttft_ms.p50.toFixed(0)} p90 ${row.ttft_ms.p90.toFixed(0)} p99 ${row.ttft_ms.p99.toFixed(0)} ms | ` +
+        `request p50 ${row.latency_ms.p50.toFixed(0)} p90 ${row.latency_ms.p90.toFixed(0)} p99 ${row.latency_ms.p99.toFixed(0)} ms`);
+  }
+  const single = results.find((r) => r.clients === 1);
+  for (const r of results)
+    if (single && r.clients > 1 && !args.json)
+      console.log(`clients ${r.clients}: ${(r.tokens_per_s / single.tokens_per_s).toFixed(2)}x the single client's tokens/s`);
+  if (args.json) console.log(JSON.stringify({ url: server.url, max_tokens: maxTokens, results }, null, 2));
+} finally {
+  server.stop();
+}

@@ -1,0 +1,432 @@
+// `vkgate serve`: an OpenAI-compatible HTTP server (cpp-httplib) over one
+// model. Handler threads parse and check requests (serve_openai.hpp) and
+// hand them to the scheduler thread that owns the Model (serve_scheduler.hpp).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "chat_template.hpp"
+#include "cli.hpp"
+#include "serve_openai.hpp"
+#include "serve_page.hpp"
+#include "serve_scheduler.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/gguf.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/tokenizer.hpp"
+
+namespace vkgate::cli {
+
+namespace {
+
+constexpr const char* kServeUsage = R"(usage: vkgate serve --weights DIR|FILE.gguf [--host ADDR] [--port N] [--parallel N] [--ctx N]
+                    [--queue N] [--prefill-chunk N] [--api-key KEY] [--device SEL]
+                    [--precision fp32|fp16|bf16] [--quant T] [--quiet]
+
+An OpenAI-compatible HTTP server for one model. When it is ready it prints one
+line to stdout, "vkgate serve: listening on http://HOST:PORT"; logs and errors
+go to stderr. SIGINT or SIGTERM stops it: new requests get 503, the ones in
+flight end within their current step, and it exits 0.
+
+endpoints:
+  GET  /                     a chat page (streams from /v1/chat/completions)
+  GET  /health               {"status":"ok"}
+  GET  /v1/models            the one model; its id is the name of DIR (or FILE without .gguf)
+  POST /v1/completions       prompt (a string), max_tokens (default 16), temperature, top_p, top_k,
+                             min_p, seed, presence_penalty, frequency_penalty, repeat_penalty, stop,
+                             stream (server-sent events; stream_options.include_usage)
+  POST /v1/chat/completions  messages (system, user, assistant; text content) and the same options,
+                             max_completion_tokens too (default: the rest of the context);
+                             rendered with the model's chat template
+                             (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
+                             when it is Qwen's ChatML or Llama 3's, else refused with 400
+  GET  /metrics              Prometheus text: requests, queue, tokens, decode rate, KV cache bytes
+
+  --weights DIR|FILE     a model checkpoint directory with tokenizer.json, or a GGUF file
+  --host ADDR            the address to listen on (default 127.0.0.1)
+  --port N               the port (default 8080; 0: one the system picks, printed in the line)
+  --parallel N           generations stepped in turn, each on its own sequence (default 4)
+  --queue N              requests waiting for a slot beyond which new ones get 429 (default 64)
+  --prefill-chunk N      prompt positions a generation runs per round (default 256): a long prompt
+                         runs in pieces between the other generations' steps
+  --ctx N                the most tokens of a request, prompt and completion (default: the
+                         model's context limit, else 4096); a longer prompt gets 400, a longer
+                         max_tokens is cut to fit
+  --api-key KEY          every /v1/ request needs "Authorization: Bearer KEY" (else 401)
+  --device SEL           device index or name substring (default: VKGATE_DEVICE, else the best)
+  --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
+  --quant T              quantize the float projections on load: q8_0, q4_0, q4_1, q5_0, q5_1,
+                         q4_k, q5_k, q6_k
+  --quiet                no progress line on stderr while the model loads
+
+Requests are at most 1 MiB (else 413). Errors are OpenAI's shape:
+{"error": {"message", "type", "code"}}.
+
+Exit codes: 0 stopped by a signal, 1 bad file, config or device, or the port is taken, 2 bad usage.
+)";
+
+// The self-pipe: the signal handler only writes a byte; a watcher thread does the rest.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int) {
+  const char b = 's';
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &b, 1);
+}
+
+// The model's Jinja chat template, or "" when it has none.
+std::string chat_template_text(const std::string& weights) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(weights)) {
+    const fs::path config = fs::path(weights) / "tokenizer_config.json";
+    if (fs::exists(config)) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(read_file(config.string()));
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(ErrorCode::invalid_config, config.string() + ": not valid JSON: " + e.what());
+      }
+      const auto t = j.find("chat_template");
+      if (t != j.end() && t->is_string()) return t->get<std::string>();
+      if (t != j.end() && t->is_array())  // named templates: the default one
+        for (const auto& named : *t)
+          if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+              named["template"].is_string())
+            return named["template"].get<std::string>();
+    }
+    // Newer transformers save it on its own.
+    const fs::path jinja = fs::path(weights) / "chat_template.jinja";
+    if (fs::exists(jinja)) return read_file(jinja.string());
+    return {};
+  }
+  const GgufFile gguf = GgufFile::open(weights);
+  return gguf.contains("tokenizer.chat_template") ? gguf.string("tokenizer.chat_template") : std::string();
+}
+
+std::string model_id(const std::string& weights) {
+  namespace fs = std::filesystem;
+  fs::path p(weights);
+  if (!p.has_filename()) p = p.parent_path();  // "dir/"
+  if (fs::is_regular_file(p) && p.extension() == ".gguf") return p.stem().string();
+  return p.filename().string();
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string sse(const nlohmann::json& j) {
+  return "data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_body(e), "application/json");
+}
+
+struct Server {
+  std::string id;
+  ChatTemplate chat;
+  int ctx_limit;
+  std::string api_key;
+  const Tokenizer& tok;
+  Scheduler& scheduler;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> request_counter{0};
+
+  void completions(const httplib::Request& req, httplib::Response& res, bool is_chat) {
+    const CompletionRequest cr = parse_completion_request(req.body, is_chat);
+    if (cr.model && *cr.model != id)
+      throw ApiError(404, "invalid_request_error", "model_not_found",
+                     "the model '" + *cr.model + "' does not exist; this server has '" + id + "'");
+    auto job = std::make_shared<Job>();
+    job->options = cr.options;
+    std::string text;
+    bool add_special = true;
+    if (is_chat) {
+      if (!chat.usable())
+        throw bad_request("unsupported_chat_template",
+                          "the model's chat template is not one vkgate can render (Qwen ChatML or Llama 3), or it "
+                          "has none: use /v1/completions with a formatted prompt");
+      text = chat.render(cr.messages);
+      add_special = false;  // the rendered text holds its own special tokens
+      job->options.stop.push_back(chat.end_of_turn());
+    } else {
+      text = cr.prompt;
+    }
+    std::vector<int32_t> ids;
+    try {
+      ids = tok.encode(text, add_special);
+    } catch (const Error& e) {
+      throw bad_request("invalid_prompt", std::string("the prompt cannot be tokenized: ") + e.what());
+    }
+    if (ids.empty()) throw bad_request("invalid_prompt", "the prompt encodes to no tokens");
+    if (int64_t(ids.size()) >= ctx_limit)
+      throw bad_request("context_length_exceeded", "the prompt's " + std::to_string(ids.size()) +
+                                                       " tokens leave no room in the context of " +
+                                                       std::to_string(ctx_limit) + " tokens");
+    job->prompt.assign(ids.begin(), ids.end());
+    const int room = ctx_limit - int(ids.size());
+    job->options.max_new_tokens = std::min(cr.max_tokens.value_or(is_chat ? room : 16), room);
+    switch (scheduler.submit(job)) {
+      case Scheduler::Admit::accepted: break;
+      case Scheduler::Admit::queue_full:
+        throw ApiError(429, "rate_limit_error", "queue_full", "too many requests are waiting; try again later");
+      case Scheduler::Admit::closed:
+        throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
+    }
+    const std::string rid = std::string(is_chat ? "chatcmpl-" : "cmpl-") + std::to_string(unix_now()) + "-" +
+                            std::to_string(++request_counter);
+    const int64_t created = unix_now();
+    const size_t prompt_tokens = ids.size();
+
+    if (!cr.stream) {
+      job->wait_finished();
+      std::lock_guard lk(job->mu);
+      if (job->error)
+        throw ApiError(job->error_status, job->error_status == 400 ? "invalid_request_error" : "server_error",
+                       job->error_status == 503 ? "shutting_down" : "generation_failed", *job->error);
+      if (job->finish == FinishReason::cancelled)
+        throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
+      const Usage usage{prompt_tokens, job->completion_tokens};
+      res.set_content(completion_response(cr, rid, created, id, job->text, job->finish, usage)
+                          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                      "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, cr, rid, created, prompt_tokens, first = true](size_t, httplib::DataSink& sink) mutable {
+          auto send = [&](const std::string& s) {
+            if (sink.write(s.data(), s.size())) return true;
+            job->cancelled = true;  // the client went away: the scheduler drops it at its next step
+            return false;
+          };
+          bool ended = false;
+          const std::string piece = job->take(std::chrono::milliseconds(100), ended);
+          if (!piece.empty() || (first && cr.chat)) {
+            if (!send(sse(completion_chunk(cr, rid, created, id, piece, first, std::nullopt)))) return false;
+            first = false;
+          }
+          if (!ended) {
+            if (sink.is_writable()) return true;
+            job->cancelled = true;
+            return false;
+          }
+          std::optional<ApiError> error;
+          Usage usage{prompt_tokens, 0};
+          FinishReason finish;
+          {
+            std::lock_guard lk(job->mu);
+            if (job->error) error.emplace(job->error_status, "server_error", "generation_failed", *job->error);
+            else if (job->finish == FinishReason::cancelled)
+              error.emplace(503, "server_error", "shutting_down", "the server is shutting down");
+            usage.completion_tokens = job->completion_tokens;
+            finish = job->finish;
+          }
+          if (error) {
+            // The status line has gone: the error travels as an event, as OpenAI's streams do.
+            if (!send("data: " + error_body(*error) + "\n\n")) return false;
+          } else {
+            if (!send(sse(completion_chunk(cr, rid, created, id, "", false, finish)))) return false;
+            if (cr.include_usage && !send(sse(usage_chunk(cr, rid, created, id, usage)))) return false;
+          }
+          if (!send("data: [DONE]\n\n")) return false;
+          sink.done();
+          return true;
+        },
+        [job](bool success) {
+          if (!success) job->cancelled = true;
+        });
+  }
+
+  std::string metrics() const {
+    const SchedulerStats& s = scheduler.stats();
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, const std::string& value) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+             value + "\n";
+    };
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.3f", s.tokens_per_second.load());
+    metric("vkgate_requests_total", "counter", "Generation requests accepted.", std::to_string(s.requests_total));
+    metric("vkgate_requests_active", "gauge", "Generations being stepped.", std::to_string(s.active));
+    metric("vkgate_queue_length", "gauge", "Requests waiting for a slot.", std::to_string(s.queued));
+    metric("vkgate_prompt_tokens_total", "counter", "Prompt tokens run.", std::to_string(s.prompt_tokens_total));
+    metric("vkgate_generated_tokens_total", "counter", "Tokens generated.", std::to_string(s.generated_tokens_total));
+    metric("vkgate_tokens_per_second", "gauge", "Tokens generated per second of stepping, over the last 10 s.", rate);
+    metric("vkgate_kv_cache_bytes", "gauge", "Device memory of the live sequences' caches.",
+           std::to_string(s.kv_cache_bytes));
+    return out;
+  }
+};
+
+int cmd_serve(Args& args) {
+  std::string weights, device, host = "127.0.0.1", api_key;
+  int port = 8080, parallel = 4, queue = 64, ctx_arg = 0, prefill_chunk = 256;
+  bool quiet = false;
+  ModelOptions options;
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (a == "--weights") weights = args.value(a);
+    else if (a == "--host") host = args.value(a);
+    else if (a == "--port") port = int(args.number(a, 0, 65535));
+    else if (a == "--parallel") parallel = int(args.number(a, 1, 256));
+    else if (a == "--queue") queue = int(args.number(a, 0, 1 << 16));
+    else if (a == "--ctx") ctx_arg = int(args.number(a, 2, 1 << 24));
+    else if (a == "--prefill-chunk") prefill_chunk = int(args.number(a, 1, 1 << 24));
+    else if (a == "--api-key") {
+      api_key = args.value(a);
+      if (api_key.empty()) throw UsageError("--api-key needs a non-empty key");
+    }
+    else if (a == "--device") device = args.value(a);
+    else if (a == "--precision") options.precision = parse_precision(a, args.value(a));
+    else if (a == "--quant") options.quant = parse_quant_flag(a, args.value(a));
+    else if (a == "--quiet") quiet = true;
+    else throw UsageError("serve: unknown option '" + a + "'");
+  }
+  if (weights.empty()) throw UsageError("serve: --weights is required");
+
+  // Tokenizer and template first: a model without them fails before the weights load.
+  const Tokenizer tok = Tokenizer::load(weights);
+  const ChatTemplate chat = ChatTemplate::detect(chat_template_text(weights));
+  ContextOptions copts;
+  copts.device = device;
+  show_progress(copts, quiet);
+  Context ctx(copts);
+  Model model = load_model(ctx, weights, options);
+  if (tok.vocab_size() > model.config().vocab_size)
+    throw Error(ErrorCode::invalid_argument, tok.source() + " has " + std::to_string(tok.vocab_size()) +
+                                                 " tokens, more than the " + std::to_string(model.config().vocab_size) +
+                                                 " rows of the model in " + weights);
+  int ctx_limit = ctx_arg ? ctx_arg : (model.context_limit() > 0 ? model.context_limit() : 4096);
+  if (model.context_limit() > 0) ctx_limit = std::min(ctx_limit, model.context_limit());
+
+  Scheduler scheduler(model, tok, parallel, queue, prefill_chunk);
+  Server srv{model_id(weights), chat, ctx_limit, api_key, tok, scheduler};
+  std::fprintf(stderr, "vkgate serve: %s (%s, %d layers) on %s; context %d, %d in parallel; chat template: %s\n",
+               srv.id.c_str(), model.config().model_type.c_str(), model.config().num_hidden_layers,
+               ctx.device().name.c_str(), ctx_limit, parallel,
+               chat.family == ChatFamily::chatml ? "ChatML" : chat.family == ChatFamily::llama3 ? "Llama 3" : "none");
+
+  httplib::Server http;
+  // Handlers wait on their generations: a thread each for the active and the queued ones, and a few spare.
+  const size_t threads = size_t(std::min(parallel + queue + 4, 512));
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(size_t(1) << 20);
+  http.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
+    if (srv.stopping) {
+      send_error(res, ApiError(503, "server_error", "shutting_down", "the server is shutting down"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!srv.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
+        req.get_header_value("Authorization") != "Bearer " + srv.api_key) {
+      send_error(res, ApiError(401, "invalid_request_error", "invalid_api_key",
+                               "a valid API key is required: Authorization: Bearer KEY"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // httplib's own refusals (unknown path, body too large) in OpenAI's shape.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404)
+      send_error(res, ApiError(404, "invalid_request_error", "not_found", "no such endpoint: " + req.method + " " + req.path));
+    else if (res.status == 413)
+      send_error(res, ApiError(413, "invalid_request_error", "payload_too_large", "the request body is over 1 MiB"));
+    else
+      send_error(res, ApiError(res.status, "invalid_request_error", "http_error", "the request was refused"));
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(500, "server_error", "internal_error", e.what()));
+    }
+  });
+
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kServePage, "text/html; charset=utf-8");
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  const int64_t started = unix_now();
+  http.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    const nlohmann::json m = {{"id", srv.id}, {"object", "model"}, {"created", started}, {"owned_by", "vkgate"}};
+    res.set_content(nlohmann::json{{"object", "list"}, {"data", nlohmann::json::array({m})}}.dump(), "application/json");
+  });
+  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(srv.metrics(), "text/plain; version=0.0.4");
+  });
+  auto route = [&](bool is_chat) {
+    return [&srv, is_chat](const httplib::Request& req, httplib::Response& res) {
+      try {
+        srv.completions(req, res, is_chat);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    };
+  };
+  http.Post("/v1/completions", route(false));
+  http.Post("/v1/chat/completions", route(true));
+
+  const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
+  if (bound < 0) throw Error(ErrorCode::io, "serve: cannot listen on " + host + ":" + std::to_string(port));
+
+  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) throw Error(ErrorCode::io, "serve: cannot create a pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not the end of the server
+  std::thread watcher([&] {
+    char b = 0;
+    while (::read(g_signal_pipe[0], &b, 1) < 0 && errno == EINTR) {
+    }
+    if (b != 's') return;  // the listener ended on its own
+    std::fprintf(stderr, "vkgate serve: stopping\n");
+    srv.stopping = true;
+    scheduler.shutdown();  // every generation ends after its current step
+    http.stop();
+  });
+
+  const std::string url = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                          std::to_string(bound);
+  std::printf("vkgate serve: listening on %s\n", url.c_str());
+  std::fflush(stdout);
+  const bool listened = http.listen_after_bind();
+  srv.stopping = true;
+  scheduler.shutdown();
+  {
+    const char b = 'x';
+    [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &b, 1);
+  }
+  watcher.join();
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  if (validation_failed(ctx)) return 1;
+  if (!listened) std::fprintf(stderr, "vkgate serve: the listener ended with an error\n");
+  return 0;
+}
+
+}  // namespace
+
+const Command kServe{"serve", kServeUsage, cmd_serve};
+
+}  // namespace vkgate::cli

@@ -1,0 +1,246 @@
+// `vkgate serve`: parsing OpenAI requests and writing its responses.
+#include "serve_openai.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "vkgate/error.hpp"
+#include "vkgate/sampling.hpp"
+
+namespace vkgate::cli {
+
+using nlohmann::json;
+
+std::string error_body(const ApiError& e) {
+  // A message may quote the request's bytes: whatever is not UTF-8 becomes U+FFFD.
+  return json{{"error", {{"message", e.what()}, {"type", e.type}, {"code", e.code}}}}.dump(
+      -1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+// Optional fields: absent and null both mean "the default", as OpenAI's clients send either.
+const json* field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double number_field(const json& body, const char* name, double fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) throw bad_request("invalid_type", std::string("'") + name + "' must be a number");
+  return v->get<double>();
+}
+
+std::optional<int64_t> integer_field(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer())
+    throw bad_request("invalid_type", std::string("'") + name + "' must be an integer");
+  return v->get<int64_t>();
+}
+
+bool bool_field(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return false;
+  if (!v->is_boolean()) throw bad_request("invalid_type", std::string("'") + name + "' must be a boolean");
+  return v->get<bool>();
+}
+
+// nlohmann's parser passes raw bytes in strings through unchecked; text for the
+// tokenizer (and for JSON answers quoting it) must be UTF-8.
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) n = 0, cp = c;
+    else if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07;
+    else return false;
+    if (n > 0 && i + n >= s.size()) return false;  // cut short
+    for (size_t k = 1; k <= n; ++k) {
+      const unsigned char d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // Overlong forms, surrogates and code points beyond U+10FFFF are not UTF-8.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+std::string string_value(const json& v, const std::string& what) {
+  if (!v.is_string()) throw bad_request("invalid_type", what + " must be a string");
+  std::string s = v.get<std::string>();
+  if (!valid_utf8(s)) throw bad_request("invalid_utf8", what + " is not valid UTF-8");
+  return s;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const std::string& text, bool chat) {
+  json body;
+  try {
+    body = json::parse(text);  // also refuses strings that are not UTF-8
+  } catch (const json::exception& e) {
+    throw bad_request("invalid_json", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!body.is_object()) throw bad_request("invalid_json", "the body must be a JSON object");
+  CompletionRequest r;
+  r.chat = chat;
+  if (const json* m = field(body, "model")) r.model = string_value(*m, "'model'");
+
+  if (chat) {
+    const json* msgs = field(body, "messages");
+    if (!msgs) throw bad_request("missing_field", "'messages' is required");
+    if (!msgs->is_array() || msgs->empty()) throw bad_request("invalid_type", "'messages' must be a non-empty array");
+    for (size_t i = 0; i < msgs->size(); ++i) {
+      const json& m = (*msgs)[i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object()) throw bad_request("invalid_type", at + " must be an object");
+      const json* role = field(m, "role");
+      if (!role) throw bad_request("missing_field", at + ".role is required");
+      ChatMessage cm;
+      cm.role = string_value(*role, at + ".role");
+      // "developer" is OpenAI's newer name for the system role.
+      if (cm.role == "developer") cm.role = "system";
+      if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
+        throw bad_request("invalid_value", at + ".role '" + cm.role + "' is not system, user or assistant");
+      const json* content = field(m, "content");
+      if (!content) throw bad_request("missing_field", at + ".content is required");
+      if (content->is_array()) {
+        // OpenAI's content parts: only text ones can be rendered.
+        for (const json& part : *content) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text"))
+            throw bad_request("invalid_value", at + ".content: only text parts are supported");
+          cm.content += string_value(part["text"], at + ".content[].text");
+        }
+      } else {
+        cm.content = string_value(*content, at + ".content");
+      }
+      r.messages.push_back(std::move(cm));
+    }
+  } else {
+    const json* p = field(body, "prompt");
+    if (!p) throw bad_request("missing_field", "'prompt' is required");
+    if (p->is_array()) {
+      if (p->size() != 1 || !(*p)[0].is_string())
+        throw bad_request("invalid_value", "'prompt' must be a string or an array of one string");
+      r.prompt = string_value((*p)[0], "'prompt'");
+    } else {
+      r.prompt = string_value(*p, "'prompt'");
+    }
+  }
+
+  std::optional<int64_t> max_tokens = integer_field(body, "max_tokens");
+  if (chat)
+    if (auto m = integer_field(body, "max_completion_tokens")) max_tokens = m;
+  if (max_tokens) {
+    if (*max_tokens < 1) throw bad_request("invalid_value", "'max_tokens' must be at least 1");
+    r.max_tokens = int(std::min<int64_t>(*max_tokens, std::numeric_limits<int>::max()));
+  }
+  if (auto n = integer_field(body, "n"); n && *n != 1)
+    throw bad_request("invalid_value", "'n' must be 1: one choice per request");
+
+  SamplingOptions& s = r.options.sampling;
+  s.temperature = number_field(body, "temperature", 0.0);
+  s.top_p = number_field(body, "top_p", 1.0);
+  s.min_p = number_field(body, "min_p", 0.0);
+  s.presence_penalty = number_field(body, "presence_penalty", 0.0);
+  s.frequency_penalty = number_field(body, "frequency_penalty", 0.0);
+  s.repeat_penalty = number_field(body, "repeat_penalty", 1.0);
+  if (auto k = integer_field(body, "top_k")) {
+    if (*k < 0 || *k > std::numeric_limits<int>::max()) throw bad_request("invalid_value", "'top_k' must be at least 0");
+    s.top_k = int(*k);
+  }
+  if (auto seed = integer_field(body, "seed")) s.seed = uint64_t(*seed);
+  try {
+    Sampler check(s);  // its constructor names an option outside its range
+  } catch (const Error& e) {
+    throw bad_request("invalid_value", e.what());
+  }
+
+  if (const json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      r.options.stop.push_back(string_value(*stop, "'stop'"));
+    } else if (stop->is_array()) {
+      for (const json& v : *stop) r.options.stop.push_back(string_value(v, "each of 'stop'"));
+    } else {
+      throw bad_request("invalid_type", "'stop' must be a string or an array of strings");
+    }
+    if (r.options.stop.size() > 16) throw bad_request("invalid_value", "'stop': at most 16 strings");
+    for (const std::string& st : r.options.stop)
+      if (st.empty()) throw bad_request("invalid_value", "'stop' strings must not be empty");
+  }
+
+  r.stream = bool_field(body, "stream");
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw bad_request("invalid_type", "'stream_options' must be an object");
+    r.include_usage = bool_field(*so, "include_usage");
+  }
+  return r;
+}
+
+const char* openai_finish_reason(FinishReason r) {
+  return r == FinishReason::eos || r == FinishReason::stop_string ? "stop" : "length";
+}
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
+                         const std::string& model, const std::string& text, FinishReason finish, const Usage& usage) {
+  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(finish)}};
+  if (req.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  return {{"id", id},
+          {"object", req.chat ? "chat.completion" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({choice})},
+          {"usage", usage_json(usage)}};
+}
+
+json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created, const std::string& model,
+                      const std::string& text, bool first, std::optional<FinishReason> finish) {
+  json choice = {{"index", 0}, {"finish_reason", finish ? json(openai_finish_reason(*finish)) : json(nullptr)}};
+  if (req.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!finish) delta["content"] = text;  // the final chunk's delta is empty, as OpenAI's
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  return {{"id", id},
+          {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({choice})}};
+}
+
+json usage_chunk(const CompletionRequest& req, const std::string& id, int64_t created, const std::string& model,
+                 const Usage& usage) {
+  return {{"id", id},
+          {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array()},
+          {"usage", usage_json(usage)}};
+}
+
+}  // namespace vkgate::cli

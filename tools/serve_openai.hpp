@@ -1,0 +1,68 @@
+// `vkgate serve`: OpenAI's request and response shapes. Requests are parsed
+// and checked here (every fault an ApiError carrying its HTTP status), so the
+// scheduler only ever sees requests it can run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat_template.hpp"
+#include "vkgate/generate.hpp"
+
+namespace vkgate::cli {
+
+// An error answered as {"error": {"message", "type", "code"}} with `status`.
+struct ApiError : std::runtime_error {
+  int status;
+  std::string type, code;
+  ApiError(int status, std::string type, std::string code, const std::string& message)
+      : std::runtime_error(message), status(status), type(std::move(type)), code(std::move(code)) {}
+};
+inline ApiError bad_request(const std::string& code, const std::string& message) {
+  return ApiError(400, "invalid_request_error", code, message);
+}
+std::string error_body(const ApiError& e);
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string prompt;                 // completions
+  std::vector<ChatMessage> messages;  // chat completions
+  std::optional<std::string> model;
+  // Absent: 16 for a completion (OpenAI's default), the rest of the context for a
+  // chat (OpenAI's chat has no small default; a reply cut at 16 tokens surprises).
+  std::optional<int> max_tokens;
+  GenerateOptions options;  // sampling and stop; max_new_tokens is set once the prompt is encoded
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// The body of POST /v1/completions (chat false) or /v1/chat/completions.
+CompletionRequest parse_completion_request(const std::string& body, bool chat);
+
+// OpenAI's finish_reason: "stop" (eos or a stop string) or "length".
+const char* openai_finish_reason(FinishReason r);
+
+struct Usage {
+  size_t prompt_tokens = 0, completion_tokens = 0;
+};
+nlohmann::json usage_json(const Usage& u);
+
+// The whole response (stream false).
+nlohmann::json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
+                                   const std::string& model, const std::string& text, FinishReason finish,
+                                   const Usage& usage);
+// One streamed chunk: `text` (a delta), or the final one with `finish`; a chat's
+// first chunk carries the role.
+nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
+                                const std::string& model, const std::string& text, bool first,
+                                std::optional<FinishReason> finish);
+// The usage chunk of stream_options.include_usage: choices empty.
+nlohmann::json usage_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
+                           const std::string& model, const Usage& usage);
+
+}  // namespace vkgate::cli

@@ -1,0 +1,191 @@
+// `vkgate serve`: the scheduler thread (serve_scheduler.hpp).
+#include "serve_scheduler.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "vkgate/error.hpp"
+
+namespace vkgate::cli {
+
+std::string Job::take(std::chrono::milliseconds wait, bool& ended) {
+  std::unique_lock lk(mu);
+  cv.wait_for(lk, wait, [&] { return finished || !unread.empty(); });
+  std::string out;
+  out.swap(unread);
+  ended = finished;
+  return out;
+}
+
+void Job::wait_finished() {
+  std::unique_lock lk(mu);
+  cv.wait(lk, [&] { return finished; });
+}
+
+struct Scheduler::Active {
+  std::shared_ptr<Job> job;
+  Generation gen;
+  bool prompt_run = false;  // every prompt position has run (Generation::prefill)
+};
+
+Scheduler::Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk)
+    : model_(model), tokenizer_(tokenizer), parallel_(parallel), queue_limit_(queue_limit),
+      prefill_chunk_(prefill_chunk) {
+  stats_.kv_cache_bytes = model_.memory().kv_cache;
+  thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() { shutdown(); }
+
+Scheduler::Admit Scheduler::submit(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard lk(mu_);
+    if (closed_) return Admit::closed;
+    // Jobs beyond the free slots wait; more than queue_limit waiting is refused.
+    const int waiting = int(queue_.size()) + 1 - std::max(0, parallel_ - active_count_);
+    if (waiting > queue_limit_) return Admit::queue_full;
+    queue_.push_back(std::move(job));
+    stats_.queued = int64_t(queue_.size());
+    ++stats_.requests_total;
+  }
+  cv_.notify_all();
+  return Admit::accepted;
+}
+
+void Scheduler::shutdown() {
+  std::deque<std::shared_ptr<Job>> queued;
+  {
+    std::lock_guard lk(mu_);
+    if (!thread_.joinable()) return;
+    closed_ = true;
+    queued.swap(queue_);
+    stats_.queued = 0;
+  }
+  for (auto& j : queued) fail(*j, 503, "the server is shutting down");
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Scheduler::finish(Job& job, FinishReason why, const std::string& last_text) {
+  {
+    std::lock_guard lk(job.mu);
+    job.unread += last_text;
+    job.text += last_text;
+    job.finish = why;
+    job.finished = true;
+  }
+  job.cv.notify_all();
+}
+
+void Scheduler::fail(Job& job, int status, const std::string& message) {
+  {
+    std::lock_guard lk(job.mu);
+    job.error = message;
+    job.error_status = status;
+    job.finished = true;
+  }
+  job.cv.notify_all();
+}
+
+void Scheduler::run() {
+  std::vector<Active> active;
+  for (;;) {
+    std::vector<std::shared_ptr<Job>> joining;
+    bool closing;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return closed_ || !queue_.empty() || !active.empty(); });
+      closing = closed_;
+      while (!closing && int(active.size() + joining.size()) < parallel_ && !queue_.empty()) {
+        joining.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      active_count_ = int(active.size() + joining.size());
+      stats_.queued = int64_t(queue_.size());
+    }
+    if (closing) {
+      // Each active generation has finished its step: end them all now.
+      for (Active& a : active) finish(*a.job, FinishReason::cancelled, "");
+      active.clear();
+      stats_.active = 0;
+      std::lock_guard lk(mu_);
+      active_count_ = 0;
+      return;
+    }
+    for (auto& job : joining) {
+      try {
+        active.push_back({job, Generation(model_, job->prompt, job->options, &tokenizer_)});
+        stats_.prompt_tokens_total += job->prompt.size();
+      } catch (const std::exception& e) {
+        fail(*job, 400, e.what());
+      }
+    }
+    stats_.active = int64_t(active.size());
+
+    // One step of each, in turn.
+    const auto round_start = std::chrono::steady_clock::now();
+    size_t ids = 0;
+    for (Active& a : active) {
+      Job& job = *a.job;
+      if (job.cancelled) {
+        finish(job, FinishReason::cancelled, "");
+        continue;
+      }
+      try {
+        if (!a.prompt_run) {
+          // A piece of the prompt this round; the first id comes in the round that runs its last piece.
+          a.prompt_run = a.gen.prefill(prefill_chunk_);
+          if (!a.prompt_run) continue;
+        }
+        Generation::Step s = a.gen.step();
+        ++ids;
+        ++stats_.generated_tokens_total;
+        const GenerateResult& r = a.gen.result();
+        if (a.gen.done() && r.finish == FinishReason::eos && tokenizer_.is_special(int32_t(s.id))) {
+          // The eos token's own text (<|im_end|>, <|endoftext|>) is not part of the answer.
+          const std::string eos = tokenizer_.decode(std::vector<int32_t>{int32_t(s.id)});
+          if (s.text.size() >= eos.size() && s.text.compare(s.text.size() - eos.size(), eos.size(), eos) == 0)
+            s.text.resize(s.text.size() - eos.size());
+        }
+        if (a.gen.done()) {
+          {
+            std::lock_guard lk(job.mu);
+            job.completion_tokens = r.ids.size();
+          }
+          finish(job, r.finish, s.text);
+        } else if (!s.text.empty()) {
+          {
+            std::lock_guard lk(job.mu);
+            job.completion_tokens = r.ids.size();
+            job.unread += s.text;
+            job.text += s.text;
+          }
+          job.cv.notify_all();
+        }
+      } catch (const std::exception& e) {
+        fail(job, 500, e.what());
+      }
+    }
+    std::erase_if(active, [](const Active& a) {
+      std::lock_guard lk(a.job->mu);
+      return a.job->finished;
+    });
+    {
+      std::lock_guard lk(mu_);
+      active_count_ = int(active.size());
+    }
+    stats_.active = int64_t(active.size());
+
+    // The decode rate over the last 10 s of rounds: ids per second spent stepping.
+    const auto now = std::chrono::steady_clock::now();
+    if (ids > 0) recent_.push_back({now, ids, std::chrono::duration<double>(now - round_start).count()});
+    while (!recent_.empty() && now - recent_.front().at > std::chrono::seconds(10)) recent_.pop_front();
+    size_t total = 0;
+    double seconds = 0;
+    for (const Round& r : recent_) total += r.ids, seconds += r.seconds;
+    stats_.tokens_per_second = seconds > 0 ? double(total) / seconds : 0.0;
+    stats_.kv_cache_bytes = model_.memory().kv_cache;
+  }
+}
+
+}  // namespace vkgate::cli

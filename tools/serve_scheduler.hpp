@@ -1,0 +1,104 @@
+// `vkgate serve`: the scheduler. One thread owns the Model (a Model is used
+// by one thread at a time); HTTP handler threads submit Jobs and wait on each
+// Job's own channel. Up to `parallel` generations are active; every round
+// steps each of them once (a prompt runs a piece per round), and queued jobs
+// join between rounds, so a long generation or prompt does not hold the
+// others back (continuous batching at the scheduler's level: each step is
+// still its own device submission of one sequence).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vkgate/generate.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/tokenizer.hpp"
+
+namespace vkgate::cli {
+
+// One request's generation and the channel its handler reads.
+struct Job {
+  std::vector<int64_t> prompt;
+  GenerateOptions options;  // no callbacks: the scheduler reads each step's text
+  // Set by the handler when its client went away, or by shutdown: the
+  // scheduler drops the job at its next step.
+  std::atomic<bool> cancelled{false};
+
+  std::mutex mu;
+  std::condition_variable cv;
+  // Guarded by mu.
+  std::string unread;  // text not yet taken by a streaming handler
+  std::string text;    // all the text
+  size_t completion_tokens = 0;
+  bool finished = false;
+  FinishReason finish = FinishReason::length;
+  std::optional<std::string> error;  // the generation failed (or the server is shutting down)
+  int error_status = 500;
+
+  // Waits up to `wait` for new text or the end; returns (and clears) the text not yet read.
+  std::string take(std::chrono::milliseconds wait, bool& ended);
+  // Waits for the end.
+  void wait_finished();
+};
+
+struct SchedulerStats {
+  std::atomic<uint64_t> requests_total{0}, prompt_tokens_total{0}, generated_tokens_total{0};
+  std::atomic<int64_t> active{0}, queued{0};
+  std::atomic<double> tokens_per_second{0};
+  std::atomic<uint64_t> kv_cache_bytes{0};
+};
+
+class Scheduler {
+ public:
+  // prefill_chunk: the most prompt positions one generation runs per round, so that a
+  // long prompt delays the other generations' next tokens by one chunk at a time.
+  Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  enum class Admit { accepted, queue_full, closed };
+  // Queues `job` unless more than queue_limit jobs would be waiting for a slot.
+  Admit submit(std::shared_ptr<Job> job);
+  // Refuses new jobs, ends the queued ones with 503, cancels the active ones
+  // (each ends after its current step) and joins the thread.
+  void shutdown();
+  const SchedulerStats& stats() const { return stats_; }
+
+ private:
+  struct Active;
+  void run();
+  void finish(Job& job, FinishReason why, const std::string& last_text);
+  void fail(Job& job, int status, const std::string& message);
+
+  Model& model_;
+  const Tokenizer& tokenizer_;
+  const int parallel_, queue_limit_, prefill_chunk_;
+  SchedulerStats stats_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;  // guarded by mu_
+  int active_count_ = 0;                    // guarded by mu_
+  bool closed_ = false;                     // guarded by mu_
+
+  // Recent rounds, for the decode rate: (end time, ids generated, seconds stepping).
+  struct Round {
+    std::chrono::steady_clock::time_point at;
+    size_t ids;
+    double seconds;
+  };
+  std::deque<Round> recent_;  // scheduler thread only
+  std::thread thread_;
+};
+
+}  // namespace vkgate::cli
