@@ -66,6 +66,11 @@ void Scheduler::shutdown() {
   thread_.join();
 }
 
+void Scheduler::free_slot() {
+  std::lock_guard lk(mu_);
+  --active_count_;
+}
+
 void Scheduler::finish(Job& job, FinishReason why, const std::string& last_text) {
   {
     std::lock_guard lk(job.mu);
@@ -117,6 +122,7 @@ void Scheduler::run() {
         active.push_back({job, Generation(model_, job->prompt, job->options, &tokenizer_)});
         stats_.prompt_tokens_total += job->prompt.size();
       } catch (const std::exception& e) {
+        free_slot();
         fail(*job, 400, e.what());
       }
     }
@@ -128,6 +134,7 @@ void Scheduler::run() {
     for (Active& a : active) {
       Job& job = *a.job;
       if (job.cancelled) {
+        free_slot();
         finish(job, FinishReason::cancelled, "");
         continue;
       }
@@ -152,6 +159,7 @@ void Scheduler::run() {
             std::lock_guard lk(job.mu);
             job.completion_tokens = r.ids.size();
           }
+          free_slot();
           finish(job, r.finish, s.text);
         } else if (!s.text.empty()) {
           {
@@ -163,6 +171,7 @@ void Scheduler::run() {
           job.cv.notify_all();
         }
       } catch (const std::exception& e) {
+        free_slot();
         fail(job, 500, e.what());
       }
     }

@@ -77,6 +77,10 @@ class Scheduler {
  private:
   struct Active;
   void run();
+  // A job's slot is free again: before its handler hears that it ended, so
+  // that the client's next request finds the slot (not a 429 for a job that
+  // has finished but is still counted until the round ends).
+  void free_slot();
   void finish(Job& job, FinishReason why, const std::string& last_text);
   void fail(Job& job, int status, const std::string& message);
 
