@@ -517,8 +517,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: the staged tensor-core kernel at each 
   for (size_t i = 0; i < want.size(); ++i) want[i] += r[i];
   auto tiles = ops::staged_tile_candidates();
   if (kind == gpu::Coopmat::emulated) tiles.resize(3);
-  for (gpu::StagedTile tile : tiles) {
-    if (kind == gpu::Coopmat::emulated) tile.tk = 16;
+  for (const gpu::StagedTile& chosen : tiles) {
+    const gpu::StagedTile tile = ops::staged_tile_run(chosen, kind);
     CAPTURE(tile.name());
     const std::string misfit = ops::staged_tile_misfit(vk.info, tile, kind, M, N, K, K, K);
     if (!misfit.empty()) {

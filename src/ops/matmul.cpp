@@ -86,9 +86,7 @@ Route route(const DeviceInfo& d, const Tuning& t, const Push& push, Storage s) {
   // not split K: a forced split count (VKGATE_MATMUL_SPLITS) goes past it.
   if (const Coopmat c = s == Storage::f16 && !t.matmul_splits ? coopmat_usable(d, t.coopmat_staged) : Coopmat::off;
       c != Coopmat::off) {
-    // The emulation's 8-lane subgroups take 16 k per slice, to fit in 32 KiB.
-    gpu::StagedTile tile = t.staged_tile;
-    if (c == Coopmat::emulated) tile.tk = 16;
+    const gpu::StagedTile tile = staged_tile_run(t.staged_tile, c);
     if (staged_tile_misfit(d, tile, c, M, N, K, push.ldx, push.ldw).empty())
       return {Path::staged, c, tile, N / staged_tile_n(tile), M / staged_tile_m(tile)};
   }
@@ -153,6 +151,10 @@ std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, s
   return out;
 }
 
+gpu::StagedTile staged_tile_run(gpu::StagedTile t, Coopmat c) {
+  if (c == Coopmat::emulated) t.tk = 16;
+  return t;
+}
 uint32_t staged_tile_m(const gpu::StagedTile& t) { return t.wm * t.fm * 16; }
 uint32_t staged_tile_n(const gpu::StagedTile& t) { return t.wn * t.fn * 16; }
 

@@ -50,6 +50,9 @@ Coopmat coopmat_usable(const DeviceInfo& d, Coopmat c);
 uint32_t coopmat_lanes(Coopmat c);
 // matmul_staged.comp's workgroup tile, and why it cannot take an M×N×K
 // product on `d` (rows ldx, ldw apart) on kernel `c` (empty: it can).
+// The tile kernel `c` runs for `t`: the emulation's 8-lane subgroups take 16 k
+// per slice, to fit in 32 KiB of shared memory.
+gpu::StagedTile staged_tile_run(gpu::StagedTile t, Coopmat c);
 uint32_t staged_tile_m(const gpu::StagedTile& t);
 uint32_t staged_tile_n(const gpu::StagedTile& t);
 std::string staged_tile_misfit(const DeviceInfo& d, const gpu::StagedTile& t, Coopmat c, uint32_t M, uint32_t N,

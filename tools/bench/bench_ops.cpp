@@ -100,8 +100,7 @@ std::vector<std::pair<std::string, gpu::Tuning>> tile_tunings(Context& ctx, cons
     }
     const auto tile = gpu::StagedTile::parse(name);
     if (!tile) throw Error(ErrorCode::invalid_argument, "bench: --tiles: '" + name + "' is neither direct nor a tile WMxWNxFMxFNxTK[s1][h]");
-    gpu::StagedTile used = *tile;
-    if (kind == Coopmat::emulated) used.tk = 16;  // as ops::matmul runs the emulation
+    const gpu::StagedTile used = ops::staged_tile_run(*tile, kind);
     const std::string why = ops::staged_tile_misfit(d, used, kind, uint32_t(M), uint32_t(N), uint32_t(K),
                                                     uint32_t(K), uint32_t(K));
     if (!why.empty()) {
