@@ -151,10 +151,17 @@ struct Generation::Impl {
     }
   }
 
-  Step step() {
+  // Whether the next step() is a decode step of `seq` (the prompt has run and its logits were sampled).
+  bool decoding() const { return seq && prompt_logits.empty(); }
+
+  void check_running() const {
     if (done) throw Error(ErrorCode::invalid_argument, "generate: the generation has ended");
+  }
+
+  Step step() {
+    check_running();
     std::vector<float> logits;
-    if (!seq || !prompt_logits.empty()) {  // the prompt's step: run what is left of it
+    if (!decoding()) {  // the prompt's step: run what is left of it
       if (!seq) run_prompt(0);
       logits = std::move(prompt_logits);
       prompt_logits.clear();
@@ -163,6 +170,11 @@ struct Generation::Impl {
       logits = model.extend(*seq, std::span(&context.back(), 1), 1);
       result.step_ms.push_back(milliseconds_since(t0));
     }
+    return choose(logits);
+  }
+
+  // Samples the next id from `logits` and passes it on: callbacks, text, stop conditions.
+  Step choose(std::span<const float> logits) {
     Step s;
     s.id = sampler.sample(logits, context);
     context.push_back(s.id);
@@ -217,6 +229,41 @@ bool Generation::prefill(int tokens) {
   if (!impl_->seq) impl_->run_prompt(size_t(tokens));
   return impl_->seq.has_value();
 }
+std::vector<Generation::Step> Generation::step_all(std::span<Generation* const> generations) {
+  std::vector<Step> steps(generations.size());
+  std::vector<size_t> batched;
+  std::vector<Sequence*> seqs;
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < generations.size(); ++i) {
+    if (!generations[i]) throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is null");
+    const Impl& g = *generations[i]->impl_;
+    g.check_running();
+    if (&g.model != &generations[0]->impl_->model)
+      throw Error(ErrorCode::invalid_argument, "generate: the generations of one step_all belong to different models");
+    for (size_t j = 0; j < i; ++j)
+      if (generations[j] == generations[i])
+        throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is given twice");
+    if (g.decoding()) {
+      batched.push_back(i);
+      seqs.push_back(&*generations[i]->impl_->seq);
+      ids.push_back(g.context.back());
+    }
+  }
+  for (size_t i = 0; i < generations.size(); ++i)  // the prompts, each on its own
+    if (std::find(batched.begin(), batched.end(), i) == batched.end()) steps[i] = generations[i]->step();
+  if (batched.empty()) return steps;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float> logits = generations[batched[0]]->impl_->model.extend(seqs, ids);
+  const double ms = milliseconds_since(t0);
+  const size_t V = logits.size() / batched.size();
+  for (size_t k = 0; k < batched.size(); ++k) {
+    Impl& g = *generations[batched[k]]->impl_;
+    g.result.step_ms.push_back(ms);
+    steps[batched[k]] = g.choose(std::span(logits).subspan(k * V, V));
+  }
+  return steps;
+}
+
 bool Generation::done() const { return impl_->done; }
 const GenerateResult& Generation::result() const { return impl_->result; }
 

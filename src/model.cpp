@@ -28,9 +28,10 @@ struct PlanKey {
 };
 using PlanCache = nn::PlanCache<PlanKey, nn::StackPlan>;
 
-uint64_t plan_bytes(const PlanCache& plans) {
+template <typename Key>
+uint64_t plan_bytes(const nn::PlanCache<Key, nn::StackPlan>& plans) {
   uint64_t n = 0;
-  plans.for_each([&](const PlanKey&, const nn::StackPlan& p) { n += p.bytes(); });
+  plans.for_each([&](const Key&, const nn::StackPlan& p) { n += p.bytes(); });
   return n;
 }
 
@@ -43,6 +44,8 @@ struct Model::Impl {
   ModelOptions options;
   std::unique_ptr<nn::Stack> stack;
   PlanCache plans{kMaxPlans};
+  // The steps of several sequences together (extend of several), by the sequences.
+  nn::PlanCache<std::vector<const Sequence::Impl*>, nn::StackPlan> row_plans{kMaxPlans};
   std::vector<Sequence::Impl*> sequences;  // live ones
   size_t ended_recordings = 0;             // of sequences that have ended
   std::vector<StageTime> last_timings;
@@ -81,13 +84,26 @@ struct Model::Impl {
   // another cache length), submitted and waited for.
   void run(nn::StackPlan& p, uint32_t past, const nn::LayerCaches* caches) {
     stack->prepare(p, past);
+    submit(p, p.past != past, [&](gpu::Recorder::Mode mode) { stack->record(p, mode, past, caches, poison); });
+  }
+  // The same for a plan of several sequences, one per row.
+  void run_rows(nn::StackPlan& p, std::span<const nn::RowSequence> rows) {
+    std::vector<uint32_t> pasts;
+    for (const nn::RowSequence& r : rows) pasts.push_back(r.past);
+    stack->prepare_rows(p, pasts);
+    submit(p, p.pasts != pasts, [&](gpu::Recorder::Mode mode) { stack->record_rows(p, mode, rows, poison); });
+  }
+  // Records `p` by `record` the first time, updates its parameters when the
+  // lengths `changed`, then submits and waits.
+  template <typename Record>
+  void submit(nn::StackPlan& p, bool changed, Record record) {
     if (p.rec->recordings() == 0) {
-      stack->record(p, gpu::Recorder::Mode::record, past, caches, poison);
-    } else if (p.past != past) {
+      record(gpu::Recorder::Mode::record);
+    } else if (changed) {
       try {
-        stack->record(p, gpu::Recorder::Mode::update, past, caches, poison);
+        record(gpu::Recorder::Mode::update);
       } catch (const Error&) {  // a sequence of commands that changed with the length: record it anew
-        stack->record(p, gpu::Recorder::Mode::record, past, caches, poison);
+        record(gpu::Recorder::Mode::record);
       }
     }
     p.rec->submit("running the model");
@@ -137,6 +153,10 @@ struct Sequence::Impl {
   ~Impl() {
     model->ended_recordings += plans.recordings();
     std::erase(model->sequences, this);
+    // The steps recorded with this sequence's caches can never run again.
+    model->row_plans.drop_if([this](const std::vector<const Impl*>& key) {
+      return std::find(key.begin(), key.end(), this) != key.end();
+    });
   }
   bool recurrent() const {
     return std::any_of(caches.begin(), caches.end(), [](const auto& c) { return c->recurrent(); });
@@ -338,6 +358,56 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   return std::vector<float>(out, out + size_t(s.batch) * m.cfg.vocab_size);
 }
 
+std::vector<float> Model::extend(std::span<Sequence* const> seqs, std::span<const int64_t> ids) {
+  Impl& m = *impl_;
+  const size_t n = seqs.size();
+  if (n == 0 || ids.size() != n)
+    throw Error(ErrorCode::invalid_argument, "extend: " + std::to_string(ids.size()) + " ids for " +
+                                                 std::to_string(n) + " sequences (one each)");
+  std::vector<const Sequence::Impl*> key;
+  std::vector<Sequence::Impl*> impls;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string which = "extend: sequence " + std::to_string(i);
+    if (!seqs[i] || !seqs[i]->impl_) throw Error(ErrorCode::invalid_argument, which + " is null or moved from");
+    Sequence::Impl& s = *seqs[i]->impl_;
+    if (s.model != &m) throw Error(ErrorCode::invalid_argument, which + " belongs to another model");
+    if (s.batch != 1)
+      throw Error(ErrorCode::invalid_argument, which + " has batch " + std::to_string(s.batch) +
+                                                   "; several sequences step together one row each (batch 1)");
+    if (std::find(key.begin(), key.end(), &s) != key.end())
+      throw Error(ErrorCode::invalid_argument, which + " is given twice");
+    if (s.state_lost)
+      throw Error(ErrorCode::invalid_argument, which + ": an earlier step failed and left its recurrent states "
+                                                       "undefined; truncate(0) starts it again");
+    m.check_context(int64_t(s.length) + 1, which);
+    if (s.length + 1 > s.capacity)
+      throw Error(ErrorCode::invalid_argument, which + " holds " + std::to_string(s.length) + " of " +
+                                                   std::to_string(s.capacity) + " positions; 1 more does not fit");
+    key.push_back(&s);
+    impls.push_back(&s);
+  }
+  m.check_ids(ids, int(n), 1);
+  if (n == 1) return extend(*seqs[0], ids, 1);
+  nn::StackPlan* p = m.row_plans.find(key);
+  if (!p) {
+    std::vector<uint32_t> capacities;
+    for (const Sequence::Impl* s : impls) capacities.push_back(uint32_t(s->capacity));
+    p = &m.row_plans.add(key, m.stack->plan_rows(std::move(capacities), 1));
+  }
+  m.put_ids(*p, ids);
+  std::vector<nn::RowSequence> rows;
+  for (const Sequence::Impl* s : impls) rows.push_back({&s->caches, uint32_t(s->length)});
+  try {
+    m.run_rows(*p, rows);
+  } catch (...) {
+    for (Sequence::Impl* s : impls) s->state_lost = s->recurrent();
+    throw;
+  }
+  for (Sequence::Impl* s : impls) ++s->length;
+  const float* out = static_cast<const float*>(p->logits.mapped());
+  return std::vector<float>(out, out + n * size_t(m.cfg.vocab_size));
+}
+
 const ModelConfig& Model::config() const { return impl_->cfg; }
 Context& Model::context() { return impl_->ctx; }
 int Model::context_limit() const { return impl_->options.ignore_context_limit ? 0 : impl_->cfg.context_limit(); }
@@ -347,7 +417,7 @@ MemoryUse Model::memory() const {
   MemoryUse u;
   u.weights = impl_->stack->weight_bytes();
   u.weights_per_token = impl_->stack->token_read_bytes();
-  u.workspace = plan_bytes(impl_->plans);
+  u.workspace = plan_bytes(impl_->plans) + plan_bytes(impl_->row_plans);
   for (const Sequence::Impl* s : impl_->sequences) {
     u.kv_cache += s->cache_bytes();
     u.workspace += plan_bytes(s->plans);
@@ -356,7 +426,7 @@ MemoryUse Model::memory() const {
 }
 
 size_t Model::recordings() const {
-  size_t n = impl_->plans.recordings() + impl_->ended_recordings;
+  size_t n = impl_->plans.recordings() + impl_->row_plans.recordings() + impl_->ended_recordings;
   for (const Sequence::Impl* s : impl_->sequences) n += s->plans.recordings();
   return n;
 }
@@ -367,6 +437,7 @@ void Model::set_poison(bool on) {
   // The plans are made again when next used, with or without the fills.
   impl_->poison = on;
   impl_->plans.clear();
+  impl_->row_plans.clear();
   for (Sequence::Impl* s : impl_->sequences) s->plans.clear();
 }
 

@@ -92,6 +92,34 @@ void Scheduler::fail(Job& job, int status, const std::string& message) {
   job.cv.notify_all();
 }
 
+void Scheduler::deliver(Active& a, Generation::Step s) {
+  Job& job = *a.job;
+  ++stats_.generated_tokens_total;
+  const GenerateResult& r = a.gen.result();
+  if (a.gen.done() && r.finish == FinishReason::eos && tokenizer_.is_special(int32_t(s.id))) {
+    // The eos token's own text (<|im_end|>, <|endoftext|>) is not part of the answer.
+    const std::string eos = tokenizer_.decode(std::vector<int32_t>{int32_t(s.id)});
+    if (s.text.size() >= eos.size() && s.text.compare(s.text.size() - eos.size(), eos.size(), eos) == 0)
+      s.text.resize(s.text.size() - eos.size());
+  }
+  if (a.gen.done()) {
+    {
+      std::lock_guard lk(job.mu);
+      job.completion_tokens = r.ids.size();
+    }
+    free_slot();
+    finish(job, r.finish, s.text);
+  } else if (!s.text.empty()) {
+    {
+      std::lock_guard lk(job.mu);
+      job.completion_tokens = r.ids.size();
+      job.unread += s.text;
+      job.text += s.text;
+    }
+    job.cv.notify_all();
+  }
+}
+
 void Scheduler::run() {
   std::vector<Active> active;
   for (;;) {
@@ -128,9 +156,11 @@ void Scheduler::run() {
     }
     stats_.active = int64_t(active.size());
 
-    // One step of each, in turn.
+    // A piece of each prompt that has not run; then one step of every generation
+    // whose prompt has, all together (one device step, the weights read once).
     const auto round_start = std::chrono::steady_clock::now();
-    size_t ids = 0;
+    std::vector<Active*> stepping;
+    std::vector<Generation*> gens;
     for (Active& a : active) {
       Job& job = *a.job;
       if (job.cancelled) {
@@ -139,42 +169,29 @@ void Scheduler::run() {
         continue;
       }
       try {
-        if (!a.prompt_run) {
-          // A piece of the prompt this round; the first id comes in the round that runs its last piece.
-          a.prompt_run = a.gen.prefill(prefill_chunk_);
-          if (!a.prompt_run) continue;
-        }
-        Generation::Step s = a.gen.step();
-        ++ids;
-        ++stats_.generated_tokens_total;
-        const GenerateResult& r = a.gen.result();
-        if (a.gen.done() && r.finish == FinishReason::eos && tokenizer_.is_special(int32_t(s.id))) {
-          // The eos token's own text (<|im_end|>, <|endoftext|>) is not part of the answer.
-          const std::string eos = tokenizer_.decode(std::vector<int32_t>{int32_t(s.id)});
-          if (s.text.size() >= eos.size() && s.text.compare(s.text.size() - eos.size(), eos.size(), eos) == 0)
-            s.text.resize(s.text.size() - eos.size());
-        }
-        if (a.gen.done()) {
-          {
-            std::lock_guard lk(job.mu);
-            job.completion_tokens = r.ids.size();
-          }
-          free_slot();
-          finish(job, r.finish, s.text);
-        } else if (!s.text.empty()) {
-          {
-            std::lock_guard lk(job.mu);
-            job.completion_tokens = r.ids.size();
-            job.unread += s.text;
-            job.text += s.text;
-          }
-          job.cv.notify_all();
-        }
+        // The first id comes in the round that runs the prompt's last piece.
+        if (!a.prompt_run) a.prompt_run = a.gen.prefill(prefill_chunk_);
       } catch (const std::exception& e) {
         free_slot();
         fail(job, 500, e.what());
+        continue;
       }
+      if (!a.prompt_run) continue;
+      stepping.push_back(&a);
+      gens.push_back(&a.gen);
     }
+    std::vector<Generation::Step> steps;
+    try {
+      steps = Generation::step_all(gens);
+    } catch (const std::exception& e) {  // the shared step failed: every generation in it
+      for (Active* a : stepping) {
+        free_slot();
+        fail(*a->job, 500, e.what());
+      }
+      stepping.clear();
+    }
+    for (size_t k = 0; k < stepping.size(); ++k) deliver(*stepping[k], steps[k]);
+    const size_t ids = stepping.size();
     std::erase_if(active, [](const Active& a) {
       std::lock_guard lk(a.job->mu);
       return a.job->finished;

@@ -3,8 +3,9 @@
 // Job's own channel. Up to `parallel` generations are active; every round
 // steps each of them once (a prompt runs a piece per round), and queued jobs
 // join between rounds, so a long generation or prompt does not hold the
-// others back (continuous batching at the scheduler's level: each step is
-// still its own device submission of one sequence).
+// others back (continuous batching): the generations whose prompts have run
+// take their next position together in one device step
+// (Generation::step_all), the weights read once for all of them.
 #pragma once
 
 #include <atomic>
@@ -81,6 +82,8 @@ class Scheduler {
   // that the client's next request finds the slot (not a 429 for a job that
   // has finished but is still counted until the round ends).
   void free_slot();
+  // Passes a generation's step on to its job's handler.
+  void deliver(Active& a, Generation::Step s);
   void finish(Job& job, FinishReason why, const std::string& last_text);
   void fail(Job& job, int status, const std::string& message);
 

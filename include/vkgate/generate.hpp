@@ -102,6 +102,14 @@ class Generation {
   // and results are the same as one step()'s (dynamic NTK RoPE runs the whole
   // prompt at once). Error(invalid_argument) once done().
   bool prefill(int tokens);
+  // step() of several generations of one Model at once (a server's round):
+  // those whose prompt has run take their next position together, in one
+  // device step (Model::extend of several sequences: the weights read once
+  // for all); one whose prompt has not run first runs it on its own. Returns
+  // each one's Step, in order. None may be done() or given twice. A failure
+  // of the shared step is each batched generation's failure: their caches
+  // may have moved on, so none can be stepped again.
+  static std::vector<Step> step_all(std::span<Generation* const> generations);
   bool done() const;
   // What was generated so far (final once done()).
   const GenerateResult& result() const;

@@ -88,13 +88,13 @@ namespace {
 constexpr uint32_t kDirectTableTokens = 8;
 }  // namespace
 
-std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) const {
-  auto owned = std::make_unique<AttentionPlan>();
-  AttentionPlan& p = *owned;
-  p.shape = s;
-  const uint32_t batch = s.batch, tokens = s.tokens, kv_stride = s.kv_stride;
-  const uint32_t BT = batch * tokens, H = uint32_t(cfg_.num_heads), D = uint32_t(cfg_.hidden_size);
-  p.norm_in_projection = !w_qkv_.quantized() && ops::matmul_rmsnorm_applies(vk_.info, tuning_, BT, D, w_qkv_.ldw());
+std::string Attention::role(const AttentionPlan& p, const std::string& role) {
+  return p.row == AttentionPlan::kAllRows ? role : row_role(role, p.row);
+}
+
+void Attention::plan_attend(AttentionPlan& p, Workspace& ws) const {
+  const MixerShape& s = p.shape;
+  const uint32_t batch = s.batch, tokens = s.tokens, kv_stride = s.kv_stride, H = uint32_t(cfg_.num_heads);
   // A plan whose cache grows between replays keeps the score stride of its
   // capacity, rounded to whole vec4s, whatever the cache's length.
   p.score_ld = s.sequence ? (kv_stride + 3) / 4 * 4 : kv_stride;
@@ -109,31 +109,56 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
     p.chunk = s.stats ? tokens : ops::query_chunk(tuning_, shape);
   p.attn_ld = p.fused ? H * uint32_t(cfg_.head_dim) : ld_heads_;  // the fused kernel writes dense rows
 
-  const size_t B = batch, T = tokens, Dh = size_t(cfg_.head_dim), KV = size_t(cfg_.num_kv_heads),
-               e = ops::element_bytes(act_);
+  const size_t B = batch, T = tokens, Dh = size_t(cfg_.head_dim), e = ops::element_bytes(act_);
+  ws.need(role(p, "q"), B * H * T * Dh * e);
+  if (p.fused)
+    ws.need(role(p, "partial"), ops::flash_partial_floats(shape, p.flash) * 4);
+  else
+    ws.need(role(p, "scores"), B * H * p.chunk * size_t(p.score_ld) * 4);
+  const size_t table = ops::rope_table_floats(tokens, uint32_t(cfg_.rotary_dim()));
+  p.rope_up = allocate(vk_, table, Storage::f32, gpu::MemoryKind::upload, "rope cos/sin table (staging)");
+  if (tokens > kDirectTableTokens || !tuning_.direct_io)
+    p.rope = allocate(vk_, table, Storage::f32, gpu::MemoryKind::device, "rope cos/sin table");
+}
+
+std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) const {
+  auto owned = std::make_unique<AttentionPlan>();
+  AttentionPlan& p = *owned;
+  p.shape = s;
+  const uint32_t BT = s.batch * s.tokens, D = uint32_t(cfg_.hidden_size);
+  const size_t T = s.tokens, e = ops::element_bytes(act_);
+  p.norm_in_projection = !w_qkv_.quantized() && ops::matmul_rmsnorm_applies(vk_.info, tuning_, BT, D, w_qkv_.ldw());
+  if (s.rows_apart()) {
+    if (s.stats || s.mask || !s.sequence || s.row_strides.size() != s.batch)
+      throw Error(ErrorCode::invalid_argument, "attention: a step of separate sequences takes one cache per row, "
+                                               "and neither statistics nor a mask");
+    for (uint32_t r = 0; r < s.batch; ++r) {
+      auto& rp = *p.rows.emplace_back(std::make_unique<AttentionPlan>());
+      rp.shape = {1, s.tokens, s.row_strides[r], true, false, false, {}};
+      rp.row = r;
+      plan_attend(rp, ws);
+      ws.need(row_role("attn", r), T * rp.attn_ld * e);
+    }
+    p.fused = p.rows[0]->fused;
+    p.attn_ld = p.rows[0]->attn_ld;
+  } else {
+    plan_attend(p, ws);
+  }
   if (!p.norm_in_projection) ws.need("normed", BT * size_t(ld_hidden_) * e);
   ws.need("proj", BT * size_t(cols_) * e);
-  ws.need("q", B * H * T * Dh * e);
   ws.need("attn", BT * size_t(p.attn_ld) * e);
-  if (p.fused)
-    ws.need("partial", ops::flash_partial_floats(shape, p.flash) * 4);
-  else
-    ws.need("scores", B * H * p.chunk * size_t(p.score_ld) * 4);
   // Split-K where a projection's tiles would leave the GPU idle (ops::matmul_splits).
   const size_t proj_splits = w_qkv_.splits(BT, ld_hidden_);
   const size_t o_splits = w_o_.splits(BT, p.attn_ld);
   if (proj_splits > 1) ws.need("split_k", proj_splits * BT * cols_ * 4);
   if (o_splits > 1) ws.need("split_k", o_splits * BT * D * 4);
-  w_qkv_.reserve(ws, uint32_t(BT));
-  w_o_.reserve(ws, uint32_t(BT));
+  w_qkv_.reserve(ws, BT);
+  w_o_.reserve(ws, BT);
   if (!s.sequence) {  // a forward that keeps no cache: one layer's keys and values at a time
-    ws.need("keys", B * KV * kv_stride * Dh * e);
-    ws.need("values", B * KV * kv_stride * Dh * e);
+    const size_t n = size_t(s.batch) * size_t(cfg_.num_kv_heads) * s.kv_stride * size_t(cfg_.head_dim) * e;
+    ws.need("keys", n);
+    ws.need("values", n);
   }
-  const size_t table = ops::rope_table_floats(tokens, uint32_t(cfg_.rotary_dim()));
-  p.rope_up = allocate(vk_, table, Storage::f32, gpu::MemoryKind::upload, "rope cos/sin table (staging)");
-  if (tokens > kDirectTableTokens || !tuning_.direct_io)
-    p.rope = allocate(vk_, table, Storage::f32, gpu::MemoryKind::device, "rope cos/sin table");
   return owned;
 }
 
@@ -143,9 +168,15 @@ void Attention::prepare(MixerPlan& plan, uint32_t past) const {
   std::memcpy(p.rope_up.mapped(), table.data(), table.size() * sizeof(float));
 }
 
+void Attention::prepare_rows(MixerPlan& plan, std::span<const uint32_t> pasts) const {
+  AttentionPlan& p = static_cast<AttentionPlan&>(plan);
+  for (size_t r = 0; r < p.rows.size(); ++r) prepare(*p.rows[r], pasts[r]);
+}
+
 void Attention::record_begin(Recorder& rec, const MixerPlan& plan) const {
   const AttentionPlan& p = static_cast<const AttentionPlan&>(plan);
   if (p.rope.valid()) rec.copy(p.rope_up, p.rope, p.rope.size());
+  for (const auto& row : p.rows) record_begin(rec, *row);
 }
 
 std::unique_ptr<MixerCache> Attention::make_cache(uint32_t batch, uint32_t capacity, const std::string& name) const {
@@ -173,24 +204,19 @@ MixerStats Attention::read_stats(const float* f, double rows) const {
 void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws, const MixerIo& io,
                        bool poison) const {
   const AttentionPlan& p = static_cast<const AttentionPlan&>(plan);
-  const uint32_t B = p.shape.batch, T = p.shape.tokens, BT = B * T, S = T + io.past;
-  const uint32_t D = uint32_t(cfg_.hidden_size), H = uint32_t(cfg_.num_heads), KV = uint32_t(cfg_.num_kv_heads),
-                 Dh = uint32_t(cfg_.head_dim);
-  if (S > p.shape.kv_stride)
-    throw Error(ErrorCode::invalid_argument, "attention: " + std::to_string(S) + " keys exceed the cache's " +
-                                                 std::to_string(p.shape.kv_stride) + " positions");
-  const auto* cache = static_cast<const KvCache*>(io.cache);
-  const Buffer& keys = cache ? cache->keys : ws["keys"];
-  const Buffer& values = cache ? cache->values : ws["values"];
-  const Buffer& rope = p.rope_table();
+  const uint32_t B = p.shape.batch, T = p.shape.tokens, BT = B * T, D = uint32_t(cfg_.hidden_size),
+                 H = uint32_t(cfg_.num_heads), Dh = uint32_t(cfg_.head_dim);
   const float eps = float(cfg_.rms_norm_eps);
   const Buffer& proj = ws["proj"];
-  const Buffer& q = ws["q"];
   const Buffer& attn = ws["attn"];
   const Buffer* split_k = ws.find("split_k");
-  if (poison)
-    for (const char* role : {"normed", "proj", "q", "attn", "scores"})
-      if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role == std::string("scores") ? Storage::f32 : act_));
+  if (poison) {
+    std::vector<std::string> roles{"normed", "proj", "q", "attn", "scores"};
+    for (uint32_t r = 0; r < p.rows.size(); ++r)
+      for (const char* role : {"q", "attn", "scores"}) roles.push_back(row_role(role, r));
+    for (const std::string& role : roles)
+      if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(role.starts_with("scores") ? Storage::f32 : act_));
+  }
 
   // x̂·Wᵀ for q (+ gate rows), k, v in one product, the RMSNorm folded in where it pays.
   const Buffer* qkv_bias = cfg_.qkv_bias ? &b_qkv_ : nullptr;
@@ -207,12 +233,55 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
                         .ws = &ws});
   }
 
+  if (p.rows.empty()) {
+    record_attend(rec, p, ws, static_cast<const KvCache*>(io.cache), io.past, 0, attn, io);
+  } else {  // each row against its own sequence's cache, then into its row of "attn"
+    if (io.rows.size() != p.rows.size())
+      throw Error(ErrorCode::invalid_argument, "attention: a step of separate sequences without one cache per row");
+    for (uint32_t r = 0; r < p.rows.size(); ++r) {
+      const Buffer& row_attn = ws[row_role("attn", r)];
+      record_attend(rec, *p.rows[r], ws, static_cast<const KvCache*>(io.rows[r].cache), io.rows[r].past,
+                    r * T * cols_, row_attn, io);
+      copy_row(rec, row_attn, attn, r, uint64_t(T) * p.attn_ld * ops::element_bytes(act_));
+    }
+  }
+
+  const bool gated = cfg_.gate_kind != GateKind::none;
+  const GatePosition at = cfg_.gate_position;
+  const ops::Gate gating = this->gating(T);
+  if (!p.fused && gated && at == GatePosition::sdpa)  // the fused kernel gates in its epilogue
+    ops::gate(vk_, rec, {.g = proj, .gating = gating, .y = attn, .y_view = {0, T * p.attn_ld, p.attn_ld, 1, Dh, 0},
+                         .rows = BT, .tokens = T, .heads = H, .dim = Dh, .s = act_});
+  if (p.shape.stats && gated) ops::gate_scores(vk_, rec, proj, gating, BT, T, act_, *io.stats.buffer, io.stats.at + H);
+  const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
+  w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .bias = cfg_.o_bias ? &b_o_ : nullptr,
+                    .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = p.attn_ld, .partial = split_k,
+                    .gate = gated && at == GatePosition::dense ? &dense : nullptr, .ws = &ws});
+}
+
+void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Workspace& ws, const KvCache* cache,
+                              uint32_t past, uint32_t base, const Buffer& attn, const MixerIo& io) const {
+  const uint32_t B = p.shape.batch, T = p.shape.tokens, BT = B * T, S = T + past;
+  const uint32_t H = uint32_t(cfg_.num_heads), KV = uint32_t(cfg_.num_kv_heads), Dh = uint32_t(cfg_.head_dim);
+  if (S > p.shape.kv_stride)
+    throw Error(ErrorCode::invalid_argument, "attention: " + std::to_string(S) + " keys exceed the cache's " +
+                                                 std::to_string(p.shape.kv_stride) + " positions");
+  const Buffer& keys = cache ? cache->keys : ws["keys"];
+  const Buffer& values = cache ? cache->values : ws["values"];
+  const Buffer& rope = p.rope_table();
+  const float eps = float(cfg_.rms_norm_eps);
+  const Buffer& proj = ws["proj"];
+  const Buffer& q = ws[role(p, "q")];
+  const ops::View qv = shifted(query_view(T), base), kv = shifted(key_view(T), base),
+                  vv = shifted(value_view(T), base);
+
   // q, and the new keys and values into the cache at positions past..: the
   // query, key or value gate, q/k norm and RoPE. One pass, or the reference
   // path of a pass per op and tensor.
   const bool qk_norm = cfg_.use_qk_norm, gated = cfg_.gate_kind != GateKind::none;
   const GatePosition at = cfg_.gate_position;
-  const ops::Gate gating = this->gating(T);
+  ops::Gate gating = this->gating(T);
+  gating.view = shifted(gating.view, base);
   const ops::GateTarget target = !gated                        ? ops::GateTarget::none
                                  : at == GatePosition::query ? ops::GateTarget::query
                                  : at == GatePosition::key   ? ops::GateTarget::key
@@ -220,15 +289,13 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
                                                              : ops::GateTarget::none;
   const uint32_t rd = uint32_t(cfg_.rotary_dim()), stride = p.shape.kv_stride;
   if (tuning_.pass_fusion) {
-    const ops::QkvPrepare args{proj,  query_view(T), key_view(T), value_view(T), qk_norm ? &qn_w_ : nullptr,
+    const ops::QkvPrepare args{proj,  qv, kv, vv, qk_norm ? &qn_w_ : nullptr,
                                qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, eps, rope, rd, cfg_.rope_style, target,
-                               gating, q, keys, values, stride, io.past};
+                               gating, q, keys, values, stride, past};
     ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);
   } else {
     if (target != ops::GateTarget::none) {  // in place in the projections
-      const ops::View y = target == ops::GateTarget::query ? query_view(T)
-                          : target == ops::GateTarget::key ? key_view(T)
-                                                           : value_view(T);
+      const ops::View y = target == ops::GateTarget::query ? qv : target == ops::GateTarget::key ? kv : vv;
       ops::gate(vk_, rec, {.g = proj, .gating = gating, .y = proj, .y_view = y, .rows = BT, .tokens = T,
                            .heads = gating.heads, .dim = Dh, .s = act_});
     }
@@ -243,10 +310,10 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
       ops::rope(vk_, rec, {.x = qk_norm ? dst : proj, .in = src, .table = rope, .y = dst, .out = out, .rows = BT,
                            .tokens = T, .heads = heads, .dim = Dh, .rotary = rd, .s = act_, .style = cfg_.rope_style});
     };
-    prepare(query_view(T), qn_w_, q, H, T, 0);
-    prepare(key_view(T), kn_w_, keys, KV, stride, io.past);
-    ops::rope(vk_, rec, {.x = proj, .in = value_view(T), .table = rope, .y = values,
-                         .out = ops::bhsd_view(KV, stride, Dh, io.past), .rows = BT, .tokens = T, .heads = KV,
+    prepare(qv, qn_w_, q, H, T, 0);
+    prepare(kv, kn_w_, keys, KV, stride, past);
+    ops::rope(vk_, rec, {.x = proj, .in = vv, .table = rope, .y = values,
+                         .out = ops::bhsd_view(KV, stride, Dh, past), .rows = BT, .tokens = T, .heads = KV,
                          .dim = Dh, .rotary = 0, .s = act_});
   }
 
@@ -256,10 +323,11 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   const bool sdpa_gate = gated && at == GatePosition::sdpa;
   if (p.fused) {
-    const ops::FlashArgs args{q, keys, values, io.mask, sdpa_gate ? &proj : nullptr, gating, attn, &ws["partial"]};
+    const ops::FlashArgs args{q,      keys, values, io.mask, sdpa_gate ? &proj : nullptr, gating, attn,
+                              &ws[role(p, "partial")]};
     ops::flash_attention(vk_, rec, args, shape, p.flash, cfg_.causal, scale, act_);
   } else {
-    const Buffer& scores = ws["scores"];
+    const Buffer& scores = ws[role(p, "scores")];
     for (uint32_t first = 0; first < T; first += p.chunk) {
       ops::AttentionShape part = shape;
       part.first = first;
@@ -271,15 +339,7 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
       if (p.shape.stats) ops::first_token_attn(vk_, rec, scores, B, H, T, p.score_ld, *io.stats.buffer, io.stats.at);
       ops::attention_values(vk_, rec, scores, values, attn, part, act_, cfg_.causal);
     }
-    if (sdpa_gate) ops::gate(vk_, rec, {.g = proj, .gating = gating, .y = attn,
-                                        .y_view = {0, T * p.attn_ld, p.attn_ld, 1, Dh, 0}, .rows = BT, .tokens = T,
-                                        .heads = H, .dim = Dh, .s = act_});
   }
-  if (p.shape.stats && gated) ops::gate_scores(vk_, rec, proj, gating, BT, T, act_, *io.stats.buffer, io.stats.at + H);
-  const ops::EpilogueGate dense{proj, uint32_t(cfg_.attn_dim()), cols_, cfg_.gate_activation, cfg_.gate_combine};
-  w_o_.record(rec, {.x = attn, .y = io.y, .M = BT, .bias = cfg_.o_bias ? &b_o_ : nullptr,
-                    .residual = io.residual ? &io.x : nullptr, .y_f32 = true, .ldx = p.attn_ld, .partial = split_k,
-                    .gate = gated && at == GatePosition::dense ? &dense : nullptr, .ws = &ws});
 }
 
 }  // namespace vkgate::nn

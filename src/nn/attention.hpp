@@ -51,6 +51,12 @@ struct AttentionPlan final : MixerPlan {
   // mapped staging table; a longer step reads the device copy (record_begin).
   gpu::Buffer rope_up, rope;
   const gpu::Buffer& rope_table() const { return rope.valid() ? rope : rope_up; }
+  // Rows apart (MixerShape::row_strides): each row's own plan of the part that
+  // touches its cache (batch 1, its cache's positions), whose scratch roles
+  // are the row's (row_role); `row` is that row, else none.
+  std::vector<std::unique_ptr<AttentionPlan>> rows;
+  static constexpr uint32_t kAllRows = UINT32_MAX;
+  uint32_t row = kAllRows;
 };
 
 class Attention final : public Mixer {
@@ -64,6 +70,7 @@ class Attention final : public Mixer {
   // "partial", "split_k" (and "keys", "values" without a sequence).
   std::unique_ptr<MixerPlan> plan(const MixerShape& shape, Workspace& ws) const override;
   void prepare(MixerPlan& plan, uint32_t past) const override;
+  void prepare_rows(MixerPlan& plan, std::span<const uint32_t> pasts) const override;
   void record_begin(gpu::Recorder& rec, const MixerPlan& plan) const override;
   void record(gpu::Recorder& rec, const MixerPlan& plan, const Workspace& ws, const MixerIo& io,
               bool poison) const override;
@@ -81,6 +88,16 @@ class Attention final : public Mixer {
   uint32_t projection_columns() const;
 
  private:
+  // The kernel choices and scratch of the part that touches the cache (q/k
+  // preparation and attention) for p.shape.
+  void plan_attend(AttentionPlan& p, Workspace& ws) const;
+  // That part, for the plan's rows: the projections of its first row at
+  // element `base` of "proj", into `cache` after `past` positions (or scratch
+  // keys and values), the output into `attn`.
+  void record_attend(gpu::Recorder& rec, const AttentionPlan& p, const Workspace& ws, const KvCache* cache,
+                     uint32_t past, uint32_t base, const gpu::Buffer& attn, const MixerIo& io) const;
+  // The plan's scratch role `role` (its row's own in a row plan).
+  static std::string role(const AttentionPlan& p, const std::string& role);
   ops::View query_view(uint32_t tokens) const;
   ops::View key_view(uint32_t tokens) const;
   ops::View value_view(uint32_t tokens) const;

@@ -107,6 +107,20 @@ uint32_t Gdn::max_step_tokens(uint32_t batch) const {
                                      UINT32_MAX));
 }
 
+std::string Gdn::role(const char* role, uint32_t row) { return row == kAllRows ? role : row_role(role, row); }
+
+void Gdn::reserve_delta(Workspace& ws, uint32_t batch, uint32_t tokens, uint32_t row) const {
+  const ops::GdnScratchFloats f = ops::gdn_scratch_floats(ops::gdn_shape(cfg_.config, batch, tokens));
+  ws.need(role("gdn_mixed", row), f.mixed * 4);
+  ws.need(role("gdn_bg", row), f.bg * 4);
+  ws.need(role("gdn_o", row), f.o * 4);
+  if (chunked(tokens)) {
+    ws.need(role("gdn_w", row), f.chunk_w * 4);
+    ws.need(role("gdn_u", row), f.chunk_u * 4);
+    ws.need(role("gdn_p", row), f.chunk_p * 4);
+  }
+}
+
 std::unique_ptr<MixerPlan> Gdn::plan(const MixerShape& s, Workspace& ws) const {
   auto p = std::make_unique<MixerPlan>();
   p->shape = s;
@@ -117,19 +131,19 @@ std::unique_ptr<MixerPlan> Gdn::plan(const MixerShape& s, Workspace& ws) const {
                     std::to_string(s.batch * largest_token_bytes()) + " bytes per token against " +
                     "maxStorageBufferRange " + std::to_string(vk_.info.max_storage_buffer_range) +
                     "); run the sequence in pieces, the states carried");
-  const ops::GdnShape shape = ops::gdn_shape(cfg_.config, s.batch, s.tokens);
-  const ops::GdnScratchFloats f = ops::gdn_scratch_floats(shape);
   const size_t BT = size_t(s.batch) * s.tokens, e = ops::element_bytes(act_);
   if (has_input_norm()) ws.need("normed", BT * ld_hidden_ * e);
   ws.need("gdn_proj", BT * cols_ * e);
-  ws.need("gdn_mixed", f.mixed * 4);
-  ws.need("gdn_bg", f.bg * 4);
-  ws.need("gdn_o", f.o * 4);
   ws.need("gdn_y", BT * ld_value_ * e);
-  if (chunked(s.tokens)) {
-    ws.need("gdn_w", f.chunk_w * 4);
-    ws.need("gdn_u", f.chunk_u * 4);
-    ws.need("gdn_p", f.chunk_p * 4);
+  if (s.rows_apart()) {  // each row's recurrence against its own sequence's states, into its own scratch
+    if (s.stats || !s.sequence || s.row_strides.size() != s.batch)
+      throw Error(ErrorCode::invalid_argument, "gated deltanet: a step of separate sequences takes one state per row");
+    for (uint32_t r = 0; r < s.batch; ++r) {
+      reserve_delta(ws, 1, s.tokens, r);
+      ws.need(row_role("gdn_y", r), size_t(s.tokens) * ld_value_ * e);
+    }
+  } else {
+    reserve_delta(ws, s.batch, s.tokens, kAllRows);
   }
   if (!s.sequence) {
     ws.need("gdn_conv", conv_elements(s.batch) * 4);
@@ -152,13 +166,12 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   if (poison)
     for (const char* role : {"normed", "gdn_proj", "gdn_y"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
-  // The sequence's states, or zero states of the plan's (a forward that keeps none).
+  // The sequence's states, or zero states of the plan's (a forward that keeps none);
+  // a step of separate sequences has one per row (io.rows).
   const auto* cache = static_cast<const GdnState*>(io.cache);
-  const Buffer& conv = cache ? cache->conv : ws["gdn_conv"];
-  const Buffer& state = cache ? cache->state : ws["gdn_state"];
-  if (!cache) {
-    rec.fill(conv, 0);
-    rec.fill(state, 0);
+  if (!cache && io.rows.empty()) {
+    rec.fill(ws["gdn_conv"], 0);
+    rec.fill(ws["gdn_state"], 0);
   }
 
   const Buffer* x = &io.x;
@@ -174,12 +187,29 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   }
   w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k, .ws = &ws});
   const bool chunks = chunked(T);
-  const ops::GdnArgs args{proj,     0,      cols_,       proj,        qkvz_,          cols_,
-                          conv_w_,  a_log_, dt_bias_,    out_norm_w_, float(c.rms_norm_eps), conv,
-                          state,    y,      ld_value_,
-                          {ws["gdn_mixed"], ws["gdn_bg"], ws["gdn_o"], chunks ? &ws["gdn_w"] : nullptr,
-                           chunks ? &ws["gdn_u"] : nullptr, chunks ? &ws["gdn_p"] : nullptr}};
-  ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, B, T), act_, chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
+  // The recurrence of `rows` rows from row `first` of the projections, against `states`, into `out`.
+  auto delta = [&](uint32_t rows, uint32_t first, uint32_t row, const Buffer& conv, const Buffer& state,
+                   const Buffer& out) {
+    const uint32_t at = first * T * cols_;
+    const ops::GdnArgs args{proj,     at,     cols_,       proj,        at + qkvz_,     cols_,
+                            conv_w_,  a_log_, dt_bias_,    out_norm_w_, float(c.rms_norm_eps), conv,
+                            state,    out,    ld_value_,
+                            {ws[role("gdn_mixed", row)], ws[role("gdn_bg", row)], ws[role("gdn_o", row)],
+                             chunks ? &ws[role("gdn_w", row)] : nullptr, chunks ? &ws[role("gdn_u", row)] : nullptr,
+                             chunks ? &ws[role("gdn_p", row)] : nullptr}};
+    ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, rows, T), act_,
+                     chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
+  };
+  if (io.rows.empty()) {
+    delta(B, 0, kAllRows, cache ? cache->conv : ws["gdn_conv"], cache ? cache->state : ws["gdn_state"], y);
+  } else {  // each row against its own sequence's states, then into its row of y
+    for (uint32_t r = 0; r < B; ++r) {
+      const auto* row_cache = static_cast<const GdnState*>(io.rows[r].cache);
+      const Buffer& row_y = ws[row_role("gdn_y", r)];
+      delta(1, r, r, row_cache->conv, row_cache->state, row_y);
+      copy_row(rec, row_y, y, r, uint64_t(T) * ld_value_ * ops::element_bytes(act_));
+    }
+  }
   w_out_.record(rec, {.x = y, .y = io.y, .M = BT, .residual = io.residual ? &io.x : nullptr, .y_f32 = true,
                       .ldx = ld_value_, .partial = split_k, .ws = &ws});
 }

@@ -77,6 +77,21 @@ std::unique_ptr<MixerCache> Gla::make_cache(uint32_t batch, uint32_t /*capacity*
   return c;
 }
 
+std::string Gla::role(const char* role, uint32_t row) { return row == kAllRows ? role : row_role(role, row); }
+
+void Gla::reserve_scan(Workspace& ws, uint32_t batch, uint32_t tokens, uint32_t row) const {
+  const size_t BT = size_t(batch) * tokens;
+  ws.need(role("gla_qs", row), BT * H_ * dk_ * 4);
+  ws.need(role("gla_ks", row), BT * KV_ * dk_ * 4);
+  ws.need(role("gla_as", row), BT * KV_ * dk_ * 4);
+  if (ops::gla_chunkwise(tuning_, tokens)) {
+    for (const char* r : {"gla_qd", "gla_qr"}) ws.need(role(r, row), BT * H_ * dk_ * 4);
+    for (const char* r : {"gla_kd", "gla_kr"}) ws.need(role(r, row), BT * KV_ * dk_ * 4);
+    const size_t chunks = (tokens + ops::kGlaChunk - 1) / ops::kGlaChunk;
+    ws.need(role("gla_scores", row), size_t(batch) * H_ * chunks * ops::kGlaChunk * ops::kGlaChunk * 4);
+  }
+}
+
 std::unique_ptr<MixerPlan> Gla::plan(const MixerShape& s, Workspace& ws) const {
   auto p = std::make_unique<MixerPlan>();
   p->shape = s;
@@ -94,15 +109,16 @@ std::unique_ptr<MixerPlan> Gla::plan(const MixerShape& s, Workspace& ws) const {
   if (forms_.attn_norm) ws.need("normed", BT * ld_hidden_ * e);
   ws.need("gla_proj", BT * cols_ * e);
   if (rank_) ws.need("gla_gk", BT * KV_ * dk_ * e);
-  ws.need("gla_qs", BT * H_ * dk_ * 4);
-  ws.need("gla_ks", BT * KV_ * dk_ * 4);
-  ws.need("gla_as", BT * KV_ * dk_ * 4);
   ws.need("gla_o", BT * H_ * o_parts(tokens) * dv_ * 4);
-  if (ops::gla_chunkwise(tuning_, tokens)) {
-    for (const char* role : {"gla_qd", "gla_qr"}) ws.need(role, BT * H_ * dk_ * 4);
-    for (const char* role : {"gla_kd", "gla_kr"}) ws.need(role, BT * KV_ * dk_ * 4);
-    const size_t chunks = (tokens + ops::kGlaChunk - 1) / ops::kGlaChunk;
-    ws.need("gla_scores", size_t(batch) * H_ * chunks * ops::kGlaChunk * ops::kGlaChunk * 4);
+  if (s.rows_apart()) {  // each row's scan against its own sequence's state, into its own scratch
+    if (s.stats || !s.sequence || s.row_strides.size() != batch)
+      throw Error(ErrorCode::invalid_argument, "gla: a step of separate sequences takes one state per row");
+    for (uint32_t r = 0; r < batch; ++r) {
+      reserve_scan(ws, 1, tokens, r);
+      ws.need(row_role("gla_o", r), size_t(tokens) * H_ * o_parts(tokens) * dv_ * 4);
+    }
+  } else {
+    reserve_scan(ws, batch, tokens, kAllRows);
   }
   ws.need("gla_attn", BT * ld_out_ * e);
   const uint32_t rows = uint32_t(BT);
@@ -117,8 +133,11 @@ std::unique_ptr<MixerPlan> Gla::plan(const MixerShape& s, Workspace& ws) const {
 void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, const MixerIo& io, bool poison) const {
   const uint32_t batch = p.shape.batch, T = p.shape.tokens, BT = batch * T;
   // The sequence's state, or a zero state of the plan's (a forward that keeps none).
-  const Buffer& state = io.cache ? static_cast<const GlaState*>(io.cache)->state : ws["layer_state"];
-  if (!io.cache) rec.fill(state, 0);  // 0.0f
+  // (A step of separate sequences has one per row: io.rows.)
+  const Buffer* state = !io.rows.empty() ? nullptr
+                        : io.cache       ? &static_cast<const GlaState*>(io.cache)->state
+                                         : &ws["layer_state"];
+  if (state && !io.cache) rec.fill(*state, 0);  // 0.0f
   const Buffer& proj = ws["gla_proj"];
   const Buffer& o = ws["gla_o"];
   const Buffer& attn = ws["gla_attn"];
@@ -151,14 +170,31 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   }
 
   auto view = [&](uint32_t col, uint32_t dim) { return ops::View{col, T * cols_, cols_, 1, dim, 0}; };
-  const ops::GlaScan scan{proj,   *gk, view(q_col_, dk_), view(k_col_, dk_), view(v_col_, dv_), gk_view, state, o,
-                          ws["gla_qs"], ws["gla_ks"], ws["gla_as"], batch, T, H_, KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
-                          float(cfg_.gate_logit_normalizer), cfg_.clamp_min, float(cfg_.scale())};
-  if (ops::gla_chunkwise(tuning_, T))
-    ops::gla_chunked(vk_, rec, scan,
-                     {ws["gla_qd"], ws["gla_qr"], ws["gla_kd"], ws["gla_kr"], ws["gla_scores"]}, act_);
-  else
-    ops::gla_recurrent(vk_, rec, scan, act_);
+  // The scan of `rows` rows from row `first` of the projections, against `state`, into `o`.
+  auto scan = [&](uint32_t rows, uint32_t first, uint32_t row, const Buffer& state, const Buffer& o) {
+    const uint32_t at = first * T * cols_, gk_at = first * T * (rank_ ? KV_ * dk_ : cols_);
+    const ops::GlaScan args{proj, *gk, shifted(view(q_col_, dk_), at), shifted(view(k_col_, dk_), at),
+                            shifted(view(v_col_, dv_), at), shifted(gk_view, gk_at), state, o,
+                            ws[role("gla_qs", row)], ws[role("gla_ks", row)], ws[role("gla_as", row)], rows, T, H_,
+                            KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
+                            float(cfg_.gate_logit_normalizer), cfg_.clamp_min, float(cfg_.scale())};
+    if (ops::gla_chunkwise(tuning_, T))
+      ops::gla_chunked(vk_, rec, args,
+                       {ws[role("gla_qd", row)], ws[role("gla_qr", row)], ws[role("gla_kd", row)],
+                        ws[role("gla_kr", row)], ws[role("gla_scores", row)]},
+                       act_);
+    else
+      ops::gla_recurrent(vk_, rec, args, act_);
+  };
+  if (io.rows.empty()) {
+    scan(batch, 0, kAllRows, *state, o);
+  } else {  // each row against its own sequence's state, then into its row of o
+    for (uint32_t r = 0; r < batch; ++r) {
+      const Buffer& row_o = ws[row_role("gla_o", r)];
+      scan(1, r, r, static_cast<const GlaState*>(io.rows[r].cache)->state, row_o);
+      copy_row(rec, row_o, o, r, uint64_t(T) * H_ * o_parts(T) * dv_ * 4);
+    }
+  }
   const ops::GlaOutput out{o, proj, view(g_col_, dv_), out_norm_w_.valid() ? &out_norm_w_ : nullptr,
                            cfg_.use_output_gate, float(cfg_.norm_eps), attn, ld_out_, BT, T, H_, dv_, o_parts(T)};
   ops::gla_output(vk_, rec, out, act_);

@@ -13,6 +13,17 @@ struct Overloaded : F... {
 };
 }  // namespace
 
+std::string row_role(const std::string& role, uint32_t row) { return role + " (row " + std::to_string(row) + ")"; }
+
+ops::View shifted(ops::View v, uint32_t elements) {
+  v.base += elements;
+  return v;
+}
+
+void copy_row(gpu::Recorder& rec, const gpu::Buffer& one, const gpu::Buffer& all, uint32_t row, uint64_t bytes) {
+  rec.copy(one, all, {VkBufferCopy{0, VkDeviceSize(row) * bytes, bytes}});
+}
+
 std::unique_ptr<Mixer> make_mixer(Context::Impl& vk, const gpu::Tuning& tuning, const MixerConfig& config,
                                   const TensorMap& weights, Storage act) {
   return std::visit(

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "gpu/tuning.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
+#include "ops/ops.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/weights.hpp"
 
@@ -42,6 +44,13 @@ struct MixerShape {
   bool sequence = false;
   bool stats = false;  // the statistics are measured (stats_floats)
   bool mask = false;   // an additive attention mask (the block facade)
+  // Non-empty: the batch's rows are separate sequences (Model::extend of
+  // several), row r with a cache of its own that holds row_strides[r]
+  // positions and its own past (MixerIo::rows). The projections run on all
+  // rows at once (one weight read); what touches a cache runs per row.
+  // Neither stats nor mask.
+  std::vector<uint32_t> row_strides;
+  bool rows_apart() const { return !row_strides.empty(); }
 };
 
 // A plan: the shape and every kernel choice, decided once; what a mixer
@@ -71,6 +80,12 @@ struct StatsSlot {
   uint32_t at = 0;
 };
 
+// A row's sequence in a step whose rows are separate sequences.
+struct RowCache {
+  const MixerCache* cache;
+  uint32_t past;  // its positions before the step's
+};
+
 // One recording's inputs and outputs.
 struct MixerIo {
   const gpu::Buffer& x;      // fp32 [B·T, D]: the layer's input, before the mixer's norm
@@ -80,7 +95,16 @@ struct MixerIo {
   uint32_t past;             // positions before the step's
   StatsSlot stats;           // when MixerShape::stats
   const gpu::Buffer* mask;   // fp32 [B, 1, T, ·] when MixerShape::mask
+  std::span<const RowCache> rows;  // one per batch row when MixerShape::rows_apart (cache and past unused)
 };
+
+// The scratch role of batch row `row`'s own copy of `role` (a step whose rows
+// are separate sequences): rows that share no scratch may overlap on a GPU.
+std::string row_role(const std::string& role, uint32_t row);
+// `v` moved on by `elements` (a later row of the same tensor).
+ops::View shifted(ops::View v, uint32_t elements);
+// Copies row `row` (`bytes` each) of a one-row buffer into row `row` of `all`.
+void copy_row(gpu::Recorder& rec, const gpu::Buffer& one, const gpu::Buffer& all, uint32_t row, uint64_t bytes);
 
 // A layer's statistics, as read back (read_stats).
 struct MixerStats {
@@ -94,6 +118,8 @@ class Mixer {
   virtual ~Mixer() = default;
   virtual std::unique_ptr<MixerPlan> plan(const MixerShape& shape, Workspace& ws) const = 0;
   virtual void prepare(MixerPlan& /*plan*/, uint32_t /*past*/) const {}
+  // prepare() of a plan whose rows are separate sequences: each row's past.
+  virtual void prepare_rows(MixerPlan& /*plan*/, std::span<const uint32_t> /*pasts*/) const {}
   virtual void record_begin(gpu::Recorder& /*rec*/, const MixerPlan& /*plan*/) const {}
   // `poison` fills the module's scratch with NaN first (tests).
   virtual void record(gpu::Recorder& rec, const MixerPlan& plan, const Workspace& ws, const MixerIo& io,

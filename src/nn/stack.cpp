@@ -102,19 +102,32 @@ uint64_t StackPlan::bytes() const {
 
 std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
                                        bool all_logits, bool stats) const {
+  return make_plan({batch, tokens, kv_stride, sequence, stats, false, {}}, all_logits);
+}
+
+std::unique_ptr<StackPlan> Stack::plan_rows(std::vector<uint32_t> row_strides, uint32_t tokens) const {
+  const uint32_t batch = uint32_t(row_strides.size()),
+                 most = *std::max_element(row_strides.begin(), row_strides.end());
+  return make_plan({batch, tokens, most, true, false, false, std::move(row_strides)}, false);
+}
+
+std::unique_ptr<StackPlan> Stack::make_plan(MixerShape shape, bool all_logits) const {
+  const uint32_t batch = shape.batch, tokens = shape.tokens;
+  const bool stats = shape.stats;
   auto p = std::make_unique<StackPlan>();
   p->batch = batch;
   p->tokens = tokens;
-  p->kv_stride = kv_stride;
-  p->sequence = sequence;
+  p->kv_stride = shape.kv_stride;
+  p->sequence = shape.sequence;
   p->all_logits = all_logits;
   p->with_stats = stats;
+  p->row_strides = shape.row_strides;
   const size_t B = batch, T = tokens, BT = B * T, D = size_t(cfg_.hidden_size()), M = p->rows(),
                L = mixers_.size();
   const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
   // Layers of one config share a plan; every plan shares the scratch.
   for (size_t planner : planners_)
-    p->mixers.push_back(mixers_[planner]->plan({batch, tokens, kv_stride, sequence, stats, false}, p->scratch));
+    p->mixers.push_back(mixers_[planner]->plan(shape, p->scratch));
   for (const auto& f : ffns_) f->reserve(uint32_t(BT), p->scratch);
   lm.reserve(uint32_t(M), p->scratch);
   p->scratch.allocate(vk_);
@@ -136,10 +149,29 @@ void Stack::prepare(StackPlan& p, uint32_t past) const {
   for (size_t i = 0; i < planners_.size(); ++i) mixers_[planners_[i]]->prepare(*p.mixers[i], past);
 }
 
+void Stack::prepare_rows(StackPlan& p, std::span<const uint32_t> pasts) const {
+  for (size_t i = 0; i < planners_.size(); ++i) mixers_[planners_[i]]->prepare_rows(*p.mixers[i], pasts);
+}
+
 void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const LayerCaches* caches,
                    bool poison) const {
-  if (bool(caches) != p.sequence || (caches && caches->size() != mixers_.size()))
+  if (!p.row_strides.empty() || bool(caches) != p.sequence || (caches && caches->size() != mixers_.size()))
     throw Error(ErrorCode::invalid_argument, "model: a plan recorded without the caches it was made for");
+  record_step(p, mode, past, caches, {}, poison);
+}
+
+void Stack::record_rows(StackPlan& p, gpu::Recorder::Mode mode, std::span<const RowSequence> rows,
+                        bool poison) const {
+  bool fit = rows.size() == p.row_strides.size();
+  for (const RowSequence& r : rows) fit = fit && r.caches && r.caches->size() == mixers_.size();
+  if (!fit) throw Error(ErrorCode::invalid_argument, "model: a plan recorded without the caches it was made for");
+  record_step(p, mode, 0, nullptr, rows, poison);
+  p.pasts.clear();
+  for (const RowSequence& r : rows) p.pasts.push_back(r.past);
+}
+
+void Stack::record_step(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const LayerCaches* caches,
+                        std::span<const RowSequence> rows, bool poison) const {
   gpu::Recorder& rec = *p.rec;
   const uint32_t B = p.batch, T = p.tokens, BT = B * T, D = uint32_t(cfg_.hidden_size()), M = p.rows();
   const VocabMatrix& lm = lm_head_ ? *lm_head_ : *embed_;
@@ -150,25 +182,27 @@ void Stack::record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const 
   for (size_t i = 0; i < planners_.size(); ++i) mixers_[planners_[i]]->record_begin(rec, *p.mixers[i]);
 
   embed_->gather(rec, p.ids, p.x, BT);
+  std::vector<RowCache> row_caches(rows.size());
   for (size_t l = 0; l < mixers_.size(); ++l) {
     const uint32_t at = uint32_t(l) * stats_stride_;
+    for (size_t r = 0; r < rows.size(); ++r) row_caches[r] = {(*rows[r].caches)[l].get(), rows[r].past};
     // h = x + mixer(norm(x)); x = h + mlp(norm(h))
     const MixerIo io{p.x, p.h, true, caches ? (*caches)[l].get() : nullptr, past,
-                     {p.with_stats ? &p.stats : nullptr, at}, nullptr};
+                     {p.with_stats ? &p.stats : nullptr, at}, nullptr, row_caches};
     mixers_[l]->record(rec, *p.mixers[plan_of_[l]], p.scratch, io, poison);
     ffns_[l]->record(rec, p.scratch, BT, p.h, p.x, {p.with_stats ? &p.stats : nullptr, at + mixer_stats_}, poison);
     if (p.with_stats) ops::max_abs(vk_, rec, p.x, BT * D, p.stats, at + stats_stride_ - 1);
   }
 
   // lm_head(norm(x)) for every position, or for each row's last.
-  const Buffer* rows = &p.x;
+  const Buffer* head_in = &p.x;
   if (!p.all_logits) {
     std::vector<VkBufferCopy> last;
     for (uint32_t b = 0; b < B; ++b) last.push_back({(VkDeviceSize(b) * T + T - 1) * D * 4, VkDeviceSize(b) * D * 4, D * 4});
     rec.copy(p.x, p.last, std::move(last));
-    rows = &p.last;
+    head_in = &p.last;
   }
-  ops::rmsnorm(vk_, rec, {.x = *rows, .in = ops::btd_view(M, 1, D), .w = final_norm_, .y = p.normed,
+  ops::rmsnorm(vk_, rec, {.x = *head_in, .in = ops::btd_view(M, 1, D), .w = final_norm_, .y = p.normed,
                           .out = {0, M * lm.ld(), lm.ld(), 1, lm.ld(), 0}, .rows = M, .tokens = M, .heads = 1, .dim = D,
                           .kind = cfg_.norm_kind(), .eps = float(cfg_.norm_eps()), .s = act_, .x_f32 = true});
   lm.project(rec, p.scratch, p.normed, M, p.logits);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "gpu/recorder.hpp"
@@ -45,12 +46,21 @@ struct StackPlan {
   Buffer stats, stats_down;  // per layer stats_stride() floats: the mixer's, the MLP's, then max |x|
   std::unique_ptr<gpu::Recorder> rec;
   uint32_t past = 0;        // the positions before the step, as last recorded
+  // A step whose rows are separate sequences (Stack::record_rows): each row's
+  // cache capacity, and each row's past as last recorded.
+  std::vector<uint32_t> row_strides, pasts;
   uint32_t rows() const { return all_logits ? batch * tokens : batch; }  // M
   uint64_t bytes() const;   // its buffers and scratch
 };
 
 // A sequence's caches, one per layer.
 using LayerCaches = std::vector<std::unique_ptr<MixerCache>>;
+
+// A row of a step whose rows are separate sequences: its caches and past.
+struct RowSequence {
+  const LayerCaches* caches;
+  uint32_t past;
+};
 
 class Stack {
  public:
@@ -59,13 +69,20 @@ class Stack {
 
   std::unique_ptr<StackPlan> plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
                                   bool all_logits, bool stats) const;
+  // A plan of `tokens` tokens for each of several sequences, one per row, row r's
+  // caches of capacity row_strides[r]; the logits of each row's last position.
+  std::unique_ptr<StackPlan> plan_rows(std::vector<uint32_t> row_strides, uint32_t tokens) const;
   // The host's part of a step after `past` positions, before each submit.
   void prepare(StackPlan& p, uint32_t past) const;
+  void prepare_rows(StackPlan& p, std::span<const uint32_t> pasts) const;
   // Records the plan for a step after `past` positions, into `caches` (one per
   // layer; null for a plan without a sequence). Mode::update rewrites the
   // parameters of a recorded plan for another `past`.
   void record(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const LayerCaches* caches,
               bool poison = false) const;
+  // The same for a plan_rows plan: one sequence per row.
+  void record_rows(StackPlan& p, gpu::Recorder::Mode mode, std::span<const RowSequence> rows,
+                   bool poison = false) const;
   // One cache per layer for `batch` rows of `capacity` positions, and what
   // returns them all to an empty sequence.
   LayerCaches make_caches(uint32_t batch, uint32_t capacity) const;
@@ -91,6 +108,10 @@ class Stack {
   uint64_t token_read_bytes() const;
 
  private:
+  std::unique_ptr<StackPlan> make_plan(MixerShape shape, bool all_logits) const;
+  void record_step(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const LayerCaches* caches,
+                   std::span<const RowSequence> rows, bool poison) const;
+
   Context::Impl& vk_;
   const gpu::Tuning tuning_;
   ModelConfig cfg_;

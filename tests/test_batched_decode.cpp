@@ -1,0 +1,184 @@
+// Batched decode (Model::extend of several sequences, Generation::step_all):
+// sequences of different lengths and capacities advance in one device step,
+// each with its own caches. Every row must equal the same sequence stepped
+// alone and the double-precision reference, for each model type (qwen3 with
+// the gate, qwen3_next's Gated DeltaNet beside attention, GLA), on the
+// attention kernels of every route (unfused, fused flash, the pass-per-op
+// path), with sequences joining and leaving between steps.
+#include <algorithm>
+#include <map>
+
+#include "harness.hpp"
+#include "model_weights.hpp"
+#include "vkgate/error.hpp"
+#include "vkgate/model.hpp"
+#include "vkgate/model_config.hpp"
+#include "vkgate/reference_model.hpp"
+
+using namespace vkgate;
+
+namespace {
+
+// One sequence: its ids (prompt, then the ids the steps feed), the
+// reference's logits of each position, and two copies of its state: one
+// stepped with the others, one alone.
+struct Row {
+  int prompt = 0;
+  std::vector<int64_t> ids;
+  std::vector<double> reference;  // [N, V]
+  std::optional<Sequence> together, alone;
+};
+
+std::vector<double> widened(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Steps sequences of prompts 2, 5 and 3 together (capacities apart), then
+// drops the second and adds a fourth, checking each row of every step
+// against the sequence stepped alone (NMSE ≤ alone_bound) and the reference
+// (≤ bound).
+// `stage`: a dispatch label the batched step must have (the route under test).
+void check_batched(Context& ctx, const test::RandomModel& m, std::mt19937& rng, double bound, double alone_bound,
+                   const ModelOptions& options = {}, const std::string& stage = {}) {
+  Model model(ctx, m.cfg, m.tensors, options);
+  model.set_poison(true);
+  const int V = m.cfg.vocab_size, steps = 3;
+  std::map<int, Row> rows;
+  auto add = [&](int key, int prompt) {
+    Row& r = rows[key];
+    r.prompt = prompt;
+    const int N = prompt + steps + 1;
+    r.ids = test::random_ids(rng, size_t(N), V);
+    r.reference = reference::model_forward(m.cfg, m.map, {r.ids, 1, N}).logits;
+    r.together.emplace(model.start(1, N + key));  // capacities apart
+    r.alone.emplace(model.start(1, N));
+    const std::span prompt_ids(r.ids.data(), size_t(prompt));
+    test::check_close(model.extend(*r.together, prompt_ids, prompt), test::positions(r.reference, 1, N, prompt - 1),
+                      bound);
+    model.extend(*r.alone, prompt_ids, prompt);
+  };
+  // One step of every row together; each row against its alone twin and the reference.
+  auto step = [&] {
+    std::vector<Sequence*> seqs;
+    std::vector<int64_t> next;
+    for (auto& [key, r] : rows) {
+      seqs.push_back(&*r.together);
+      next.push_back(r.ids[size_t(r.together->length())]);
+    }
+    const std::vector<float> got = model.extend(seqs, next);
+    REQUIRE(got.size() == rows.size() * size_t(V));
+    if (!stage.empty()) {
+      const auto timings = model.last_timings();
+      CHECK(std::any_of(timings.begin(), timings.end(), [&](const StageTime& t) { return t.stage.starts_with(stage); }));
+    }
+    size_t i = 0;
+    for (auto& [key, r] : rows) {
+      CAPTURE(key);
+      const int at = r.together->length() - 1;
+      CAPTURE(at);
+      const std::vector<float> row(got.begin() + long(i * V), got.begin() + long((i + 1) * V));
+      const std::vector<float> alone = model.extend(*r.alone, std::span(&next[i], 1), 1);
+      test::check_close(row, widened(alone), alone_bound);
+      test::check_close(row, test::positions(r.reference, 1, int(r.ids.size()), at), bound);
+      ++i;
+    }
+  };
+
+  add(0, 2);
+  add(1, 5);
+  add(2, 3);
+  step();
+  const size_t recorded = model.recordings();
+  for (int t = 1; t < steps; ++t) step();
+  CHECK(model.recordings() == recorded);  // the set's step: recorded once, replayed as the lengths move on
+
+  rows.erase(1);  // a sequence leaves (its plans go with it), another joins
+  add(3, 4);
+  const size_t before = model.recordings();
+  step();
+  CHECK(model.recordings() == before + 2);  // the new set's step, and the new sequence's alone twin's first step
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQA, rows equal each sequence alone "
+                                 "and the reference (fp32, fp16)") {
+  CAPTURE(seed);
+  test::TinyModel s;
+  s.gate = GateKind::elementwise;
+  const test::RandomModel m(s.config(), rng);
+  check_batched(ctx, m, rng, 1e-8, 1e-10);
+  check_batched(ctx, m, rng, 1e-4, 1e-5, {.precision = Precision::fp16});
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "batched decode: the fused flash kernel and the pass-per-op path, a value gate "
+                                 "(llama)") {
+  CAPTURE(seed);
+  test::TinyModel s;
+  s.model_type = "llama";
+  s.gate = GateKind::headwise;
+  s.gate_position = GatePosition::value;
+  const test::RandomModel m(s.config(), rng);
+  {
+    test::ScopedTuning t(ctx);
+    t->fused = true;
+    t->cpu_attention = false;  // flash preferred on a CPU driver too
+    check_batched(ctx, m, rng, 1e-8, 1e-10, {}, "flash_attention");
+  }
+  test::ScopedTuning t(ctx);
+  t->pass_fusion = false;
+  check_batched(ctx, m, rng, 1e-8, 1e-10, {}, "rope");
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet and gated attention) and GLA, each "
+                                 "sequence's own recurrent states") {
+  CAPTURE(seed);
+  const test::RandomModel next(parse_model_config_json(test::tiny_qwen3_next_json().dump(), "config.json"), rng);
+  check_batched(ctx, next, rng, 1e-8, 1e-10);
+  const test::RandomModel gla(test::TinyGla{}.config(), rng);
+  check_batched(ctx, gla, rng, 1e-8, 1e-10);
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::step_all chooses the ids each generation alone "
+                                 "chooses; bad sets of sequences are errors naming the sequence") {
+  CAPTURE(seed);
+  test::TinyModel s;
+  s.gate = GateKind::headwise;
+  const test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  GenerateOptions o;
+  o.max_new_tokens = 5;
+  o.stop_at_eos = false;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<Generation> gens;
+  for (int n : {3, 1, 6}) {
+    prompts.push_back(test::random_ids(rng, size_t(n), m.cfg.vocab_size));
+    gens.emplace_back(model, prompts.back(), o);
+  }
+  // The first round runs each prompt on its own; a generation joins late.
+  std::vector<Generation*> all{&gens[0], &gens[1]};
+  Generation::step_all(all);
+  all.push_back(&gens[2]);
+  while (!all.empty()) {
+    Generation::step_all(all);
+    std::erase_if(all, [](const Generation* g) { return g->done(); });
+  }
+  for (size_t i = 0; i < gens.size(); ++i) {
+    CAPTURE(i);
+    CHECK(gens[i].result().ids == model.generate(prompts[i], o).ids);
+  }
+  CHECK_THROWS_WITH_AS(Generation::step_all(std::vector<Generation*>{&gens[0]}), doctest::Contains("has ended"), Error);
+
+  Sequence a = model.start(1, 4), b = model.start(1, 2), wide = model.start(2, 4);
+  const std::vector<int64_t> two{1, 2};
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &a}, two), doctest::Contains("sequence 1 is given twice"),
+                       Error);
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &wide}, two), doctest::Contains("sequence 1 has batch 2"),
+                       Error);
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, std::vector<int64_t>{1}),
+                       doctest::Contains("1 ids for 2 sequences"), Error);
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, std::vector<int64_t>{1, m.cfg.vocab_size}),
+                       doctest::Contains("outside the vocabulary"), Error);
+  model.extend(b, two, 2);
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, two), doctest::Contains("sequence 1 holds 2 of 2"),
+                       Error);
+  CHECK(a.length() == 0);  // a refused step moves no sequence on
+}
