@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "harness.hpp"
 #include "model_weights.hpp"
 #include "vkgate/error.hpp"
@@ -128,10 +130,16 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: the fused flash kernel and the
   check_batched(ctx, m, rng, 1e-8, 1e-10, {}, "rope");
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet and gated attention) and GLA, each "
-                                 "sequence's own recurrent states") {
+TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet, gated attention, a sparse MoE with a "
+                                 "shared expert) and GLA, each sequence's own recurrent states") {
   CAPTURE(seed);
-  const test::RandomModel next(parse_model_config_json(test::tiny_qwen3_next_json().dump(), "config.json"), rng);
+  nlohmann::json j = test::tiny_qwen3_next_json();
+  j["num_experts"] = 5;
+  j["num_experts_per_tok"] = 2;
+  j["moe_intermediate_size"] = 16;
+  j["shared_expert_intermediate_size"] = 20;
+  const test::RandomModel next(parse_model_config_json(j.dump(), "config.json"), rng);
+  REQUIRE(!next.cfg.moe_layers().empty());
   check_batched(ctx, next, rng, 1e-8, 1e-10);
   const test::RandomModel gla(test::TinyGla{}.config(), rng);
   check_batched(ctx, gla, rng, 1e-8, 1e-10);

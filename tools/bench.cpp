@@ -63,7 +63,7 @@ CASE:
           sigmoid gate from gate_proj at each of the paper's positions G1 sdpa, G2 value,
           G3 key, G4 query, G5 dense, and without a gate; each time as a ratio to G1's
   --model DIR|FILE.gguf | --model-shape NAME [--layers N] [--experts E] [--hidden D] [--vocab V]
-          [--prompts 64,512] [--decode N] [--precision ...] [--quant T] [--int8]
+          [--prompts 64,512] [--decode N] [--sequences LIST] [--precision ...] [--quant T] [--int8]
           (--weights is --model, as run's) a whole model (a checkpoint directory or a GGUF
           file — its weights then also against the file's tensor bytes — or a built-in shape with seeded random
           weights: qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, their real configs; where
@@ -77,7 +77,10 @@ CASE:
           and the device memory of the weights, the caches and the workspace (--int8: int8 activations for the Q8_0 and
           Q4_0 projections where the device has integer dot products, as run --int8). The
           check before timing: a 16-token prompt in one step against a prefill of 8 and 8
-          decode steps (the kernels are checked against the reference by the test suite)
+          decode steps (the kernels are checked against the reference by the test suite).
+          --sequences 1,8: also decode N sequences together (a server's batched step: one
+          device step for all, each with its own cache, after the first prompt length each),
+          tokens/s of all of them and its ratio to one sequence's
 
   --tokenizer PATH [--text-file FILE] [--write-text FILE]
           a tokenizer.json (or a directory holding one): load time, and encoding and
@@ -116,6 +119,22 @@ double recurrence_us(const vkgate::bench::Case& c) {
   return us;
 }
 
+// A comma-separated list of positive integers (--prompts, --sequences).
+std::vector<int> positive_list(const std::string& option, const std::string& list) {
+  std::vector<int> out;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);  // outlives `end`, which points into it
+    char* end = nullptr;
+    const long n = std::strtol(item.c_str(), &end, 10);
+    if (comma == at || *end || n < 1 || n > (1 << 20))
+      throw UsageError(option + " must be comma-separated positive integers, got '" + list + "'");
+    out.push_back(int(n));
+    at = comma + 1;
+  }
+  return out;
+}
+
 int cmd_bench(Args& args) {
   vkgate::ContextOptions copts;
   vkgate::bench::Options opt;
@@ -141,20 +160,8 @@ int cmd_bench(Args& args) {
     else if (a == "--experts") model.experts = int(args.number(a, 1, 65536));
     else if (a == "--hidden") model.hidden = int(args.number(a, 1, 1 << 16));
     else if (a == "--vocab") model.vocab = int(args.number(a, 1, 1 << 24));
-    else if (a == "--prompts") {
-      model.prompts.clear();
-      const std::string list = args.value(a);
-      for (size_t at = 0; at <= list.size();) {
-        const size_t comma = std::min(list.find(',', at), list.size());
-        const std::string item = list.substr(at, comma - at);  // outlives `end`, which points into it
-        char* end = nullptr;
-        const long n = std::strtol(item.c_str(), &end, 10);
-        if (comma == at || *end || n < 1 || n > (1 << 20))
-          throw UsageError("--prompts must be comma-separated positive integers, got '" + list + "'");
-        model.prompts.push_back(int(n));
-        at = comma + 1;
-      }
-    }
+    else if (a == "--prompts") model.prompts = positive_list(a, args.value(a));
+    else if (a == "--sequences") model.sequences = positive_list(a, args.value(a));
     else if (a == "--tokenizer") text.tokenizer = args.value(a);
     else if (a == "--text-file") text.text_file = args.value(a);
     else if (a == "--write-text") text.write_text = args.value(a);

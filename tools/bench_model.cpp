@@ -96,6 +96,23 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Where the last step's GPU time went, by kind of dispatch.
+void print_dispatches(const Model& model, const char* step) {
+  std::map<std::string, std::pair<double, int>> by_label;
+  for (const StageTime& t : model.last_timings()) {
+    auto& [us, n] = by_label[t.stage];
+    us += t.microseconds;
+    ++n;
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [label, v] : by_label) order.push_back({v.first, label});
+  std::sort(order.rbegin(), order.rend());
+  std::printf("%s by dispatch:", step);
+  for (const auto& [us, label] : order)
+    std::printf(" %s %.0f us (%d)%s", label.c_str(), us, by_label[label].second, &label == &order.back().second ? "" : ",");
+  std::printf("\n");
+}
+
 double gpu_us(const Model& m) {
   double us = 0;
   for (const StageTime& t : m.last_timings()) us += t.microseconds;
@@ -204,21 +221,7 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
     }
     rows.push_back({T, median(wall), median(gpu), step_wall.empty() ? 0 : median(step_wall),
                     step_gpu.empty() ? 0 : median(step_gpu)});
-    if (!b.json && T == b.prompts.back()) {  // where the last decode step's GPU time went, by kind of dispatch
-      std::map<std::string, std::pair<double, int>> by_label;
-      for (const StageTime& t : model->last_timings()) {
-        auto& [us, n] = by_label[t.stage];
-        us += t.microseconds;
-        ++n;
-      }
-      std::vector<std::pair<double, std::string>> order;
-      for (const auto& [label, v] : by_label) order.push_back({v.first, label});
-      std::sort(order.rbegin(), order.rend());
-      std::printf("decode step by dispatch:");
-      for (const auto& [us, label] : order)
-        std::printf(" %s %.0f us (%d)%s", label.c_str(), us, by_label[label].second, &label == &order.back().second ? "" : ",");
-      std::printf("\n");
-    }
+    if (!b.json && T == b.prompts.back()) print_dispatches(*model, "decode step");
     mem = model->memory();
     const Row& r = rows.back();
     if (!b.json)
@@ -226,6 +229,48 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
                   "%7.2f tokens/s\n",
                   T, r.prefill_ms, r.prefill_gpu_us / 1000, 1000.0 * T / r.prefill_ms, r.decode_ms,
                   r.decode_gpu_us / 1000, r.decode_ms > 0 ? 1000.0 / r.decode_ms : 0.0);
+  }
+  // Several sequences decoding together (--sequences), each after a prompt of
+  // the first length (its ids rotated, so that no two are the same).
+  struct Together {
+    int n;
+    double step_ms, step_gpu_us;
+  };
+  std::vector<Together> together;
+  auto argmax = [&](const std::vector<float>& logits, size_t row) {
+    const auto first = logits.begin() + long(row * size_t(cfg.vocab_size));
+    return int64_t(std::max_element(first, first + cfg.vocab_size) - first);
+  };
+  for (int n : b.sequences) {
+    const int T = b.prompts.front();
+    std::vector<Sequence> seqs;
+    std::vector<int64_t> next;
+    for (int i = 0; i < n; ++i) {
+      std::vector<int64_t> prompt(size_t(T), 0);
+      for (size_t t = 0; t < prompt.size(); ++t) prompt[t] = ids[(t + size_t(i)) % ids.size()];
+      seqs.push_back(model->start(1, T + b.decode + 1));
+      next.push_back(argmax(model->extend(seqs.back(), prompt, T), 0));
+    }
+    std::vector<Sequence*> all;
+    for (Sequence& s : seqs) all.push_back(&s);
+    std::vector<double> wall, gpu;
+    for (int s = 0; s <= b.decode; ++s) {  // the first step records and warms up
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<float> logits = model->extend(all, next);
+      for (size_t i = 0; i < all.size(); ++i) next[i] = argmax(logits, i);
+      if (s == 0) continue;
+      wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      gpu.push_back(gpu_us(*model));
+    }
+    const Together& t = together.emplace_back(Together{n, median(wall), median(gpu)});
+    if (!b.json && n == b.sequences.back()) print_dispatches(*model, "the step of all sequences");
+    if (!b.json) {
+      const double rate = 1000.0 * n / t.step_ms;
+      std::printf("%2d sequences together (after %d tokens each): decode %8.1f ms/step (GPU %8.1f ms) %7.2f tokens/s",
+                  n, T, t.step_ms, t.step_gpu_us / 1000, rate);
+      if (together.front().n == 1) std::printf(" (%.2fx one sequence's)", rate * together.front().step_ms / 1000.0);
+      std::printf("\n");
+    }
   }
   const double mib = 1 << 20;
   if (b.json) {
@@ -241,6 +286,11 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
                   i ? ", " : "", rows[i].prompt, rows[i].prefill_ms, rows[i].prefill_gpu_us / 1000,
                   1000.0 * rows[i].prompt / rows[i].prefill_ms, rows[i].decode_ms, rows[i].decode_gpu_us / 1000,
                   rows[i].decode_ms > 0 ? 1000.0 / rows[i].decode_ms : 0.0);
+    std::printf("], \"sequences\": [");
+    for (size_t i = 0; i < together.size(); ++i)
+      std::printf("%s{\"n\": %d, \"step_ms\": %.3f, \"step_gpu_ms\": %.3f, \"tokens_per_s\": %.3f}", i ? ", " : "",
+                  together[i].n, together[i].step_ms, together[i].step_gpu_us / 1000,
+                  1000.0 * together[i].n / together[i].step_ms);
     std::printf("]}\n");
   } else {
     // A GLA model's sequence holds a recurrent state per layer, not keys and values.

@@ -97,6 +97,8 @@ struct ModelBench {
   bool int8 = false;  // ModelOptions::int8_activations
   std::vector<int> prompts{64, 512};
   int decode = 16, reps = 2;
+  // Numbers of sequences decoding together (Model::extend of several); empty: none.
+  std::vector<int> sequences;
   bool json = false;
 };
 int bench_model(const ContextOptions& copts, const ModelBench& b);
