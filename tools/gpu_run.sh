@@ -10,7 +10,8 @@
 # (`vkgate bench --op matmul --tiles all`, with compiler statistics) at
 # 8192³ and at llama.cpp's test-backend-ops shapes beside its own kernels;
 # the qwen3-0.6b shape as F16, Q8_0 and Q4_K GGUF files (made there by
-# tools/make_random_gguf.py and llama-quantize) in vkgate and llama-bench;
+# tools/make_random_gguf.py and llama-quantize) in vkgate (with 1, 8 and 16
+# sequences decoding together) and llama-bench;
 # PyTorch's block, matmul and model; the suite. Carry [".gl", ".peer",
 # "build/tools/vkgate", "build/tests/vkgate_tests"]; .peer holds llama-bench
 # and the xz-compressed llama-quantize and test-backend-ops (.peer/xzrun).
@@ -118,9 +119,9 @@ if [ "$what" = sweep ]; then
     echo "llama-quantize $q: exit $?"
   done
   for q in F16 Q8_0 Q4_K; do
-    stamp "$q: vkgate bench (prefill 512, decode 128), then llama-bench pp512 / tg128"
+    stamp "$q: vkgate bench (prefill 512, decode 128, 1, 8 and 16 sequences decoding together), then llama-bench pp512 / tg128"
     timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 512 \
-      --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
+      --decode 128 --sequences 1,8,16 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
     timeout 100 .peer/llama-bench -m /tmp/q06-$q.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
       > "/tmp/llama_$q.json" 2> /tmp/llama_bench.err
     echo "exit $?"; grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+|"stddev_ts": [0-9.]+' \
