@@ -70,6 +70,9 @@ struct Generation::Impl {
   GenerateResult result;
   bool done = false;
   int room = INT_MAX;  // new ids the context limit leaves
+  // The most likely ids per row a decode step needs (Sampler::top_candidates), chosen on the
+  // device (Tuning::device_top_k); 0: the whole row.
+  int top = 0;
 
   Impl(Model& m, std::span<const int64_t> prompt, const GenerateOptions& o, const Tokenizer* t)
       : model(m), tokenizer(t), options(o), sampler(o.sampling), context(prompt.begin(), prompt.end()),
@@ -87,6 +90,8 @@ struct Generation::Impl {
                                                      std::to_string(i) + " is outside the vocabulary [0, " +
                                                      std::to_string(vocab) + ")");
     if (t) decoder.emplace(t->stream_decoder());
+    if (const int c = sampler.top_candidates(); m.context().impl().tuning.device_top_k && c <= m.config().vocab_size)
+      top = c;
     if (const int limit = m.context_limit(); limit > 0) {
       if (prompt.size() > size_t(limit))
         throw Error(ErrorCode::invalid_argument,
@@ -160,23 +165,62 @@ struct Generation::Impl {
 
   Step step() {
     check_running();
-    std::vector<float> logits;
-    if (!decoding()) {  // the prompt's step: run what is left of it
-      if (!seq) run_prompt(0);
-      logits = std::move(prompt_logits);
-      prompt_logits.clear();
-    } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      logits = model.extend(*seq, std::span(&context.back(), 1), 1);
-      result.step_ms.push_back(milliseconds_since(t0));
+    if (decoding()) {
+      Impl* self = this;
+      return decode(std::span(&self, 1))[0];
     }
-    return choose(logits);
+    if (!seq) run_prompt(0);  // the prompt's step: run what is left of it
+    const std::vector<float> logits = std::move(prompt_logits);
+    prompt_logits.clear();
+    return accept(sampler.sample(logits, context));
   }
 
-  // Samples the next id from `logits` and passes it on: callbacks, text, stop conditions.
-  Step choose(std::span<const float> logits) {
+  // One decode step of generations of one model whose prompts have run, in one
+  // device step (Model::extend of several sequences). Where every sampler needs
+  // only each row's most likely ids, those are chosen on the device.
+  static std::vector<Step> decode(std::span<Impl* const> gens) {
+    Model& model = gens[0]->model;
+    std::vector<Sequence*> seqs;
+    std::vector<int64_t> ids;
+    int k = 0;
+    bool whole = false;
+    for (Impl* g : gens) {
+      seqs.push_back(&*g->seq);
+      ids.push_back(g->context.back());
+      whole = whole || g->top == 0;
+      k = std::max(k, g->top);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Step> steps;
+    if (whole) {
+      const std::vector<float> logits = model.extend(seqs, ids);
+      const double ms = milliseconds_since(t0);
+      const size_t V = logits.size() / gens.size();
+      for (size_t r = 0; r < gens.size(); ++r) {
+        Impl& g = *gens[r];
+        g.result.step_ms.push_back(ms);
+        steps.push_back(g.accept(g.sampler.sample(std::span(logits).subspan(r * V, V), g.context)));
+      }
+      return steps;
+    }
+    const TopLogits t = model.extend_top(seqs, ids, k);
+    const double ms = milliseconds_since(t0);
+    for (size_t r = 0; r < gens.size(); ++r) {
+      Impl& g = *gens[r];
+      g.result.step_ms.push_back(ms);
+      const auto full = t.full.find(int(r));  // ties ran past k: the whole row
+      const size_t at = r * size_t(k);
+      steps.push_back(g.accept(full != t.full.end() ? g.sampler.sample(full->second, g.context)
+                                                    : g.sampler.sample_top(std::span(t.ids).subspan(at, size_t(k)),
+                                                                           std::span(t.logits).subspan(at, size_t(k)))));
+    }
+    return steps;
+  }
+
+  // Takes `id` as the next id and passes it on: callbacks, text, stop conditions.
+  Step accept(int64_t id) {
     Step s;
-    s.id = sampler.sample(logits, context);
+    s.id = id;
     context.push_back(s.id);
     result.ids.push_back(s.id);
     const bool more_ids = !options.on_token || options.on_token(s.id);
@@ -232,8 +276,6 @@ bool Generation::prefill(int tokens) {
 std::vector<Generation::Step> Generation::step_all(std::span<Generation* const> generations) {
   std::vector<Step> steps(generations.size());
   std::vector<size_t> batched;
-  std::vector<Sequence*> seqs;
-  std::vector<int64_t> ids;
   for (size_t i = 0; i < generations.size(); ++i) {
     if (!generations[i]) throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is null");
     const Impl& g = *generations[i]->impl_;
@@ -243,24 +285,15 @@ std::vector<Generation::Step> Generation::step_all(std::span<Generation* const> 
     for (size_t j = 0; j < i; ++j)
       if (generations[j] == generations[i])
         throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is given twice");
-    if (g.decoding()) {
-      batched.push_back(i);
-      seqs.push_back(&*generations[i]->impl_->seq);
-      ids.push_back(g.context.back());
-    }
+    if (g.decoding()) batched.push_back(i);
   }
   for (size_t i = 0; i < generations.size(); ++i)  // the prompts, each on its own
     if (std::find(batched.begin(), batched.end(), i) == batched.end()) steps[i] = generations[i]->step();
   if (batched.empty()) return steps;
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<float> logits = generations[batched[0]]->impl_->model.extend(seqs, ids);
-  const double ms = milliseconds_since(t0);
-  const size_t V = logits.size() / batched.size();
-  for (size_t k = 0; k < batched.size(); ++k) {
-    Impl& g = *generations[batched[k]]->impl_;
-    g.result.step_ms.push_back(ms);
-    steps[batched[k]] = g.choose(std::span(logits).subspan(k * V, V));
-  }
+  std::vector<Impl*> decoding;
+  for (size_t i : batched) decoding.push_back(generations[i]->impl_.get());
+  std::vector<Step> decoded = Impl::decode(decoding);
+  for (size_t k = 0; k < batched.size(); ++k) steps[batched[k]] = std::move(decoded[k]);
   return steps;
 }
 

@@ -6,6 +6,7 @@
 
 #include "finite.hpp"
 #include "gpu/context_impl.hpp"
+#include "gpu/transfer.hpp"
 #include "nn/plan_cache.hpp"
 #include "nn/stack.hpp"
 #include "ops/ops.hpp"
@@ -24,8 +25,10 @@ constexpr size_t kMaxPlans = 4;
 struct PlanKey {
   int batch, tokens;
   bool stats;
+  uint32_t top_k = 0;  // StackPlan::top_k
   bool operator==(const PlanKey&) const = default;
 };
+
 using PlanCache = nn::PlanCache<PlanKey, nn::StackPlan>;
 
 template <typename Key>
@@ -44,8 +47,10 @@ struct Model::Impl {
   ModelOptions options;
   std::unique_ptr<nn::Stack> stack;
   PlanCache plans{kMaxPlans};
-  // The steps of several sequences together (extend of several), by the sequences.
-  nn::PlanCache<std::vector<const Sequence::Impl*>, nn::StackPlan> row_plans{kMaxPlans};
+  // The steps of several sequences together (extend of several), by the
+  // sequences (one per row) and the step's top_k.
+  using RowsKey = std::pair<std::vector<const Sequence::Impl*>, uint32_t>;
+  nn::PlanCache<RowsKey, nn::StackPlan> row_plans{kMaxPlans};
   std::vector<Sequence::Impl*> sequences;  // live ones
   size_t ended_recordings = 0;             // of sequences that have ended
   std::vector<StageTime> last_timings;
@@ -111,6 +116,13 @@ struct Model::Impl {
     for (const auto& t : p.rec->timings()) last_timings.push_back({t.label, t.microseconds});
   }
 
+  // One step of ids [batch, tokens] of `s` (checked by the caller, within one
+  // step's buffers) with its plan of `top_k`; the plan holds the results.
+  const nn::StackPlan& run_sequence(Sequence::Impl& s, std::span<const int64_t> ids, int tokens, uint32_t top_k);
+  // One position of each of several sequences (extend of several): one
+  // sequence's own plan, or the plan of the set.
+  const nn::StackPlan& step_sequences(std::span<Sequence* const> seqs, std::span<const int64_t> ids, uint32_t top_k);
+
   // Each layer's statistics as its mixer and MLP read them; the attention
   // lists hold the layers with attention probabilities.
   ModelStats stats(const nn::StackPlan& p) const {
@@ -154,8 +166,8 @@ struct Sequence::Impl {
     model->ended_recordings += plans.recordings();
     std::erase(model->sequences, this);
     // The steps recorded with this sequence's caches can never run again.
-    model->row_plans.drop_if([this](const std::vector<const Impl*>& key) {
-      return std::find(key.begin(), key.end(), this) != key.end();
+    model->row_plans.drop_if([this](const Model::Impl::RowsKey& key) {
+      return std::find(key.first.begin(), key.first.end(), this) != key.first.end();
     });
   }
   bool recurrent() const {
@@ -171,6 +183,73 @@ struct Sequence::Impl {
     state_lost = false;
   }
 };
+
+const nn::StackPlan& Model::Impl::run_sequence(Sequence::Impl& s, std::span<const int64_t> ids, int tokens,
+                                               uint32_t top_k) {
+  const PlanKey key{s.batch, tokens, false, top_k};
+  nn::StackPlan* p = s.plans.find(key);
+  if (!p)
+    p = &s.plans.add(key, stack->plan(uint32_t(s.batch), uint32_t(tokens), uint32_t(s.capacity), true, false, false,
+                                      top_k));
+  put_ids(*p, ids);  // a bad id is refused before any state changes
+  try {
+    run(*p, uint32_t(s.length), &s.caches);
+  } catch (...) {
+    s.state_lost = s.recurrent();
+    throw;
+  }
+  s.length += tokens;
+  return *p;
+}
+
+const nn::StackPlan& Model::Impl::step_sequences(std::span<Sequence* const> seqs, std::span<const int64_t> ids,
+                                                 uint32_t top_k) {
+  const size_t n = seqs.size();
+  if (n == 0 || ids.size() != n)
+    throw Error(ErrorCode::invalid_argument, "extend: " + std::to_string(ids.size()) + " ids for " +
+                                                 std::to_string(n) + " sequences (one each)");
+  RowsKey key{{}, top_k};
+  std::vector<Sequence::Impl*> impls;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string which = "extend: sequence " + std::to_string(i);
+    if (!seqs[i] || !seqs[i]->impl_) throw Error(ErrorCode::invalid_argument, which + " is null or moved from");
+    Sequence::Impl& s = *seqs[i]->impl_;
+    if (s.model != this) throw Error(ErrorCode::invalid_argument, which + " belongs to another model");
+    if (s.batch != 1)
+      throw Error(ErrorCode::invalid_argument, which + " has batch " + std::to_string(s.batch) +
+                                                   "; several sequences step together one row each (batch 1)");
+    if (std::find(key.first.begin(), key.first.end(), &s) != key.first.end())
+      throw Error(ErrorCode::invalid_argument, which + " is given twice");
+    if (s.state_lost)
+      throw Error(ErrorCode::invalid_argument, which + ": an earlier step failed and left its recurrent states "
+                                                       "undefined; truncate(0) starts it again");
+    check_context(int64_t(s.length) + 1, which);
+    if (s.length + 1 > s.capacity)
+      throw Error(ErrorCode::invalid_argument, which + " holds " + std::to_string(s.length) + " of " +
+                                                   std::to_string(s.capacity) + " positions; 1 more does not fit");
+    key.first.push_back(&s);
+    impls.push_back(&s);
+  }
+  check_ids(ids, int(n), 1);
+  if (n == 1) return run_sequence(*impls[0], ids, 1, top_k);
+  nn::StackPlan* p = row_plans.find(key);
+  if (!p) {
+    std::vector<uint32_t> capacities;
+    for (const Sequence::Impl* s : impls) capacities.push_back(uint32_t(s->capacity));
+    p = &row_plans.add(key, stack->plan_rows(std::move(capacities), 1, top_k));
+  }
+  put_ids(*p, ids);
+  std::vector<nn::RowSequence> rows;
+  for (const Sequence::Impl* s : impls) rows.push_back({&s->caches, uint32_t(s->length)});
+  try {
+    run_rows(*p, rows);
+  } catch (...) {
+    for (Sequence::Impl* s : impls) s->state_lost = s->recurrent();
+    throw;
+  }
+  for (Sequence::Impl* s : impls) ++s->length;
+  return *p;
+}
 
 // ---- Sequence ----
 
@@ -342,70 +421,45 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
     }
     return last;
   }
-  const PlanKey key{s.batch, tokens, false};
-  nn::StackPlan* p = s.plans.find(key);
-  if (!p)
-    p = &s.plans.add(key, m.stack->plan(uint32_t(s.batch), uint32_t(tokens), uint32_t(s.capacity), true, false, false));
-  m.put_ids(*p, ids);  // a bad id is refused before any state changes
-  try {
-    m.run(*p, uint32_t(s.length), &s.caches);
-  } catch (...) {
-    s.state_lost = s.recurrent();
-    throw;
-  }
-  s.length += tokens;
-  const float* out = static_cast<const float*>(p->logits.mapped());
+  const nn::StackPlan& p = m.run_sequence(s, ids, tokens, 0);
+  const float* out = static_cast<const float*>(p.logits.mapped());
   return std::vector<float>(out, out + size_t(s.batch) * m.cfg.vocab_size);
 }
 
 std::vector<float> Model::extend(std::span<Sequence* const> seqs, std::span<const int64_t> ids) {
+  const nn::StackPlan& p = impl_->step_sequences(seqs, ids, 0);
+  const float* out = static_cast<const float*>(p.logits.mapped());
+  return std::vector<float>(out, out + seqs.size() * size_t(impl_->cfg.vocab_size));
+}
+
+TopLogits Model::extend_top(std::span<Sequence* const> seqs, std::span<const int64_t> ids, int k) {
   Impl& m = *impl_;
-  const size_t n = seqs.size();
-  if (n == 0 || ids.size() != n)
-    throw Error(ErrorCode::invalid_argument, "extend: " + std::to_string(ids.size()) + " ids for " +
-                                                 std::to_string(n) + " sequences (one each)");
-  std::vector<const Sequence::Impl*> key;
-  std::vector<Sequence::Impl*> impls;
-  for (size_t i = 0; i < n; ++i) {
-    const std::string which = "extend: sequence " + std::to_string(i);
-    if (!seqs[i] || !seqs[i]->impl_) throw Error(ErrorCode::invalid_argument, which + " is null or moved from");
-    Sequence::Impl& s = *seqs[i]->impl_;
-    if (s.model != &m) throw Error(ErrorCode::invalid_argument, which + " belongs to another model");
-    if (s.batch != 1)
-      throw Error(ErrorCode::invalid_argument, which + " has batch " + std::to_string(s.batch) +
-                                                   "; several sequences step together one row each (batch 1)");
-    if (std::find(key.begin(), key.end(), &s) != key.end())
-      throw Error(ErrorCode::invalid_argument, which + " is given twice");
-    if (s.state_lost)
-      throw Error(ErrorCode::invalid_argument, which + ": an earlier step failed and left its recurrent states "
-                                                       "undefined; truncate(0) starts it again");
-    m.check_context(int64_t(s.length) + 1, which);
-    if (s.length + 1 > s.capacity)
-      throw Error(ErrorCode::invalid_argument, which + " holds " + std::to_string(s.length) + " of " +
-                                                   std::to_string(s.capacity) + " positions; 1 more does not fit");
-    key.push_back(&s);
-    impls.push_back(&s);
+  const int most = std::min<int>(int(ops::kTopKMax), m.cfg.vocab_size);
+  if (k < 1 || k > most)
+    throw Error(ErrorCode::invalid_argument,
+                "extend_top: k " + std::to_string(k) + " is outside [1, " + std::to_string(most) + "]");
+  const nn::StackPlan& p = m.step_sequences(seqs, ids, uint32_t(k));
+  const size_t n = seqs.size(), V = size_t(m.cfg.vocab_size);
+  TopLogits t;
+  t.k = k;
+  const auto* pairs = static_cast<const uint32_t*>(p.top.mapped());
+  std::vector<float> all;  // every row's logits, read only where a row's ties ran past k
+  for (size_t r = 0; r < n; ++r) {
+    const uint32_t* row = pairs + r * size_t(k + 1) * 2;
+    for (int i = 0; i < k; ++i) {
+      float v;
+      std::memcpy(&v, &row[2 * i], 4);
+      t.logits.push_back(v);
+      t.ids.push_back(int64_t(row[2 * i + 1]));
+    }
+    if (row[2 * k] == 0) continue;
+    if (all.empty()) {
+      all.resize(n * V);
+      gpu::download(m.vk, p.logits, all.data(), all.size() * 4);
+    }
+    t.full[int(r)].assign(all.begin() + long(r * V), all.begin() + long((r + 1) * V));
   }
-  m.check_ids(ids, int(n), 1);
-  if (n == 1) return extend(*seqs[0], ids, 1);
-  nn::StackPlan* p = m.row_plans.find(key);
-  if (!p) {
-    std::vector<uint32_t> capacities;
-    for (const Sequence::Impl* s : impls) capacities.push_back(uint32_t(s->capacity));
-    p = &m.row_plans.add(key, m.stack->plan_rows(std::move(capacities), 1));
-  }
-  m.put_ids(*p, ids);
-  std::vector<nn::RowSequence> rows;
-  for (const Sequence::Impl* s : impls) rows.push_back({&s->caches, uint32_t(s->length)});
-  try {
-    m.run_rows(*p, rows);
-  } catch (...) {
-    for (Sequence::Impl* s : impls) s->state_lost = s->recurrent();
-    throw;
-  }
-  for (Sequence::Impl* s : impls) ++s->length;
-  const float* out = static_cast<const float*>(p->logits.mapped());
-  return std::vector<float>(out, out + n * size_t(m.cfg.vocab_size));
+  return t;
 }
 
 const ModelConfig& Model::config() const { return impl_->cfg; }

@@ -52,17 +52,32 @@ struct Candidates {
   std::vector<double> weights;
 };
 
+bool penalties(const SamplingOptions& o) {
+  return o.repeat_last_n != 0 && (o.repeat_penalty != 1.0 || o.presence_penalty != 0.0 || o.frequency_penalty != 0.0);
+}
+
+// The processors after top_k on `ids` (what top_k kept, most likely first
+// when top_k applied) of scaled logits l (indexed by id).
+Candidates after_top_k(std::vector<int32_t> ids, const std::vector<double>& l, const SamplingOptions& o);
+
 Candidates candidates(std::vector<double> l, const SamplingOptions& o) {
   for (double& x : l) x /= o.temperature;
   std::vector<int32_t> ids(l.size());
   std::iota(ids.begin(), ids.end(), 0);
   auto more_likely = [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)] || (l[size_t(a)] == l[size_t(b)] && a < b); };
-  // top_k keeps every id tied with the k-th (as transformers' `scores < kth` mask does).
+  // top_k keeps every id tied with the k-th (as transformers' `scores < kth` mask does), most
+  // likely first: the order sample_top() finds them in, so that both draw the same id.
   if (o.top_k > 0 && size_t(o.top_k) < ids.size()) {
     std::nth_element(ids.begin(), ids.begin() + (o.top_k - 1), ids.end(), more_likely);
     const double kth = l[size_t(ids[size_t(o.top_k - 1)])];
     ids.erase(std::partition(ids.begin(), ids.end(), [&](int32_t i) { return l[size_t(i)] >= kth; }), ids.end());
+    std::sort(ids.begin(), ids.end(), more_likely);
   }
+  return after_top_k(std::move(ids), l, o);
+}
+
+Candidates after_top_k(std::vector<int32_t> ids, const std::vector<double>& l, const SamplingOptions& o) {
+  auto more_likely = [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)] || (l[size_t(a)] == l[size_t(b)] && a < b); };
   const double max = l[size_t(*std::min_element(ids.begin(), ids.end(), more_likely))];
   auto weight = [&](int32_t i) { return std::exp(l[size_t(i)] - max); };
   if (o.top_p < 1.0) {
@@ -92,6 +107,17 @@ Candidates candidates(std::vector<double> l, const SamplingOptions& o) {
   return c;
 }
 
+int64_t draw(const Candidates& c, std::mt19937_64& rng) {
+  double total = 0;
+  for (double w : c.weights) total += w;
+  // 53 random bits as a double in [0, 1): the same draws wherever mt19937_64 is.
+  const double u = double(rng() >> 11) * 0x1.0p-53 * total;
+  double cum = 0;
+  for (size_t i = 0; i < c.ids.size(); ++i)
+    if ((cum += c.weights[i]) > u) return c.ids[i];
+  return c.ids.back();  // u within rounding of the total
+}
+
 }  // namespace
 
 Sampler::Sampler(const SamplingOptions& o) : options_(o) {
@@ -111,15 +137,32 @@ int64_t Sampler::sample(std::span<const float> logits, std::span<const int64_t> 
   if (logits.empty()) throw Error(ErrorCode::invalid_argument, "sampling: no logits");
   std::vector<double> l = penalized(logits, context, options_);
   if (options_.greedy()) return first_max(l);
-  const Candidates c = candidates(std::move(l), options_);
-  double total = 0;
-  for (double w : c.weights) total += w;
-  // 53 random bits as a double in [0, 1): the same draws wherever mt19937_64 is.
-  const double u = double(rng_() >> 11) * 0x1.0p-53 * total;
-  double cum = 0;
-  for (size_t i = 0; i < c.ids.size(); ++i)
-    if ((cum += c.weights[i]) > u) return c.ids[i];
-  return c.ids.back();  // u within rounding of the total
+  return draw(candidates(std::move(l), options_), rng_);
+}
+
+int Sampler::top_candidates() const {
+  if (penalties(options_)) return 0;
+  if (options_.greedy()) return 1;
+  return options_.top_k > 0 && options_.top_k <= kMaxTopCandidates ? options_.top_k : 0;
+}
+
+int64_t Sampler::sample_top(std::span<const int64_t> ids, std::span<const float> logits) {
+  const size_t k = size_t(top_candidates());
+  if (k == 0 || ids.size() < k || logits.size() != ids.size())
+    throw Error(ErrorCode::invalid_argument, "sampling: sample_top takes at least the top_candidates() (" +
+                                                 std::to_string(k) + ") most likely ids, got " +
+                                                 std::to_string(ids.size()));
+  if (options_.greedy()) return ids[0];
+  // top_k's candidates (every id tied with the k-th) as local ids 0..n-1, in the order candidates() sorts them into.
+  size_t n = k;
+  while (n < logits.size() && logits[n] == logits[k - 1]) ++n;
+  std::vector<double> l(logits.begin(), logits.begin() + long(n));
+  for (double& x : l) x /= options_.temperature;
+  std::vector<int32_t> local(n);
+  std::iota(local.begin(), local.end(), 0);
+  Candidates c = after_top_k(std::move(local), l, options_);
+  for (int32_t& id : c.ids) id = int32_t(ids[size_t(id)]);
+  return draw(c, rng_);
 }
 
 std::vector<std::pair<int64_t, double>> Sampler::distribution(std::span<const float> logits,

@@ -4,9 +4,12 @@
 // alone and the double-precision reference, for each model type (qwen3 with
 // the gate, qwen3_next's Gated DeltaNet beside attention, GLA), on the
 // attention kernels of every route (unfused, fused flash, the pass-per-op
-// path), with sequences joining and leaving between steps.
+// path), with sequences joining and leaving between steps. The device's top
+// k (Model::extend_top) against the whole rows, and generations sampling
+// from it against the same generations reading whole rows.
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +35,12 @@ struct Row {
 };
 
 std::vector<double> widened(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+// Whether the model's last step chose its rows' top k on the device.
+bool ran_top_k(const Model& model) {
+  const std::vector<StageTime> timings = model.last_timings();
+  return std::any_of(timings.begin(), timings.end(), [](const StageTime& t) { return t.stage == "top_k"; });
+}
 
 // Steps sequences of prompts 2, 5 and 3 together (capacities apart), then
 // drops the second and adds a fourth, checking each row of every step
@@ -189,4 +198,107 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::step_all chooses t
   CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, two), doctest::Contains("sequence 1 holds 2 of 2"),
                        Error);
   CHECK(a.length() == 0);  // a refused step moves no sequence on
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "device top-k: Model::extend_top gives each row's most likely ids as the whole "
+                                 "row does, and the whole row where ties run past k") {
+  CAPTURE(seed);
+  test::TinyModel s;
+  s.gate = GateKind::elementwise;
+  test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  model.set_poison(true);
+  const int V = m.cfg.vocab_size;
+  std::vector<Sequence> seqs, twins;
+  for (int n : {2, 4, 3}) {
+    const auto prompt = test::random_ids(rng, size_t(n), V);
+    seqs.push_back(model.start(1, 8));
+    twins.push_back(model.start(1, 8));
+    model.extend(seqs.back(), prompt, n);
+    model.extend(twins.back(), prompt, n);
+  }
+  // The top k of each row, as a stable sort of the whole row orders them.
+  auto expect_top = [&](const TopLogits& t, const std::vector<float>& all, size_t rows) {
+    REQUIRE(t.ids.size() == rows * size_t(t.k));
+    for (size_t r = 0; r < rows; ++r) {
+      CAPTURE(r);
+      std::vector<int> order(static_cast<size_t>(V));
+      std::iota(order.begin(), order.end(), 0);
+      const float* row = all.data() + r * size_t(V);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+      bool same = true;
+      for (int i = 0; i < t.k; ++i)
+        same = same && t.ids[r * size_t(t.k) + size_t(i)] == order[size_t(i)] &&
+               t.logits[r * size_t(t.k) + size_t(i)] == row[order[size_t(i)]];
+      CHECK(same);
+      CHECK(t.full.count(int(r)) == (row[order[size_t(t.k)]] == row[order[size_t(t.k - 1)]] ? 1u : 0u));
+    }
+  };
+  std::vector<Sequence*> all{&seqs[0], &seqs[1], &seqs[2]}, all_twins{&twins[0], &twins[1], &twins[2]};
+  const std::vector<int64_t> next{3, 5, 7};
+  const TopLogits t = model.extend_top(all, next, 17);
+  CHECK(ran_top_k(model));
+  const std::vector<float> whole = model.extend(all_twins, next);
+  test::check_close(whole, widened(whole));  // finite, every element written
+  expect_top(t, whole, 3);
+  const TopLogits one = model.extend_top(std::vector<Sequence*>{&seqs[0]}, std::vector<int64_t>{9}, 1);
+  expect_top(one, model.extend(std::vector<Sequence*>{&twins[0]}, std::vector<int64_t>{9}), 1);
+  CHECK_THROWS_WITH_AS(model.extend_top(all, next, 0), doctest::Contains("k 0"), Error);
+  CHECK_THROWS_WITH_AS(model.extend_top(all, next, V + 1), doctest::Contains("outside [1, "), Error);
+
+  // Every lm_head row the same: every logit of a row ties, so the whole row comes back.
+  std::vector<float>& head = m.data.at("lm_head.weight");
+  for (size_t i = size_t(s.hidden); i < head.size(); ++i) head[i] = head[i % size_t(s.hidden)];
+  Model flat(ctx, m.cfg, m.tensors);
+  Sequence a = flat.start(1, 4);
+  const TopLogits tied = flat.extend_top(std::vector<Sequence*>{&a}, std::vector<int64_t>{1}, 5);
+  REQUIRE(tied.full.count(0) == 1);
+  CHECK(tied.full.at(0).size() == size_t(V));
+  CHECK(tied.ids == std::vector<int64_t>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "device top-k: generations choose the same ids with the device's top k as with the "
+                                 "whole rows (greedy, sampled with top_k, with penalties), alone and together") {
+  CAPTURE(seed);
+  test::TinyModel s;
+  s.gate = GateKind::headwise;
+  const test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  std::vector<GenerateOptions> options(3);
+  for (GenerateOptions& o : options) {
+    o.max_new_tokens = 6;
+    o.stop_at_eos = false;
+  }
+  options[1].sampling = {.temperature = 1.3, .top_k = 20, .top_p = 0.9, .min_p = 0.02, .seed = 4};
+  options[2].sampling = {.temperature = 0.8, .top_k = 12, .repeat_penalty = 1.3, .seed = 9};
+  std::vector<std::vector<int64_t>> prompts;
+  for (int n : {3, 2, 5}) prompts.push_back(test::random_ids(rng, size_t(n), m.cfg.vocab_size));
+  // Each generation alone, then all three together, then the first two together (no penalties: every row top k).
+  auto run = [&](std::vector<size_t> which, bool together) {
+    std::vector<Generation> gens;
+    for (size_t i : which) gens.emplace_back(model, prompts[i], options[i]);
+    std::vector<Generation*> live;
+    for (Generation& g : gens) live.push_back(&g);
+    while (!live.empty()) {
+      if (together) {
+        Generation::step_all(live);
+      } else {
+        for (Generation* g : live) g->step();
+      }
+      std::erase_if(live, [](const Generation* g) { return g->done(); });
+    }
+    std::vector<std::vector<int64_t>> ids;
+    for (const Generation& g : gens) ids.push_back(g.result().ids);
+    return ids;
+  };
+  std::vector<std::vector<int64_t>> whole_rows;
+  {
+    test::ScopedTuning t(ctx);
+    t->device_top_k = false;
+    whole_rows = run({0, 1, 2}, false);
+  }
+  CHECK(run({0, 1, 2}, false) == whole_rows);
+  CHECK(run({0, 1, 2}, true) == whole_rows);
+  CHECK(run({0, 1}, true) == std::vector<std::vector<int64_t>>{whole_rows[0], whole_rows[1]});
+  CHECK(ran_top_k(model));
 }

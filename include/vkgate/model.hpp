@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -115,6 +116,17 @@ struct MemoryUse {
   uint64_t workspace = 0;  // the buffers of its recorded plans (scratch, inputs, outputs)
 };
 
+// Each row's k largest logits (Model::extend_top): ids and logits [n, k],
+// most likely first, equal logits the lower id first.
+struct TopLogits {
+  int k = 0;
+  std::vector<int64_t> ids;
+  std::vector<float> logits;
+  // Where more ids tie with a row's k-th logit than fit in k (transformers'
+  // top_k keeps every one), that row's whole logits [V], by row.
+  std::map<int, std::vector<float>> full;
+};
+
 class Model;
 
 class Sequence {
@@ -177,6 +189,10 @@ class Model {
   // replayed while the set stays the same (a plan per set, the least
   // recently used dropped beyond four).
   std::vector<float> extend(std::span<Sequence* const> seqs, std::span<const int64_t> ids);
+  // The same step, each row's k (1 ≤ k ≤ min(256, V)) largest logits
+  // chosen on the device, so that a sampler reads k values per row instead
+  // of the vocabulary (one sequence takes its own plan, several their set's).
+  TopLogits extend_top(std::span<Sequence* const> seqs, std::span<const int64_t> ids, int k);
 
   // Decoding of one prompt (greedy unless options.sampling says otherwise):
   // one step for the prompt, then one replayed step per new token, on a

@@ -58,6 +58,18 @@ class Sampler {
   // The next id for `logits` [V]; `context` is the ids so far (the prompt,
   // then those generated), which the penalties read.
   int64_t sample(std::span<const float> logits, std::span<const int64_t> context);
+  // How many of a row's most likely ids sample() needs to choose from, when
+  // that is fewer than all (Model::extend_top selects them on the device): 1
+  // greedy, top_k when sampling with 1 ≤ top_k ≤ kMaxTopCandidates; 0 (the
+  // whole row) with penalties, which read the context's ids wherever they rank.
+  static constexpr int kMaxTopCandidates = 256;
+  int top_candidates() const;
+  // sample() from a row's most likely ids and their logits, most likely
+  // first and equal logits the lower id first: at least top_candidates() of
+  // them, and every id tied with the top_candidates()-th unless the list ends
+  // before the tie does (the caller's to rule out). The same id as sample()
+  // on the whole row, with the same draws.
+  int64_t sample_top(std::span<const int64_t> ids, std::span<const float> logits);
   // The distribution sample() draws from: (id, probability) of every id left
   // after the processors, most likely first, summing to 1 (greedy: the one id
   // with probability 1). Does not draw.

@@ -87,6 +87,7 @@ Tuning device_defaults(const DeviceInfo& d) {
 Tuning tuning_from_environment(const DeviceInfo& device) {
   Tuning t = device_defaults(device);
   t.fused = !env_flag("VKGATE_DISABLE_FUSED");
+  t.device_top_k = !env_flag("VKGATE_DISABLE_DEVICE_TOP_K");
   t.pass_fusion = !env_flag("VKGATE_DISABLE_PASS_FUSION");
   t.split_kv = !env_flag("VKGATE_DISABLE_SPLIT_KV");
   t.flash_decode = !env_flag("VKGATE_DISABLE_FLASH_DECODE");

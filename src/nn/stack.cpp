@@ -96,22 +96,22 @@ std::vector<double> Stack::mlp_stats(const StackPlan& p, int layer) const {
 
 uint64_t StackPlan::bytes() const {
   uint64_t n = scratch.bytes();
-  for (const Buffer* b : {&ids, &x, &h, &last, &normed, &logits, &stats, &stats_down}) n += b->size();
+  for (const Buffer* b : {&ids, &x, &h, &last, &normed, &logits, &top, &stats, &stats_down}) n += b->size();
   return n;
 }
 
 std::unique_ptr<StackPlan> Stack::plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
-                                       bool all_logits, bool stats) const {
-  return make_plan({batch, tokens, kv_stride, sequence, stats, false, {}}, all_logits);
+                                       bool all_logits, bool stats, uint32_t top_k) const {
+  return make_plan({batch, tokens, kv_stride, sequence, stats, false, {}}, all_logits, top_k);
 }
 
-std::unique_ptr<StackPlan> Stack::plan_rows(std::vector<uint32_t> row_strides, uint32_t tokens) const {
+std::unique_ptr<StackPlan> Stack::plan_rows(std::vector<uint32_t> row_strides, uint32_t tokens, uint32_t top_k) const {
   const uint32_t batch = uint32_t(row_strides.size()),
                  most = *std::max_element(row_strides.begin(), row_strides.end());
-  return make_plan({batch, tokens, most, true, false, false, std::move(row_strides)}, false);
+  return make_plan({batch, tokens, most, true, false, false, std::move(row_strides)}, false, top_k);
 }
 
-std::unique_ptr<StackPlan> Stack::make_plan(MixerShape shape, bool all_logits) const {
+std::unique_ptr<StackPlan> Stack::make_plan(MixerShape shape, bool all_logits, uint32_t top_k) const {
   const uint32_t batch = shape.batch, tokens = shape.tokens;
   const bool stats = shape.stats;
   auto p = std::make_unique<StackPlan>();
@@ -136,7 +136,13 @@ std::unique_ptr<StackPlan> Stack::make_plan(MixerShape shape, bool all_logits) c
   p->h = allocate(vk_, BT * D, Storage::f32, MemoryKind::device, "residual stream after the mixer");
   if (!all_logits) p->last = allocate(vk_, B * D, Storage::f32, MemoryKind::device, "last positions");
   p->normed = allocate(vk_, M * lm.ld(), act_, MemoryKind::device, "final norm");
-  p->logits = allocate(vk_, M * size_t(cfg_.vocab_size), Storage::f32, MemoryKind::readback, "logits (readback)");
+  p->top_k = top_k;
+  if (top_k) {  // the sampler reads top_k per row: the logits stay on the device
+    p->logits = allocate(vk_, M * size_t(cfg_.vocab_size), Storage::f32, MemoryKind::device, "logits");
+    p->top = vk_.allocator->allocate(M * (top_k + 1) * 8, MemoryKind::readback, "top logits (readback)");
+  } else {
+    p->logits = allocate(vk_, M * size_t(cfg_.vocab_size), Storage::f32, MemoryKind::readback, "logits (readback)");
+  }
   if (stats) {
     p->stats = allocate(vk_, L * stats_stride_, Storage::f32, MemoryKind::device, "statistics");
     p->stats_down = allocate(vk_, L * stats_stride_, Storage::f32, MemoryKind::readback, "statistics (readback)");
@@ -206,6 +212,10 @@ void Stack::record_step(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, c
                           .out = {0, M * lm.ld(), lm.ld(), 1, lm.ld(), 0}, .rows = M, .tokens = M, .heads = 1, .dim = D,
                           .kind = cfg_.norm_kind(), .eps = float(cfg_.norm_eps()), .s = act_, .x_f32 = true});
   lm.project(rec, p.scratch, p.normed, M, p.logits);
+  if (p.top_k) {
+    const uint32_t V = uint32_t(cfg_.vocab_size);
+    ops::top_k(vk_, rec, p.logits, M, V, V, p.top_k, p.top);
+  }
   if (p.with_stats) rec.copy(p.stats, p.stats_down, p.stats.size());
   rec.end();
   p.past = past;

@@ -42,7 +42,11 @@ struct StackPlan {
   Buffer x, h;              // the residual stream, fp32 [B·T, D]: x → (mixer) h → (MLP) x
   Buffer last;              // fp32 [B, D]: each row's last position (when !all_logits)
   Buffer normed;            // lm_head's input [M, D] in the activation storage
-  Buffer logits;            // fp32 [M, V], host-visible
+  Buffer logits;            // fp32 [M, V], host-visible (device memory with top_k)
+  // With top_k > 0, each row's top_k largest logits chosen on the device
+  // (ops::top_k): uint32 pairs [M, top_k + 1], host-visible.
+  uint32_t top_k = 0;
+  Buffer top;
   Buffer stats, stats_down;  // per layer stats_stride() floats: the mixer's, the MLP's, then max |x|
   std::unique_ptr<gpu::Recorder> rec;
   uint32_t past = 0;        // the positions before the step, as last recorded
@@ -68,10 +72,10 @@ class Stack {
   Stack(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, const TensorMap& weights, Storage act);
 
   std::unique_ptr<StackPlan> plan(uint32_t batch, uint32_t tokens, uint32_t kv_stride, bool sequence,
-                                  bool all_logits, bool stats) const;
+                                  bool all_logits, bool stats, uint32_t top_k = 0) const;
   // A plan of `tokens` tokens for each of several sequences, one per row, row r's
   // caches of capacity row_strides[r]; the logits of each row's last position.
-  std::unique_ptr<StackPlan> plan_rows(std::vector<uint32_t> row_strides, uint32_t tokens) const;
+  std::unique_ptr<StackPlan> plan_rows(std::vector<uint32_t> row_strides, uint32_t tokens, uint32_t top_k = 0) const;
   // The host's part of a step after `past` positions, before each submit.
   void prepare(StackPlan& p, uint32_t past) const;
   void prepare_rows(StackPlan& p, std::span<const uint32_t> pasts) const;
@@ -108,7 +112,7 @@ class Stack {
   uint64_t token_read_bytes() const;
 
  private:
-  std::unique_ptr<StackPlan> make_plan(MixerShape shape, bool all_logits) const;
+  std::unique_ptr<StackPlan> make_plan(MixerShape shape, bool all_logits, uint32_t top_k) const;
   void record_step(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, const LayerCaches* caches,
                    std::span<const RowSequence> rows, bool poison) const;
 

@@ -425,6 +425,15 @@ void gate_scores(Context::Impl& ctx, Recorder& rec, const Buffer& g, const Gate&
                  uint32_t tokens, Storage s, const Buffer& out, uint32_t at);
 void max_abs(Context::Impl& ctx, Recorder& rec, const Buffer& x, uint32_t count, const Buffer& out, uint32_t at);
 
+// The k largest of each row of fp32 x [rows, n] (rows ld apart), for a
+// sampler that reads k values instead of n (shaders/topk.comp): out [rows,
+// k + 1] of uint32 pairs, out[r][0..k) = (value bits, id), largest first and
+// equal values the lower id first; out[r][k] = (how many more ids equal the
+// k-th value, 0). 1 ≤ k ≤ min(n, kTopKMax).
+constexpr uint32_t kTopKMax = 256;
+void top_k(Context::Impl& ctx, Recorder& rec, const Buffer& x, uint32_t rows, uint32_t n, uint32_t ld, uint32_t k,
+           const Buffer& out);
+
 // Gated linear attention by its recurrence (shaders/gla_recurrent.comp: a
 // pass computing scale·φ(q), k̃ and α per element, then the scan), for
 // `tokens` tokens against the carried state [B, H, dk, dv] (fp32, read at
