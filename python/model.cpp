@@ -317,6 +317,32 @@ void bind_model(py::module_& m) {
           py::arg("sequence"), py::arg("ids"),
           "Runs ids [tokens] or [batch, tokens] as the next positions of `sequence`; returns the logits\n"
           "of the last of them ([vocab] or [batch, vocab]).")
+      .def(
+          "extend_together",
+          [](PyModel& self, arg::Sequences sequences, arg::Ids ids) {
+            Busy::Scope guard(self.busy, "this Model");
+            if (!py::isinstance<py::list>(sequences.obj) && !py::isinstance<py::tuple>(sequences.obj))
+              fail(ErrorCode::invalid_argument,
+                   "sequences: expected a list of vkgate.Sequence, got " + describe(sequences.obj));
+            std::vector<Sequence*> seqs;
+            for (const py::handle& item : sequences.obj) {
+              const std::string what = "sequences[" + std::to_string(seqs.size()) + "]";
+              seqs.push_back(&*instance_arg<PySequence>(item, what.c_str(), "Sequence").seq);
+            }
+            IdsArg a = ids_arg(ids, "ids");
+            if (a.shape.size() != 1 || a.data.size() != seqs.size())
+              fail(ErrorCode::shape_mismatch, "ids: expected one id per sequence, [" + std::to_string(seqs.size()) +
+                                                  "], got " + shape_text(a.shape));
+            std::vector<float> out;
+            {
+              py::gil_scoped_release nogil;
+              out = self.model->extend(seqs, a.data);
+            }
+            return to_numpy(std::move(out), {int64_t(seqs.size()), self.model->config().vocab_size});
+          },
+          py::arg("sequences"), py::arg("ids"),
+          "Runs ids[i] as the next position of sequences[i] (each of batch 1, at its own length) in one\n"
+          "device step, the weights read once for all; returns the logits [len(sequences), vocab].")
       .def_property_readonly("config", [](PyModel& self) { return self.model->config(); })
       .def_property_readonly("precision", [](PyModel& self) { return std::string(to_string(self.model->precision())); })
       .def_property_readonly("context_limit", [](PyModel& self) { return self.model->context_limit(); },

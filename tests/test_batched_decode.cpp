@@ -155,7 +155,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet, ga
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::step_all chooses the ids each generation alone "
-                                 "chooses; bad sets of sequences are errors naming the sequence") {
+                                 "chooses, and bad sets of sequences are errors naming the sequence") {
   CAPTURE(seed);
   test::TinyModel s;
   s.gate = GateKind::headwise;

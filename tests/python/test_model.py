@@ -78,6 +78,27 @@ def test_sequence_extend(ctx, tiny_model):
     assert_close(model.extend(seq, [42]), want[0, 5], NMSE_MODEL_FP32)
 
 
+def test_sequences_extend_together(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    prompts = [[4, 8, 15], [16, 23], [42, 7, 9, 11]]
+    together = [model.start(1, 8) for _ in prompts]
+    for seq, prompt in zip(together, prompts):
+        model.extend(seq, prompt)
+    got = model.extend_together(together, [5, 6, 7])
+    assert got.shape == (3, cfg.vocab_size)
+    assert [s.length for s in together] == [4, 3, 5]
+    for row, prompt, nxt in zip(got, prompts, [5, 6, 7]):
+        want = vkgate.reference.model_forward(cfg, w, np.array([prompt + [nxt]]))["logits"][0, -1]
+        assert_close(row, want, NMSE_MODEL_FP32)
+    with pytest.raises(vkgate.Error, match="one id per sequence"):
+        model.extend_together(together, [1, 2])
+    with pytest.raises(vkgate.Error, match=r"sequences\[1\]: expected a vkgate.Sequence"):
+        model.extend_together([together[0], 3], [1, 2])
+    with pytest.raises(vkgate.Error, match="sequence 1 is given twice"):
+        model.extend_together([together[0], together[0]], [1, 2])
+
+
 def test_model_from_dict_and_half_storage(ctx, tiny_model):
     d, cfg, w = tiny_model
     ids = np.array([[1, 2, 3, 4]])
