@@ -88,10 +88,6 @@ namespace {
 constexpr uint32_t kDirectTableTokens = 8;
 }  // namespace
 
-std::string Attention::role(const AttentionPlan& p, const std::string& role) {
-  return p.row == AttentionPlan::kAllRows ? role : row_role(role, p.row);
-}
-
 void Attention::plan_attend(AttentionPlan& p, Workspace& ws) const {
   const MixerShape& s = p.shape;
   const uint32_t batch = s.batch, tokens = s.tokens, kv_stride = s.kv_stride, H = uint32_t(cfg_.num_heads);
@@ -110,11 +106,11 @@ void Attention::plan_attend(AttentionPlan& p, Workspace& ws) const {
   p.attn_ld = p.fused ? H * uint32_t(cfg_.head_dim) : ld_heads_;  // the fused kernel writes dense rows
 
   const size_t B = batch, T = tokens, Dh = size_t(cfg_.head_dim), e = ops::element_bytes(act_);
-  ws.need(role(p, "q"), B * H * T * Dh * e);
+  ws.need(row_role("q", p.row), B * H * T * Dh * e);
   if (p.fused)
-    ws.need(role(p, "partial"), ops::flash_partial_floats(shape, p.flash) * 4);
+    ws.need(row_role("partial", p.row), ops::flash_partial_floats(shape, p.flash) * 4);
   else
-    ws.need(role(p, "scores"), B * H * p.chunk * size_t(p.score_ld) * 4);
+    ws.need(row_role("scores", p.row), B * H * p.chunk * size_t(p.score_ld) * 4);
   const size_t table = ops::rope_table_floats(tokens, uint32_t(cfg_.rotary_dim()));
   p.rope_up = allocate(vk_, table, Storage::f32, gpu::MemoryKind::upload, "rope cos/sin table (staging)");
   if (tokens > kDirectTableTokens || !tuning_.direct_io)
@@ -271,7 +267,7 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
   const Buffer& rope = p.rope_table();
   const float eps = float(cfg_.rms_norm_eps);
   const Buffer& proj = ws["proj"];
-  const Buffer& q = ws[role(p, "q")];
+  const Buffer& q = ws[row_role("q", p.row)];
   const ops::View qv = shifted(query_view(T), base), kv = shifted(key_view(T), base),
                   vv = shifted(value_view(T), base);
 
@@ -324,10 +320,10 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
   const bool sdpa_gate = gated && at == GatePosition::sdpa;
   if (p.fused) {
     const ops::FlashArgs args{q,      keys, values, io.mask, sdpa_gate ? &proj : nullptr, gating, attn,
-                              &ws[role(p, "partial")]};
+                              &ws[row_role("partial", p.row)]};
     ops::flash_attention(vk_, rec, args, shape, p.flash, cfg_.causal, scale, act_);
   } else {
-    const Buffer& scores = ws[role(p, "scores")];
+    const Buffer& scores = ws[row_role("scores", p.row)];
     for (uint32_t first = 0; first < T; first += p.chunk) {
       ops::AttentionShape part = shape;
       part.first = first;

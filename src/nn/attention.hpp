@@ -55,7 +55,6 @@ struct AttentionPlan final : MixerPlan {
   // touches its cache (batch 1, its cache's positions), whose scratch roles
   // are the row's (row_role); `row` is that row, else none.
   std::vector<std::unique_ptr<AttentionPlan>> rows;
-  static constexpr uint32_t kAllRows = UINT32_MAX;
   uint32_t row = kAllRows;
 };
 
@@ -96,8 +95,6 @@ class Attention final : public Mixer {
   // keys and values), the output into `attn`.
   void record_attend(gpu::Recorder& rec, const AttentionPlan& p, const Workspace& ws, const KvCache* cache,
                      uint32_t past, uint32_t base, const gpu::Buffer& attn, const MixerIo& io) const;
-  // The plan's scratch role `role` (its row's own in a row plan).
-  static std::string role(const AttentionPlan& p, const std::string& role);
   ops::View query_view(uint32_t tokens) const;
   ops::View key_view(uint32_t tokens) const;
   ops::View value_view(uint32_t tokens) const;

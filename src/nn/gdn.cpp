@@ -107,17 +107,15 @@ uint32_t Gdn::max_step_tokens(uint32_t batch) const {
                                      UINT32_MAX));
 }
 
-std::string Gdn::role(const char* role, uint32_t row) { return row == kAllRows ? role : row_role(role, row); }
-
 void Gdn::reserve_delta(Workspace& ws, uint32_t batch, uint32_t tokens, uint32_t row) const {
   const ops::GdnScratchFloats f = ops::gdn_scratch_floats(ops::gdn_shape(cfg_.config, batch, tokens));
-  ws.need(role("gdn_mixed", row), f.mixed * 4);
-  ws.need(role("gdn_bg", row), f.bg * 4);
-  ws.need(role("gdn_o", row), f.o * 4);
+  ws.need(row_role("gdn_mixed", row), f.mixed * 4);
+  ws.need(row_role("gdn_bg", row), f.bg * 4);
+  ws.need(row_role("gdn_o", row), f.o * 4);
   if (chunked(tokens)) {
-    ws.need(role("gdn_w", row), f.chunk_w * 4);
-    ws.need(role("gdn_u", row), f.chunk_u * 4);
-    ws.need(role("gdn_p", row), f.chunk_p * 4);
+    ws.need(row_role("gdn_w", row), f.chunk_w * 4);
+    ws.need(row_role("gdn_u", row), f.chunk_u * 4);
+    ws.need(row_role("gdn_p", row), f.chunk_p * 4);
   }
 }
 
@@ -194,9 +192,9 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     const ops::GdnArgs args{proj,     at,     cols_,       proj,        at + qkvz_,     cols_,
                             conv_w_,  a_log_, dt_bias_,    out_norm_w_, float(c.rms_norm_eps), conv,
                             state,    out,    ld_value_,
-                            {ws[role("gdn_mixed", row)], ws[role("gdn_bg", row)], ws[role("gdn_o", row)],
-                             chunks ? &ws[role("gdn_w", row)] : nullptr, chunks ? &ws[role("gdn_u", row)] : nullptr,
-                             chunks ? &ws[role("gdn_p", row)] : nullptr}};
+                            {ws[row_role("gdn_mixed", row)], ws[row_role("gdn_bg", row)], ws[row_role("gdn_o", row)],
+                             chunks ? &ws[row_role("gdn_w", row)] : nullptr, chunks ? &ws[row_role("gdn_u", row)] : nullptr,
+                             chunks ? &ws[row_role("gdn_p", row)] : nullptr}};
     ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, rows, T), act_,
                      chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
   };

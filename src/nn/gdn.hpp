@@ -65,8 +65,6 @@ class Gdn final : public Mixer {
   size_t conv_elements(uint32_t batch) const;
   // The recurrence's scratch for `batch` rows of `tokens`: the plan's, or in
   // a step of separate sequences row `row`'s own (row_role).
-  static constexpr uint32_t kAllRows = UINT32_MAX;
-  static std::string role(const char* role, uint32_t row);
   void reserve_delta(Workspace& ws, uint32_t batch, uint32_t tokens, uint32_t row) const;
   size_t state_elements(uint32_t batch) const;
 

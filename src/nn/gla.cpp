@@ -77,18 +77,16 @@ std::unique_ptr<MixerCache> Gla::make_cache(uint32_t batch, uint32_t /*capacity*
   return c;
 }
 
-std::string Gla::role(const char* role, uint32_t row) { return row == kAllRows ? role : row_role(role, row); }
-
 void Gla::reserve_scan(Workspace& ws, uint32_t batch, uint32_t tokens, uint32_t row) const {
   const size_t BT = size_t(batch) * tokens;
-  ws.need(role("gla_qs", row), BT * H_ * dk_ * 4);
-  ws.need(role("gla_ks", row), BT * KV_ * dk_ * 4);
-  ws.need(role("gla_as", row), BT * KV_ * dk_ * 4);
+  ws.need(row_role("gla_qs", row), BT * H_ * dk_ * 4);
+  ws.need(row_role("gla_ks", row), BT * KV_ * dk_ * 4);
+  ws.need(row_role("gla_as", row), BT * KV_ * dk_ * 4);
   if (ops::gla_chunkwise(tuning_, tokens)) {
-    for (const char* r : {"gla_qd", "gla_qr"}) ws.need(role(r, row), BT * H_ * dk_ * 4);
-    for (const char* r : {"gla_kd", "gla_kr"}) ws.need(role(r, row), BT * KV_ * dk_ * 4);
+    for (const char* r : {"gla_qd", "gla_qr"}) ws.need(row_role(r, row), BT * H_ * dk_ * 4);
+    for (const char* r : {"gla_kd", "gla_kr"}) ws.need(row_role(r, row), BT * KV_ * dk_ * 4);
     const size_t chunks = (tokens + ops::kGlaChunk - 1) / ops::kGlaChunk;
-    ws.need(role("gla_scores", row), size_t(batch) * H_ * chunks * ops::kGlaChunk * ops::kGlaChunk * 4);
+    ws.need(row_role("gla_scores", row), size_t(batch) * H_ * chunks * ops::kGlaChunk * ops::kGlaChunk * 4);
   }
 }
 
@@ -175,13 +173,13 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     const uint32_t at = first * T * cols_, gk_at = first * T * (rank_ ? KV_ * dk_ : cols_);
     const ops::GlaScan args{proj, *gk, shifted(view(q_col_, dk_), at), shifted(view(k_col_, dk_), at),
                             shifted(view(v_col_, dv_), at), shifted(gk_view, gk_at), state, o,
-                            ws[role("gla_qs", row)], ws[role("gla_ks", row)], ws[role("gla_as", row)], rows, T, H_,
+                            ws[row_role("gla_qs", row)], ws[row_role("gla_ks", row)], ws[row_role("gla_as", row)], rows, T, H_,
                             KV_, dk_, dv_, cfg_.feature_map, cfg_.key_coupling == KeyCoupling::convex,
                             float(cfg_.gate_logit_normalizer), cfg_.clamp_min, float(cfg_.scale())};
     if (ops::gla_chunkwise(tuning_, T))
       ops::gla_chunked(vk_, rec, args,
-                       {ws[role("gla_qd", row)], ws[role("gla_qr", row)], ws[role("gla_kd", row)],
-                        ws[role("gla_kr", row)], ws[role("gla_scores", row)]},
+                       {ws[row_role("gla_qd", row)], ws[row_role("gla_qr", row)], ws[row_role("gla_kd", row)],
+                        ws[row_role("gla_kr", row)], ws[row_role("gla_scores", row)]},
                        act_);
     else
       ops::gla_recurrent(vk_, rec, args, act_);

@@ -65,8 +65,6 @@ class Gla final : public Mixer {
   uint32_t o_parts(uint32_t tokens) const;
   // The scan's scratch for `batch` rows of `tokens`: the plan's, or in a step
   // of separate sequences row `row`'s own (row_role).
-  static constexpr uint32_t kAllRows = UINT32_MAX;
-  static std::string role(const char* role, uint32_t row);
   void reserve_scan(Workspace& ws, uint32_t batch, uint32_t tokens, uint32_t row) const;
 
   Context::Impl& vk_;

@@ -13,7 +13,9 @@ struct Overloaded : F... {
 };
 }  // namespace
 
-std::string row_role(const std::string& role, uint32_t row) { return role + " (row " + std::to_string(row) + ")"; }
+std::string row_role(const std::string& role, uint32_t row) {
+  return row == kAllRows ? role : role + " (row " + std::to_string(row) + ")";
+}
 
 ops::View shifted(ops::View v, uint32_t elements) {
   v.base += elements;

@@ -100,6 +100,8 @@ struct MixerIo {
 
 // The scratch role of batch row `row`'s own copy of `role` (a step whose rows
 // are separate sequences): rows that share no scratch may overlap on a GPU.
+// kAllRows: `role` itself (a plan's scratch for the whole batch).
+constexpr uint32_t kAllRows = UINT32_MAX;
 std::string row_role(const std::string& role, uint32_t row);
 // `v` moved on by `elements` (a later row of the same tensor).
 ops::View shifted(ops::View v, uint32_t elements);
