@@ -40,6 +40,8 @@ CASE:
              [--unfused]   (default: the fused flash kernel; --unfused: scores, softmax, P·V,
                             which the block takes on CPU drivers while the scores fit 64 MiB)
   --op rmsnorm --rows R --dim D
+  --op topk --rows R --n N --k K   each row's K (≤ 256) largest of fp32 logits [R, N], as a
+          sampler reads them instead of the row (shaders/topk.comp)
   --op rope --rows R --heads H --head-dim Dh [--rotary N]
   --op softmax --rows R --keys S
   --op gate --rows R --heads H --head-dim Dh [--gate-width 1|Dh]
@@ -247,6 +249,8 @@ int cmd_bench(Args& args) {
     const int64_t H = get("heads", -1);
     add(b::attention(ctx, get("batch", 1), get("T", -1), H, get("kv-heads", H), get("head-dim", -1),
                      get("causal", 1) != 0, prec, opt, !unfused));
+  } else if (op == "topk") {
+    add(b::top_k(ctx, get("rows", -1), get("n", -1), get("k", -1), opt));
   } else if (op == "rmsnorm") {
     add(b::rmsnorm(ctx, get("rows", -1), get("dim", -1), opt));
   } else if (op == "rope") {
@@ -297,7 +301,7 @@ int cmd_bench(Args& args) {
       }
     }
   } else if (!op.empty()) {
-    throw UsageError("bench: unknown --op '" + op + "' (matmul, qmatmul, attention, rmsnorm, rope, softmax, gate, gla, gdn)");
+    throw UsageError("bench: unknown --op '" + op + "' (matmul, qmatmul, attention, rmsnorm, topk, rope, softmax, gate, gla, gdn)");
   } else if (block) {
     const vkgate::BlockConfig cfg = config.empty() ? vkgate::BlockConfig::qwen3_next_attention() : vkgate::load_config(config);
     if (sweep) {

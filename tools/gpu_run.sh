@@ -127,6 +127,11 @@ if [ "$what" = sweep ]; then
     echo "exit $?"; grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+|"stddev_ts": [0-9.]+' \
       "/tmp/llama_$q.json" | paste - - - - | sed "s/^/llama $q /" | tee -a "$out/models.txt"
   done
+  stamp "device top-k: 8 rows of the 151,936 vocabulary at k 1 and 40 (what a sampler reads instead of the rows)"
+  for k in 1 40; do
+    timeout 30 $cli bench --device nvidia --quiet --op topk --rows 8 --n 151936 --k $k 2>&1 | grep -E "^top_k" \
+      | tee -a "$out/models.txt"
+  done
   stamp "Q8_0 with int8 activations (--int8)"
   timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-Q8_0.gguf --precision fp16 --prompts 512 \
     --decode 64 --int8 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"

@@ -39,9 +39,10 @@ struct StagedTile {
 
 struct Tuning {
   bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
-  // !VKGATE_DISABLE_DEVICE_TOP_K: a generation whose sampler needs only each
-  // row's most likely ids (Sampler::top_candidates) has them chosen on the
-  // device (Model::extend_top), not the whole row read back.
+  // VKGATE_DEVICE_TOP_K (0/1; unset: on, except on CPU drivers): a generation
+  // whose sampler needs only each row's most likely ids
+  // (Sampler::top_candidates) has them chosen on the device
+  // (Model::extend_top), not the whole row read back.
   bool device_top_k = true;
   bool pass_fusion = true;      // !VKGATE_DISABLE_PASS_FUSION: qkv_prepare, RMSNorm folded into matvec
   bool split_kv = true;         // !VKGATE_DISABLE_SPLIT_KV: split-key (flash-decoding) passes

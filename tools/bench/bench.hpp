@@ -70,6 +70,8 @@ Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precisi
 Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads, int64_t head_dim,
                bool causal, Precision dtype, const Options& opt, bool fused = true);
 Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt);
+// Each row's k largest of fp32 logits [rows, n] (ops::top_k: what a sampler reads instead of the row).
+Case top_k(Context& ctx, int64_t rows, int64_t n, int64_t k, const Options& opt);
 Case rope(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary, const Options& opt);
 Case softmax(Context& ctx, int64_t rows, int64_t keys, const Options& opt);
 Case gate(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t gate_width, const Options& opt);

@@ -261,6 +261,40 @@ Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt) {
   return c;
 }
 
+Case top_k(Context& ctx, int64_t rows, int64_t n, int64_t k, const Options& opt) {
+  Bench b(ctx);
+  Case c;
+  c.name = "top_k " + std::to_string(rows) + "x" + std::to_string(n) + " k " + std::to_string(k);
+  const HostData x = random_data(size_t(rows * n), Storage::f32, b.rng, 3.0f);
+  const Buffer& gx = b.upload(x, "logits");
+  const size_t words = size_t(rows) * size_t(k + 1) * 2;
+  const Buffer& gout = b.device(words * 4, "top");
+  b.time(c, opt, [&](gpu::Recorder& rec) {
+    ops::top_k(b.vk, rec, gx, uint32_t(rows), uint32_t(n), uint32_t(n), uint32_t(k), gout);
+  });
+  // The values against a stable sort of each row; a wrong id makes its value NaN.
+  const std::vector<float> raw = b.download(gout, words);
+  std::vector<float> got;
+  std::vector<double> want;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x.values.data() + r * n;
+    std::vector<uint32_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b2) { return row[a] > row[b2]; });
+    for (int64_t i = 0; i < k; ++i) {
+      const float* pair = raw.data() + (size_t(r) * size_t(k + 1) + size_t(i)) * 2;
+      uint32_t id = 0;
+      std::memcpy(&id, pair + 1, 4);
+      got.push_back(id == order[size_t(i)] ? pair[0] : std::numeric_limits<float>::quiet_NaN());
+      want.push_back(row[order[size_t(i)]]);
+    }
+  }
+  record_check(c, got, want, "every row's k values and ids");
+  c.flop = 0;
+  c.bytes = double(rows * n) * 4 + double(words) * 4;
+  return c;
+}
+
 Case rope(Context& ctx, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary, const Options& opt) {
   Bench b(ctx);
   Case c;
