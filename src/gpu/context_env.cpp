@@ -81,7 +81,7 @@ Tuning device_defaults(const DeviceInfo& d) {
     t.staged_tile = {2, 2, 2, 2, 64, 2, true};
   }
   // A CPU driver's logits are in host memory already, and one workgroup per
-  // row runs on one core: lavapipe took 43 ms for 8 rows of 151,936 at k 40
+  // row runs on one core: lavapipe took 31 ms for 8 rows of 151,936 at k 40
   // (vkgate bench --op topk), where the host's sampler takes about 1 ms a row.
   t.device_top_k = d.type != "cpu";
   return t;
