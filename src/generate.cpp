@@ -191,28 +191,24 @@ struct Generation::Impl {
       k = std::max(k, g->top);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<Step> steps;
-    if (whole) {
-      const std::vector<float> logits = model.extend(seqs, ids);
-      const double ms = milliseconds_since(t0);
-      const size_t V = logits.size() / gens.size();
-      for (size_t r = 0; r < gens.size(); ++r) {
-        Impl& g = *gens[r];
-        g.result.step_ms.push_back(ms);
-        steps.push_back(g.accept(g.sampler.sample(std::span(logits).subspan(r * V, V), g.context)));
-      }
-      return steps;
-    }
-    const TopLogits t = model.extend_top(seqs, ids, k);
+    std::vector<float> logits;  // [n, V], or each row's top k
+    TopLogits top;
+    if (whole) logits = model.extend(seqs, ids);
+    else top = model.extend_top(seqs, ids, k);
     const double ms = milliseconds_since(t0);
+    const size_t V = logits.size() / gens.size();
+    std::vector<Step> steps;
     for (size_t r = 0; r < gens.size(); ++r) {
       Impl& g = *gens[r];
       g.result.step_ms.push_back(ms);
-      const auto full = t.full.find(int(r));  // ties ran past k: the whole row
+      const auto full = top.full.find(int(r));  // ties ran past k: the whole row
+      const std::span<const float> row = whole                   ? std::span<const float>(logits).subspan(r * V, V)
+                                         : full != top.full.end() ? std::span<const float>(full->second)
+                                                                  : std::span<const float>();
       const size_t at = r * size_t(k);
-      steps.push_back(g.accept(full != t.full.end() ? g.sampler.sample(full->second, g.context)
-                                                    : g.sampler.sample_top(std::span(t.ids).subspan(at, size_t(k)),
-                                                                           std::span(t.logits).subspan(at, size_t(k)))));
+      steps.push_back(g.accept(!row.empty() ? g.sampler.sample(row, g.context)
+                                            : g.sampler.sample_top(std::span(top.ids).subspan(at, size_t(k)),
+                                                                   std::span(top.logits).subspan(at, size_t(k)))));
     }
     return steps;
   }
