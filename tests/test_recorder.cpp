@@ -80,6 +80,35 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: an update rewrites parameters and co
   CHECK(download(fresh, x.size()) == x);
 }
 
+// A step of many sequences records thousands of dispatches: each one's span is
+// timed past the first timestamp pool's 1024 queries, in the recording and in
+// a replay of it, and the dispatches still run.
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: every dispatch of a 2500-dispatch recording is timed, replayed too") {
+  if (!vk.info.timestamps) return;
+  const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
+  const auto x = random(4 * 64);
+  auto a = upload(x, "a"), b = poisoned(x.size(), "b");
+  const uint32_t n = 2500, vec4s = 64;
+  gpu::Recorder rec(vk);
+  auto record = [&](gpu::Recorder::Mode mode) {
+    rec.begin(mode);
+    for (uint32_t i = 0; i < n; ++i)
+      rec.dispatch(copy, {{i % 2 ? &b : &a, gpu::Access::read}, {i % 2 ? &a : &b, gpu::Access::write}}, vec4s, 1,
+                   1, 1, "copy " + std::to_string(i));
+    rec.end();
+  };
+  for (auto mode : {gpu::Recorder::Mode::record, gpu::Recorder::Mode::update}) {
+    record(mode);
+    rec.submit("2500 copies");
+    const std::vector<gpu::DispatchTiming> t = rec.timings();
+    REQUIRE(t.size() == n);
+    CHECK(t.front().label == "copy 0");
+    CHECK(t.back().label == "copy 2499");
+    CHECK(std::all_of(t.begin(), t.end(), [](const gpu::DispatchTiming& d) { return d.microseconds >= 0.0; }));
+    CHECK(download(b, x.size()) == x);
+  }
+}
+
 // The KHR tensor-core matmul asks for subgroups of 32 where the device
 // offers subgroup size control (AMD's default is 64); this checks that
 // request's plumbing (device features, pipeline create info) under the

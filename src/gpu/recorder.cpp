@@ -9,7 +9,8 @@ namespace vkgate::gpu {
 namespace {
 constexpr uint32_t kSetsPerPool = 64;
 constexpr uint32_t kMaxBindings = 8;
-constexpr uint32_t kMaxTimestamps = 1024;
+constexpr uint32_t kTimestampsPerPool = 1024;
+constexpr uint32_t kMaxTimestamps = 64 * kTimestampsPerPool;  // past this a recording's later spans go untimed
 constexpr VkPipelineStageFlags kCompute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
 constexpr VkPipelineStageFlags kTransfer = VK_PIPELINE_STAGE_TRANSFER_BIT;
 
@@ -66,13 +67,7 @@ Recorder::Recorder(Context::Impl& ctx, const Tuning& tuning) : ctx_(ctx), tuning
     cmd_ = both[1];
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(ctx.device, &fci, nullptr, &fence_), "creating a fence");
-    if (ctx.info.timestamps) {
-      VkQueryPoolCreateInfo qci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-      qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
-      qci.queryCount = kMaxTimestamps;
-      VK_CHECK(vkCreateQueryPool(ctx.device, &qci, nullptr, &queries_), "creating a timestamp query pool");
-      query_capacity_ = kMaxTimestamps;
-    }
+    timestamps_ = ctx.info.timestamps;
   } catch (...) {
     release();
     throw;
@@ -87,10 +82,10 @@ void Recorder::release() {
   descriptor_pools_.clear();
   for (VkBufferView v : views_) vkDestroyBufferView(dev, v, nullptr);
   views_.clear();
-  if (queries_) vkDestroyQueryPool(dev, queries_, nullptr);
+  for (VkQueryPool q : query_pools_) vkDestroyQueryPool(dev, q, nullptr);
+  query_pools_.clear();
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
   if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);
-  queries_ = VK_NULL_HANDLE;
   fence_ = VK_NULL_HANDLE;
   pool_ = VK_NULL_HANDLE;
 }
@@ -124,7 +119,6 @@ void Recorder::begin(Mode mode) {
   VK_CHECK(vkBeginCommandBuffer(cmd_, &bi), "beginning a command buffer");
   recording_ = true;
   recorded_ = false;
-  if (queries_) vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
   // The buffer may be replayed, and other command buffers touch the same
   // tensors between replays: order everything before this point against it.
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -136,8 +130,19 @@ void Recorder::begin(Mode mode) {
 }
 
 void Recorder::timestamp() {
-  if (queries_ && queries_used_ < query_capacity_)
-    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, queries_used_++);
+  if (!timestamps_ || queries_used_ >= kMaxTimestamps) return;
+  const uint32_t pool = queries_used_ / kTimestampsPerPool, slot = queries_used_ % kTimestampsPerPool;
+  if (pool == query_pools_.size()) {
+    VkQueryPoolCreateInfo qci{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qci.queryCount = kTimestampsPerPool;
+    VkQueryPool q;
+    VK_CHECK(vkCreateQueryPool(ctx_.device, &qci, nullptr, &q), "creating a timestamp query pool");
+    query_pools_.push_back(q);
+  }
+  if (slot == 0) vkCmdResetQueryPool(cmd_, query_pools_[pool], 0, kTimestampsPerPool);
+  vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pools_[pool], slot);
+  ++queries_used_;
 }
 
 void Recorder::sync(std::initializer_list<Use> uses) { sync(std::vector<Use>(uses)); }
@@ -471,11 +476,14 @@ void Recorder::submit(const std::string& doing) {
 
 std::vector<DispatchTiming> Recorder::timings() const {
   std::vector<DispatchTiming> out;
-  if (!queries_ || queries_used_ < 2) return out;
+  if (queries_used_ < 2) return out;
   std::vector<uint64_t> ts(queries_used_);
-  VkResult r = vkGetQueryPoolResults(ctx_.device, queries_, 0, queries_used_, ts.size() * 8, ts.data(), 8,
-                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-  VK_CHECK(r, "reading GPU timestamps");
+  for (uint32_t first = 0; first < queries_used_; first += kTimestampsPerPool) {
+    const uint32_t n = std::min(kTimestampsPerPool, queries_used_ - first);
+    VK_CHECK(vkGetQueryPoolResults(ctx_.device, query_pools_[first / kTimestampsPerPool], 0, n, n * 8, &ts[first], 8,
+                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+             "reading GPU timestamps");
+  }
   const double ns = ctx_.info.timestamp_period_ns;
   for (size_t i = 0; i + 1 < ts.size() && i < labels_.size(); ++i)
     out.push_back({labels_[i], double(ts[i + 1] - ts[i]) * ns / 1000.0});

@@ -167,8 +167,11 @@ class Recorder {
   VkCommandBuffer prologue_ = VK_NULL_HANDLE;  // the parameter upload, submitted first
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  VkQueryPool queries_ = VK_NULL_HANDLE;
-  uint32_t query_capacity_ = 0;
+  // Timestamp pools of kTimestampsPerPool queries, one more each time a
+  // recording fills the last (a step of many sequences writes thousands);
+  // each is reset in the command buffer before its first query.
+  bool timestamps_ = false;
+  std::vector<VkQueryPool> query_pools_;
   uint32_t queries_used_ = 0;
   std::vector<VkDescriptorPool> descriptor_pools_;
   std::vector<VkBufferView> views_;  // texel buffer views of this recording
