@@ -73,6 +73,22 @@ std::pair<int, int> batch_tokens(const IdsArg& ids, const char* what) {
   fail(ErrorCode::shape_mismatch, std::string(what) + ": expected [tokens] or [batch, tokens], got " + shape_text(ids.shape));
 }
 
+// Model.extend_together's and extend_top's sequences (a list) and their ids (one each).
+std::pair<std::vector<Sequence*>, IdsArg> sequences_and_ids(const arg::Sequences& sequences, const arg::Ids& ids) {
+  if (!py::isinstance<py::list>(sequences.obj) && !py::isinstance<py::tuple>(sequences.obj))
+    fail(ErrorCode::invalid_argument, "sequences: expected a list of vkgate.Sequence, got " + describe(sequences.obj));
+  std::vector<Sequence*> seqs;
+  for (const py::handle& item : sequences.obj) {
+    const std::string what = "sequences[" + std::to_string(seqs.size()) + "]";
+    seqs.push_back(&*instance_arg<PySequence>(item, what.c_str(), "Sequence").seq);
+  }
+  IdsArg a = ids_arg(ids, "ids");
+  if (a.shape.size() != 1 || a.data.size() != seqs.size())
+    fail(ErrorCode::shape_mismatch, "ids: expected one id per sequence, [" + std::to_string(seqs.size()) + "], got " +
+                                        shape_text(a.shape));
+  return {std::move(seqs), std::move(a)};
+}
+
 // Model.generate(text): one Generation step per next() (several while the
 // new ids complete no character), the GIL released while the device runs.
 struct TextStream {
@@ -321,18 +337,7 @@ void bind_model(py::module_& m) {
           "extend_together",
           [](PyModel& self, arg::Sequences sequences, arg::Ids ids) {
             Busy::Scope guard(self.busy, "this Model");
-            if (!py::isinstance<py::list>(sequences.obj) && !py::isinstance<py::tuple>(sequences.obj))
-              fail(ErrorCode::invalid_argument,
-                   "sequences: expected a list of vkgate.Sequence, got " + describe(sequences.obj));
-            std::vector<Sequence*> seqs;
-            for (const py::handle& item : sequences.obj) {
-              const std::string what = "sequences[" + std::to_string(seqs.size()) + "]";
-              seqs.push_back(&*instance_arg<PySequence>(item, what.c_str(), "Sequence").seq);
-            }
-            IdsArg a = ids_arg(ids, "ids");
-            if (a.shape.size() != 1 || a.data.size() != seqs.size())
-              fail(ErrorCode::shape_mismatch, "ids: expected one id per sequence, [" + std::to_string(seqs.size()) +
-                                                  "], got " + shape_text(a.shape));
+            auto [seqs, a] = sequences_and_ids(sequences, ids);
             std::vector<float> out;
             {
               py::gil_scoped_release nogil;
@@ -343,6 +348,29 @@ void bind_model(py::module_& m) {
           py::arg("sequences"), py::arg("ids"),
           "Runs ids[i] as the next position of sequences[i] (each of batch 1, at its own length) in one\n"
           "device step, the weights read once for all; returns the logits [len(sequences), vocab].")
+      .def(
+          "extend_top",
+          [](PyModel& self, arg::Sequences sequences, arg::Ids ids, arg::Int k) {
+            Busy::Scope guard(self.busy, "this Model");
+            auto [seqs, a] = sequences_and_ids(sequences, ids);
+            const int top = int(integer_arg(k, "k", 1, INT_MAX));
+            TopLogits t;
+            {
+              py::gil_scoped_release nogil;
+              t = self.model->extend_top(seqs, a.data, top);
+            }
+            const int64_t n = int64_t(seqs.size());
+            py::dict full;
+            for (auto& [row, logits] : t.full) {
+              const int64_t V = int64_t(logits.size());
+              full[py::int_(row)] = to_numpy(std::move(logits), {V});
+            }
+            return py::make_tuple(to_numpy(std::move(t.ids), {n, t.k}), to_numpy(std::move(t.logits), {n, t.k}), full);
+          },
+          py::arg("sequences"), py::arg("ids"), py::arg("k"),
+          "As extend_together, but returns only each row's k largest logits, found on the device (k <= 256):\n"
+          "(ids [n, k] int64, logits [n, k] float32), most likely first, equal logits the lower id first,\n"
+          "and a dict {row: logits [vocab]} of the rows where more ids tie with the k-th than fit in k.")
       .def_property_readonly("config", [](PyModel& self) { return self.model->config(); })
       .def_property_readonly("precision", [](PyModel& self) { return std::string(to_string(self.model->precision())); })
       .def_property_readonly("context_limit", [](PyModel& self) { return self.model->context_limit(); },

@@ -112,6 +112,7 @@ def test_any_argument_raises_never_crashes(ctx, rng, tmp_path):
         lambda a: model.extend(seq, a),
         lambda a: model.extend_together(a, [1]),
         lambda a: model.extend_together([seq], a),
+        lambda a: model.extend_top([seq], [1], a),
         lambda a: model.start(a, 2),
         lambda a: vkgate.Model.load(ctx, a),
         lambda a: vkgate.Model(ctx, mcfg, {"x": a}),

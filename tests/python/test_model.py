@@ -99,6 +99,28 @@ def test_sequences_extend_together(ctx, tiny_model):
         model.extend_together([together[0], together[0]], [1, 2])
 
 
+def test_sequences_extend_top(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    prompts = [[4, 8, 15], [16, 23]]
+    whole, top = ([model.start(1, 8) for _ in prompts] for _ in range(2))
+    for a, b, prompt in zip(whole, top, prompts):
+        model.extend(a, prompt)
+        model.extend(b, prompt)
+    want = model.extend_together(whole, [5, 6])
+    ids, logits, full = model.extend_top(top, [5, 6], 3)
+    assert ids.shape == (2, 3) and ids.dtype == np.int64 and logits.shape == (2, 3) and full == {}
+    for row, row_ids, row_logits in zip(want, ids, logits):
+        order = np.argsort(-row, kind="stable")[:3]
+        assert list(row_ids) == list(order)
+        assert np.array_equal(row_logits, row[order])
+    assert [s.length for s in top] == [4, 3]
+    with pytest.raises(vkgate.Error, match="256"):
+        model.extend_top(top, [1, 2], 257)
+    with pytest.raises(vkgate.Error, match="one id per sequence"):
+        model.extend_top(top, [1], 3)
+
+
 def test_model_from_dict_and_half_storage(ctx, tiny_model):
     d, cfg, w = tiny_model
     ids = np.array([[1, 2, 3, 4]])
