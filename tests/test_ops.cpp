@@ -375,32 +375,41 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
   };
   // The two before the last are tall enough for the CPU kernels to skip
   // causally masked tiles (64 rows × 64 keys), with and without a cache before
-  // the new tokens; the last is a decode step over a cache, where the query
-  // heads of each KV group run as the rows of one product.
-  const Case cases[] = {{2, 4, 4, 9, 9, 64, true},     {3, 6, 2, 5, 5, 80, false},  {1, 4, 1, 1, 1, 128, true},
-                        {1, 2, 1, 17, 22, 256, true},   {2, 8, 2, 33, 33, 64, false}, {1, 2, 1, 200, 200, 64, true},
-                        {1, 2, 2, 130, 300, 64, true},  {2, 12, 3, 1, 70, 80, true}};
-  for (const Case& c : cases) {
-    CAPTURE(c.H);
-    CAPTURE(c.KV);
-    CAPTURE(c.T);
-    CAPTURE(c.Dh);
-    CAPTURE(seed);
-    const auto q = random(size_t(c.B) * c.H * c.T * c.Dh), k = random(size_t(c.B) * c.KV * c.S * c.Dh),
-               v = random(size_t(c.B) * c.KV * c.S * c.Dh);
-    auto gq = upload(q, "q"), gk = upload(k, "k"), gv = upload(v, "v");
-    auto gs = poisoned(size_t(c.B) * c.H * c.T * c.S, "scores"), go = poisoned(q.size(), "out");
-    const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
-    const double scale = 1.0 / std::sqrt(double(c.Dh));
-    run_once(vk, [&](gpu::Recorder& rec) {
-      ops::attention_scores(vk, rec, gq, gk, gs, shape, ops::Storage::f32, c.causal);
-      ops::softmax(vk, rec, {.scores = gs, .batch = c.B, .heads = c.H, .tokens = c.T, .keys = c.S, .causal = c.causal,
-                             .scale = float(scale)});
-      ops::attention_values(vk, rec, gs, gv, go, shape, ops::Storage::f32, c.causal);
-    });
-    check_close(download(go, q.size()),
-                reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, {}));
-  }
+  // the new tokens; the last three are decode steps over a cache, where the
+  // query heads of each KV group run as the rows of one product, and a
+  // chunk of 3 tokens after 8 cached (on CPU drivers the products of up to
+  // 8 rows take attention.comp's ROWS_CPU, which computes the causally
+  // masked scores that the softmax then zeroes).
+  const Case cases[] = {{2, 4, 4, 9, 9, 64, true},    {3, 6, 2, 5, 5, 80, false},  {1, 4, 1, 1, 1, 128, true},
+                        {1, 2, 1, 17, 22, 256, true},  {2, 8, 2, 33, 33, 64, false}, {1, 2, 1, 200, 200, 64, true},
+                        {1, 2, 2, 130, 300, 64, true}, {2, 12, 3, 1, 70, 80, true},  {1, 8, 1, 1, 37, 48, true},
+                        {2, 4, 2, 3, 11, 64, true}};
+  // Score rows S apart, and padded to whole vec4s as a model's cache keeps them
+  // (ROWS_CPU's P·V reads them as vec4s).
+  for (const Case& c : cases)
+    for (const uint32_t L : {c.S, (c.S + 3) / 4 * 4}) {
+      CAPTURE(c.H);
+      CAPTURE(c.KV);
+      CAPTURE(c.T);
+      CAPTURE(c.Dh);
+      CAPTURE(L);
+      CAPTURE(seed);
+      const auto q = random(size_t(c.B) * c.H * c.T * c.Dh), k = random(size_t(c.B) * c.KV * c.S * c.Dh),
+                 v = random(size_t(c.B) * c.KV * c.S * c.Dh);
+      auto gq = upload(q, "q"), gk = upload(k, "k"), gv = upload(v, "v");
+      auto gs = poisoned(size_t(c.B) * c.H * c.T * L, "scores"), go = poisoned(q.size(), "out");
+      ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+      shape.score_stride = L;
+      const double scale = 1.0 / std::sqrt(double(c.Dh));
+      run_once(vk, [&](gpu::Recorder& rec) {
+        ops::attention_scores(vk, rec, gq, gk, gs, shape, ops::Storage::f32, c.causal);
+        ops::softmax(vk, rec, {.scores = gs, .batch = c.B, .heads = c.H, .tokens = c.T, .keys = c.S, .causal = c.causal,
+                               .scale = float(scale), .ld = L});
+        ops::attention_values(vk, rec, gs, gv, go, shape, ops::Storage::f32, c.causal);
+      });
+      check_close(download(go, q.size()),
+                  reference::attention(q, k, v, c.B, c.H, c.KV, c.T, c.S, c.Dh, scale, c.causal, {}));
+    }
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates, rows of y dense or a stride apart") {

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <string_view>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -20,6 +21,21 @@ struct Push {
 // 32×32 tiles, 2×4 per thread: 128 threads, within every device's limits.
 const std::vector<uint32_t> kTiles = {128, 32, 32, 16, 2, 4};
 
+// attention.comp's ROWS_CPU: up to 4 rows (lavapipe, one decode step's
+// attention over 1024 keys: 1.0 ms against the tiles' 1.5 with one head per
+// KV head, even at 4; 1.0 against 0.6 with 8, whose rows fill a tile), read
+// as RGBA texels, so every offset and stride along the vec4s in elements a
+// multiple of 4 (scores: A's and B's rows of k; P·V: B's rows of n, and
+// whole vec4s of n).
+bool rows_cpu_takes(const Tuning& t, const Push& p, Storage st, const char* tail) {
+  const auto x4 = [](std::initializer_list<uint32_t> v) {
+    return std::all_of(v.begin(), v.end(), [](uint32_t x) { return x % 4 == 0; });
+  };
+  if (!t.matvec || p.M > 4 || st == Storage::bf16 || !x4({p.a_sb, p.a_sh, p.a_sm, p.a_off})) return false;
+  if (std::string_view(tail) == "_values") return p.N >= 4 && x4({p.N, p.b_sb, p.b_sh, p.b_sk});
+  return x4({p.K, p.b_sb, p.b_sh, p.b_sn});
+}
+
 // `a_st`, `b_st`: the storage of A and B, for the texel views of the CPU kernels.
 void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b, const Buffer& c, const Push& push,
              uint32_t batch_heads, Storage st, Storage a_st, Storage b_st, const char* tail, const char* label) {
@@ -32,6 +48,15 @@ void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b
                   {&c, gpu::Access::write}},
                  push, gx, gy, batch_heads, label);
   };
+  if (cpu_gemm(ctx.info, rec.tuning()) && rows_cpu_takes(rec.tuning(), push, st, tail)) {
+    const bool values = std::string_view(tail) == "_values";
+    const VkFormat a4 = a_st == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT,
+                   b4 = b_st == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+    rec.dispatch(ctx.pipelines->get(variant("attention_rows_cpu", st, tail), {8, push.M, values ? 1u : 0u}),
+                 {{&a, gpu::Access::read, a4}, {&b, gpu::Access::read, b4}, {&c, gpu::Access::write}}, push,
+                 (push.N + (values ? 31 : 7)) / (values ? 32 : 8), 1, batch_heads, label);
+    return;
+  }
   if (cpu_gemm(ctx.info, rec.tuning())) {
     const gpu::Grid g = cpu_gemm_grid(push.M, push.N);
     dispatch(ctx.pipelines->get(variant("attention_cpu", st, tail), cpu_gemm_spec(push.M)), g.x, g.y);
