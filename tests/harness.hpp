@@ -50,10 +50,12 @@ struct ScopedTuning {
 
 // Every GPU test runs under VK_LAYER_KHRONOS_validation with synchronization
 // validation; VKGATE_TEST_DEVICE picks the device (default: the best one).
+// Timestamps on everywhere: tests read last_timings() to see which kernels ran.
 inline Context& context() {
   static Context ctx([] {
     ContextOptions o;
     o.validation = true;
+    o.timestamps = true;
     if (const char* d = std::getenv("VKGATE_TEST_DEVICE")) o.device = d;
     return o;
   }());

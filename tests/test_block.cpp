@@ -148,6 +148,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: a switch set later changes new Contexts
 
   ContextOptions o;
   o.validation = true;
+  o.timestamps = true;
   o.device = ctx.device().name;
   Context fresh(o);
   GatedAttention switched(fresh, c, w.map);

@@ -109,6 +109,49 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: every dispatch of a 2500-dispatch re
   }
 }
 
+// Timestamps are written only where they are cheap unless asked for: a
+// Context without them records no timings (and its dispatches still run).
+TEST_CASE("context: timestamps on except on CPU drivers, ContextOptions::timestamps then VKGATE_TIMESTAMPS decide") {
+  Context& shared = test::context();  // made with timestamps on: whether the device has them
+  const bool has = shared.device().timestamps, cpu = shared.device().type == "cpu";
+  ContextOptions o;
+  o.validation = true;
+  o.device = shared.device().name;
+  auto timed = [&](const ContextOptions& options) {
+    Context c(options);
+    Context::Impl& vk = c.impl();
+    const std::vector<float> ones(256, 1.0f);
+    gpu::Buffer src = vk.allocator->allocate(1024, gpu::MemoryKind::device, "src"),
+                dst = vk.allocator->allocate(1024, gpu::MemoryKind::device, "dst");
+    gpu::upload(vk, src, ones.data(), 1024);
+    gpu::Recorder rec(vk);
+    rec.begin();
+    ops::copy_shader(vk, rec, src, dst, 1024);
+    rec.end();
+    rec.submit("a copy");
+    std::vector<float> got(256);
+    gpu::download(vk, dst, got.data(), 1024);
+    CHECK(got == ones);
+    CHECK(c.device().timestamps == !rec.timings().empty());
+    CHECK(c.validation_messages() == 0);
+    return c.device().timestamps;
+  };
+  {
+    test::ScopedEnv unset("VKGATE_TIMESTAMPS", "");  // restores it afterwards
+    ::unsetenv("VKGATE_TIMESTAMPS");
+    CHECK(timed(o) == (has && !cpu));
+  }
+  {
+    test::ScopedEnv on("VKGATE_TIMESTAMPS", "1");
+    CHECK(timed(o) == has);
+    o.timestamps = false;
+    CHECK(!timed(o));
+  }
+  test::ScopedEnv off("VKGATE_TIMESTAMPS", "0");
+  o.timestamps = true;
+  CHECK(timed(o) == has);
+}
+
 // The KHR tensor-core matmul asks for subgroups of 32 where the device
 // offers subgroup size control (AMD's default is 64); this checks that
 // request's plumbing (device features, pipeline create info) under the

@@ -139,6 +139,7 @@ std::vector<int> positive_list(const std::string& option, const std::string& lis
 
 int cmd_bench(Args& args) {
   vkgate::ContextOptions copts;
+  copts.timestamps = true;  // the GPU times it reports
   vkgate::bench::Options opt;
   std::map<std::string, std::string> v;  // case parameters by flag
   bool json = false, quiet = false, want_peak = false, block = false, sweep = false, unfused = false, gate_positions = false;

@@ -94,6 +94,7 @@ int cmd_devices(Args& args) {
 
 int cmd_demo(Args& args) {
   ContextOptions opts;
+  opts.timestamps = true;  // the demo prints each dispatch's GPU time
   int tokens = 64, batch = 1;
   uint32_t seed = 1;
   bool quiet = false;

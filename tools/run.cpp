@@ -150,6 +150,7 @@ struct RunOptions {
   vkgate::ContextOptions context_options() const {
     vkgate::ContextOptions c;
     c.device = device;
+    c.timestamps = true;  // the summary line's GPU time
     show_progress(c, quiet);
     return c;
   }
