@@ -111,7 +111,8 @@ class GatedAttention {
   // Forgets the positions from `length` on (e.g. to redo or to roll back a step).
   void truncate_cache(int length);
 
-  // GPU time of each dispatch of the last forward (empty if the device has no timestamps).
+  // GPU time of each dispatch of the last forward (empty without timestamps:
+  // ContextOptions::timestamps).
   std::vector<StageTime> last_timings() const;
   // Submits the last forward's recorded commands again, `times` times, each
   // waited for, on the inputs it staged: the same work with no host-side

@@ -212,7 +212,8 @@ class Model {
   MemoryUse memory() const;
   // How often command buffers were recorded (decode steps replay, recording nothing).
   size_t recordings() const;
-  // GPU time of each dispatch of the last step (empty without timestamps).
+  // GPU time of each dispatch of the last step (empty without timestamps:
+  // ContextOptions::timestamps).
   std::vector<StageTime> last_timings() const;
   // Fill every intermediate with NaN before each step (tests): an element a
   // shader forgot to write cannot pass a comparison. Records plans again.
