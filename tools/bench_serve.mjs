@@ -5,7 +5,8 @@
 // percentiles (p50/p90/p99), and with --json the same as JSON.
 //   node tools/bench_serve.mjs --url http://127.0.0.1:8080 [--clients 1,4,8,16]
 //        [--requests 2] [--max-tokens 32] [--prompt "..."] [--json]
-//   node tools/bench_serve.mjs --weights FILE.gguf [--cli build/tools/vkgate] [--parallel 16] ...
+//   node tools/bench_serve.mjs --weights FILE.gguf [--cli build/tools/vkgate] [--parallel 16]
+//        [--precision P] [--quant T] ...
 // (--weights starts the server itself on a free port and stops it afterwards.)
 // Greedy requests with distinct prompts; tokens from each stream's usage chunk.
 import { spawn } from "node:child_process";
@@ -25,6 +26,7 @@ async function startServer() {
   const cli = args.cli ?? "build/tools/vkgate";
   const extra = ["--parallel", args.parallel ?? String(Math.max(...levels))];
   if (args.precision) extra.push("--precision", args.precision);
+  if (args.quant) extra.push("--quant", args.quant);
   const proc = spawn(cli, ["serve", "--weights", args.weights, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
   const url = await new Promise((resolve, reject) => {
     let out = "";
