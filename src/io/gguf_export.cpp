@@ -1,5 +1,5 @@
 // A model and its tokenizer.json as llama.cpp's convert_hf_to_gguf.py writes
-// them (vkgate/gguf_model.hpp): the way back of gguf_model.cpp and
+// them (vkgate/gguf_model.hpp): the way back of gguf_model.cpp, gguf_model_tensors.cpp and
 // tokenizer_gguf.cpp, used by `vkgate quantize` and by the tests.
 #include <algorithm>
 #include <cerrno>
