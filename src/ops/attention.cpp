@@ -27,12 +27,12 @@ const std::vector<uint32_t> kTiles = {128, 32, 32, 16, 2, 4};
 // as RGBA texels, so every offset and stride along the vec4s in elements a
 // multiple of 4 (scores: A's and B's rows of k; P·V: B's rows of n, and
 // whole vec4s of n).
-bool rows_cpu_takes(const Tuning& t, const Push& p, Storage st, const char* tail) {
+bool rows_cpu_takes(const Tuning& t, const Push& p, Storage st, bool values) {
   const auto x4 = [](std::initializer_list<uint32_t> v) {
     return std::all_of(v.begin(), v.end(), [](uint32_t x) { return x % 4 == 0; });
   };
   if (!t.matvec || p.M > 4 || st == Storage::bf16 || !x4({p.a_sb, p.a_sh, p.a_sm, p.a_off})) return false;
-  if (std::string_view(tail) == "_values") return p.N >= 4 && x4({p.N, p.b_sb, p.b_sh, p.b_sk});
+  if (values) return p.N >= 4 && x4({p.N, p.b_sb, p.b_sh, p.b_sk});
   return x4({p.K, p.b_sb, p.b_sh, p.b_sn});
 }
 
@@ -40,24 +40,23 @@ bool rows_cpu_takes(const Tuning& t, const Push& p, Storage st, const char* tail
 void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b, const Buffer& c, const Push& push,
              uint32_t batch_heads, Storage st, Storage a_st, Storage b_st, const char* tail, const char* label) {
   if (batch_heads > 65535) throw Error(ErrorCode::invalid_argument, "attention: batch × heads exceeds 65535");
-  auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy) {
+  // `rgba`: ROWS_CPU's vec4 views, else the register tiles' scalar ones.
+  auto dispatch = [&](const gpu::Pipeline& p, uint32_t gx, uint32_t gy, bool rgba = false) {
     const bool texel = p.texel_bindings != 0;
-    rec.dispatch(p,
-                 {{&a, gpu::Access::read, texel ? texel_format(a_st) : VK_FORMAT_UNDEFINED},
-                  {&b, gpu::Access::read, texel ? texel_format(b_st) : VK_FORMAT_UNDEFINED},
-                  {&c, gpu::Access::write}},
+    const auto view = [&](Storage s) {
+      return !texel ? VK_FORMAT_UNDEFINED : rgba ? texel4_format(s) : texel_format(s);
+    };
+    rec.dispatch(p, {{&a, gpu::Access::read, view(a_st)}, {&b, gpu::Access::read, view(b_st)}, {&c, gpu::Access::write}},
                  push, gx, gy, batch_heads, label);
   };
-  if (cpu_gemm(ctx.info, rec.tuning()) && rows_cpu_takes(rec.tuning(), push, st, tail)) {
-    const bool values = std::string_view(tail) == "_values";
-    const VkFormat a4 = a_st == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT,
-                   b4 = b_st == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
-    rec.dispatch(ctx.pipelines->get(variant("attention_rows_cpu", st, tail), {8, push.M, values ? 1u : 0u}),
-                 {{&a, gpu::Access::read, a4}, {&b, gpu::Access::read, b4}, {&c, gpu::Access::write}}, push,
-                 (push.N + (values ? 31 : 7)) / (values ? 32 : 8), 1, batch_heads, label);
-    return;
-  }
   if (cpu_gemm(ctx.info, rec.tuning())) {
+    const bool values = std::string_view(tail) == "_values";
+    if (rows_cpu_takes(rec.tuning(), push, st, values)) {
+      const uint32_t columns = values ? 32 : 8;  // per workgroup
+      dispatch(ctx.pipelines->get(variant("attention_rows_cpu", st, tail), {8, push.M, values ? 1u : 0u}),
+               (push.N + columns - 1) / columns, 1, true);
+      return;
+    }
     const gpu::Grid g = cpu_gemm_grid(push.M, push.N);
     dispatch(ctx.pipelines->get(variant("attention_cpu", st, tail), cpu_gemm_spec(push.M)), g.x, g.y);
     return;

@@ -233,7 +233,7 @@ void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
   switch (r.path) {
     case Path::rows_cpu:
       dispatch(ctx.pipelines->get(variant("matmul_rows_cpu", s, y32), {8, M, 8}), "matmul",
-               s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT);
+               texel4_format(s));
       break;
     case Path::cpu: dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y32), cpu_gemm_spec(M)), "matmul"); break;
     case Path::matvec:

@@ -70,7 +70,7 @@ Kernel quant_kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, ui
   const uint32_t fmt = ggml_type_of(wtype);
   const char* y32 = y_f32 ? "_y32" : "";
   const bool texel_x = s != Storage::bf16 && ldx % 4 == 0;
-  const VkFormat x4 = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+  const VkFormat x4 = texel4_format(s);
   MoeKernel kernel = r.kernel;
   if (kernel == MoeKernel::rows_cpu && !texel_x) kernel = MoeKernel::rows;
   if (kernel == MoeKernel::tiled_cpu && !texel_x) kernel = MoeKernel::tiled;
@@ -103,7 +103,7 @@ Kernel kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t
       // The workgroups step over the column blocks: at most kCpuColumnGroups per tile.
       return {variant("moe_matmul_rows_cpu", s, y32), {8, r.rows, 8},
               std::max(8u, (N + 8 * kCpuColumnGroups - 1) / (8 * kCpuColumnGroups) * 8),
-              s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT};
+              texel4_format(s)};
     case MoeKernel::tiled: {
       std::vector<uint32_t> spec = tile_spec(r.tile_rows);
       const uint32_t columns = spec[2];

@@ -31,6 +31,8 @@ uint32_t element_bytes(Storage s);
 // The texel format of a uniform texel buffer view of `s`: R32_SFLOAT or
 // R16_SFLOAT; bfloat16 is never read as texels (shaders/storage.glsl).
 VkFormat texel_format(Storage s);
+// The same as RGBA texels (4 elements per fetch): R32G32B32A32 or R16G16B16A16_SFLOAT.
+VkFormat texel4_format(Storage s);
 // Shader module of `source` for storage `s`: "matmul", "matmul_f16", ... plus `tail`.
 std::string variant(const char* source, Storage s, const char* tail = "");
 

@@ -53,7 +53,7 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
   };
   // CPU drivers: one-subgroup workgroups reading X as RGBA texels (f32 or f16 activations).
   if (cpu_gemm(ctx.info, rec.tuning()) && s != Storage::bf16 && push.ldx % 4 == 0) {
-    const VkFormat x4 = s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+    const VkFormat x4 = texel4_format(s);
     if (M <= kRows) {
       const gpu::Grid g = gpu::grid_for((N + kCpuColumns - 1) / kCpuColumns);
       bind(ctx.pipelines->get(variant("qmatmul_rows_cpu", s, y32), {8, fmt, M, kCpuColumns}), x4, g.x, g.y,

@@ -36,7 +36,7 @@ void quantize_q8(Context::Impl& ctx, Recorder& rec, const QuantizeQ8Args& a) {
   const bool texel = cpu_kernels(ctx.info) && a.s != Storage::bf16 && ldx % 4 == 0;
   const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64;
   const gpu::Grid g = gpu::grid_for((blocks + wg - 1) / wg);
-  const VkFormat x4 = a.s == Storage::f32 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R16G16B16A16_SFLOAT;
+  const VkFormat x4 = texel4_format(a.s);
   rec.dispatch(ctx.pipelines->get(variant(texel ? "quantize_q8_cpu" : "quantize_q8", a.s), {wg}),
                {{&a.x, gpu::Access::read, texel ? x4 : VK_FORMAT_UNDEFINED}, {&a.q, gpu::Access::write}}, push, g.x,
                g.y, 1, "quantize_q8");

@@ -10,6 +10,12 @@ VkFormat texel_format(Storage s) {
   return s == Storage::f32 ? VK_FORMAT_R32_SFLOAT : s == Storage::f16 ? VK_FORMAT_R16_SFLOAT : VK_FORMAT_UNDEFINED;
 }
 
+VkFormat texel4_format(Storage s) {
+  return s == Storage::f32   ? VK_FORMAT_R32G32B32A32_SFLOAT
+         : s == Storage::f16 ? VK_FORMAT_R16G16B16A16_SFLOAT
+                             : VK_FORMAT_UNDEFINED;
+}
+
 std::string variant(const char* source, Storage s, const char* tail) {
   const char* type = s == Storage::f16 ? "_f16" : s == Storage::bf16 ? "_bf16" : "";
   return std::string(source) + type + (s == Storage::f32 ? "" : tail);
