@@ -144,6 +144,15 @@ struct Server {
   Scheduler& scheduler;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> request_counter{0};
+  // Streams whose last event has not gone out. httplib stops calling content providers once
+  // stop() closes the listener, so a stop waits for these to send their error event and [DONE].
+  std::atomic<int> open_streams{0};
+
+  void wait_for_streams(std::chrono::milliseconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (open_streams.load() > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 
   void completions(const httplib::Request& req, httplib::Response& res, bool is_chat) {
     const CompletionRequest cr = parse_completion_request(req.body, is_chat);
@@ -206,6 +215,7 @@ struct Server {
       return;
     }
     res.set_header("Cache-Control", "no-cache");
+    ++open_streams;
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, job, cr, rid, created, prompt_tokens, first = true](size_t, httplib::DataSink& sink) mutable {
@@ -247,8 +257,9 @@ struct Server {
           sink.done();
           return true;
         },
-        [job](bool success) {
+        [this, job](bool success) {
           if (!success) job->cancelled = true;
+          --open_streams;
         });
   }
 
@@ -403,6 +414,7 @@ int cmd_serve(Args& args) {
     std::fprintf(stderr, "vkgate serve: stopping\n");
     srv.stopping = true;
     scheduler.shutdown();  // every generation ends after its current step
+    srv.wait_for_streams(std::chrono::seconds(3));
     http.stop();
   });
 
