@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <map>
 #include <optional>
 
 #include "gpu/context_impl.hpp"
@@ -129,15 +130,12 @@ struct Generation::Impl {
   void run_prompt(size_t tokens) {
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      if (!pending) pending.emplace(model.start(1, int(prompt_size) + std::min(options.max_new_tokens, room)));
-      // Dynamic NTK RoPE rotates a step's keys with frequencies of the step's own length, as
-      // transformers does for its one prefill step: chunks would rotate them otherwise.
-      const bool dynamic = model.config().attention.rope_scaling.type == RopeType::dynamic;
-      const size_t end = dynamic || tokens == 0 ? prompt_size : std::min(prompt_size, prefilled + tokens);
+      start_prompt();
+      const size_t end = whole_prompt() || tokens == 0 ? prompt_size : std::min(prompt_size, prefilled + tokens);
       // A long prompt runs in chunks (each attending to the ones before through the cache), so
       // that its progress can be told and one step's scratch stays bounded.
       gpu::ProgressReport report(model.context().impl(), Progress::Task::prefill, prompt_size);
-      const size_t chunk = dynamic ? prompt_size : kPrefillChunk;
+      const size_t chunk = whole_prompt() ? prompt_size : kPrefillChunk;
       while (prefilled < end) {
         const size_t n = std::min(chunk, end - prefilled);
         prompt_logits = model.extend(*pending, std::span(context).subspan(prefilled, n), int(n));
@@ -145,11 +143,76 @@ struct Generation::Impl {
         report.advance(prefilled);
       }
     } catch (...) {
-      pending.reset();
-      prefilled = 0;
+      drop_prompt();
       throw;
     }
-    result.prefill_ms += milliseconds_since(t0);
+    end_prompt_piece(milliseconds_since(t0));
+  }
+
+  // The next `n` positions of several prompts (each with that many left), in
+  // one device step per chunk (Model::extend of several sequences). A failure
+  // drops what each of them ran.
+  static void run_prompts(std::span<Impl* const> group, size_t n) {
+    Model& model = group[0]->model;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      std::vector<Sequence*> seqs;
+      for (Impl* g : group) {
+        g->start_prompt();
+        seqs.push_back(&*g->pending);
+      }
+      for (size_t ran = 0; ran < n;) {
+        const size_t k = std::min(kPrefillChunk, n - ran);
+        std::vector<int64_t> ids;
+        for (const Impl* g : group) {
+          const auto at = g->context.begin() + long(g->prefilled);
+          ids.insert(ids.end(), at, at + long(k));
+        }
+        const std::vector<float> logits = model.extend(seqs, ids, int(k));
+        const size_t V = logits.size() / group.size();
+        for (size_t r = 0; r < group.size(); ++r) {
+          group[r]->prefilled += k;
+          group[r]->prompt_logits.assign(logits.begin() + long(r * V), logits.begin() + long((r + 1) * V));
+        }
+        ran += k;
+      }
+    } catch (...) {
+      for (Impl* g : group) g->drop_prompt();
+      throw;
+    }
+    const double ms = milliseconds_since(t0);
+    for (Impl* g : group) g->end_prompt_piece(ms);
+  }
+
+  // A set of generations for step_all or prefill_all: none null, ended or
+  // given twice, all of one model.
+  static void check_set(std::span<Generation* const> generations) {
+    for (size_t i = 0; i < generations.size(); ++i) {
+      if (!generations[i])
+        throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is null");
+      const Impl& g = *generations[i]->impl_;
+      g.check_running();
+      if (&g.model != &generations[0]->impl_->model)
+        throw Error(ErrorCode::invalid_argument, "generate: the generations of one step belong to different models");
+      for (size_t j = 0; j < i; ++j)
+        if (generations[j] == generations[i])
+          throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is given twice");
+    }
+  }
+
+  // Dynamic NTK RoPE rotates a step's keys with frequencies of the step's own length, as
+  // transformers does for its one prefill step: pieces would rotate them otherwise.
+  bool whole_prompt() const { return model.config().attention.rope_scaling.type == RopeType::dynamic; }
+  void start_prompt() {
+    if (!pending) pending.emplace(model.start(1, int(prompt_size) + std::min(options.max_new_tokens, room)));
+  }
+  void drop_prompt() {
+    pending.reset();
+    prefilled = 0;
+    prompt_logits.clear();
+  }
+  void end_prompt_piece(double ms) {
+    result.prefill_ms += ms;
     if (prefilled == prompt_size) {
       seq.emplace(std::move(*pending));
       pending.reset();
@@ -269,20 +332,32 @@ bool Generation::prefill(int tokens) {
   if (!impl_->seq) impl_->run_prompt(size_t(tokens));
   return impl_->seq.has_value();
 }
+std::vector<bool> Generation::prefill_all(std::span<Generation* const> generations, int tokens) {
+  if (tokens < 1) throw Error(ErrorCode::invalid_argument, "generate: prefill takes at least 1 token");
+  Impl::check_set(generations);
+  // Prompts that take as many positions this call run together.
+  std::map<size_t, std::vector<Impl*>> groups;
+  for (Generation* gen : generations) {
+    Impl& g = *gen->impl_;
+    if (g.seq) continue;
+    if (g.whole_prompt()) g.run_prompt(0);
+    else groups[std::min(size_t(tokens), g.prompt_size - g.prefilled)].push_back(&g);
+  }
+  for (const auto& [n, group] : groups) {
+    if (group.size() == 1) group[0]->run_prompt(n);
+    else Impl::run_prompts(group, n);
+  }
+  std::vector<bool> ran;
+  for (Generation* gen : generations) ran.push_back(gen->impl_->seq.has_value());
+  return ran;
+}
+
 std::vector<Generation::Step> Generation::step_all(std::span<Generation* const> generations) {
+  Impl::check_set(generations);
   std::vector<Step> steps(generations.size());
   std::vector<size_t> batched;
-  for (size_t i = 0; i < generations.size(); ++i) {
-    if (!generations[i]) throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is null");
-    const Impl& g = *generations[i]->impl_;
-    g.check_running();
-    if (&g.model != &generations[0]->impl_->model)
-      throw Error(ErrorCode::invalid_argument, "generate: the generations of one step_all belong to different models");
-    for (size_t j = 0; j < i; ++j)
-      if (generations[j] == generations[i])
-        throw Error(ErrorCode::invalid_argument, "generate: generation " + std::to_string(i) + " is given twice");
-    if (g.decoding()) batched.push_back(i);
-  }
+  for (size_t i = 0; i < generations.size(); ++i)
+    if (generations[i]->impl_->decoding()) batched.push_back(i);
   for (size_t i = 0; i < generations.size(); ++i)  // the prompts, each on its own
     if (std::find(batched.begin(), batched.end(), i) == batched.end()) steps[i] = generations[i]->step();
   if (batched.empty()) return steps;

@@ -38,6 +38,23 @@ uint64_t plan_bytes(const nn::PlanCache<Key, nn::StackPlan>& plans) {
   return n;
 }
 
+// Ids [rows, tokens] run as pieces of at most `step` tokens per row, in order;
+// the last piece's logits.
+template <typename Run>
+std::vector<float> in_pieces(std::span<const int64_t> ids, size_t rows, int tokens, int step, Run run) {
+  std::vector<float> last;
+  for (int at = 0; at < tokens; at += step) {
+    const int n = std::min(step, tokens - at);
+    std::vector<int64_t> piece;
+    for (size_t r = 0; r < rows; ++r) {
+      const auto row = ids.subspan(r * size_t(tokens) + size_t(at), size_t(n));
+      piece.insert(piece.end(), row.begin(), row.end());
+    }
+    last = run(std::span<const int64_t>(piece), n);
+  }
+  return last;
+}
+
 }  // namespace
 
 struct Model::Impl {
@@ -48,8 +65,12 @@ struct Model::Impl {
   std::unique_ptr<nn::Stack> stack;
   PlanCache plans{kMaxPlans};
   // The steps of several sequences together (extend of several), by the
-  // sequences (one per row) and the step's top_k.
-  using RowsKey = std::pair<std::vector<const Sequence::Impl*>, uint32_t>;
+  // sequences (one per row), the step's top_k and its tokens per row.
+  struct RowsKey {
+    std::vector<const Sequence::Impl*> seqs;
+    uint32_t top_k = 0, tokens = 1;
+    bool operator==(const RowsKey&) const = default;
+  };
   nn::PlanCache<RowsKey, nn::StackPlan> row_plans{kMaxPlans};
   std::vector<Sequence::Impl*> sequences;  // live ones
   size_t ended_recordings = 0;             // of sequences that have ended
@@ -119,9 +140,11 @@ struct Model::Impl {
   // One step of ids [batch, tokens] of `s` (checked by the caller, within one
   // step's buffers) with its plan of `top_k`; the plan holds the results.
   const nn::StackPlan& run_sequence(Sequence::Impl& s, std::span<const int64_t> ids, int tokens, uint32_t top_k);
-  // One position of each of several sequences (extend of several): one
-  // sequence's own plan, or the plan of the set.
-  const nn::StackPlan& step_sequences(std::span<Sequence* const> seqs, std::span<const int64_t> ids, uint32_t top_k);
+  // `tokens` positions of each of several sequences (extend of several, ids
+  // [n, tokens], within one step's buffers): one sequence's own plan, or the
+  // plan of the set.
+  const nn::StackPlan& step_sequences(std::span<Sequence* const> seqs, std::span<const int64_t> ids, int tokens,
+                                      uint32_t top_k);
 
   // Each layer's statistics as its mixer and MLP read them; the attention
   // lists hold the layers with attention probabilities.
@@ -167,7 +190,7 @@ struct Sequence::Impl {
     std::erase(model->sequences, this);
     // The steps recorded with this sequence's caches can never run again.
     model->row_plans.drop_if([this](const Model::Impl::RowsKey& key) {
-      return std::find(key.first.begin(), key.first.end(), this) != key.first.end();
+      return std::find(key.seqs.begin(), key.seqs.end(), this) != key.seqs.end();
     });
   }
   bool recurrent() const {
@@ -203,12 +226,12 @@ const nn::StackPlan& Model::Impl::run_sequence(Sequence::Impl& s, std::span<cons
 }
 
 const nn::StackPlan& Model::Impl::step_sequences(std::span<Sequence* const> seqs, std::span<const int64_t> ids,
-                                                 uint32_t top_k) {
+                                                 int tokens, uint32_t top_k) {
   const size_t n = seqs.size();
-  if (n == 0 || ids.size() != n)
+  if (n == 0 || tokens <= 0 || ids.size() != n * size_t(tokens))
     throw Error(ErrorCode::invalid_argument, "extend: " + std::to_string(ids.size()) + " ids for " +
-                                                 std::to_string(n) + " sequences (one each)");
-  RowsKey key{{}, top_k};
+                                                 std::to_string(n) + " sequences × tokens " + std::to_string(tokens));
+  RowsKey key{{}, top_k, uint32_t(tokens)};
   std::vector<Sequence::Impl*> impls;
   for (size_t i = 0; i < n; ++i) {
     const std::string which = "extend: sequence " + std::to_string(i);
@@ -218,25 +241,26 @@ const nn::StackPlan& Model::Impl::step_sequences(std::span<Sequence* const> seqs
     if (s.batch != 1)
       throw Error(ErrorCode::invalid_argument, which + " has batch " + std::to_string(s.batch) +
                                                    "; several sequences step together one row each (batch 1)");
-    if (std::find(key.first.begin(), key.first.end(), &s) != key.first.end())
+    if (std::find(key.seqs.begin(), key.seqs.end(), &s) != key.seqs.end())
       throw Error(ErrorCode::invalid_argument, which + " is given twice");
     if (s.state_lost)
       throw Error(ErrorCode::invalid_argument, which + ": an earlier step failed and left its recurrent states "
                                                        "undefined; truncate(0) starts it again");
-    check_context(int64_t(s.length) + 1, which);
-    if (s.length + 1 > s.capacity)
+    check_context(int64_t(s.length) + tokens, which);
+    if (s.length + tokens > s.capacity)
       throw Error(ErrorCode::invalid_argument, which + " holds " + std::to_string(s.length) + " of " +
-                                                   std::to_string(s.capacity) + " positions; 1 more does not fit");
-    key.first.push_back(&s);
+                                                   std::to_string(s.capacity) + " positions; " +
+                                                   std::to_string(tokens) + " more do not fit");
+    key.seqs.push_back(&s);
     impls.push_back(&s);
   }
-  check_ids(ids, int(n), 1);
-  if (n == 1) return run_sequence(*impls[0], ids, 1, top_k);
+  check_ids(ids, int(n), tokens);
+  if (n == 1) return run_sequence(*impls[0], ids, tokens, top_k);
   nn::StackPlan* p = row_plans.find(key);
   if (!p) {
     std::vector<uint32_t> capacities;
     for (const Sequence::Impl* s : impls) capacities.push_back(uint32_t(s->capacity));
-    p = &row_plans.add(key, stack->plan_rows(std::move(capacities), 1, top_k));
+    p = &row_plans.add(key, stack->plan_rows(std::move(capacities), uint32_t(tokens), top_k));
   }
   put_ids(*p, ids);
   std::vector<nn::RowSequence> rows;
@@ -247,7 +271,7 @@ const nn::StackPlan& Model::Impl::step_sequences(std::span<Sequence* const> seqs
     for (Sequence::Impl* s : impls) s->state_lost = s->recurrent();
     throw;
   }
-  for (Sequence::Impl* s : impls) ++s->length;
+  for (Sequence::Impl* s : impls) s->length += tokens;
   return *p;
 }
 
@@ -409,25 +433,24 @@ std::vector<float> Model::extend(Sequence& seq, std::span<const int64_t> ids, in
   if (const int step = int(std::min<uint32_t>(m.stack->max_step_tokens(uint32_t(s.batch)), INT_MAX));
       step > 0 && tokens > step) {
     m.check_ids(ids, s.batch, tokens);  // before any piece moves the states on
-    std::vector<float> last;
-    for (int at = 0; at < tokens; at += step) {
-      const int n = std::min(step, tokens - at);
-      std::vector<int64_t> piece;
-      for (int b = 0; b < s.batch; ++b) {
-        const auto row = ids.subspan(size_t(b) * size_t(tokens) + size_t(at), size_t(n));
-        piece.insert(piece.end(), row.begin(), row.end());
-      }
-      last = extend(seq, piece, n);
-    }
-    return last;
+    return in_pieces(ids, size_t(s.batch), tokens, step,
+                     [&](std::span<const int64_t> piece, int n) { return extend(seq, piece, n); });
   }
   const nn::StackPlan& p = m.run_sequence(s, ids, tokens, 0);
   const float* out = static_cast<const float*>(p.logits.mapped());
   return std::vector<float>(out, out + size_t(s.batch) * m.cfg.vocab_size);
 }
 
-std::vector<float> Model::extend(std::span<Sequence* const> seqs, std::span<const int64_t> ids) {
-  const nn::StackPlan& p = impl_->step_sequences(seqs, ids, 0);
+std::vector<float> Model::extend(std::span<Sequence* const> seqs, std::span<const int64_t> ids, int tokens) {
+  Impl& m = *impl_;
+  const size_t n = seqs.size();
+  if (const int step = int(std::min<uint32_t>(m.stack->max_step_tokens(uint32_t(std::max<size_t>(n, 1))), INT_MAX));
+      step > 0 && tokens > step && ids.size() == n * size_t(tokens)) {
+    m.check_ids(ids, int(n), tokens);  // before any piece moves a sequence on
+    return in_pieces(ids, n, tokens, step,
+                     [&](std::span<const int64_t> piece, int k) { return extend(seqs, piece, k); });
+  }
+  const nn::StackPlan& p = m.step_sequences(seqs, ids, tokens, 0);
   const float* out = static_cast<const float*>(p.logits.mapped());
   return std::vector<float>(out, out + seqs.size() * size_t(impl_->cfg.vocab_size));
 }
@@ -438,7 +461,7 @@ TopLogits Model::extend_top(std::span<Sequence* const> seqs, std::span<const int
   if (k < 1 || k > most)
     throw Error(ErrorCode::invalid_argument,
                 "extend_top: k " + std::to_string(k) + " is outside [1, " + std::to_string(most) + "]");
-  const nn::StackPlan& p = m.step_sequences(seqs, ids, uint32_t(k));
+  const nn::StackPlan& p = m.step_sequences(seqs, ids, 1, uint32_t(k));
   const size_t n = seqs.size(), V = size_t(m.cfg.vocab_size);
   TopLogits t;
   t.k = k;

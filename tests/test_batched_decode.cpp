@@ -1,6 +1,6 @@
 // Batched decode (Model::extend of several sequences, Generation::step_all):
 // sequences of different lengths and capacities advance in one device step,
-// each with its own caches. Every row must equal the same sequence stepped
+// each with its own caches, one position each or several (prompts together). Every row must equal the same sequence stepped
 // alone and the double-precision reference, for each model type (qwen3 with
 // the gate, qwen3_next's Gated DeltaNet beside attention, GLA), on the
 // attention kernels of every route (unfused, fused flash, the pass-per-op
@@ -8,6 +8,7 @@
 // k (Model::extend_top) against the whole rows, and generations sampling
 // from it against the same generations reading whole rows.
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <numeric>
 
@@ -42,41 +43,49 @@ bool ran_top_k(const Model& model) {
   return std::any_of(timings.begin(), timings.end(), [](const StageTime& t) { return t.stage == "top_k"; });
 }
 
-// Steps sequences of prompts 2, 5 and 3 together (capacities apart), then
-// drops the second and adds a fourth, checking each row of every step
-// against the sequence stepped alone (NMSE ≤ alone_bound) and the reference
-// (≤ bound).
-// `stage`: a dispatch label the batched step must have (the route under test).
+// Runs the prompts of sequences of prompts 2, 5 and 3 together as far as
+// the shortest goes (2 tokens per row, from position 0), then each one's rest
+// alone; steps them together, then 2 positions each together (each row at its
+// own past), then drops the second and adds a fourth, checking each row of
+// every step against the sequence stepped alone (NMSE ≤ alone_bound) and the
+// reference (≤ bound).
+// `stage`: a dispatch label the batched decode step must have (the route under test).
 void check_batched(Context& ctx, const test::RandomModel& m, std::mt19937& rng, double bound, double alone_bound,
                    const ModelOptions& options = {}, const std::string& stage = {}) {
   Model model(ctx, m.cfg, m.tensors, options);
   model.set_poison(true);
-  const int V = m.cfg.vocab_size, steps = 3;
+  const int V = m.cfg.vocab_size, steps = 3, wide = 2;
   std::map<int, Row> rows;
-  auto add = [&](int key, int prompt) {
+  // A sequence with its reference; its alone twin runs the prompt, and the
+  // together one too unless `later` (prompt_together runs it).
+  auto add = [&](int key, int prompt, bool later = false) {
     Row& r = rows[key];
     r.prompt = prompt;
-    const int N = prompt + steps + 1;
+    const int N = prompt + steps + wide + 1;
     r.ids = test::random_ids(rng, size_t(N), V);
     r.reference = reference::model_forward(m.cfg, m.map, {r.ids, 1, N}).logits;
     r.together.emplace(model.start(1, N + key));  // capacities apart
     r.alone.emplace(model.start(1, N));
     const std::span prompt_ids(r.ids.data(), size_t(prompt));
-    test::check_close(model.extend(*r.together, prompt_ids, prompt), test::positions(r.reference, 1, N, prompt - 1),
-                      bound);
     model.extend(*r.alone, prompt_ids, prompt);
+    if (!later)
+      test::check_close(model.extend(*r.together, prompt_ids, prompt),
+                        test::positions(r.reference, 1, N, prompt - 1), bound);
   };
-  // One step of every row together; each row against its alone twin and the reference.
-  auto step = [&] {
+  // The next `tokens` positions of every row together; each row's last
+  // against its alone twin and the reference.
+  auto step = [&](int tokens) {
+    CAPTURE(tokens);
     std::vector<Sequence*> seqs;
     std::vector<int64_t> next;
     for (auto& [key, r] : rows) {
       seqs.push_back(&*r.together);
-      next.push_back(r.ids[size_t(r.together->length())]);
+      const auto at = r.ids.begin() + r.together->length();
+      next.insert(next.end(), at, at + tokens);
     }
-    const std::vector<float> got = model.extend(seqs, next);
+    const std::vector<float> got = model.extend(seqs, next, tokens);
     REQUIRE(got.size() == rows.size() * size_t(V));
-    if (!stage.empty()) {
+    if (!stage.empty() && tokens == 1) {
       const auto timings = model.last_timings();
       CHECK(std::any_of(timings.begin(), timings.end(), [&](const StageTime& t) { return t.stage.starts_with(stage); }));
     }
@@ -86,25 +95,51 @@ void check_batched(Context& ctx, const test::RandomModel& m, std::mt19937& rng, 
       const int at = r.together->length() - 1;
       CAPTURE(at);
       const std::vector<float> row(got.begin() + long(i * V), got.begin() + long((i + 1) * V));
-      const std::vector<float> alone = model.extend(*r.alone, std::span(&next[i], 1), 1);
+      const std::vector<float> alone = model.extend(*r.alone, std::span(next).subspan(i * size_t(tokens), size_t(tokens)), tokens);
       test::check_close(row, widened(alone), alone_bound);
       test::check_close(row, test::positions(r.reference, 1, int(r.ids.size()), at), bound);
       ++i;
     }
   };
+  // The prompts of the rows added `later`: the shortest's length together,
+  // then each one's rest alone, its last logits against the reference.
+  auto prompt_together = [&] {
+    int shared = INT_MAX;
+    for (auto& [key, r] : rows) shared = std::min(shared, r.prompt);
+    std::vector<Sequence*> seqs;
+    std::vector<int64_t> ids;
+    for (auto& [key, r] : rows) {
+      seqs.push_back(&*r.together);
+      ids.insert(ids.end(), r.ids.begin(), r.ids.begin() + shared);
+    }
+    const std::vector<float> got = model.extend(seqs, ids, shared);
+    size_t i = 0;
+    for (auto& [key, r] : rows) {
+      CAPTURE(key);
+      const int N = int(r.ids.size());
+      std::vector<float> last(got.begin() + long(i * V), got.begin() + long((i + 1) * V));
+      ++i;
+      if (r.prompt > shared)
+        last = model.extend(*r.together, std::span(r.ids).subspan(size_t(shared), size_t(r.prompt - shared)),
+                            r.prompt - shared);
+      test::check_close(last, test::positions(r.reference, 1, N, r.prompt - 1), bound);
+    }
+  };
 
-  add(0, 2);
-  add(1, 5);
-  add(2, 3);
-  step();
+  add(0, 2, true);
+  add(1, 5, true);
+  add(2, 3, true);
+  prompt_together();
+  step(1);
   const size_t recorded = model.recordings();
-  for (int t = 1; t < steps; ++t) step();
+  for (int t = 1; t < steps; ++t) step(1);
   CHECK(model.recordings() == recorded);  // the set's step: recorded once, replayed as the lengths move on
+  step(wide);
 
   rows.erase(1);  // a sequence leaves (its plans go with it), another joins
   add(3, 4);
   const size_t before = model.recordings();
-  step();
+  step(1);
   CHECK(model.recordings() == before + 2);  // the new set's step, and the new sequence's alone twin's first step
 }
 
@@ -140,7 +175,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: the fused flash kernel and the
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet, gated attention, a sparse MoE with a "
-                                 "shared expert) and GLA, each sequence's own recurrent states") {
+                                 "shared expert) and GLA, each sequence's own recurrent states, recurrent and chunked") {
   CAPTURE(seed);
   nlohmann::json j = test::tiny_qwen3_next_json();
   j["num_experts"] = 5;
@@ -151,6 +186,12 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet, ga
   REQUIRE(!next.cfg.moe_layers().empty());
   check_batched(ctx, next, rng, 1e-8, 1e-10);
   const test::RandomModel gla(test::TinyGla{}.config(), rng);
+  check_batched(ctx, gla, rng, 1e-8, 1e-10);
+  // The chunked forms, as a long prompt's pieces take them, each row against its own states.
+  test::ScopedTuning tuning(ctx);
+  tuning->gdn_mode = gpu::RecurrenceMode::chunk;
+  tuning->gla_mode = gpu::RecurrenceMode::chunk;
+  check_batched(ctx, next, rng, 1e-8, 1e-10);
   check_batched(ctx, gla, rng, 1e-8, 1e-10);
 }
 
@@ -194,10 +235,58 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::step_all chooses t
                        doctest::Contains("1 ids for 2 sequences"), Error);
   CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, std::vector<int64_t>{1, m.cfg.vocab_size}),
                        doctest::Contains("outside the vocabulary"), Error);
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, two, 2),
+                       doctest::Contains("2 ids for 2 sequences × tokens 2"), Error);
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, two, 0),
+                       doctest::Contains("2 ids for 2 sequences × tokens 0"), Error);
+  CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, std::vector<int64_t>{1, 2, 3, 4, 5, 6}, 3),
+                       doctest::Contains("sequence 1 holds 0 of 2 positions; 3 more do not fit"), Error);
   model.extend(b, two, 2);
   CHECK_THROWS_WITH_AS(model.extend(std::vector<Sequence*>{&a, &b}, two), doctest::Contains("sequence 1 holds 2 of 2"),
                        Error);
   CHECK(a.length() == 0);  // a refused step moves no sequence on
+}
+
+TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::prefill_all runs the prompts that take as many "
+                                 "positions together, and each generation chooses the ids it chooses alone") {
+  CAPTURE(seed);
+  test::TinyModel s;
+  s.gate = GateKind::headwise;
+  const test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  model.set_poison(true);
+  GenerateOptions o;
+  o.max_new_tokens = 4;
+  o.stop_at_eos = false;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<Generation> gens;
+  for (int n : {5, 5, 2, 9}) {
+    prompts.push_back(test::random_ids(rng, size_t(n), m.cfg.vocab_size));
+    gens.emplace_back(model, prompts.back(), o);
+  }
+  std::vector<Generation*> all;
+  for (Generation& g : gens) all.push_back(&g);
+  // 4 positions of the prompts of 5, 5 and 9 in one step (one plan for the three), the 2 on its own.
+  const size_t before = model.recordings();
+  CHECK(Generation::prefill_all(all, 4) == std::vector<bool>{false, false, true, false});
+  CHECK(model.recordings() == before + 2);
+  // The two 5s' last positions together, 4 more of the 9 on its own; the 2 has run.
+  CHECK(Generation::prefill_all(all, 4) == std::vector<bool>{true, true, true, false});
+  while (!all.empty()) {  // the 9's last position runs in its first step
+    Generation::step_all(all);
+    std::erase_if(all, [](const Generation* g) { return g->done(); });
+  }
+  for (size_t i = 0; i < gens.size(); ++i) {
+    CAPTURE(i);
+    CHECK(gens[i].result().ids == model.generate(prompts[i], o).ids);
+  }
+  Generation fresh(model, prompts[0], o);
+  CHECK_THROWS_WITH_AS(Generation::prefill_all(std::vector<Generation*>{&fresh}, 0),
+                       doctest::Contains("at least 1 token"), Error);
+  CHECK_THROWS_WITH_AS(Generation::prefill_all(std::vector<Generation*>{&fresh, &fresh}, 2),
+                       doctest::Contains("generation 1 is given twice"), Error);
+  CHECK_THROWS_WITH_AS(Generation::prefill_all(std::vector<Generation*>{&fresh, &gens[0]}, 2),
+                       doctest::Contains("has ended"), Error);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "device top-k: Model::extend_top gives each row's most likely ids as the whole "

@@ -189,7 +189,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant moe: Q4_1, Q5_0, Q5_1, Q5_K and Q6_K exp
     const test::Dequantized ref(quantized);
     Model model(ctx, m.cfg, m.tensors, {.quant = q});
     model.set_poison(true);
-    for (const auto [B, T] : {std::pair{2, 12}, std::pair{1, 3}}) {
+    for (const auto& [B, T] : {std::pair{2, 12}, std::pair{1, 3}}) {
       INFO(B << " x " << T);
       const auto ids = test::random_ids(rng, size_t(B) * T, cfg.vocab_size);
       test::check_close(model.logits(ids, B, T), reference::model_forward(cfg, ref.map, {ids, B, T}).logits, 1e-7);

@@ -122,6 +122,10 @@ void Scheduler::deliver(Active& a, Generation::Step s) {
 
 void Scheduler::run() {
   std::vector<Active> active;
+  auto finished = [](Job& job) {
+    std::lock_guard lk(job.mu);
+    return job.finished;
+  };
   for (;;) {
     std::vector<std::shared_ptr<Job>> joining;
     bool closing;
@@ -156,27 +160,35 @@ void Scheduler::run() {
     }
     stats_.active = int64_t(active.size());
 
-    // A piece of each prompt that has not run; then one step of every generation
-    // whose prompt has, all together (one device step, the weights read once).
+    // A piece of each prompt that has not run (those of as many positions
+    // together); then one step of every generation whose prompt has, all
+    // together (one device step, the weights read once).
     const auto round_start = std::chrono::steady_clock::now();
+    std::vector<Active*> prefilling;
+    std::vector<Generation*> prompts;
+    for (Active& a : active) {
+      if (a.job->cancelled) {
+        free_slot();
+        finish(*a.job, FinishReason::cancelled, "");
+      } else if (!a.prompt_run) {
+        prefilling.push_back(&a);
+        prompts.push_back(&a.gen);
+      }
+    }
+    try {
+      // The first id comes in the round that runs the prompt's last piece.
+      const std::vector<bool> ran = Generation::prefill_all(prompts, prefill_chunk_);
+      for (size_t k = 0; k < prefilling.size(); ++k) prefilling[k]->prompt_run = ran[k];
+    } catch (const std::exception& e) {  // a failed piece: every prompt of the round fails
+      for (Active* a : prefilling) {
+        free_slot();
+        fail(*a->job, 500, e.what());
+      }
+    }
     std::vector<Active*> stepping;
     std::vector<Generation*> gens;
     for (Active& a : active) {
-      Job& job = *a.job;
-      if (job.cancelled) {
-        free_slot();
-        finish(job, FinishReason::cancelled, "");
-        continue;
-      }
-      try {
-        // The first id comes in the round that runs the prompt's last piece.
-        if (!a.prompt_run) a.prompt_run = a.gen.prefill(prefill_chunk_);
-      } catch (const std::exception& e) {
-        free_slot();
-        fail(job, 500, e.what());
-        continue;
-      }
-      if (!a.prompt_run) continue;
+      if (!a.prompt_run || finished(*a.job)) continue;  // cancelled or failed above
       stepping.push_back(&a);
       gens.push_back(&a.gen);
     }
@@ -192,10 +204,7 @@ void Scheduler::run() {
     }
     for (size_t k = 0; k < stepping.size(); ++k) deliver(*stepping[k], steps[k]);
     const size_t ids = stepping.size();
-    std::erase_if(active, [](const Active& a) {
-      std::lock_guard lk(a.job->mu);
-      return a.job->finished;
-    });
+    std::erase_if(active, [&](const Active& a) { return finished(*a.job); });
     {
       std::lock_guard lk(mu_);
       active_count_ = int(active.size());

@@ -102,6 +102,14 @@ class Generation {
   // and results are the same as one step()'s (dynamic NTK RoPE runs the whole
   // prompt at once). Error(invalid_argument) once done().
   bool prefill(int tokens);
+  // prefill() of several generations of one Model at once (a server's new
+  // requests): each runs up to `tokens` more positions of its prompt, and
+  // those that run as many run together (Model::extend of several: one
+  // device step per piece, the weights read once for all). Returns whether
+  // each one's whole prompt has run. None may be done() or given twice. A
+  // failure throws; the generations of the failed step start their prompts
+  // again at the next call, and those of another step keep what they ran.
+  static std::vector<bool> prefill_all(std::span<Generation* const> generations, int tokens);
   // step() of several generations of one Model at once (a server's round):
   // those whose prompt has run take their next position together, in one
   // device step (Model::extend of several sequences: the weights read once

@@ -179,16 +179,18 @@ class Model {
   // logits [batch, V] of the last of them. (GLA: tokens beyond one step's
   // device buffers run as several steps, the states carried between them.)
   std::vector<float> extend(Sequence& seq, std::span<const int64_t> ids, int tokens);
-  // Runs ids[i] as the next position of seqs[i], for several sequences of
-  // batch 1, each at its own length, in one device step (a server's batched
-  // decode): the weights are read once for all of them, and each attends to
-  // or updates only its own caches. Returns the logits [n, V], row i
-  // seqs[i]'s, equal to what extend(*seqs[i], {ids[i]}, 1) returns within
-  // rounding (the products run on n rows). The sequences must be distinct
-  // and of this model. A step is recorded for each set of sequences and
-  // replayed while the set stays the same (a plan per set, the least
-  // recently used dropped beyond four).
-  std::vector<float> extend(std::span<Sequence* const> seqs, std::span<const int64_t> ids);
+  // Runs ids [n, tokens], row i as the next `tokens` positions of seqs[i],
+  // for several sequences of batch 1, each at its own length, in one device
+  // step (a server's batched decode, tokens 1, or its new prompts' pieces):
+  // the weights are read once for all of them, and each attends to or
+  // updates only its own caches. Returns the logits [n, V] of each one's
+  // last position, row i seqs[i]'s, equal to what extend(*seqs[i], its ids,
+  // tokens) returns within rounding (the products run on n × tokens rows).
+  // The sequences must be distinct and of this model. A step is recorded
+  // for each set of sequences and tokens and replayed while they stay the
+  // same (a plan each, the least recently used dropped beyond four). Tokens
+  // beyond one step's buffers run as several steps.
+  std::vector<float> extend(std::span<Sequence* const> seqs, std::span<const int64_t> ids, int tokens = 1);
   // The same step, each row's k (1 ≤ k ≤ min(256, V)) largest logits
   // chosen on the device, so that a sampler reads k values per row instead
   // of the vocabulary (one sequence takes its own plan, several their set's).
