@@ -17,6 +17,9 @@
 // variant: qmatmul_cpu REGISTER_TILED TEXEL
 // variant: qmatmul_cpu_f16 REGISTER_TILED TEXEL X_T=F16 Y_T=F16
 // variant: qmatmul_cpu_f16_y32 REGISTER_TILED TEXEL X_T=F16
+// variant: qmatmul_cpu_slices REGISTER_TILED SLICES TEXEL
+// variant: qmatmul_cpu_slices_f16 REGISTER_TILED SLICES TEXEL X_T=F16 Y_T=F16
+// variant: qmatmul_cpu_slices_f16_y32 REGISTER_TILED SLICES TEXEL X_T=F16
 #extension GL_KHR_shader_subgroup_arithmetic : enable
 // Y[m, col0 + n] = X[m, :]·W[n, :]ᵀ (+ bias) (gated) (+ R) with W in one of
 // ggml's block formats, read as stored (a GGUF tensor's bytes, uploaded as
@@ -82,7 +85,7 @@ PARAMS(Push)
 #define GATE_ACT_ONLY
 #include "gate.glsl"
 
-#if defined(ROWS_CPU)
+#if defined(ROWS_CPU) || defined(SLICES)
 // Block formats are bound as an RGBA32UI view here (ops::qrows_cpu_view),
 // F32, F16 and BF16 as R32_UINT.
 #define BLOCK_QUAD(i) texelFetch(w_tex, int(i))
@@ -132,6 +135,18 @@ float acc[RM][RN];
     [[unroll]] for (uint j = 0; j < RN; ++j)                       \
       acc[q * 8 + r][j] = fma(a, e < 4u ? wl[j][e] : wh[j][e - 4u], acc[q * 8 + r][j]); \
   }
+// Row 8q + r of the tile against the slice: lane r's 32 elements of X and their half sums.
+#define SROW(q, r)                                                                  \
+  {                                                                                 \
+    vec4 xr[8];                                                                     \
+    [[unroll]] for (uint k = 0; k < 8u; ++k) xr[k] = subgroupShuffle(xv[k], r);    \
+    const vec2 xsr = subgroupShuffle(xs, r);                                        \
+    [[unroll]] for (uint j = 0; j < RN; ++j) {                                      \
+      vec2 d = vec2(0.0);                                                           \
+      [[unroll]] for (uint k = 0; k < 8u; ++k) d[k >> 2] += dot(w[j][k], xr[k]);   \
+      acc[q * 8 + r][j] += dot(wa[j], d) + dot(wc[j], xsr);                         \
+    }                                                                               \
+  }
 void main() {
   LOAD_PARAMS;
   const uint n0 = gl_WorkGroupID.x * 8u * RN + gl_SubgroupInvocationID * RN;
@@ -143,6 +158,26 @@ void main() {
     [[unroll]] for (uint q = 0; q < RM / 8; ++q) xrow[q] = min(m0 + q * 8u + gl_SubgroupInvocationID, p.M - 1) * p.ldx / 4;
     [[unroll]] for (uint i = 0; i < RM; ++i)
       [[unroll]] for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
+#ifdef SLICES
+    // Block formats a 32-element slice at a time (blocks.glsl's block_slice: the
+    // block's scales read once per slice), w = a·q + c per half of it, so that
+    // Σ w·x = a·Σ q·x + c·Σ x: the lanes' rows of X and their half sums are
+    // shuffled to the others once per slice for all RN columns.
+    for (uint s = 0; s < p.K / 32u; ++s) {
+      vec4 w[RN][8];
+      vec2 wa[RN], wc[RN];
+      [[unroll]] for (uint j = 0; j < RN; ++j) block_slice(wrow[j], s, w[j], wa[j], wc[j]);
+      [[unroll]] for (uint q = 0; q < RM / 8; ++q) {
+        vec4 xv[8];
+        vec2 xs = vec2(0.0);
+        [[unroll]] for (uint k = 0; k < 8u; ++k) {
+          xv[k] = texelFetch(x_tex, int(xrow[q] + 8u * s + k));
+          xs[k >> 2] += dot(xv[k], vec4(1.0));
+        }
+        SROW(q, 0) SROW(q, 1) SROW(q, 2) SROW(q, 3) SROW(q, 4) SROW(q, 5) SROW(q, 6) SROW(q, 7)
+      }
+    }
+#else
     for (uint c = 0; c < p.K / 8u; ++c) {
       vec4 wl[RN], wh[RN], xl[RM / 8], xh[RM / 8];
       [[unroll]] for (uint j = 0; j < RN; ++j) dequant8(wrow[j], c, wl[j], wh[j]);
@@ -159,6 +194,7 @@ void main() {
         }
       }
     }
+#endif
     [[unroll]] for (uint i = 0; i < RM; ++i) {
       const uint m = m0 + i;
       if (m >= p.M) break;

@@ -63,9 +63,12 @@ struct Route {
 Route route(const DeviceInfo& d, const Tuning& t, const Push& push, Storage s) {
   const uint32_t M = push.M, N = push.N, K = push.K;
   // CPU drivers, up to 8 rows (decode): the lanes split K (ROWS_CPU in matmul.comp).
-  // lavapipe, 9216×2048 f32: 4× the 8-row tiles below at 1 row, 1.4× at 8.
+  // lavapipe, 9216×2048 f32: 4× the 8-row tiles below at 1 row, 1.4× at 8. In f16 the
+  // tile costs the same from 1 to 8 rows and overtakes them past 4 (the 0.6B shape's
+  // lm_head, 151936×1024: 62, 97 and 156 ms at 1, 4 and 8 rows against ~100).
   const bool vec4_rows = K % 4 == 0 && push.ldx % 4 == 0 && push.ldw % 4 == 0;
-  if (cpu_gemm(d, t) && M <= 8 && s != Storage::bf16 && vec4_rows && t.matvec) {
+  const uint32_t most_rows = s == Storage::f16 ? 4 : 8;
+  if (cpu_gemm(d, t) && M <= most_rows && s != Storage::bf16 && vec4_rows && t.matvec) {
     const gpu::Grid g = gpu::grid_for((N + 7) / 8);
     return {Path::rows_cpu, Coopmat::off, {}, g.x, g.y};
   }

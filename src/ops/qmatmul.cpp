@@ -16,8 +16,18 @@ struct Push {
 };
 constexpr uint32_t kRows = 8;                // the ROWS kernel's most rows of X
 constexpr uint32_t kTileM = 32, kTileN = 64;  // the tiled kernel's outputs per workgroup
-// The CPU kernels: columns per decode subgroup, and per lane of the register tile.
-constexpr uint32_t kCpuColumns = 8, kCpuRN = 8;
+// The CPU kernels: columns per decode subgroup; the register tile's rows and
+// columns per lane, dequantizing 8 elements at a time (the float formats) or
+// a block format's 32-element slices (decode's 8 rows, more). Timed on
+// lavapipe, 2 cores, the 0.6B shape's Q4_K products (ms per step, BENCHMARKS
+// 2026-11-27): 16 × 8 beat 32 × 8 by 2.7× at 15 rows; slices 8 × 8 took 128
+// ms at 8 rows where the decode kernel took 245, 16 × 4 849 ms at 64 rows
+// where the 8-element tile took 1,420; the decode kernel stays ahead below 4 rows.
+constexpr uint32_t kCpuColumns = 8, kCpuSlicesFrom = 4;
+struct CpuTile {
+  uint32_t rm, rn;
+};
+constexpr CpuTile kCpuTile{16, 8}, kCpuSlicesDecode{8, 8}, kCpuSlices{16, 4};
 }  // namespace
 
 bool qmatmul_takes(DType wtype, uint32_t K) {
@@ -54,14 +64,18 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
   // CPU drivers: one-subgroup workgroups reading X as RGBA texels (f32 or f16 activations).
   if (cpu_gemm(ctx.info, rec.tuning()) && s != Storage::bf16 && push.ldx % 4 == 0) {
     const VkFormat x4 = texel4_format(s);
-    if (M <= kRows) {
+    // Block formats from 4 rows: the register tile over slices (its 8 or 16 rows cost the
+    // same however many are real, so fewer take the decode kernel).
+    const bool slices = is_quantized(wtype) && M >= kCpuSlicesFrom;
+    if (M <= kRows && !slices) {
       const gpu::Grid g = gpu::grid_for((N + kCpuColumns - 1) / kCpuColumns);
       bind(ctx.pipelines->get(variant("qmatmul_rows_cpu", s, y32), {8, fmt, M, kCpuColumns}), x4, g.x, g.y,
            qrows_cpu_view(wtype));
     } else {
-      const uint32_t rm = M > 16 ? 32 : 16;
-      bind(ctx.pipelines->get(variant("qmatmul_cpu", s, y32), {8, fmt, rm, kCpuRN}), x4,
-           (N + 8 * kCpuRN - 1) / (8 * kCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535));
+      const CpuTile t = slices && M <= kRows ? kCpuSlicesDecode : slices ? kCpuSlices : kCpuTile;
+      bind(ctx.pipelines->get(variant(slices ? "qmatmul_cpu_slices" : "qmatmul_cpu", s, y32), {8, fmt, t.rm, t.rn}),
+           x4, (N + 8 * t.rn - 1) / (8 * t.rn), std::min<uint32_t>((M + t.rm - 1) / t.rm, 65535),
+           slices ? qrows_cpu_view(wtype) : VK_FORMAT_R32_UINT);
     }
     return;
   }
