@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Load on `vkgate serve`: C concurrent clients, each sending R streaming
 // completions one after another, at each C of --clients. Prints per level the
-// aggregate generated tokens/s, time to first token and request latency
-// percentiles (p50/p90/p99), and with --json the same as JSON.
+// aggregate generated tokens/s, the aggregate decode tokens/s (the tokens
+// after each request's first, per second of the time some request was past
+// its first token: prompts left out), time to first token and request
+// latency percentiles (p50/p90/p99), and with --json the same as JSON.
 //   node tools/bench_serve.mjs --url http://127.0.0.1:8080 [--clients 1,4,8,16]
 //        [--requests 2] [--max-tokens 32] [--prompt "..."] [--json]
 //   node tools/bench_serve.mjs --weights FILE.gguf [--cli build/tools/vkgate] [--parallel 16]
@@ -40,7 +42,8 @@ async function startServer() {
   return { url, stop: () => proc.kill("SIGTERM") };
 }
 
-// One streamed completion: {ttft, total} in ms and its generated tokens.
+// One streamed completion: {ttft, total} in ms, its generated tokens, and
+// when (performance.now()) its first token and its end came.
 async function one(url, text) {
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/completions`, {
@@ -63,7 +66,22 @@ async function one(url, text) {
       if (j.usage) tokens = j.usage.completion_tokens;
     }
   }
-  return { ttft: ttft ?? performance.now() - t0, total: performance.now() - t0, tokens };
+  const end = performance.now();
+  return { ttft: ttft ?? end - t0, total: end - t0, tokens, first: t0 + (ttft ?? end - t0), end };
+}
+
+// Seconds covered by the union of the runs' [first, end] intervals.
+function decodeSeconds(runs) {
+  const spans = runs.map((r) => [r.first, r.end]).sort((a, b) => a[0] - b[0]);
+  let ms = 0, from = -Infinity, to = -Infinity;
+  for (const [a, b] of spans) {
+    if (a > to) {
+      ms += to - from > 0 ? to - from : 0;
+      [from, to] = [a, b];
+    } else to = Math.max(to, b);
+  }
+  ms += to - from > 0 ? to - from : 0;
+  return ms / 1e3;
 }
 
 const pct = (xs, p) => {
@@ -89,19 +107,22 @@ try {
     const row = {
       clients: c, requests: runs.length, tokens, seconds,
       tokens_per_s: tokens / seconds,
+      decode_tokens_per_s: runs.reduce((a, r) => a + Math.max(r.tokens - 1, 0), 0) / decodeSeconds(runs),
       ttft_ms: { p50: pct(runs.map((r) => r.ttft), 50), p90: pct(runs.map((r) => r.ttft), 90), p99: pct(runs.map((r) => r.ttft), 99) },
       latency_ms: { p50: pct(runs.map((r) => r.total), 50), p90: pct(runs.map((r) => r.total), 90), p99: pct(runs.map((r) => r.total), 99) },
     };
     results.push(row);
     if (!args.json)
-      console.log(`clients ${String(c).padStart(2)}: ${row.tokens_per_s.toFixed(2)} tokens/s (${tokens} tokens in ${seconds.toFixed(1)} s) | ` +
+      console.log(`clients ${String(c).padStart(2)}: ${row.tokens_per_s.toFixed(2)} tokens/s (${tokens} tokens in ${seconds.toFixed(1)} s), ` +
+        `decode ${row.decode_tokens_per_s.toFixed(2)} tokens/s | ` +
         `first token p50 ${row.ttft_ms.p50.toFixed(0)} p90 ${row.ttft_ms.p90.toFixed(0)} p99 ${row.ttft_ms.p99.toFixed(0)} ms | ` +
         `request p50 ${row.latency_ms.p50.toFixed(0)} p90 ${row.latency_ms.p90.toFixed(0)} p99 ${row.latency_ms.p99.toFixed(0)} ms`);
   }
   const single = results.find((r) => r.clients === 1);
   for (const r of results)
     if (single && r.clients > 1 && !args.json)
-      console.log(`clients ${r.clients}: ${(r.tokens_per_s / single.tokens_per_s).toFixed(2)}x the single client's tokens/s`);
+      console.log(`clients ${r.clients}: ${(r.tokens_per_s / single.tokens_per_s).toFixed(2)}x the single client's tokens/s, ` +
+        `${(r.decode_tokens_per_s / single.decode_tokens_per_s).toFixed(2)}x its decode tokens/s`);
   if (args.json) console.log(JSON.stringify({ url: server.url, max_tokens: maxTokens, results }, null, 2));
 } finally {
   server.stop();
