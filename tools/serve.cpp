@@ -60,7 +60,8 @@ endpoints:
   --parallel N           generations stepped in turn, each on its own sequence (default 4)
   --queue N              requests waiting for a slot beyond which new ones get 429 (default 64)
   --prefill-chunk N      prompt positions a generation runs per round (default 256): a long prompt
-                         runs in pieces between the other generations' steps
+                         runs in pieces between the other generations' steps; new prompts that
+                         run as many positions run together
   --ctx N                the most tokens of a request, prompt and completion (default: the
                          model's context limit, else 4096); a longer prompt gets 400, a longer
                          max_tokens is cut to fit
