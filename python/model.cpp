@@ -73,8 +73,10 @@ std::pair<int, int> batch_tokens(const IdsArg& ids, const char* what) {
   fail(ErrorCode::shape_mismatch, std::string(what) + ": expected [tokens] or [batch, tokens], got " + shape_text(ids.shape));
 }
 
-// Model.extend_together's and extend_top's sequences (a list) and their ids (one each).
-std::pair<std::vector<Sequence*>, IdsArg> sequences_and_ids(const arg::Sequences& sequences, const arg::Ids& ids) {
+// Model.extend_together's and extend_top's sequences (a list) and their ids:
+// one each, or with `rows_of_ids` [n, tokens] too.
+std::pair<std::vector<Sequence*>, IdsArg> sequences_and_ids(const arg::Sequences& sequences, const arg::Ids& ids,
+                                                            bool rows_of_ids = false) {
   if (!py::isinstance<py::list>(sequences.obj) && !py::isinstance<py::tuple>(sequences.obj))
     fail(ErrorCode::invalid_argument, "sequences: expected a list of vkgate.Sequence, got " + describe(sequences.obj));
   std::vector<Sequence*> seqs;
@@ -83,9 +85,11 @@ std::pair<std::vector<Sequence*>, IdsArg> sequences_and_ids(const arg::Sequences
     seqs.push_back(&*instance_arg<PySequence>(item, what.c_str(), "Sequence").seq);
   }
   IdsArg a = ids_arg(ids, "ids");
-  if (a.shape.size() != 1 || a.data.size() != seqs.size())
-    fail(ErrorCode::shape_mismatch, "ids: expected one id per sequence, [" + std::to_string(seqs.size()) + "], got " +
-                                        shape_text(a.shape));
+  const bool rows = rows_of_ids && a.shape.size() == 2;
+  if ((a.shape.size() != 1 && !rows) || a.shape[0] != int64_t(seqs.size()))
+    fail(ErrorCode::shape_mismatch, std::string("ids: expected one id per sequence, [") + std::to_string(seqs.size()) +
+                                        "]" + (rows_of_ids ? ", or [" + std::to_string(seqs.size()) + ", tokens]" : "") +
+                                        ", got " + shape_text(a.shape));
   return {std::move(seqs), std::move(a)};
 }
 
@@ -337,17 +341,20 @@ void bind_model(py::module_& m) {
           "extend_together",
           [](PyModel& self, arg::Sequences sequences, arg::Ids ids) {
             Busy::Scope guard(self.busy, "this Model");
-            auto [seqs, a] = sequences_and_ids(sequences, ids);
+            auto [seqs, a] = sequences_and_ids(sequences, ids, true);
+            const int tokens = a.shape.size() == 2 ? int(a.shape[1]) : 1;
             std::vector<float> out;
             {
               py::gil_scoped_release nogil;
-              out = self.model->extend(seqs, a.data);
+              out = self.model->extend(seqs, a.data, tokens);
             }
             return to_numpy(std::move(out), {int64_t(seqs.size()), self.model->config().vocab_size});
           },
           py::arg("sequences"), py::arg("ids"),
           "Runs ids[i] as the next position of sequences[i] (each of batch 1, at its own length) in one\n"
-          "device step, the weights read once for all; returns the logits [len(sequences), vocab].")
+          "device step, the weights read once for all; returns the logits [len(sequences), vocab].\n"
+          "ids [len(sequences), tokens]: the next `tokens` positions of each (prompts together), the\n"
+          "logits of each one's last.")
       .def(
           "extend_top",
           [](PyModel& self, arg::Sequences sequences, arg::Ids ids, arg::Int k) {

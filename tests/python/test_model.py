@@ -91,8 +91,19 @@ def test_sequences_extend_together(ctx, tiny_model):
     for row, prompt, nxt in zip(got, prompts, [5, 6, 7]):
         want = vkgate.reference.model_forward(cfg, w, np.array([prompt + [nxt]]))["logits"][0, -1]
         assert_close(row, want, NMSE_MODEL_FP32)
-    with pytest.raises(vkgate.Error, match="one id per sequence"):
+    # Two positions of each (prompts together), each row's last against the reference.
+    got = model.extend_together(together, [[1, 2], [3, 4], [5, 6]])
+    assert got.shape == (3, cfg.vocab_size)
+    assert [s.length for s in together] == [6, 5, 7]
+    for row, prompt, nxt in zip(got, prompts, [[5, 1, 2], [6, 3, 4], [7, 5, 6]]):
+        want = vkgate.reference.model_forward(cfg, w, np.array([prompt + nxt]))["logits"][0, -1]
+        assert_close(row, want, NMSE_MODEL_FP32)
+    with pytest.raises(vkgate.Error, match=r"one id per sequence, \[3\], or \[3, tokens\], got \[2\]"):
         model.extend_together(together, [1, 2])
+    with pytest.raises(vkgate.Error, match=r"got \[2, 2\]"):
+        model.extend_together(together, [[1, 2], [3, 4]])
+    with pytest.raises(vkgate.Error, match="3 more do not fit"):
+        model.extend_together(together, [[1, 2, 3]] * 3)
     with pytest.raises(vkgate.Error, match=r"sequences\[1\]: expected a vkgate.Sequence"):
         model.extend_together([together[0], 3], [1, 2])
     with pytest.raises(vkgate.Error, match="sequence 1 is given twice"):
