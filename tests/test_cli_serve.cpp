@@ -285,6 +285,9 @@ TEST_CASE("cli serve: usage") {
   CHECK(missing.err.find("--weights is required") != std::string::npos);
   const CliResult port = run_cli({"serve", "--weights", "x", "--port", "70000"}, tmp.path);
   CHECK(port.code == 2);
+  const CliResult gather = run_cli({"serve", "--weights", "x", "--gather-ms", "-1"}, tmp.path);
+  CHECK(gather.code == 2);
+  CHECK(gather.err.find("--gather-ms") != std::string::npos);
 }
 
 TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent streams and SIGTERM") {

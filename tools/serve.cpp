@@ -32,7 +32,7 @@ namespace vkgate::cli {
 namespace {
 
 constexpr const char* kServeUsage = R"(usage: vkgate serve --weights DIR|FILE.gguf [--host ADDR] [--port N] [--parallel N] [--ctx N]
-                    [--queue N] [--prefill-chunk N] [--api-key KEY] [--device SEL]
+                    [--queue N] [--prefill-chunk N] [--gather-ms N] [--api-key KEY] [--device SEL]
                     [--precision fp32|fp16|bf16] [--quant T] [--quiet]
 
 An OpenAI-compatible HTTP server for one model. When it is ready it prints one
@@ -62,6 +62,9 @@ endpoints:
   --prefill-chunk N      prompt positions a generation runs per round (default 256): a long prompt
                          runs in pieces between the other generations' steps; new prompts that
                          run as many positions run together
+  --gather-ms N          a request that finds the server idle waits until no other has come for N
+                         ms (at most 5N), so that clients starting together run together (default
+                         10; 0: start at once)
   --ctx N                the most tokens of a request, prompt and completion (default: the
                          model's context limit, else 4096); a longer prompt gets 400, a longer
                          max_tokens is cut to fit
@@ -287,7 +290,7 @@ struct Server {
 
 int cmd_serve(Args& args) {
   std::string weights, device, host = "127.0.0.1", api_key;
-  int port = 8080, parallel = 4, queue = 64, ctx_arg = 0, prefill_chunk = 256;
+  int port = 8080, parallel = 4, queue = 64, ctx_arg = 0, prefill_chunk = 256, gather_ms = 10;
   bool quiet = false;
   ModelOptions options;
   while (!args.done()) {
@@ -299,6 +302,7 @@ int cmd_serve(Args& args) {
     else if (a == "--queue") queue = int(args.number(a, 0, 1 << 16));
     else if (a == "--ctx") ctx_arg = int(args.number(a, 2, 1 << 24));
     else if (a == "--prefill-chunk") prefill_chunk = int(args.number(a, 1, 1 << 24));
+    else if (a == "--gather-ms") gather_ms = int(args.number(a, 0, 10000));
     else if (a == "--api-key") {
       api_key = args.value(a);
       if (api_key.empty()) throw UsageError("--api-key needs a non-empty key");
@@ -326,7 +330,7 @@ int cmd_serve(Args& args) {
   int ctx_limit = ctx_arg ? ctx_arg : (model.context_limit() > 0 ? model.context_limit() : 4096);
   if (model.context_limit() > 0) ctx_limit = std::min(ctx_limit, model.context_limit());
 
-  Scheduler scheduler(model, tok, parallel, queue, prefill_chunk);
+  Scheduler scheduler(model, tok, parallel, queue, prefill_chunk, std::chrono::milliseconds(gather_ms));
   Server srv{model_id(weights), chat, ctx_limit, api_key, tok, scheduler};
   std::fprintf(stderr, "vkgate serve: %s (%s, %d layers) on %s; context %d, %d in parallel; chat template: %s\n",
                srv.id.c_str(), model.config().model_type.c_str(), model.config().num_hidden_layers,

@@ -28,9 +28,10 @@ struct Scheduler::Active {
   bool prompt_run = false;  // every prompt position has run (Generation::prefill)
 };
 
-Scheduler::Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk)
+Scheduler::Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk,
+                     std::chrono::milliseconds gather)
     : model_(model), tokenizer_(tokenizer), parallel_(parallel), queue_limit_(queue_limit),
-      prefill_chunk_(prefill_chunk) {
+      prefill_chunk_(prefill_chunk), gather_(gather) {
   stats_.kv_cache_bytes = model_.memory().kv_cache;
   thread_ = std::thread([this] { run(); });
 }
@@ -132,6 +133,14 @@ void Scheduler::run() {
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] { return closed_ || !queue_.empty() || !active.empty(); });
+      if (active.empty() && gather_.count() > 0) {  // idle: a burst of requests starts together
+        const auto until = std::chrono::steady_clock::now() + 5 * gather_;
+        for (size_t seen = queue_.size(); !closed_ && int(seen) < parallel_; seen = queue_.size())
+          if (!cv_.wait_for(lk, std::min(gather_, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                       until - std::chrono::steady_clock::now())),
+                            [&] { return closed_ || queue_.size() > seen; }))
+            break;
+      }
       closing = closed_;
       while (!closing && int(active.size() + joining.size()) < parallel_ && !queue_.empty()) {
         joining.push_back(std::move(queue_.front()));

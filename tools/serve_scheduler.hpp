@@ -62,7 +62,12 @@ class Scheduler {
  public:
   // prefill_chunk: the most prompt positions one generation runs per round, so that a
   // long prompt delays the other generations' next tokens by one chunk at a time.
-  Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk);
+  // gather: how long a request that finds the scheduler idle waits for others
+  // (until none has come for that long, at most 5 times it), so that a burst
+  // of clients starts as one set of rows: their prompts run together, and
+  // the set's step is recorded once.
+  Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk,
+            std::chrono::milliseconds gather);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -90,6 +95,7 @@ class Scheduler {
   Model& model_;
   const Tokenizer& tokenizer_;
   const int parallel_, queue_limit_, prefill_chunk_;
+  const std::chrono::milliseconds gather_;
   SchedulerStats stats_;
 
   std::mutex mu_;
