@@ -70,6 +70,7 @@ void Scheduler::shutdown() {
 void Scheduler::free_slot() {
   std::lock_guard lk(mu_);
   --active_count_;
+  stats_.active = active_count_;  // the gauge too: a client that has its end then reads it
 }
 
 void Scheduler::finish(Job& job, FinishReason why, const std::string& last_text) {

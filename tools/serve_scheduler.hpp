@@ -83,9 +83,10 @@ class Scheduler {
  private:
   struct Active;
   void run();
-  // A job's slot is free again: before its handler hears that it ended, so
-  // that the client's next request finds the slot (not a 429 for a job that
-  // has finished but is still counted until the round ends).
+  // A job's slot is free again, and the active gauge drops: before its
+  // handler hears that it ended, so that the client's next request finds the
+  // slot (not a 429 for a job that has finished but is still counted until
+  // the round ends) and /metrics no longer counts it.
   void free_slot();
   // Passes a generation's step on to its job's handler.
   void deliver(Active& a, Generation::Step s);
