@@ -49,7 +49,8 @@
 // no shared memory, X read as RGBA texels (ldx a multiple of 4). ROWS_CPU
 // (decode) gives the subgroup NB columns whose lanes split K (qrows_cpu.glsl);
 // REGISTER_TILED is gemm_cpu.glsl's shape (an RM × 8·RN tile, rows shuffled
-// across the lanes) with the lane's RN columns dequantized 8 k at a time.
+// across the lanes) with the lane's RN columns dequantized 8 k at a time, or
+// with SLICES (block formats) a block's 32-element slice at a time.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T

@@ -143,6 +143,34 @@ void check_batched(Context& ctx, const test::RandomModel& m, std::mt19937& rng, 
   CHECK(model.recordings() == before + 2);  // the new set's step, and the new sequence's alone twin's first step
 }
 
+// Greedy generations of random prompts of the given lengths, all of one
+// model, stepped together and checked against each one alone.
+struct Generations {
+  Model& model;
+  GenerateOptions o;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<Generation> gens;
+  Generations(Model& m, std::mt19937& rng, std::initializer_list<int> lengths, int new_tokens) : model(m) {
+    o.max_new_tokens = new_tokens;
+    o.stop_at_eos = false;
+    for (int n : lengths) {
+      prompts.push_back(test::random_ids(rng, size_t(n), model.config().vocab_size));
+      gens.emplace_back(model, prompts.back(), o);
+    }
+  }
+  // step_all of `all` until each is done, then every generation's ids against the same generation alone.
+  void finish_and_check(std::vector<Generation*> all) {
+    while (!all.empty()) {
+      Generation::step_all(all);
+      std::erase_if(all, [](const Generation* g) { return g->done(); });
+    }
+    for (size_t i = 0; i < gens.size(); ++i) {
+      CAPTURE(i);
+      CHECK(gens[i].result().ids == model.generate(prompts[i], o).ids);
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQA, rows equal each sequence alone "
@@ -202,27 +230,13 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::step_all chooses t
   s.gate = GateKind::headwise;
   const test::RandomModel m(s.config(), rng);
   Model model(ctx, m.cfg, m.tensors);
-  GenerateOptions o;
-  o.max_new_tokens = 5;
-  o.stop_at_eos = false;
-  std::vector<std::vector<int64_t>> prompts;
-  std::vector<Generation> gens;
-  for (int n : {3, 1, 6}) {
-    prompts.push_back(test::random_ids(rng, size_t(n), m.cfg.vocab_size));
-    gens.emplace_back(model, prompts.back(), o);
-  }
+  Generations g(model, rng, {3, 1, 6}, 5);
+  std::vector<Generation>& gens = g.gens;
   // The first round runs each prompt on its own; a generation joins late.
   std::vector<Generation*> all{&gens[0], &gens[1]};
   Generation::step_all(all);
   all.push_back(&gens[2]);
-  while (!all.empty()) {
-    Generation::step_all(all);
-    std::erase_if(all, [](const Generation* g) { return g->done(); });
-  }
-  for (size_t i = 0; i < gens.size(); ++i) {
-    CAPTURE(i);
-    CHECK(gens[i].result().ids == model.generate(prompts[i], o).ids);
-  }
+  g.finish_and_check(all);
   CHECK_THROWS_WITH_AS(Generation::step_all(std::vector<Generation*>{&gens[0]}), doctest::Contains("has ended"), Error);
 
   Sequence a = model.start(1, 4), b = model.start(1, 2), wide = model.start(2, 4);
@@ -255,15 +269,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::prefill_all runs t
   const test::RandomModel m(s.config(), rng);
   Model model(ctx, m.cfg, m.tensors);
   model.set_poison(true);
-  GenerateOptions o;
-  o.max_new_tokens = 4;
-  o.stop_at_eos = false;
-  std::vector<std::vector<int64_t>> prompts;
-  std::vector<Generation> gens;
-  for (int n : {5, 5, 2, 9}) {
-    prompts.push_back(test::random_ids(rng, size_t(n), m.cfg.vocab_size));
-    gens.emplace_back(model, prompts.back(), o);
-  }
+  Generations g(model, rng, {5, 5, 2, 9}, 4);
+  std::vector<Generation>& gens = g.gens;
   std::vector<Generation*> all;
   for (Generation& g : gens) all.push_back(&g);
   // 4 positions of the prompts of 5, 5 and 9 in one step (one plan for the three), the 2 on its own.
@@ -272,15 +279,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::prefill_all runs t
   CHECK(model.recordings() == before + 2);
   // The two 5s' last positions together, 4 more of the 9 on its own; the 2 has run.
   CHECK(Generation::prefill_all(all, 4) == std::vector<bool>{true, true, true, false});
-  while (!all.empty()) {  // the 9's last position runs in its first step
-    Generation::step_all(all);
-    std::erase_if(all, [](const Generation* g) { return g->done(); });
-  }
-  for (size_t i = 0; i < gens.size(); ++i) {
-    CAPTURE(i);
-    CHECK(gens[i].result().ids == model.generate(prompts[i], o).ids);
-  }
-  Generation fresh(model, prompts[0], o);
+  g.finish_and_check(all);  // the 9's last position runs in its first step
+  Generation fresh(model, g.prompts[0], g.o);
   CHECK_THROWS_WITH_AS(Generation::prefill_all(std::vector<Generation*>{&fresh}, 0),
                        doctest::Contains("at least 1 token"), Error);
   CHECK_THROWS_WITH_AS(Generation::prefill_all(std::vector<Generation*>{&fresh, &fresh}, 2),
