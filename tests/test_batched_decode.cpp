@@ -95,7 +95,8 @@ void check_batched(Context& ctx, const test::RandomModel& m, std::mt19937& rng, 
       const int at = r.together->length() - 1;
       CAPTURE(at);
       const std::vector<float> row(got.begin() + long(i * V), got.begin() + long((i + 1) * V));
-      const std::vector<float> alone = model.extend(*r.alone, std::span(next).subspan(i * size_t(tokens), size_t(tokens)), tokens);
+      const std::vector<float> alone =
+          model.extend(*r.alone, std::span(next).subspan(i * size_t(tokens), size_t(tokens)), tokens);
       test::check_close(row, widened(alone), alone_bound);
       test::check_close(row, test::positions(r.reference, 1, int(r.ids.size()), at), bound);
       ++i;

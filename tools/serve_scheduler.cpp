@@ -137,7 +137,9 @@ void Scheduler::run() {
       if (active.empty() && gather_.count() > 0) {  // idle: a burst of requests starts together
         const auto until = std::chrono::steady_clock::now() + 5 * gather_;
         for (size_t seen = queue_.size(); !closed_ && int(seen) < parallel_; seen = queue_.size())
-          if (!cv_.wait_for(lk, std::min<std::chrono::steady_clock::duration>(gather_, until - std::chrono::steady_clock::now()),
+          if (!cv_.wait_for(lk,
+                            std::min<std::chrono::steady_clock::duration>(
+                                gather_, until - std::chrono::steady_clock::now()),
                             [&] { return closed_ || queue_.size() > seen; }))
             break;
       }
