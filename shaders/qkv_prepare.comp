@@ -7,6 +7,12 @@
 // variant: qkv_prepare_sg ONE_SUBGROUP TEXEL
 // variant: qkv_prepare_f16_sg T=F16 ONE_SUBGROUP TEXEL
 // variant: qkv_prepare_bf16_sg T=BF16 ONE_SUBGROUP TEXEL
+// variant: qkv_prepare_seqs SEQUENCES
+// variant: qkv_prepare_seqs_f16 T=F16 SEQUENCES
+// variant: qkv_prepare_seqs_bf16 T=BF16 SEQUENCES
+// variant: qkv_prepare_seqs_sg SEQUENCES ONE_SUBGROUP TEXEL
+// variant: qkv_prepare_seqs_f16_sg T=F16 SEQUENCES ONE_SUBGROUP TEXEL
+// variant: qkv_prepare_seqs_bf16_sg T=BF16 SEQUENCES ONE_SUBGROUP TEXEL
 // The per-head work between the projection and attention, in one dispatch:
 // - q and the new keys: the query or key gate (G4, G3) when the block has
 //   one, RMSNorm over each head (q_norm / k_norm, when the model has them;
@@ -23,6 +29,9 @@
 // KV key heads, then its KV value heads, so a row's kind is uniform in the
 // workgroup. Storage type T everywhere but the weights and table (fp32); the
 // TEXEL variants (CPU drivers) read through texel views.
+// SEQUENCES: each b is a sequence of a batched step with its own caches (arrays
+// of MAX_SEQS buffers [KV, seq_b, Dh]) and positions, and the table holds B·T
+// rows, one per (b, t).
 #include "common.glsl"
 #include "reduce.glsl"
 #include "storage.glsl"
@@ -35,8 +44,16 @@ IN(1, qw, F32)
 IN(2, kw, F32)
 IN(3, table, F32)
 RW(4, q_out, T)
+const uint MAX_SEQS = 8;
+#ifdef SEQUENCES
+RW_ARRAY(5, k_out, T, MAX_SEQS)
+RW_ARRAY(6, v_out, T, MAX_SEQS)
+#else
 RW(5, k_out, T)
 RW(6, v_out, T)
+#define k_out_st_at(a, i, v) k_out_st(i, v)
+#define v_out_st_at(a, i, v) v_out_st(i, v)
+#endif
 
 #define GATE_LD x_ld
 #include "gate.glsl"
@@ -51,11 +68,13 @@ struct Push {
   uint norm;        // 0: none; 1: x·w; 2: x·(1 + w) (zero-centred)
   float eps;
   uint rows;        // B·T·(heads + 2·kv_heads)
+  uvec4 seq_of[2], first_of[2];  // SEQUENCES: seq and first of each b
 };
 PARAMS(Push)
 
-// The row this workgroup prepares: token bt, head h; whether the gate acts on it.
-uint row_bt, row_h;
+// The row this workgroup prepares: token bt, head h; whether the gate acts on
+// it; its sequence (SEQUENCES: the cache it writes).
+uint row_bt, row_h, row_b;
 bool row_gated;
 
 // Element i of the row at src, gated when the gate acts on this row.
@@ -75,7 +94,7 @@ float normed(bool is_q, uint src, uint i, float scale) {
 
 void out_st(bool is_q, uint i, float val) {
   if (is_q) q_out_st(i, val);
-  else k_out_st(i, val);
+  else k_out_st_at(row_b, i, val);
 }
 
 void main() {
@@ -86,7 +105,14 @@ void main() {
   const uint bt = row / per_token, j = row - bt * per_token;
   const uint b = bt / p.tokens, t = bt - b * p.tokens;
   const uint tid = gl_LocalInvocationID.x;
-  const uint cache_row = p.first + t;
+#ifdef SEQUENCES
+  const uint seq = p.seq_of[b / 4][b % 4], cache_row = p.first_of[b / 4][b % 4] + t;
+  const uint cache_b = 0, table_t = bt, table_rows = p.rows / per_token;
+#else
+  const uint seq = p.seq, cache_row = p.first + t;
+  const uint cache_b = b, table_t = t, table_rows = p.tokens;
+#endif
+  row_b = b;
 
   row_bt = bt;
   if (j >= p.heads + p.kv_heads) {
@@ -94,8 +120,8 @@ void main() {
     row_h = h;
     row_gated = p.gate_target == 3;
     const uint src = view_offset(p.v_view, p.tokens, bt, h, 0);
-    const uint dst = ((b * p.kv_heads + h) * p.seq + cache_row) * p.dim;
-    for (uint d = tid; d < p.dim; d += WG) v_out_st(dst + d, source(src, d));
+    const uint dst = ((cache_b * p.kv_heads + h) * seq + cache_row) * p.dim;
+    for (uint d = tid; d < p.dim; d += WG) v_out_st_at(b, dst + d, source(src, d));
     return;
   }
   const bool is_q = j < p.heads;
@@ -103,7 +129,7 @@ void main() {
   row_h = h;
   row_gated = p.gate_target == (is_q ? 1 : 2);
   const uint src = is_q ? view_offset(p.q_view, p.tokens, bt, h, 0) : view_offset(p.k_view, p.tokens, bt, h, 0);
-  const uint dst = is_q ? ((b * p.heads + h) * p.tokens + t) * p.dim : ((b * p.kv_heads + h) * p.seq + cache_row) * p.dim;
+  const uint dst = is_q ? ((b * p.heads + h) * p.tokens + t) * p.dim : ((cache_b * p.kv_heads + h) * seq + cache_row) * p.dim;
 
   float scale = 1.0;
   if (p.norm != 0) {
@@ -121,7 +147,7 @@ void main() {
   for (uint i = tid; i < half_r; i += WG) {
     const uint i0 = p.interleaved != 0 ? 2 * i : i, i1 = p.interleaved != 0 ? 2 * i + 1 : i + half_r;
     const float x0 = normed(is_q, src, i0, scale), x1 = normed(is_q, src, i1, scale);
-    const float c = table_ld(t * half_r + i), s = table_ld(p.tokens * half_r + t * half_r + i);
+    const float c = table_ld(table_t * half_r + i), s = table_ld((table_rows + table_t) * half_r + i);
     out_st(is_q, dst + i0, x0 * c - x1 * s);
     out_st(is_q, dst + i1, x1 * c + x0 * s);
   }

@@ -72,3 +72,32 @@ uint bf16_bits(float v) {
 #define VEC8_BF16(b_, name) VEC8_PACKED(b_, name, BF16_PAIR)
 #define VEC8_EXPAND(b_, name, T) VEC8_##T(b_, name)
 #define VEC8_RO(b_, name, T) VEC8_EXPAND(b_, name, T)
+
+// VEC8_ARRAY_RO(binding, name, T, N): an array of N such buffers (one per
+// sequence of a batched step), read as name_ld8_at(a, i, lo, hi) with a
+// dynamically uniform a (shaderStorageBufferArrayDynamicIndexing).
+#define VEC8_ARRAY_F32(b_, name, N) \
+  layout(std430, binding = b_) readonly buffer name##_bufs8 { vec4 v8[]; } name##_arr[N]; \
+  void name##_ld8_at(uint a, uint i, out vec4 lo, out vec4 hi) { lo = name##_arr[a].v8[2 * i]; hi = name##_arr[a].v8[2 * i + 1]; }
+#define VEC8_ARRAY_PACKED(b_, name, N, PAIR) \
+  layout(std430, binding = b_) readonly buffer name##_bufs8 { uvec4 v8[]; } name##_arr[N]; \
+  void name##_ld8_at(uint a, uint i, out vec4 lo, out vec4 hi) { \
+    const uvec4 u = name##_arr[a].v8[i]; \
+    lo = vec4(PAIR(u.x), PAIR(u.y)); \
+    hi = vec4(PAIR(u.z), PAIR(u.w)); \
+  }
+#define VEC8_ARRAY_F16(b_, name, N) VEC8_ARRAY_PACKED(b_, name, N, unpackHalf2x16)
+#define VEC8_ARRAY_BF16(b_, name, N) VEC8_ARRAY_PACKED(b_, name, N, BF16_PAIR)
+#define VEC8_ARRAY_EXPAND(b_, name, T, N) VEC8_ARRAY_##T(b_, name, N)
+#define VEC8_ARRAY_RO(b_, name, T, N) VEC8_ARRAY_EXPAND(b_, name, T, N)
+
+// RW_ARRAY(binding, name, T, N): an array of N writable buffers (one per
+// sequence of a batched step), written as name_st_at(a, i, v) with a
+// dynamically uniform a.
+#define STORE_AT_F32(name) void name##_st_at(uint a, uint i, float v) { name##_arr[a].e[i] = v; }
+#define STORE_AT_F16(name) void name##_st_at(uint a, uint i, float v) { name##_arr[a].e[i] = float16_t(v); }
+#define STORE_AT_BF16(name) void name##_st_at(uint a, uint i, float v) { name##_arr[a].e[i] = uint16_t(bf16_bits(v)); }
+#define RW_ARRAY_EXPAND(b_, name, T, N) \
+  layout(std430, binding = b_) buffer name##_bufs { T##_TYPE e[]; } name##_arr[N]; \
+  STORE_AT_##T(name)
+#define RW_ARRAY(b_, name, T, N) RW_ARRAY_EXPAND(b_, name, T, N)

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness.hpp"
+#include "ops/ops.hpp"
 #include "model_weights.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
@@ -175,13 +176,24 @@ struct Generations {
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQA, rows equal each sequence alone "
-                                 "and the reference (fp32, fp16)") {
+                                 "and the reference (fp32, fp16), attention in one dispatch, in groups, per row") {
   CAPTURE(seed);
   test::TinyModel s;
   s.gate = GateKind::elementwise;
   const test::RandomModel m(s.config(), rng);
-  check_batched(ctx, m, rng, 1e-8, 1e-10);
-  check_batched(ctx, m, rng, 1e-4, 1e-5, {.precision = Precision::fp16});
+  // On CPU drivers a step's attention is attention_step.comp: the rows in
+  // one dispatch, or in groups (of 2 here: 2 + 1 and 2 + 2 rows).
+  const bool cpu = ops::cpu_kernels(ctx.device());
+  check_batched(ctx, m, rng, 1e-8, 1e-10, {}, cpu ? "attention.step" : "");
+  check_batched(ctx, m, rng, 1e-4, 1e-5, {.precision = Precision::fp16}, cpu ? "attention.step" : "");
+  {
+    test::ScopedTuning t(ctx);
+    t->step_sequences = 2;
+    check_batched(ctx, m, rng, 1e-8, 1e-10, {}, cpu ? "attention.step" : "");
+  }
+  test::ScopedTuning t(ctx);  // each row through its own score matrix
+  t->step_attention = false;
+  check_batched(ctx, m, rng, 1e-8, 1e-10, {}, cpu ? "attention.scores" : "");
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: the fused flash kernel and the pass-per-op path, a value gate "

@@ -126,7 +126,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "faults: impossible shapes are refused without 
 
 TEST_CASE_FIXTURE(test::GpuTest, "faults: a dispatch beyond maxComputeWorkGroupCount is refused, not recorded") {
   const gpu::Pipeline& p = vk.pipelines->get("gate", {64});
-  REQUIRE(p.bindings == 2);  // bindings are an initializer_list: this is the gate shader's count
+  REQUIRE(p.bindings == 2);  // the gate shader's count
   gpu::Buffer gate_rows = device(16, "gate rows"), out = device(16, "attention output");
   gpu::Recorder rec(vk);
   rec.begin();
@@ -134,7 +134,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "faults: a dispatch beyond maxComputeWorkGroupC
   const uint32_t too_many = ctx.device().max_workgroup_count[0] + 1;
   REQUIRE(too_many > 1);
   Error e = caught([&] {
-    rec.dispatch_bytes(p, {{&gate_rows, gpu::Access::read}, {&out, gpu::Access::read_write}}, params, too_many);
+    const gpu::Binding b[] = {{&gate_rows, gpu::Access::read}, {&out, gpu::Access::read_write}};
+    rec.dispatch_bytes(p, b, params, too_many);
   });
   CHECK(e.code() == ErrorCode::unsupported);
   CHECK(std::string(e.what()).find("maxComputeWorkGroupCount") != std::string::npos);

@@ -37,6 +37,10 @@ struct DeviceInfo {
   std::string api_version;
   bool fp16_arithmetic = false;  // shaderFloat16
   bool storage16 = false;        // storageBuffer16BitAccess
+  // shaderStorageBufferArrayDynamicIndexing, and maxPerStageDescriptorStorageBuffers:
+  // a batched step's attention binds every sequence's cache in one dispatch.
+  bool storage_buffer_arrays = false;
+  uint32_t max_stage_storage_buffers = 0;
   uint32_t subgroup_size = 0, min_subgroup_size = 0, max_subgroup_size = 0;
   // Compute pipelines can ask for any power-of-two subgroup size in [min, max],
   // in full subgroups (subgroupSizeControl and computeFullSubgroups), of at

@@ -289,6 +289,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   VkPhysicalDeviceFeatures2 feats{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &s16};
   f16.shaderFloat16 = s.info.fp16_arithmetic;
   s16.storageBuffer16BitAccess = s.info.storage16;
+  feats.features.shaderStorageBufferArrayDynamicIndexing = s.info.storage_buffer_arrays;
   const auto dev_exts = device_extensions(s.physical);
   std::vector<const char*> enable;
   VkPhysicalDeviceProperties base{};

@@ -220,6 +220,8 @@ DeviceInfo describe(VkInstance instance, VkPhysicalDevice pd, int index) {
   vkGetPhysicalDeviceFeatures2(pd, &feats);
   d.fp16_arithmetic = f16.shaderFloat16;
   d.storage16 = s16.storageBuffer16BitAccess;
+  d.storage_buffer_arrays = feats.features.shaderStorageBufferArrayDynamicIndexing;
+  d.max_stage_storage_buffers = lim.maxPerStageDescriptorStorageBuffers;
   d.coopmat_nv = has_extension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   d.coopmat_khr = has_extension(exts, kCoopmatKhrExtension);
   if (size_control) {

@@ -100,6 +100,8 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.matvec = !env_flag("VKGATE_DISABLE_MATVEC");
   t.cpu_matmul = !env_flag("VKGATE_DISABLE_CPU_MATMUL");
   t.cpu_attention = !env_flag("VKGATE_DISABLE_CPU_ATTENTION");
+  t.step_attention = !env_flag("VKGATE_DISABLE_STEP_ATTENTION");
+  t.step_sequences = uint32_t(number("VKGATE_STEP_SEQUENCES", 0));
   t.subgroup_reduce = !env_flag("VKGATE_DISABLE_SUBGROUP_REDUCE");
   t.matmul_splits = uint32_t(number("VKGATE_MATMUL_SPLITS", 0));
   t.flash_splits = uint32_t(number("VKGATE_FLASH_SPLITS", 0));

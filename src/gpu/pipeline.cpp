@@ -116,13 +116,14 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
   p->subgroup_size = subgroup_size;
   p->bindings = info.bindings;
   p->texel_bindings = info.texel_bindings;
+  p->counts = info.counts;
   p->param_bytes = info.param_bytes;
   VkDevice dev = ctx_.device;
 
   std::vector<VkDescriptorSetLayoutBinding> binds(info.bindings);
   for (uint32_t i = 0; i < info.bindings; ++i)
     binds[i] = {i, (info.texel_bindings >> i & 1) ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+                info.counts[i], VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   dl.bindingCount = info.bindings;
   dl.pBindings = binds.data();

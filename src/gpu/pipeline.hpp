@@ -33,6 +33,7 @@ struct Pipeline {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   uint32_t bindings = 0;
   uint32_t texel_bindings = 0;  // bit i: binding i is a uniform texel buffer
+  std::vector<uint32_t> counts;  // descriptors at each binding (an array's length, else 1)
   uint32_t param_bytes = 0;     // the parameter block (set 1; shaders/params.glsl)
   // Run once (Recorder::end): a driver that compiles a pipeline when it first
   // runs (lavapipe JIT-compiles it then) has compiled this one.

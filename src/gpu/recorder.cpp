@@ -9,6 +9,7 @@ namespace vkgate::gpu {
 namespace {
 constexpr uint32_t kSetsPerPool = 64;
 constexpr uint32_t kMaxBindings = 8;
+constexpr uint32_t kMaxDescriptors = 24;  // in one set: arrays count each element
 constexpr uint32_t kTimestampsPerPool = 1024;
 constexpr uint32_t kMaxTimestamps = 64 * kTimestampsPerPool;  // past this a recording's later spans go untimed
 constexpr VkPipelineStageFlags kCompute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
@@ -109,7 +110,7 @@ void Recorder::begin(Mode mode) {
   for (VkBufferView v : views_) vkDestroyBufferView(ctx_.device, v, nullptr);
   views_.clear();
   pool_index_ = 0;
-  sets_in_pool_ = 0;
+  sets_in_pool_ = descriptors_in_pool_ = 0;
   states_.clear();
   host_visible_written_.clear();
   labels_.clear();
@@ -208,10 +209,12 @@ void Recorder::sync(const std::vector<Use>& uses) {
   }
 }
 
-VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
-  if (sets_in_pool_ == kSetsPerPool) {
+VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout, uint32_t descriptors) {
+  // Each type's share of a pool holds kSetsPerPool · kMaxBindings descriptors.
+  if (sets_in_pool_ == kSetsPerPool || descriptors_in_pool_ + descriptors > kSetsPerPool * kMaxBindings) {
     ++pool_index_;
     sets_in_pool_ = 0;
+    descriptors_in_pool_ = 0;
   }
   if (pool_index_ == descriptor_pools_.size()) {
     const VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings},
@@ -231,6 +234,7 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
   VkDescriptorSet set;
   VK_CHECK(vkAllocateDescriptorSets(ctx_.device, &ai, &set), "allocating a descriptor set");
   ++sets_in_pool_;
+  descriptors_in_pool_ += descriptors;
   return set;
 }
 
@@ -242,18 +246,21 @@ size_t Recorder::expect(uint64_t sig, const std::string& what) {
   return next_step_++;
 }
 
-void Recorder::dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> bindings,
+void Recorder::dispatch_bytes(const Pipeline& p, std::span<const Binding> bindings,
                               std::span<const std::byte> params, uint32_t gx, uint32_t gy, uint32_t gz,
                               std::string label) {
   record_dispatch(p, bindings, params, {gx, gy, gz}, nullptr, 0, std::move(label));
 }
 
-void Recorder::record_dispatch(const Pipeline& p, std::initializer_list<Binding> bindings,
+void Recorder::record_dispatch(const Pipeline& p, std::span<const Binding> bindings,
                                std::span<const std::byte> params, std::array<uint32_t, 3> groups,
                                const Buffer* counts_from, VkDeviceSize counts_offset, std::string label) {
   const auto [gx, gy, gz] = groups;
-  if (bindings.size() != p.bindings || bindings.size() > kMaxBindings)
+  uint32_t descriptors = 0;
+  for (uint32_t n : p.counts) descriptors += n;
+  if (bindings.size() != descriptors || p.bindings > kMaxBindings || descriptors > kMaxDescriptors)
     throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': expected " +
+                                                 std::to_string(descriptors) + " buffers for its " +
                                                  std::to_string(p.bindings) + " bindings, got " +
                                                  std::to_string(bindings.size()));
   // Variants of one op share one host struct and may read a prefix of it.
@@ -264,7 +271,7 @@ void Recorder::record_dispatch(const Pipeline& p, std::initializer_list<Binding>
   for (const Binding& b : bindings)
     if (!b.buffer->valid())
       throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': binding " +
-                                                   std::to_string(&b - bindings.begin()) + " has no buffer");
+                                                   std::to_string(&b - bindings.data()) + " has no buffer");
   const auto& max = ctx_.info.max_workgroup_count;
   if (gx > max[0] || gy > max[1] || gz > max[2])
     throw Error(ErrorCode::unsupported, "dispatch of '" + p.shader + "': " + std::to_string(gx) + "×" +
@@ -290,15 +297,14 @@ void Recorder::record_dispatch(const Pipeline& p, std::initializer_list<Binding>
   params_.write(slot, params, gx, gy, gz);
   steps_.push_back({sig.value, slot});
   std::vector<Use> uses;
-  VkDescriptorBufferInfo infos[kMaxBindings];
+  VkDescriptorBufferInfo infos[kMaxDescriptors];
   VkWriteDescriptorSet writes[kMaxBindings];
   VkBufferView texel_views[kMaxBindings];
-  const VkDescriptorSet set = allocate_set(p.set_layout);
-  uint32_t i = 0;
+  const VkDescriptorSet set = allocate_set(p.set_layout, descriptors);
+  // A buffer bound twice (in-place ops) is one use: it must not look like a hazard with itself.
   for (const Binding& b : bindings) {
     const bool reads = b.access != Access::write, wr = b.access != Access::read;
     const VkAccessFlags access = (reads ? VK_ACCESS_SHADER_READ_BIT : 0) | (wr ? VK_ACCESS_SHADER_WRITE_BIT : 0);
-    // A buffer bound twice (in-place ops) is one use: it must not look like a hazard with itself.
     auto same = std::find_if(uses.begin(), uses.end(), [&](const Use& u) { return u.buffer->id() == b.buffer->id(); });
     if (same != uses.end()) {
       same->access |= access;
@@ -307,11 +313,18 @@ void Recorder::record_dispatch(const Pipeline& p, std::initializer_list<Binding>
     } else {
       uses.push_back({b.buffer, kCompute, access, reads, wr});
     }
+  }
+  // Binding i takes the next p.counts[i] buffers: one, or an array's elements.
+  for (uint32_t i = 0, at = 0; i < p.bindings; at += p.counts[i], ++i) {
+    const Binding& b = bindings[at];
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
     writes[i].dstBinding = i;
-    writes[i].descriptorCount = 1;
+    writes[i].descriptorCount = p.counts[i];
     if (p.texel_bindings >> i & 1) {
+      if (p.counts[i] != 1)
+        throw Error(ErrorCode::invalid_argument, "dispatch of '" + p.shader + "': binding " + std::to_string(i) +
+                                                     " is an array of texel buffers");
       if (b.texel_format == VK_FORMAT_UNDEFINED)
         throw Error(ErrorCode::invalid_argument,
                     "dispatch of '" + p.shader + "': binding " + std::to_string(i) + " is a texel buffer without a format");
@@ -333,13 +346,13 @@ void Recorder::record_dispatch(const Pipeline& p, std::initializer_list<Binding>
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
       writes[i].pTexelBufferView = &texel_views[i];
     } else {
-      infos[i] = {b.buffer->handle(), b.buffer->offset(), b.buffer->size()};
+      for (uint32_t e = at; e < at + p.counts[i]; ++e)
+        infos[e] = {bindings[e].buffer->handle(), bindings[e].buffer->offset(), bindings[e].buffer->size()};
       writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[i].pBufferInfo = &infos[i];
+      writes[i].pBufferInfo = &infos[at];
     }
-    ++i;
   }
-  vkUpdateDescriptorSets(ctx_.device, i, writes, 0, nullptr);
+  vkUpdateDescriptorSets(ctx_.device, p.bindings, writes, 0, nullptr);
   if (!p.warm.load() && std::none_of(cold_.begin(), cold_.end(), [&](const Cold& c) { return c.pipeline == &p; }))
     cold_.push_back({&p, set, slot});
   if (counts_from)

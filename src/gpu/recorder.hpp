@@ -65,7 +65,8 @@ class Recorder {
   // record again before it can submit.
   enum class Mode { record, update };
   void begin(Mode mode = Mode::record);
-  // Bindings go to bindings 0..n−1 in order. `params` is the host mirror of
+  // Bindings go to bindings 0..n−1 in order; a binding that the shader
+  // declares as an array of N buffers takes the next N. `params` is the host mirror of
   // the shader's parameter block (shaders/params.glsl, std430): it must hold
   // at least the block the pipeline's SPIR-V declares (variants of one op may
   // read a prefix of one host struct), an Error otherwise.
@@ -73,9 +74,16 @@ class Recorder {
   void dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, const Params& params, uint32_t groups_x,
                 uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {}) {
     static_assert(std::is_trivially_copyable_v<Params> && !std::is_pointer_v<Params>);
+    dispatch_bytes(p, std::span(bindings.begin(), bindings.size()), std::as_bytes(std::span(&params, 1)), groups_x,
+                   groups_y, groups_z, std::move(label));
+  }
+  template <typename Params>
+  void dispatch(const Pipeline& p, std::span<const Binding> bindings, const Params& params, uint32_t groups_x,
+                uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {}) {
+    static_assert(std::is_trivially_copyable_v<Params> && !std::is_pointer_v<Params>);
     dispatch_bytes(p, bindings, std::as_bytes(std::span(&params, 1)), groups_x, groups_y, groups_z, std::move(label));
   }
-  void dispatch_bytes(const Pipeline& p, std::initializer_list<Binding> bindings, std::span<const std::byte> params,
+  void dispatch_bytes(const Pipeline& p, std::span<const Binding> bindings, std::span<const std::byte> params,
                       uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1, std::string label = {});
   // A dispatch whose workgroup counts an earlier dispatch of this recording
   // wrote into `counts` at byte `offset` (a VkDispatchIndirectCommand: three
@@ -85,7 +93,8 @@ class Recorder {
   void dispatch_indirect(const Pipeline& p, std::initializer_list<Binding> bindings, const Params& params,
                          const Buffer& counts, VkDeviceSize offset, std::string label = {}) {
     static_assert(std::is_trivially_copyable_v<Params> && !std::is_pointer_v<Params>);
-    record_dispatch(p, bindings, std::as_bytes(std::span(&params, 1)), {1, 1, 1}, &counts, offset, std::move(label));
+    record_dispatch(p, std::span(bindings.begin(), bindings.size()), std::as_bytes(std::span(&params, 1)), {1, 1, 1},
+                    &counts, offset, std::move(label));
   }
   void copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes);
   // Several regions in one command; offsets are relative to each Buffer's start.
@@ -128,12 +137,12 @@ class Recorder {
     bool reads, writes;
   };
   // dispatch_bytes, or with `counts` dispatch_indirect's workgroup counts from the device.
-  void record_dispatch(const Pipeline& p, std::initializer_list<Binding> bindings, std::span<const std::byte> params,
+  void record_dispatch(const Pipeline& p, std::span<const Binding> bindings, std::span<const std::byte> params,
                        std::array<uint32_t, 3> groups, const Buffer* counts, VkDeviceSize offset, std::string label);
   void release();  // the Vulkan objects, once (destructor, failed constructor)
   void sync(std::initializer_list<Use> uses);
   void sync(const std::vector<Use>& uses);
-  VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
+  VkDescriptorSet allocate_set(VkDescriptorSetLayout layout, uint32_t descriptors);
   void timestamp();
   // In update mode: checks that the next recorded command is `signature`
   // (and returns its index), else throws.
@@ -176,7 +185,7 @@ class Recorder {
   std::vector<VkDescriptorPool> descriptor_pools_;
   std::vector<VkBufferView> views_;  // texel buffer views of this recording
   size_t pool_index_ = 0;     // descriptor pool sets come from now
-  uint32_t sets_in_pool_ = 0;
+  uint32_t sets_in_pool_ = 0, descriptors_in_pool_ = 0;
   std::unordered_map<uint64_t, State> states_;
   std::unordered_map<uint64_t, const Buffer*> host_visible_written_;
   std::vector<std::string> labels_;

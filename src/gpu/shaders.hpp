@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 #include <string>
 
 namespace vkgate::gpu {
@@ -17,6 +18,7 @@ struct ShaderModuleInfo {
   uint32_t bindings;        // descriptors of set 0 at bindings 0..n−1: storage buffers, except
   uint32_t texel_bindings;  // the bits set here: uniform texel buffers (samplerBuffer)
   uint32_t param_bytes;     // size of the parameter block (set 1, binding 0; shaders/params.glsl)
+  std::vector<uint32_t> counts;  // descriptors at each binding: 1, or the length of an array of them
 };
 
 // Error(invalid_argument) if no module has that name.

@@ -52,6 +52,10 @@ struct Tuning {
   bool matvec = true;           // !VKGATE_DISABLE_MATVEC: matrix-vector kernels for ≤ 8 rows
   bool cpu_matmul = true;       // !VKGATE_DISABLE_CPU_MATMUL: the CPU-driver GEMMs (gemm_cpu.glsl)
   bool cpu_attention = true;    // !VKGATE_DISABLE_CPU_ATTENTION: unfused attention on CPU drivers
+  bool step_attention = true;   // !VKGATE_DISABLE_STEP_ATTENTION: attention_step.comp for short steps on CPU drivers
+  // VKGATE_STEP_SEQUENCES: sequences per attention_step dispatch of a batched
+  // step (0: as many as the device binds); for tests and triage of the groups.
+  uint32_t step_sequences = 0;
   bool subgroup_reduce = true;  // !VKGATE_DISABLE_SUBGROUP_REDUCE: one-subgroup row reductions on CPU drivers
   uint32_t matmul_splits = 0;   // VKGATE_MATMUL_SPLITS: forced split-K count (0: the rule)
   uint32_t flash_splits = 0;    // VKGATE_FLASH_SPLITS: forced key splits (0: the plan's choice)

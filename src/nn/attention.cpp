@@ -88,20 +88,33 @@ namespace {
 constexpr uint32_t kDirectTableTokens = 8;
 }  // namespace
 
+void Attention::plan_rope(AttentionPlan& p, uint32_t rows) const {
+  const size_t table = ops::rope_table_floats(rows, uint32_t(cfg_.rotary_dim()));
+  p.rope_up = allocate(vk_, table, Storage::f32, gpu::MemoryKind::upload, "rope cos/sin table (staging)");
+  if (rows > kDirectTableTokens || !tuning_.direct_io)
+    p.rope = allocate(vk_, table, Storage::f32, gpu::MemoryKind::device, "rope cos/sin table");
+}
+
+ops::AttentionShape Attention::attention_shape(uint32_t batch, uint32_t tokens, uint32_t keys, uint32_t stride,
+                                               uint32_t attn_ld, uint32_t score_ld) const {
+  return {batch, uint32_t(cfg_.num_heads), uint32_t(cfg_.num_kv_heads), tokens, keys, uint32_t(cfg_.head_dim),
+          stride, 0, 0, attn_ld, score_ld, cfg_.gqa_mapping == GqaMapping::tiled};
+}
+
 void Attention::plan_attend(AttentionPlan& p, Workspace& ws) const {
   const MixerShape& s = p.shape;
   const uint32_t batch = s.batch, tokens = s.tokens, kv_stride = s.kv_stride, H = uint32_t(cfg_.num_heads);
   // A plan whose cache grows between replays keeps the score stride of its
   // capacity, rounded to whole vec4s, whatever the cache's length.
   p.score_ld = s.sequence ? (kv_stride + 3) / 4 * 4 : kv_stride;
-  ops::AttentionShape shape{batch, H, uint32_t(cfg_.num_kv_heads), tokens, kv_stride, uint32_t(cfg_.head_dim)};
-  shape.score_stride = p.score_ld;
-  shape.tiled = cfg_.gqa_mapping == GqaMapping::tiled;
-  // Statistics need every probability; otherwise fused where the device prefers it.
-  p.fused = !s.stats && tuning_.fused && ops::flash_preferred(vk_.info, tuning_);
+  const ops::AttentionShape shape = attention_shape(batch, tokens, kv_stride, kv_stride, 0, p.score_ld);
+  // Statistics need every probability, the mask a score matrix; otherwise
+  // fused where the device prefers it.
+  p.step = !s.stats && !s.mask && ops::attention_step_applies(vk_.info, tuning_, shape);
+  p.fused = !p.step && !s.stats && tuning_.fused && ops::flash_preferred(vk_.info, tuning_);
   if (p.fused)
     p.flash = ops::flash_plan(vk_.info, shape, act_, ops::flash_options(tuning_));
-  else
+  else if (!p.step)
     p.chunk = s.stats ? tokens : ops::query_chunk(tuning_, shape);
   p.attn_ld = p.fused ? H * uint32_t(cfg_.head_dim) : ld_heads_;  // the fused kernel writes dense rows
 
@@ -109,12 +122,9 @@ void Attention::plan_attend(AttentionPlan& p, Workspace& ws) const {
   ws.need(row_role("q", p.row), B * H * T * Dh * e);
   if (p.fused)
     ws.need(row_role("partial", p.row), ops::flash_partial_floats(shape, p.flash) * 4);
-  else
+  else if (!p.step)
     ws.need(row_role("scores", p.row), B * H * p.chunk * size_t(p.score_ld) * 4);
-  const size_t table = ops::rope_table_floats(tokens, uint32_t(cfg_.rotary_dim()));
-  p.rope_up = allocate(vk_, table, Storage::f32, gpu::MemoryKind::upload, "rope cos/sin table (staging)");
-  if (tokens > kDirectTableTokens || !tuning_.direct_io)
-    p.rope = allocate(vk_, table, Storage::f32, gpu::MemoryKind::device, "rope cos/sin table");
+  plan_rope(p, tokens);
 }
 
 std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) const {
@@ -128,15 +138,29 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
     if (s.stats || s.mask || !s.sequence || s.row_strides.size() != s.batch)
       throw Error(ErrorCode::invalid_argument, "attention: a step of separate sequences takes one cache per row, "
                                                "and neither statistics nor a mask");
-    for (uint32_t r = 0; r < s.batch; ++r) {
+    p.step = tuning_.pass_fusion &&
+             ops::attention_step_applies(vk_.info, tuning_, attention_shape(1, s.tokens, 0, 0, 0, 0));
+    const uint32_t per = p.step ? ops::step_sequences_per_dispatch(vk_.info, tuning_) : 1;
+    for (uint32_t r = 0; r < s.batch; r += per) {
       auto& rp = *p.rows.emplace_back(std::make_unique<AttentionPlan>());
-      rp.shape = {1, s.tokens, s.row_strides[r], true, false, false, {}};
       rp.row = r;
+      if (p.step) {
+        rp.shape = {std::min(per, s.batch - r), s.tokens, 0, true, false, false, {}};
+        rp.step = true;
+        plan_rope(rp, rp.shape.batch * s.tokens);
+        continue;
+      }
+      rp.shape = {1, s.tokens, s.row_strides[r], true, false, false, {}};
       plan_attend(rp, ws);
       ws.need(row_role("attn", r), T * rp.attn_ld * e);
     }
-    p.fused = p.rows[0]->fused;
-    p.attn_ld = p.rows[0]->attn_ld;
+    if (p.step) {
+      ws.need("q", size_t(std::min(per, s.batch)) * T * size_t(cfg_.attn_dim()) * e);
+      p.attn_ld = ld_heads_;
+    } else {
+      p.fused = p.rows[0]->fused;
+      p.attn_ld = p.rows[0]->attn_ld;
+    }
   } else {
     plan_attend(p, ws);
   }
@@ -166,7 +190,24 @@ void Attention::prepare(MixerPlan& plan, uint32_t past) const {
 
 void Attention::prepare_rows(MixerPlan& plan, std::span<const uint32_t> pasts) const {
   AttentionPlan& p = static_cast<AttentionPlan&>(plan);
-  for (size_t r = 0; r < p.rows.size(); ++r) prepare(*p.rows[r], pasts[r]);
+  if (!p.step) {
+    for (size_t r = 0; r < p.rows.size(); ++r) prepare(*p.rows[r], pasts[r]);
+    return;
+  }
+  // A group's table: the cos of each row's positions, then their sin.
+  const uint32_t T = p.shape.tokens;
+  for (const auto& g : p.rows) {
+    std::vector<float> cos, sin;
+    for (uint32_t r = g->row; r < g->row + g->shape.batch; ++r) {
+      const std::vector<float> t = ops::rope_table(cfg_, T, pasts[r]);
+      const size_t half = t.size() / 2;  // cos, sin, then one spare float
+      cos.insert(cos.end(), t.begin(), t.begin() + half);
+      sin.insert(sin.end(), t.begin() + half, t.begin() + 2 * half);
+    }
+    auto* out = static_cast<float*>(g->rope_up.mapped());
+    std::memcpy(out, cos.data(), cos.size() * sizeof(float));
+    std::memcpy(out + cos.size(), sin.data(), sin.size() * sizeof(float));
+  }
 }
 
 void Attention::record_begin(Recorder& rec, const MixerPlan& plan) const {
@@ -231,9 +272,11 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
 
   if (p.rows.empty()) {
     record_attend(rec, p, ws, static_cast<const KvCache*>(io.cache), io.past, 0, attn, io);
+  } else if (io.rows.size() != B) {
+    throw Error(ErrorCode::invalid_argument, "attention: a step of separate sequences without one cache per row");
+  } else if (p.step) {
+    for (const auto& group : p.rows) record_group(rec, *group, p, ws, attn, io);
   } else {  // each row against its own sequence's cache, then into its row of "attn"
-    if (io.rows.size() != p.rows.size())
-      throw Error(ErrorCode::invalid_argument, "attention: a step of separate sequences without one cache per row");
     for (uint32_t r = 0; r < p.rows.size(); ++r) {
       const Buffer& row_attn = ws[row_role("attn", r)];
       record_attend(rec, *p.rows[r], ws, static_cast<const KvCache*>(io.rows[r].cache), io.rows[r].past,
@@ -264,64 +307,52 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
                                                  std::to_string(p.shape.kv_stride) + " positions");
   const Buffer& keys = cache ? cache->keys : ws["keys"];
   const Buffer& values = cache ? cache->values : ws["values"];
-  const Buffer& rope = p.rope_table();
-  const float eps = float(cfg_.rms_norm_eps);
-  const Buffer& proj = ws["proj"];
   const Buffer& q = ws[row_role("q", p.row)];
-  const ops::View qv = shifted(query_view(T), base), kv = shifted(key_view(T), base),
-                  vv = shifted(value_view(T), base);
-
-  // q, and the new keys and values into the cache at positions past..: the
-  // query, key or value gate, q/k norm and RoPE. One pass, or the reference
-  // path of a pass per op and tensor.
-  const bool qk_norm = cfg_.use_qk_norm, gated = cfg_.gate_kind != GateKind::none;
-  const GatePosition at = cfg_.gate_position;
-  ops::Gate gating = this->gating(T);
-  gating.view = shifted(gating.view, base);
-  const ops::GateTarget target = !gated                        ? ops::GateTarget::none
-                                 : at == GatePosition::query ? ops::GateTarget::query
-                                 : at == GatePosition::key   ? ops::GateTarget::key
-                                 : at == GatePosition::value ? ops::GateTarget::value
-                                                             : ops::GateTarget::none;
-  const uint32_t rd = uint32_t(cfg_.rotary_dim()), stride = p.shape.kv_stride;
+  const uint32_t stride = p.shape.kv_stride;
+  const ops::QkvPrepare args = qkv_args(p, ws, base, q, keys, values, stride, past);
   if (tuning_.pass_fusion) {
-    const ops::QkvPrepare args{proj,  qv, kv, vv, qk_norm ? &qn_w_ : nullptr,
-                               qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, eps, rope, rd, cfg_.rope_style, target,
-                               gating, q, keys, values, stride, past};
     ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);
-  } else {
-    if (target != ops::GateTarget::none) {  // in place in the projections
-      const ops::View y = target == ops::GateTarget::query ? qv : target == ops::GateTarget::key ? kv : vv;
-      ops::gate(vk_, rec, {.g = proj, .gating = gating, .y = proj, .y_view = y, .rows = BT, .tokens = T,
-                           .heads = gating.heads, .dim = Dh, .s = act_});
+  } else {  // the reference path: a pass per op and tensor
+    const Buffer& proj = args.proj;
+    const uint32_t rd = args.rotary;
+    if (args.gate_target != ops::GateTarget::none) {  // in place in the projections
+      const ops::View y = args.gate_target == ops::GateTarget::query ? args.q_view
+                          : args.gate_target == ops::GateTarget::key ? args.k_view
+                                                                     : args.v_view;
+      ops::gate(vk_, rec, {.g = proj, .gating = args.gating, .y = proj, .y_view = y, .rows = BT, .tokens = T,
+                           .heads = args.gating.heads, .dim = Dh, .s = act_});
     }
-    auto prepare = [&](ops::View src, const Buffer& norm, const Buffer& dst, uint32_t heads, uint32_t seq,
+    auto prepare = [&](ops::View src, const Buffer* norm, const Buffer& dst, uint32_t heads, uint32_t seq,
                        uint32_t first) {
       const ops::View out = ops::bhsd_view(heads, seq, Dh, first);
-      if (qk_norm) {
-        ops::rmsnorm(vk_, rec, {.x = proj, .in = src, .w = norm, .y = dst, .out = out, .rows = BT, .tokens = T,
-                                .heads = heads, .dim = Dh, .kind = cfg_.norm_kind, .eps = eps, .s = act_});
+      if (norm) {
+        ops::rmsnorm(vk_, rec, {.x = proj, .in = src, .w = *norm, .y = dst, .out = out, .rows = BT, .tokens = T,
+                                .heads = heads, .dim = Dh, .kind = args.kind, .eps = args.eps, .s = act_});
         src = out;  // rotated in place
       }
-      ops::rope(vk_, rec, {.x = qk_norm ? dst : proj, .in = src, .table = rope, .y = dst, .out = out, .rows = BT,
-                           .tokens = T, .heads = heads, .dim = Dh, .rotary = rd, .s = act_, .style = cfg_.rope_style});
+      ops::rope(vk_, rec, {.x = norm ? dst : proj, .in = src, .table = args.table, .y = dst, .out = out, .rows = BT,
+                           .tokens = T, .heads = heads, .dim = Dh, .rotary = rd, .s = act_,
+                           .style = args.rope_style});
     };
-    prepare(qv, qn_w_, q, H, T, 0);
-    prepare(kv, kn_w_, keys, KV, stride, past);
-    ops::rope(vk_, rec, {.x = proj, .in = vv, .table = rope, .y = values,
+    prepare(args.q_view, args.q_norm, q, H, T, 0);
+    prepare(args.k_view, args.k_norm, keys, KV, stride, past);
+    ops::rope(vk_, rec, {.x = proj, .in = args.v_view, .table = args.table, .y = values,
                          .out = ops::bhsd_view(KV, stride, Dh, past), .rows = BT, .tokens = T, .heads = KV,
                          .dim = Dh, .rotary = 0, .s = act_});
   }
 
-  // softmax(q·kᵀ/√Dh + mask)·v, gated: fused, or in query chunks through a score matrix.
-  const ops::AttentionShape shape{B, H, KV, T, S, Dh, stride, 0, 0, p.attn_ld, p.score_ld,
-                                  cfg_.gqa_mapping == GqaMapping::tiled};
+  // softmax(q·kᵀ/√Dh + mask)·v, gated: in one pass for a short step, fused,
+  // or in query chunks through a score matrix.
+  const ops::AttentionShape shape = attention_shape(B, T, S, stride, p.attn_ld, p.score_ld);
   const float scale = float(1.0 / std::sqrt(double(Dh)));
-  const bool sdpa_gate = gated && at == GatePosition::sdpa;
-  if (p.fused) {
-    const ops::FlashArgs args{q,      keys, values, io.mask, sdpa_gate ? &proj : nullptr, gating, attn,
-                              &ws[row_role("partial", p.row)]};
-    ops::flash_attention(vk_, rec, args, shape, p.flash, cfg_.causal, scale, act_);
+  if (p.step) {
+    const ops::StepSequence seq{&keys, &values, past, stride};
+    ops::attention_step(vk_, rec, q, std::span(&seq, 1), attn, 0, shape, act_, cfg_.causal, scale);
+  } else if (p.fused) {
+    const bool sdpa_gate = cfg_.gate_kind != GateKind::none && cfg_.gate_position == GatePosition::sdpa;
+    const ops::FlashArgs fa{q,    keys, values, io.mask, sdpa_gate ? &args.proj : nullptr, args.gating, attn,
+                            &ws[row_role("partial", p.row)]};
+    ops::flash_attention(vk_, rec, fa, shape, p.flash, cfg_.causal, scale, act_);
   } else {
     const Buffer& scores = ws[row_role("scores", p.row)];
     for (uint32_t first = 0; first < T; first += p.chunk) {
@@ -336,6 +367,52 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
       ops::attention_values(vk_, rec, scores, values, attn, part, act_, cfg_.causal);
     }
   }
+}
+
+ops::QkvPrepare Attention::qkv_args(const AttentionPlan& p, const Workspace& ws, uint32_t base, const Buffer& q,
+                                    const Buffer& keys, const Buffer& values, uint32_t stride,
+                                    uint32_t past) const {
+  // The query, key or value gate, q/k norm and RoPE of the projections at
+  // element `base`; the new keys and values into the cache at positions past..
+  const uint32_t T = p.shape.tokens;
+  const bool qk_norm = cfg_.use_qk_norm, gated = cfg_.gate_kind != GateKind::none;
+  const GatePosition at = cfg_.gate_position;
+  ops::Gate gating = this->gating(T);
+  gating.view = shifted(gating.view, base);
+  const ops::GateTarget target = !gated                        ? ops::GateTarget::none
+                                 : at == GatePosition::query ? ops::GateTarget::query
+                                 : at == GatePosition::key   ? ops::GateTarget::key
+                                 : at == GatePosition::value ? ops::GateTarget::value
+                                                             : ops::GateTarget::none;
+  return {ws["proj"],         shifted(query_view(T), base), shifted(key_view(T), base), shifted(value_view(T), base),
+          qk_norm ? &qn_w_ : nullptr, qk_norm ? &kn_w_ : nullptr, cfg_.norm_kind, float(cfg_.rms_norm_eps),
+          p.rope_table(),     uint32_t(cfg_.rotary_dim()), cfg_.rope_style, target, gating,
+          q,                  keys, values, stride, past};
+}
+
+void Attention::record_group(Recorder& rec, const AttentionPlan& group, const AttentionPlan& parent,
+                             const Workspace& ws, const Buffer& attn, const MixerIo& io) const {
+  const uint32_t first = group.row, n = group.shape.batch, T = parent.shape.tokens;
+  const uint32_t H = uint32_t(cfg_.num_heads), KV = uint32_t(cfg_.num_kv_heads), Dh = uint32_t(cfg_.head_dim);
+  std::vector<ops::StepSequence> seqs;
+  uint32_t keys = 0;
+  for (uint32_t r = first; r < first + n; ++r) {
+    const auto* cache = static_cast<const KvCache*>(io.rows[r].cache);
+    const uint32_t stride = parent.shape.row_strides[r], past = io.rows[r].past;
+    if (T + past > stride)
+      throw Error(ErrorCode::invalid_argument, "attention: " + std::to_string(T + past) + " keys exceed row " +
+                                                   std::to_string(r) + "'s cache of " + std::to_string(stride) +
+                                                   " positions");
+    seqs.push_back({&cache->keys, &cache->values, past, stride});
+    keys = std::max(keys, T + past);
+  }
+  // The group's rows of "proj" into "q" (the group's batch rows) and their caches.
+  ops::QkvPrepare args = qkv_args(group, ws, first * T * cols_, ws["q"], *seqs[0].keys, *seqs[0].values, 0, 0);
+  args.seqs = seqs;
+  ops::qkv_prepare(vk_, rec, args, n * T, T, H, KV, Dh, act_);
+  const float scale = float(1.0 / std::sqrt(double(Dh)));
+  ops::attention_step(vk_, rec, ws["q"], seqs, attn, first * T * parent.attn_ld,
+                      attention_shape(n, T, keys, 0, parent.attn_ld, 0), act_, cfg_.causal, scale);
 }
 
 }  // namespace vkgate::nn

@@ -42,6 +42,7 @@ struct KvCache final : MixerCache {
 // The kernel choices of one recording, decided once.
 struct AttentionPlan final : MixerPlan {
   bool fused = false;      // fused flash attention, else scores → softmax → P·V in query chunks
+  bool step = false;       // attention_step.comp (a short step on a CPU driver), else as `fused` says
   ops::FlashPlan flash;
   uint32_t chunk = 0;      // queries per chunk of the unfused attention
   uint32_t score_ld = 0;   // row stride of the scores and the mask
@@ -54,6 +55,10 @@ struct AttentionPlan final : MixerPlan {
   // Rows apart (MixerShape::row_strides): each row's own plan of the part that
   // touches its cache (batch 1, its cache's positions), whose scratch roles
   // are the row's (row_role); `row` is that row, else none.
+  // With `step`, a plan per group of up to ops::step_sequences_per_dispatch
+  // rows instead, whose caches one qkv_prepare and one attention_step bind
+  // together: its batch is the group's rows, `row` the first of them, its
+  // table their positions'.
   std::vector<std::unique_ptr<AttentionPlan>> rows;
   uint32_t row = kAllRows;
 };
@@ -95,6 +100,17 @@ class Attention final : public Mixer {
   // keys and values), the output into `attn`.
   void record_attend(gpu::Recorder& rec, const AttentionPlan& p, const Workspace& ws, const KvCache* cache,
                      uint32_t past, uint32_t base, const gpu::Buffer& attn, const MixerIo& io) const;
+  // A step group's rows (AttentionPlan::rows with `step`) from "proj" into
+  // their rows of `attn`, each against its own cache.
+  void record_group(gpu::Recorder& rec, const AttentionPlan& group, const AttentionPlan& parent, const Workspace& ws,
+                    const gpu::Buffer& attn, const MixerIo& io) const;
+  ops::AttentionShape attention_shape(uint32_t batch, uint32_t tokens, uint32_t keys, uint32_t stride,
+                                      uint32_t attn_ld, uint32_t score_ld) const;
+  // The plan's RoPE table for `rows` (batch row, position) pairs.
+  void plan_rope(AttentionPlan& p, uint32_t rows) const;
+  // qkv_prepare's arguments for the plan's rows of the projections at element `base`.
+  ops::QkvPrepare qkv_args(const AttentionPlan& p, const Workspace& ws, uint32_t base, const gpu::Buffer& q,
+                           const gpu::Buffer& keys, const gpu::Buffer& values, uint32_t stride, uint32_t past) const;
   ops::View query_view(uint32_t tokens) const;
   ops::View key_view(uint32_t tokens) const;
   ops::View value_view(uint32_t tokens) const;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -233,6 +234,14 @@ size_t rope_table_floats(uint32_t tokens, uint32_t rotary);
 // q goes to [B, heads, T, dim], the keys and values to caches [B, kv_heads,
 // seq, dim] at positions first.. . All stored as `s`; weights and table fp32.
 enum class GateTarget : uint32_t { none, query, key, value };
+// One sequence's cache in a batched step: keys and values [KV, stride, Dh],
+// `past` positions filled before the step's.
+constexpr uint32_t kStepSequences = 8;  // at most, in one dispatch
+struct StepSequence {
+  const Buffer* keys;
+  const Buffer* values;
+  uint32_t past, stride;
+};
 struct QkvPrepare {
   const Buffer& proj;
   View q_view, k_view, v_view;
@@ -249,6 +258,9 @@ struct QkvPrepare {
   const Buffer& k;
   const Buffer& v;
   uint32_t seq, first;
+  // Where given (at most kStepSequences, one per batch row): row b's keys and
+  // values go to its own cache at its past, instead of into k and v.
+  std::span<const StepSequence> seqs = {};
 };
 void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_t rows, uint32_t tokens,
                  uint32_t heads, uint32_t kv_heads, uint32_t dim, Storage s = Storage::f32);
@@ -301,6 +313,23 @@ void attention_scores(Context::Impl& ctx, Recorder& rec, const Buffer& q, const 
 // With `causal`, probabilities beyond each query's last key (zeros) may be skipped.
 void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, const Buffer& v, const Buffer& out,
                       const AttentionShape& s, Storage st = Storage::f32, bool causal = false);
+
+// One step's attention on a CPU driver (attention_step.comp): out [B, T, H,
+// Dh] (from element out_base, rows s.out_row() apart) = softmax(scale·q·kᵀ)·v
+// (causal: position t sees its cache's first past + t + 1 keys), scores, softmax and
+// values in one dispatch, for steps of at most kStepTokens positions. Each
+// sequence b of the batch has its own cache (keys, values [KV, stride, Dh],
+// `past` positions before the step's), up to kStepSequences in one dispatch;
+// or one StepSequence for a cache [B, KV, stride, Dh] that the batch shares.
+// The new positions' keys are already in the caches.
+constexpr uint32_t kStepTokens = 8, kStepWorkgroup = 64;
+bool attention_step_applies(const DeviceInfo& d, const Tuning& t, const AttentionShape& s);
+// How many sequences' caches one dispatch binds: kStepSequences where the
+// device indexes arrays of storage buffers (or Tuning::step_sequences), else 1.
+uint32_t step_sequences_per_dispatch(const DeviceInfo& d, const Tuning& t);
+void attention_step(Context::Impl& ctx, Recorder& rec, const Buffer& q, std::span<const StepSequence> seqs,
+                    const Buffer& out, uint32_t out_base, const AttentionShape& s, Storage st, bool causal,
+                    float scale);
 
 // Fused attention (one dispatch; two with split keys): out [B, T, H, Dh] =
 // softmax(scale·q·kᵀ + mask)·v, then gated (ops::Gate) when a gate is given.
