@@ -27,7 +27,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "copy shader: the bench's bandwidth yardstick c
   CHECK(std::all_of(got.begin() + n, got.end(), [](float x) { return std::isnan(x); }));
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding count or a missing buffer is an error") {
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding count or a missing buffer is an error, "
+                                 "arrays of buffers counted by their elements") {
   const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
   auto src = upload(random(16), "src");
   gpu::Buffer none;
@@ -35,7 +36,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding coun
   gpu::Recorder rec(vk);
   rec.begin();
   CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}}, count, 1),
-                       doctest::Contains("expected 2 bindings, got 1"), Error);
+                       doctest::Contains("expected 2 buffers for its 2 bindings, got 1"), Error);
   CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&none, gpu::Access::write}}, count, 1),
                        doctest::Contains("binding 1 has no buffer"), Error);
   // The parameter block's size is the one the shader's SPIR-V declares (copy.comp: one uint).
@@ -43,6 +44,16 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: a dispatch with a wrong binding coun
   const uint16_t narrow = 4;
   CHECK_THROWS_WITH_AS(rec.dispatch(copy, {{&src, gpu::Access::read}, {&src, gpu::Access::write}}, narrow, 1),
                        doctest::Contains("parameter block is 4 bytes, the host passed 2"), Error);
+  // attention_step_seqs: q, 8 caches' keys, 8 caches' values, out; its SPIR-V says so.
+  if (ctx.device().storage_buffer_arrays) {
+    const gpu::Pipeline& step = vk.pipelines->get("attention_step_seqs", {64, 2, 8});
+    CHECK(step.counts == std::vector<uint32_t>{1, 8, 8, 1});
+    const std::vector<std::byte> params(step.param_bytes);
+    const gpu::Binding four[] = {{&src, gpu::Access::read}, {&src, gpu::Access::read}, {&src, gpu::Access::read},
+                                 {&src, gpu::Access::write}};
+    CHECK_THROWS_WITH_AS(rec.dispatch_bytes(step, four, params, 1),
+                         doctest::Contains("expected 18 buffers for its 4 bindings, got 4"), Error);
+  }
   rec.end();
 }
 
