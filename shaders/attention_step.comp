@@ -99,6 +99,10 @@ void main() {
   vec4 acc[G * 2];
   [[unroll]] for (uint i = 0; i < G * 2; ++i) acc[i] = vec4(0.0);
   barrier();
+  // Every lane's own copy of q: llvmpipe reads shared memory lane by lane, a
+  // private array (spilled or not) as whole SIMD vectors.
+  vec4 qr[G * CH * 2];
+  [[unroll]] for (uint i = 0; i < G * CH * 2; ++i) qr[i] = q_s[i];
 
   for (uint k0 = 0; k0 < keys; k0 += WG) {
     const uint key = k0 + tid;
@@ -106,11 +110,11 @@ void main() {
     [[unroll]] for (uint g = 0; g < G; ++g) s[g] = NEG_INF;
     if (key < keys) {
       [[unroll]] for (uint g = 0; g < G; ++g) s[g] = 0.0;
-      for (uint ch = 0; ch < CH; ++ch) {
+      [[unroll]] for (uint ch = 0; ch < CH; ++ch) {
         vec4 lo, hi;
         k_ld8_at(seq, kv_base + key * CH + ch, lo, hi);
         [[unroll]] for (uint g = 0; g < G; ++g)
-          s[g] += dot(q_s[2 * (g * CH + ch)], lo) + dot(q_s[2 * (g * CH + ch) + 1], hi);
+          s[g] += dot(qr[2 * (g * CH + ch)], lo) + dot(qr[2 * (g * CH + ch) + 1], hi);
       }
     }
     [[unroll]] for (uint g = 0; g < G; ++g) sc_s[g * WG + tid] = s[g];
