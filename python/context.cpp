@@ -19,6 +19,8 @@ py::dict device_dict(const DeviceInfo& d) {
   py::dict caps;
   caps["fp16_arithmetic"] = d.fp16_arithmetic;
   caps["storage16"] = d.storage16;
+  caps["storage_buffer_arrays"] = d.storage_buffer_arrays;
+  caps["max_stage_storage_buffers"] = d.max_stage_storage_buffers;
   caps["subgroup_size"] = d.subgroup_size;
   caps["min_subgroup_size"] = d.min_subgroup_size;
   caps["max_subgroup_size"] = d.max_subgroup_size;

@@ -12,7 +12,7 @@ from conftest import TOKENIZER_JSON, block_weights, random_weights, tiny_config,
 def test_devices_and_context(ctx):
     devs = vkgate.devices()
     assert devs and {"index", "name", "type", "driver", "api_version", "summary", "capabilities"} <= set(devs[0])
-    assert "subgroup_size" in devs[0]["capabilities"]
+    assert {"subgroup_size", "storage_buffer_arrays", "max_stage_storage_buffers"} <= set(devs[0]["capabilities"])
     assert ctx.device["name"] in [d["name"] for d in devs]
     assert ctx.validation_messages == ctx.validation_messages  # a count, readable any time
     assert not ctx.device_lost
