@@ -395,7 +395,6 @@ void Attention::record_group(Recorder& rec, const AttentionPlan& group, const At
   const uint32_t first = group.row, n = group.shape.batch, T = parent.shape.tokens;
   const uint32_t H = uint32_t(cfg_.num_heads), KV = uint32_t(cfg_.num_kv_heads), Dh = uint32_t(cfg_.head_dim);
   std::vector<ops::StepSequence> seqs;
-  uint32_t keys = 0;
   for (uint32_t r = first; r < first + n; ++r) {
     const auto* cache = static_cast<const KvCache*>(io.rows[r].cache);
     const uint32_t stride = parent.shape.row_strides[r], past = io.rows[r].past;
@@ -404,7 +403,6 @@ void Attention::record_group(Recorder& rec, const AttentionPlan& group, const At
                                                    std::to_string(r) + "'s cache of " + std::to_string(stride) +
                                                    " positions");
     seqs.push_back({&cache->keys, &cache->values, past, stride});
-    keys = std::max(keys, T + past);
   }
   // The group's rows of "proj" into "q" (the group's batch rows) and their caches.
   ops::QkvPrepare args = qkv_args(group, ws, first * T * cols_, ws["q"], *seqs[0].keys, *seqs[0].values, 0, 0);
@@ -412,7 +410,7 @@ void Attention::record_group(Recorder& rec, const AttentionPlan& group, const At
   ops::qkv_prepare(vk_, rec, args, n * T, T, H, KV, Dh, act_);
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   ops::attention_step(vk_, rec, ws["q"], seqs, attn, first * T * parent.attn_ld,
-                      attention_shape(n, T, keys, 0, parent.attn_ld, 0), act_, cfg_.causal, scale);
+                      attention_shape(n, T, 0, 0, parent.attn_ld, 0), act_, cfg_.causal, scale);
 }
 
 }  // namespace vkgate::nn

@@ -47,7 +47,8 @@ struct MixerShape {
   // Non-empty: the batch's rows are separate sequences (Model::extend of
   // several), row r with a cache of its own that holds row_strides[r]
   // positions and its own past (MixerIo::rows). The projections run on all
-  // rows at once (one weight read); what touches a cache runs per row.
+  // rows at once (one weight read); what touches a cache runs per row (an
+  // attention step on a CPU driver: up to 8 rows' caches in one dispatch).
   // Neither stats nor mask.
   std::vector<uint32_t> row_strides;
   bool rows_apart() const { return !row_strides.empty(); }

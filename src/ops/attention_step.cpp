@@ -32,7 +32,8 @@ uint32_t step_sequences_per_dispatch(const DeviceInfo& d, const Tuning& t) {
 bool attention_step_applies(const DeviceInfo& d, const Tuning& t, const AttentionShape& s) {
   if (!t.step_attention || !cpu_gemm(d, t) || !t.cpu_attention || s.heads % s.kv_heads != 0) return false;
   const uint32_t G = s.heads / s.kv_heads, Dh = s.head_dim;
-  return s.tokens <= kStepTokens && G <= 8 && Dh % 8 == 0 && Dh / 8 <= kStepWorkgroup &&
+  // Each lane holds the G rows of q in private memory: at most 4 KiB of it.
+  return s.tokens <= kStepTokens && G <= 8 && G * Dh <= 1024 && Dh % 8 == 0 && Dh / 8 <= kStepWorkgroup &&
          shared_bytes(kStepWorkgroup, G, Dh) <= d.shared_memory_bytes;
 }
 
