@@ -105,6 +105,7 @@ VKGATE_ARG_KIND(Path, "Union[str, os.PathLike]")
 VKGATE_ARG_KIND(Context, "vkgate.Context")
 VKGATE_ARG_KIND(Sequence, "vkgate.Sequence")
 VKGATE_ARG_KIND(Sequences, "list[vkgate.Sequence]")
+VKGATE_ARG_KIND(TextStreams, "list[vkgate.TextStream]")
 VKGATE_ARG_KIND(BlockConfig, "vkgate.BlockConfig")
 VKGATE_ARG_KIND(OptionalBlockConfig, "Optional[vkgate.BlockConfig]")
 VKGATE_ARG_KIND(OptionalGlaConfig, "Optional[vkgate.GlaConfig]")
@@ -132,6 +133,7 @@ using Path = Arg<kind::Path>;
 using Context = Arg<kind::Context>;
 using Sequence = Arg<kind::Sequence>;
 using Sequences = Arg<kind::Sequences>;
+using TextStreams = Arg<kind::TextStreams>;
 using BlockConfig = Arg<kind::BlockConfig>;
 using OptionalBlockConfig = Arg<kind::OptionalBlockConfig>;
 using GlaConfig = Arg<kind::GlaConfig>;

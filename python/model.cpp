@@ -121,6 +121,33 @@ struct TextStream {
   }
 };
 
+// TextStream.step_all's and prefill_all's streams (a list), of one Model.
+std::vector<TextStream*> streams_arg(const arg::TextStreams& streams) {
+  if (!py::isinstance<py::list>(streams.obj) && !py::isinstance<py::tuple>(streams.obj))
+    fail(ErrorCode::invalid_argument, "streams: expected a list of vkgate.TextStream, got " + describe(streams.obj));
+  std::vector<TextStream*> out;
+  for (const py::handle& item : streams.obj) {
+    const std::string what = "streams[" + std::to_string(out.size()) + "]";
+    out.push_back(&instance_arg<TextStream>(item, what.c_str(), "TextStream"));
+    if (out.back()->model != out[0]->model)
+      fail(ErrorCode::invalid_argument, what + ": a stream of another Model than streams[0]'s");
+  }
+  return out;
+}
+
+// Generation::step_all or prefill_all of the streams, the GIL released.
+template <class F>
+auto together(const arg::TextStreams& streams, F&& f) {
+  const std::vector<TextStream*> s = streams_arg(streams);
+  std::vector<Generation*> gens;
+  for (TextStream* t : s) gens.push_back(&t->generation);
+  using R = decltype(f(std::span<Generation* const>(gens)));
+  if (gens.empty()) return R{};
+  Busy::Scope guard(s[0]->model->busy, "this Model");
+  py::gil_scoped_release nogil;
+  return f(std::span<Generation* const>(gens));
+}
+
 // The sampling and stop keywords of Model.generate.
 GenerateOptions generate_options(const py::handle& max_new_tokens, const py::handle& stop_at_eos,
                                  const py::handle& temperature, const py::handle& top_k, const py::handle& top_p,
@@ -176,7 +203,30 @@ void bind_model(py::module_& m) {
       .def_property_readonly("finish_reason", [](TextStream& s) -> py::object {
         if (!s.generation.done()) return py::none();
         return py::str(to_string(s.generation.result().finish));
-      });
+      })
+      .def_static(
+          "step_all",
+          [](arg::TextStreams streams) {
+            const auto steps = together(streams, [](std::span<Generation* const> g) { return Generation::step_all(g); });
+            py::list out;
+            for (const Generation::Step& step : steps) out.append(text_of(step.text));
+            return out;
+          },
+          py::arg("streams"),
+          "One id for each of several streams of one Model (a server's round): those whose prompt has run\n"
+          "take their next position together in one device step, the weights read once for all. Returns\n"
+          "the text each id completes (\"\" while an id completes no character). A stream that has ended\n"
+          "is an error.")
+      .def_static(
+          "prefill_all",
+          [](arg::TextStreams streams, arg::Int tokens) {
+            const int n = int(integer_arg(tokens, "tokens", 1, INT_MAX));
+            return together(streams, [n](std::span<Generation* const> g) { return Generation::prefill_all(g, n); });
+          },
+          py::arg("streams"), py::arg("tokens"),
+          "Runs up to `tokens` more positions of each stream's prompt; the streams that run as many run\n"
+          "together in one device step. Returns whether each one's whole prompt has run; step_all (or\n"
+          "next()) then chooses the first ids.");
 
   py::class_<PyModel>(m, "Model",
                       "A whole decoder-only model (Qwen3 with the paper's gate flags, Llama, or fla's GLA) on the device.\n\n"

@@ -182,6 +182,7 @@ BAD = {
     "weights": [None, [1], 5, "a\ud800b"],
     "sequence": [None, 5, object()],
     "sequences": [None, 5, "ab", [None], [5], (object(),), object()],
+    "streams": [None, 5, "ab", [None], [5], (object(),), object()],
     "tokenizer": [5, "tokenizer", object()],
     "device": [1.5, True, -1, 2**40, 2**64, "", "a\ud800b", b"x", object()],
     "str_list": [None, 5, "ab", [None], ["a\ud800b"]],
@@ -329,6 +330,10 @@ CALLS = [
     ("Model.extend_top", "k", "int", lambda a, v: a.model.extend_top([a.seq], [1], v)),
     ("Model.set_poison", "on", "bool", lambda a, v: a.model.set_poison(v)),
     ("Sequence.truncate", "length", "int", lambda a, v: a.seq.truncate(v)),
+    ("TextStream.step_all", "streams", "streams", lambda a, v: vkgate.TextStream.step_all(v)),
+    ("TextStream.prefill_all", "streams", "streams", lambda a, v: vkgate.TextStream.prefill_all(v, 1)),
+    ("TextStream.prefill_all", "tokens", "int",
+     lambda a, v: vkgate.TextStream.prefill_all([a.model.generate("hi", max_new_tokens=1)], v)),
     ("Tokenizer", "path", "path", lambda a, v: vkgate.Tokenizer(v)),
     ("Tokenizer.from_json", "json_text", "str", lambda a, v: vkgate.Tokenizer.from_json(v)),
     ("Tokenizer.from_json", "source", "str", lambda a, v: vkgate.Tokenizer.from_json(a.tok_json, v)),
@@ -519,7 +524,8 @@ def bound(api, name):
     """The callable `name` of public_callables(), bound to one of api's objects."""
     objects = {"Context": api.ctx, "BlockConfig": api.cfg, "GlaConfig": api.gcfg, "GdnConfig": api.dcfg,
                "ModelConfig": api.mcfg, "GatedAttention": api.block, "GlaLayer": api.gla, "GatedDeltaNet": api.gdn, "Model": api.model, "Sequence": api.seq,
-               "Tokenizer": api.tok, "RopeScaling": vkgate.RopeScaling(), "MoeConfig": vkgate.MoeConfig()}
+               "Tokenizer": api.tok, "RopeScaling": vkgate.RopeScaling(), "MoeConfig": vkgate.MoeConfig(),
+               "TextStream": vkgate.TextStream}
     if name.startswith("reference."):
         return getattr(vkgate.reference, name.split(".")[1])
     owner, _, attr = name.partition(".")

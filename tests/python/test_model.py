@@ -64,6 +64,33 @@ def test_generate_text_streams(ctx, tiny_model):
     assert list(model.generate("hello", max_new_tokens=0)) == []
 
 
+def test_streams_run_their_prompts_and_steps_together(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    tok = vkgate.Tokenizer(d)
+    texts = ["hello world", "hi", "one two three four"]
+    streams = [model.generate(t, max_new_tokens=4, stop_at_eos=False) for t in texts]
+    lengths = [len(tok.encode(t)) for t in texts]
+    assert vkgate.TextStream.prefill_all(streams, 2) == [n <= 2 for n in lengths]
+    running = list(streams)
+    while running:
+        pieces = vkgate.TextStream.step_all(running)
+        assert len(pieces) == len(running) and all(isinstance(p, str) for p in pieces)
+        running = [s for s in running if s.finish_reason is None]
+    for text, stream in zip(texts, streams):
+        want = vkgate.reference.greedy_generate(cfg, w, tok.encode(text), 4, stop_at_eos=False)
+        assert stream.ids == list(want)
+    assert vkgate.TextStream.step_all([]) == [] and vkgate.TextStream.prefill_all([], 1) == []
+    with pytest.raises(vkgate.Error, match="ended"):
+        vkgate.TextStream.step_all(streams[:1])
+    fresh = model.generate("hello", max_new_tokens=2)
+    with pytest.raises(vkgate.Error, match="twice"):
+        vkgate.TextStream.step_all([fresh, fresh])
+    other = vkgate.Model.load(ctx, d).generate("hello", max_new_tokens=2)
+    with pytest.raises(vkgate.Error, match=r"streams\[1\]: a stream of another Model"):
+        vkgate.TextStream.prefill_all([fresh, other], 1)
+
+
 def test_sequence_extend(ctx, tiny_model):
     d, cfg, w = tiny_model
     model = vkgate.Model.load(ctx, d)
