@@ -494,4 +494,25 @@ TEST_CASE("cli serve: a full queue is refused, a client that goes away frees its
   CHECK(rest.find("data: [DONE]") != std::string::npos);
 }
 
+TEST_CASE("cli serve: requests that come together while the server is idle run their prompts in one round "
+          "(--gather-ms)") {
+  std::mt19937 rng(32);
+  TextModel tm(rng, "");
+  // A wide window: the three requests below go out within milliseconds, even on a loaded machine.
+  Served s(tm.m.path(), {"--parallel", "4", "--gather-ms", "1000"});
+  const std::string body = json{{"prompt", "a b"}, {"max_tokens", 2}, {"stream", true}}.dump();
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) fds.push_back(send_request(s.port, "POST", "/v1/completions", body, {}));
+  for (int fd : fds) {
+    CHECK(read_until(fd, "data: [DONE]").find("data: [DONE]") != std::string::npos);
+    ::close(fd);
+  }
+  const std::string m = http(s.port, "GET", "/metrics").body;
+  CHECK(m.find("\nvkgate_requests_total 3\n") != std::string::npos);
+  CHECK(m.find("\nvkgate_prompt_rounds_total 1\n") != std::string::npos);
+  const CliResult end = s.stop();
+  check_clean_exit(end);
+  CHECK(end.code == 0);
+}
+
 #endif  // VKGATE_CLI

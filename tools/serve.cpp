@@ -280,6 +280,9 @@ struct Server {
     metric("vkgate_requests_active", "gauge", "Generations being stepped.", std::to_string(s.active));
     metric("vkgate_queue_length", "gauge", "Requests waiting for a slot.", std::to_string(s.queued));
     metric("vkgate_prompt_tokens_total", "counter", "Prompt tokens run.", std::to_string(s.prompt_tokens_total));
+    metric("vkgate_prompt_rounds_total", "counter",
+           "Scheduler rounds that ran prompt positions (requests gathered together share theirs).",
+           std::to_string(s.prompt_rounds_total));
     metric("vkgate_generated_tokens_total", "counter", "Tokens generated.", std::to_string(s.generated_tokens_total));
     metric("vkgate_tokens_per_second", "gauge", "Tokens generated per second of stepping, over the last 10 s.", rate);
     metric("vkgate_kv_cache_bytes", "gauge", "Device memory of the live sequences' caches.",

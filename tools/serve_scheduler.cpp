@@ -190,6 +190,7 @@ void Scheduler::run() {
       // The first id comes in the round that runs the prompt's last piece.
       const std::vector<bool> ran = Generation::prefill_all(prompts, prefill_chunk_);
       for (size_t k = 0; k < prefilling.size(); ++k) prefilling[k]->prompt_run = ran[k];
+      if (!prompts.empty()) ++stats_.prompt_rounds_total;
     } catch (const std::exception& e) {  // a failed piece: every prompt of the round fails
       for (Active* a : prefilling) {
         free_slot();

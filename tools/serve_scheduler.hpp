@@ -53,6 +53,7 @@ struct Job {
 
 struct SchedulerStats {
   std::atomic<uint64_t> requests_total{0}, prompt_tokens_total{0}, generated_tokens_total{0};
+  std::atomic<uint64_t> prompt_rounds_total{0};  // rounds that ran prompt positions
   std::atomic<int64_t> active{0}, queued{0};
   std::atomic<double> tokens_per_second{0};
   std::atomic<uint64_t> kv_cache_bytes{0};
