@@ -23,6 +23,11 @@ uint32_t shared_bytes(uint32_t wg, uint32_t G, uint32_t Dh) {
 }
 }  // namespace
 
+void append_caches(std::vector<gpu::Binding>& b, std::span<const StepSequence> seqs, gpu::Access access) {
+  for (auto which : {&StepSequence::keys, &StepSequence::values})
+    for (size_t i = 0; i < kStepSequences; ++i) b.push_back({seqs[std::min(i, seqs.size() - 1)].*which, access});
+}
+
 uint32_t step_sequences_per_dispatch(const DeviceInfo& d, const Tuning& t) {
   // Two arrays of them, q and out, in one stage.
   const bool arrays = d.storage_buffer_arrays && d.max_stage_storage_buffers >= 2 * kStepSequences + 2;
@@ -51,11 +56,13 @@ void attention_step(Context::Impl& ctx, Recorder& rec, const Buffer& q, std::spa
   }
   const gpu::Pipeline& p = ctx.pipelines->get(variant(arrays ? "attention_step_seqs" : "attention_step", st),
                                               {kStepWorkgroup, s.heads / s.kv_heads, s.head_dim});
-  // Unused array elements repeat the last cache: never read.
   std::vector<gpu::Binding> b{{&q, gpu::Access::read}};
-  const uint32_t n = arrays ? kStepSequences : 1;
-  for (auto which : {&StepSequence::keys, &StepSequence::values})
-    for (uint32_t i = 0; i < n; ++i) b.push_back({seqs[std::min<size_t>(i, seqs.size() - 1)].*which, gpu::Access::read});
+  if (arrays) {
+    append_caches(b, seqs, gpu::Access::read);
+  } else {
+    b.push_back({seqs[0].keys, gpu::Access::read});
+    b.push_back({seqs[0].values, gpu::Access::read});
+  }
   b.push_back({&out, gpu::Access::write});
   rec.dispatch(p, std::span<const gpu::Binding>(b), push, s.kv_heads, s.tokens, s.batch, "attention.step");
 }

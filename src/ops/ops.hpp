@@ -242,6 +242,9 @@ struct StepSequence {
   const Buffer* values;
   uint32_t past, stride;
 };
+// The bindings of a shader's arrays of kStepSequences keys, then values, for
+// `seqs`: elements past them repeat the last cache (bound, never touched).
+void append_caches(std::vector<gpu::Binding>& b, std::span<const StepSequence> seqs, gpu::Access access);
 struct QkvPrepare {
   const Buffer& proj;
   View q_view, k_view, v_view;

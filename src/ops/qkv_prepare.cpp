@@ -1,5 +1,3 @@
-#include <algorithm>
-
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
 #include "ops/ops.hpp"
@@ -47,10 +45,8 @@ void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_
                                {a.k_norm ? a.k_norm : &a.table, gpu::Access::read, f32_format},
                                {&a.table, gpu::Access::read, f32_format},
                                {&a.q, gpu::Access::write}};
-  if (arrays) {  // unused elements repeat the last cache, never written
-    for (auto which : {&StepSequence::keys, &StepSequence::values})
-      for (size_t i = 0; i < kStepSequences; ++i)
-        b.push_back({a.seqs[std::min(i, a.seqs.size() - 1)].*which, gpu::Access::write});
+  if (arrays) {
+    append_caches(b, a.seqs, gpu::Access::write);
   } else {
     b.push_back({&a.k, gpu::Access::write});
     b.push_back({&a.v, gpu::Access::write});
