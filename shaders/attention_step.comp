@@ -99,8 +99,9 @@ void main() {
   vec4 acc[G * 2];
   [[unroll]] for (uint i = 0; i < G * 2; ++i) acc[i] = vec4(0.0);
   barrier();
-  // Every lane's own copy of q: llvmpipe reads shared memory lane by lane, a
-  // private array (spilled or not) as whole SIMD vectors.
+  // Every lane's own copy of q: faster on llvmpipe than reading q_s in the
+  // loop (see the header), likely because it loads shared memory lane by lane
+  // and a private array as whole SIMD vectors.
   vec4 qr[G * CH * 2];
   [[unroll]] for (uint i = 0; i < G * CH * 2; ++i) qr[i] = q_s[i];
 
