@@ -3,8 +3,9 @@
 // each with its own caches, one position each or several (prompts together). Every row must equal the same sequence stepped
 // alone and the double-precision reference, for each model type (qwen3 with
 // the gate, qwen3_next's Gated DeltaNet beside attention, GLA), on the
-// attention kernels of every route (unfused, fused flash, the pass-per-op
-// path), with sequences joining and leaving between steps. The device's top
+// attention kernels of every route (attention_step's one dispatch for the
+// rows and in groups, unfused, fused flash, the pass-per-op path), with
+// sequences joining and leaving between steps. The device's top
 // k (Model::extend_top) against the whole rows, and generations sampling
 // from it against the same generations reading whole rows.
 #include <algorithm>
