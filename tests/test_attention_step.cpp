@@ -10,7 +10,7 @@
 
 #include "harness.hpp"
 #include "gpu/pipeline.hpp"
-#include "ops/ops.hpp"
+#include "ops/attention.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/reference.hpp"
 

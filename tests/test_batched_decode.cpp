@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness.hpp"
-#include "ops/ops.hpp"
+#include "ops/attention.hpp"
 #include "model_weights.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"

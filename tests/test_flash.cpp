@@ -6,7 +6,7 @@
 #include "harness.hpp"
 #include "gpu/pipeline.hpp"
 #include "gpu/recorder.hpp"
-#include "ops/ops.hpp"
+#include "ops/attention.hpp"
 #include "vkgate/dtype.hpp"
 
 using namespace vkgate;

@@ -24,7 +24,7 @@
 #include "nn/projection.hpp"
 #include "nn/storage.hpp"
 #include "nn/workspace.hpp"
-#include "ops/ops.hpp"
+#include "ops/attention.hpp"
 #include "vkgate/config.hpp"
 #include "vkgate/weights.hpp"
 

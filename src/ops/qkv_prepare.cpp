@@ -1,6 +1,6 @@
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
-#include "ops/ops.hpp"
+#include "ops/attention.hpp"
 
 namespace vkgate::ops {
 

@@ -6,6 +6,7 @@
 
 #include "bench/bench_internal.hpp"
 #include "vkgate/block.hpp"
+#include "ops/attention.hpp"
 #include "ops/qmatmul.hpp"
 #include "ops/qmatmul_dot.hpp"
 #include "vkgate/error.hpp"
