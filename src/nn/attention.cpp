@@ -146,7 +146,6 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
       rp.row = r;
       if (p.step) {
         rp.shape = {std::min(per, s.batch - r), s.tokens, 0, true, false, false, {}};
-        rp.step = true;
         plan_rope(rp, rp.shape.batch * s.tokens);
         continue;
       }
