@@ -254,3 +254,31 @@ TEST_CASE("cli: bench --model with prompts shorter than the self-check's 16 toke
 }
 
 #endif  // VKGATE_CLI
+
+TEST_CASE("cli: bench --op qmatmul --tiles, and VKGATE_QROWS_TILE, refuse what is not a decode tile by name") {
+  TempDir dir("qrows_tiles");
+  const std::vector<std::string> product{"bench", "--op", "qmatmul", "--n", "8", "--k", "256", "--quant", "q4_k"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = product;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return with_device(a);
+  };
+  const std::vector<CliResult> r = run_all({with({"--m", "1", "--tiles", "slices3"}),
+                                            with({"--m", "9", "--tiles", "all"}),
+                                            with({"--m", "1", "--tiles", "chunks", "--int8"})},
+                                           dir.path);
+  const char* want[] = {"'slices3' is neither all, chunks nor a tile slicesCxU", "sweeps the decode kernels: --m 1 to 8",
+                        "leave out --int8"};
+  for (size_t i = 0; i < r.size(); ++i) {
+    INFO(r[i].command << "\nstderr: " << r[i].err);
+    check_clean_exit(r[i]);
+    CHECK(r[i].code != 0);
+    CHECK(r[i].err.find(want[i]) != std::string::npos);
+  }
+  const CliResult env = finish(spawn_cli(with({"--m", "1"}), dir.path, {"VKGATE_QROWS_TILE=slices9x1"}));
+  INFO("stderr: " << env.err);
+  check_clean_exit(env);
+  CHECK(env.code != 0);
+  CHECK(env.err.find("VKGATE_QROWS_TILE='slices9x1' is not a decode tile") != std::string::npos);
+  CHECK(env.out.find("qmatmul") == std::string::npos);
+}

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <span>
 
 #include "harness.hpp"
 #include "nn/storage.hpp"
@@ -39,16 +40,23 @@ Stored store(DType f, const std::vector<float>& w) {
   return s;
 }
 
-}  // namespace
-
-TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: every format, decode rows and tiles, equals the double product of the dequantized weights") {
-  struct Shape {
-    uint32_t M, N, K;
-  };
-  for (const Shape sh : {Shape{1, 70, 512}, Shape{5, 33, 256}, Shape{40, 70, 512}, Shape{8, 9, 768}}) {
-    for (const DType f : kFormats) {
+struct Shape {
+  uint32_t M, N, K;
+};
+// y = x·wᵀ + b + r through ops::qmatmul with the Context's tuning, for every
+// format and activation storage, against the double product of the weights
+// the device should see. x's rows are 8 elements apart from K, the gaps NaN:
+// an element read past K shows.
+struct QmatmulTest : test::GpuTest {
+  void check_formats(std::initializer_list<Shape> shapes, std::span<const DType> formats = kFormats,
+                     std::initializer_list<ops::Storage> storages = {ops::Storage::f32, ops::Storage::f16});
+};
+void QmatmulTest::check_formats(std::initializer_list<Shape> shapes, std::span<const DType> formats,
+                                std::initializer_list<ops::Storage> storages) {
+  for (const Shape sh : shapes) {
+    for (const DType f : formats) {
       if (sh.K % block_elements(f) != 0) continue;
-      for (const ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+      for (const ops::Storage st : storages) {
         if (st == ops::Storage::f16 && !vk.info.storage16) continue;
         CAPTURE(sh.M);
         CAPTURE(sh.N);
@@ -56,7 +64,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: every format, decode rows and tiles, 
         CAPTURE(to_string(f));
         CAPTURE(int(st));
         CAPTURE(seed);
-        // x's rows 8 elements apart from K, the gaps NaN: an element read past K shows.
         const uint32_t ldx = sh.K + 8;
         std::vector<float> x(size_t(sh.M) * ldx, std::numeric_limits<float>::quiet_NaN());
         const std::vector<float> xv = random(size_t(sh.M) * sh.K);
@@ -82,6 +89,32 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: every format, decode rows and tiles, 
         test::check_close(download(gy, want.size()), want);
       }
     }
+  }
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(QmatmulTest, "qmatmul: every format, decode rows and tiles, equals the double product of the dequantized weights") {
+  check_formats({{1, 70, 512}, {5, 33, 256}, {40, 70, 512}, {8, 9, 768}});
+}
+
+// The GPU decode kernels (qmatmul.comp's SLICE_ROWS at each swept tile, and
+// ROWS) on every device: CPU drivers take them without their own kernels.
+// Every format on the default tile; on the others two (a 2-byte-aligned
+// block, a whole 16-byte one) with fp16 activations: each pipeline compiles
+// per format and storage, and lavapipe takes up to 3 s for one. 70 columns leave a
+// workgroup partly empty; K 2304 gives a 32-lane subgroup a second pass over
+// its slices, an unroll of 2 a partial one.
+TEST_CASE_FIXTURE(QmatmulTest, "qmatmul: the GPU decode kernel at every tile") {
+  test::ScopedTuning tuning(ctx);
+  tuning->cpu_matmul = false;
+  const DType some[] = {DType::Q8_0, DType::Q4_K};
+  for (const gpu::QrowsTile& tile : ops::qrows_tile_candidates()) {
+    CAPTURE(tile.name());
+    tuning->qrows_tile = tile;
+    if (tile == gpu::QrowsTile{})
+      check_formats({{1, 70, 2304}, {3, 33, 256}, {8, 9, 768}});
+    else
+      check_formats({{1, 70, 2304}, {8, 9, 768}}, some, {ops::Storage::f16});
   }
 }
 
@@ -139,4 +172,13 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: rows that are not whole blocks, or a 
   CHECK_THROWS_WITH_AS(ops::qmatmul(vk, rec, {.x = gx, .w = gw, .wtype = DType::Q8_0, .y = gy, .M = 1, .N = 2, .K = 64}),
                        doctest::Contains("'w' holds 64 bytes"), Error);
   rec.end();
+}
+
+TEST_CASE("qmatmul: decode tiles are named as VKGATE_QROWS_TILE reads them") {
+  for (const gpu::QrowsTile& tile : ops::qrows_tile_candidates()) CHECK(gpu::QrowsTile::parse(tile.name()) == tile);
+  CHECK(gpu::QrowsTile::parse("slices2x1") == gpu::QrowsTile{true, 2, 1});
+  for (const char* bad : {"", "chunk", "slices", "slices0x1", "slices1x", "slices1x9", "slices1x1z", "slices-1x1"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(gpu::QrowsTile::parse(bad).has_value());
+  }
 }

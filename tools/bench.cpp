@@ -31,11 +31,15 @@ CASE:
           once per kernel of LIST, comma-separated: "direct" (matmul_coopmat.comp) or a
           tile of matmul_staged.comp, WMxWNxFMxFNxTK[s1][h] (VKGATE_MATMUL_TILE); "all": the
           direct kernel and every candidate tile; tiles the device cannot take are skipped
-  --op qmatmul --m M --n N --k K --quant T [--dtype f32|f16] [--int8]
+  --op qmatmul --m M --n N --k K --quant T [--dtype f32|f16] [--int8] [--tiles all|LIST]
           W in block format T (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) read as stored and
           X at --dtype, then the matmul case with W at --dtype too, and the ratio of their times;
+          over 8 rows of f16 on tensor cores W is dequantized to f16 first, as a model does
+          (both passes timed, "dequantized");
           --int8 (q8_0, q4_0) also X quantized to int8 blocks and multiplied with integer dot
-          products (both passes timed), as a ratio to the first
+          products (both passes timed), as a ratio to the first;
+          --tiles (--m 1 to 8) first the same product once per GPU decode kernel of LIST:
+          "chunks" or slicesCxU (VKGATE_QROWS_TILE); "all": every candidate
   --op attention --T T --heads H [--kv-heads KV] --head-dim Dh [--batch B] [--causal 0|1] [--dtype ...]
              [--unfused]   (default: the fused flash kernel; --unfused: scores, softmax, P·V,
                             which the block takes on CPU drivers while the scores fit 64 MiB)
@@ -201,6 +205,8 @@ int cmd_bench(Args& args) {
     throw UsageError("bench: --quant applies to --op qmatmul, --model and --model-shape");
   if (model.int8 && model.dir.empty() && model.shape.empty() && op != "qmatmul")
     throw UsageError("bench: --int8 applies to --op qmatmul, --model and --model-shape");
+  if (!tiles.empty() && op != "matmul" && op != "qmatmul")
+    throw UsageError("bench: --tiles applies to --op matmul and --op qmatmul");
   if (!text.tokenizer.empty() || !text.text_file.empty() || !text.write_text.empty()) {
     if (!op.empty() || block || !model.dir.empty() || !model.shape.empty())
       throw UsageError("bench: --tokenizer does not combine with --op, --block or --model");
@@ -236,17 +242,22 @@ int cmd_bench(Args& args) {
   } else if (op == "qmatmul") {
     if (!model.quant) throw UsageError("bench: --op qmatmul needs --quant T");
     const int64_t M = get("m", -1), N = get("n", -1), K = get("k", -1);
+    if (!tiles.empty()) {
+      if (model.int8) throw UsageError("bench: --tiles sweeps the decode kernels of fp activations: leave out --int8");
+      for (auto& c : b::qmatmul_tiles(ctx, M, N, K, *model.quant, prec, opt, tiles)) add(std::move(c));
+    }
     // The peer in this process: the same product with W stored as X is.
+    const size_t first = cases.size();
     add(b::qmatmul(ctx, M, N, K, *model.quant, prec, opt));
     add(b::matmul(ctx, M, N, K, prec, opt));
     if (!json)
       std::printf("%s weights take %.2fx the time of %s weights\n", vkgate::to_string(*model.quant),
-                  cases[0].time.median_us / cases[1].time.median_us, vkgate::to_string(prec));
+                  cases[first].time.median_us / cases[first + 1].time.median_us, vkgate::to_string(prec));
     if (model.int8) {
       add(b::qmatmul(ctx, M, N, K, *model.quant, prec, opt, true));
       if (!json)
         std::printf("int8 activations (quantized and multiplied) take %.2fx the time of %s activations\n",
-                    cases[2].time.median_us / cases[0].time.median_us, vkgate::to_string(prec));
+                    cases[first + 2].time.median_us / cases[first].time.median_us, vkgate::to_string(prec));
     }
   } else if (op == "attention") {
     const int64_t H = get("heads", -1);

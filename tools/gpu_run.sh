@@ -8,7 +8,8 @@
 # Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all|quick|peer|sweep]   (default: all)
 # sweep: one ~8-minute call for issue 30: the staged matmul's tiles swept
 # (`vkgate bench --op matmul --tiles all`, with compiler statistics) at
-# 8192³ and at llama.cpp's test-backend-ops shapes beside its own kernels;
+# 8192³ and at llama.cpp's test-backend-ops shapes beside its own kernels,
+# the quantized decode kernels too (`--op qmatmul --tiles all`);
 # the qwen3-0.6b shape as F16, Q8_0 and Q4_K GGUF files (made there by
 # tools/make_random_gguf.py and llama-quantize) in vkgate (with 1, 8 and 16
 # sequences decoding together) and llama-bench;
@@ -107,10 +108,11 @@ if [ "$what" = sweep ]; then
   timeout 60 .peer/xzrun test-backend-ops perf -o MUL_MAT -b Vulkan0 \
     -p 'type_a=(f16|q8_0|q4_K),type_b=f32,m=4096,n=(1|512),k=14336,' 2>&1 | grep -E "MUL_MAT|Device desc" \
     | tee "$out/peer_ops.txt"
-  stamp "vkgate's quantized kernels at the same shapes"
+  stamp "vkgate's quantized kernels at the same shapes: decode at every decode tile (--tiles all), prefill as a model runs it (dequantized, then the f16 matmul)"
   for m in 1 512; do for q in q8_0 q4_k; do
+    tiles=(); [ $m = 1 ] && tiles=(--tiles all)
     timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
-      --reps 20 2>&1 | grep -E "^(q?matmul|q)" | tee -a "$out/peer_ops.txt"
+      "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q)" | tee -a "$out/peer_ops.txt"
   done; done
   stamp "GGUF files of the qwen3-0.6b shape: F16 (random), Q8_0 and Q4_K (llama-quantize)"
   timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06-F16.gguf
@@ -127,6 +129,9 @@ if [ "$what" = sweep ]; then
     echo "exit $?"; grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+|"stddev_ts": [0-9.]+' \
       "/tmp/llama_$q.json" | paste - - - - | sed "s/^/llama $q /" | tee -a "$out/models.txt"
   done
+  stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0): wall time only"
+  VKGATE_TIMESTAMPS=0 timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf --precision fp16 \
+    --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
   stamp "device top-k: 8 rows of the 151,936 vocabulary at k 1 and 40 (what a sampler reads instead of the rows)"
   for k in 1 40; do
     timeout 30 $cli bench --device nvidia --quiet --op topk --rows 8 --n 151936 --k $k 2>&1 | grep -E "^top_k" \

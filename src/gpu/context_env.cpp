@@ -64,6 +64,26 @@ std::optional<StagedTile> StagedTile::parse(std::string_view text) {
   return t;
 }
 
+std::string QrowsTile::name() const {
+  return slices ? "slices" + std::to_string(columns) + "x" + std::to_string(unroll) : "chunks";
+}
+
+std::optional<QrowsTile> QrowsTile::parse(std::string_view text) {
+  if (text == "chunks") return QrowsTile{false, 1, 1};
+  if (!text.starts_with("slices")) return std::nullopt;
+  QrowsTile t;
+  const char* at = text.data() + 6;
+  const char* end = text.data() + text.size();
+  for (uint32_t* field : {&t.columns, &t.unroll}) {
+    if (field == &t.unroll && (at == end || *at++ != 'x')) return std::nullopt;
+    const auto r = std::from_chars(at, end, *field);
+    if (r.ec != std::errc() || *field == 0 || *field > 8) return std::nullopt;
+    at = r.ptr;
+  }
+  if (at != end) return std::nullopt;
+  return t;
+}
+
 namespace {
 // What a device of this kind runs best without being told (BENCHMARKS.md,
 // the sweeps of `vkgate bench --op matmul --tiles all`); the environment
@@ -120,6 +140,15 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
                                                    "' is not a tile: write WMxWNxFMxFNxTK, then s1 for one stage "
                                                    "and h for fp16 partial sums (e.g. 2x4x4x2x32)");
     t.staged_tile = *tile;
+  }
+  if (const char* v = std::getenv("VKGATE_QROWS_TILE"); v && *v) {
+    const auto tile = QrowsTile::parse(v);
+    if (!tile)
+      throw Error(ErrorCode::invalid_argument, std::string("VKGATE_QROWS_TILE='") + v +
+                                                   "' is not a decode tile: write chunks, or slicesCxU with C columns "
+                                                   "per subgroup and U slices per lane in flight, each 1 to 8 (e.g. "
+                                                   "slices2x1)");
+    t.qrows_tile = *tile;
   }
   return t;
 }

@@ -37,6 +37,21 @@ struct StagedTile {
   bool operator==(const StagedTile&) const = default;
 };
 
+// The GPU decode kernel of the block formats (shaders/qmatmul.comp, ≤ 8 rows
+// of X): 32-element slices per lane (SLICE_ROWS) with `columns` output columns
+// per subgroup and `unroll` slices per lane in flight, or the first kernel's
+// 8-element chunks per lane (ROWS, !slices). Chosen per device
+// (tuning_from_environment) and swept by `vkgate bench --op qmatmul --tiles`;
+// written "slicesCxU" or "chunks", e.g. "slices1x1", "slices2x2".
+struct QrowsTile {
+  bool slices = true;
+  uint32_t columns = 1, unroll = 1;
+  std::string name() const;
+  // nullopt where `text` is not a tile written as above.
+  static std::optional<QrowsTile> parse(std::string_view text);
+  bool operator==(const QrowsTile&) const = default;
+};
+
 struct Tuning {
   bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
   // VKGATE_DEVICE_TOP_K (0/1; unset: on, except on CPU drivers): a generation
@@ -74,6 +89,7 @@ struct Tuning {
   Coopmat coopmat_flash = Coopmat::tensor;    // VKGATE_COOPMAT_FLASH (0 | 1 | emulate)
   Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
   StagedTile staged_tile;                     // VKGATE_MATMUL_TILE (the device's default)
+  QrowsTile qrows_tile;                       // VKGATE_QROWS_TILE
   // Not from the environment: a Model sets it from ModelOptions::int8_activations
   // (Q8_0/Q4_0 projections quantize their input to int8 blocks and take
   // integer dot products where DeviceInfo::integer_dot_product).

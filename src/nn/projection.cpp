@@ -87,10 +87,7 @@ bool Projection::int8() const {
 }
 
 bool Projection::dequantizes(uint32_t M) const {
-  if (!quantized() || act_ != Storage::f16 || M <= 8 || int8()) return false;
-  const DeviceInfo& d = vk_->info;
-  return d.coopmat_f16 || d.coopmat_f16_khr ||
-         ops::coopmat_usable(d, tuning_.coopmat_staged) == gpu::Coopmat::emulated;
+  return quantized() && !int8() && ops::qmatmul_dequantizes(vk_->info, tuning_, act_, M);
 }
 
 void Projection::reserve(Workspace& ws, uint32_t M) const {

@@ -30,6 +30,15 @@ struct CpuTile {
 constexpr CpuTile kCpuTile{16, 8}, kCpuSlicesDecode{8, 8}, kCpuSlices{16, 4};
 }  // namespace
 
+std::vector<gpu::QrowsTile> qrows_tile_candidates() {
+  return {{false, 1, 1}, {true, 1, 1}, {true, 1, 2}, {true, 2, 1}, {true, 2, 2}, {true, 4, 1}};
+}
+
+bool qmatmul_dequantizes(const DeviceInfo& d, const gpu::Tuning& t, Storage act, uint32_t M) {
+  if (act != Storage::f16 || M <= kRows) return false;
+  return d.coopmat_f16 || d.coopmat_f16_khr || coopmat_usable(d, t.coopmat_staged) == gpu::Coopmat::emulated;
+}
+
 bool qmatmul_takes(DType wtype, uint32_t K) {
   const bool readable = is_quantized(wtype) || wtype == DType::F32 || wtype == DType::F16 || wtype == DType::BF16;
   return readable && K % 8 == 0 && stored_bytes(wtype, K).has_value();
@@ -79,7 +88,13 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
     }
     return;
   }
-  if (M <= kRows && ctx.info.subgroup_arithmetic) {
+  const gpu::QrowsTile& tile = rec.tuning().qrows_tile;
+  if (M <= kRows && ctx.info.subgroup_arithmetic && tile.slices && is_quantized(wtype) && push.ldx % 8 == 0) {
+    const uint32_t min_sg = std::max<uint32_t>(ctx.info.min_subgroup_size, 1);
+    const uint32_t per_group = tile.columns * (256 / min_sg);
+    bind(ctx.pipelines->get(variant("qmatmul_slices", s, y32), {256, fmt, tile.columns, tile.unroll, min_sg}),
+         VK_FORMAT_UNDEFINED, (N + per_group - 1) / per_group, 1);
+  } else if (M <= kRows && ctx.info.subgroup_arithmetic) {
     const uint32_t per_group = 256 / ctx.info.subgroup_size;
     bind(ctx.pipelines->get(variant("qmatmul_rows", s, y32), {256, fmt}), texel_format(s),
          (N + per_group - 1) / per_group, 1);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ops/ops.hpp"
 #include "vkgate/dtype.hpp"
@@ -39,6 +40,15 @@ void set_gate(Push& push, const EpilogueGate* gate) {
   push.gate_at = gate->at;
   push.ldg = gate->ld;
 }
+// The GPU decode kernels `vkgate bench --op qmatmul --tiles all` times (and
+// the tests run): the first kernel's chunks, and SLICE_ROWS at 1, 2 or 4
+// columns per subgroup with 1 or 2 slices per lane in flight.
+std::vector<gpu::QrowsTile> qrows_tile_candidates();
+// Whether a block-format product of M rows of `act` activations is better
+// run as its weights dequantized to fp16 (dequantize_rows) and the fp16
+// matmul: prefill (more than 8 rows) where that matmul has tensor cores, or
+// their emulation is forced (tests).
+bool qmatmul_dequantizes(const DeviceInfo& d, const gpu::Tuning& t, Storage act, uint32_t M);
 // Whether qmatmul takes rows of K elements of `wtype`: a block format or
 // F32/F16/BF16, whole blocks and 8-element chunks.
 bool qmatmul_takes(DType wtype, uint32_t K);

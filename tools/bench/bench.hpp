@@ -63,8 +63,15 @@ std::vector<Case> matmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, co
 // against the double product of the dequantized weights; bytes count W as stored.
 // int8: X quantized to int8 blocks and multiplied with integer dot products
 // (ops::quantize_q8 + ops::qmatmul_dot, both timed; Q8_0 and Q4_0).
+// More than 8 rows of fp16 on tensor cores (ops::qmatmul_dequantizes, as a
+// model's projection): W dequantized to fp16, then the fp16 matmul, both timed.
 Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt,
              bool int8 = false);
+// `--op qmatmul --tiles LIST` (1 to 8 rows): the product once per GPU decode
+// kernel of LIST on the same data ("chunks", a gpu::QrowsTile "slicesCxU",
+// "all": ops::qrows_tile_candidates), on CPU drivers too.
+std::vector<Case> qmatmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act,
+                                const Options& opt, const std::string& list);
 // Attention of [batch, heads, T, head_dim] queries against T keys: the fused
 // flash kernel, or (fused = false) scores → softmax → P·V through a T×T buffer.
 Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads, int64_t head_dim,

@@ -62,6 +62,17 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
 }
 
 namespace {
+// The items of a comma-separated list.
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    items.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
 // --tiles: (name suffix, tuning) per kernel of `list` that takes an M×N×K
 // product here; the others are named on stderr as skipped.
 std::vector<std::pair<std::string, gpu::Tuning>> tile_tunings(Context& ctx, const std::string& list, int64_t M,
@@ -76,16 +87,13 @@ std::vector<std::pair<std::string, gpu::Tuning>> tile_tunings(Context& ctx, cons
                         "bench: --tiles: " + d.name + " has no VK_NV_cooperative_matrix fp16 products and is no CPU "
                         "driver that emulates them");
   std::vector<std::string> names;
-  for (size_t at = 0; at <= list.size();) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    const std::string item = list.substr(at, comma - at);
+  for (const std::string& item : split_list(list)) {
     if (item == "all") {
       names.push_back("direct");
       for (const auto& t : ops::staged_tile_candidates()) names.push_back(t.name());
     } else {
       names.push_back(item);
     }
-    at = comma + 1;
   }
   std::vector<std::pair<std::string, gpu::Tuning>> out;
   for (const std::string& name : names) {
@@ -124,17 +132,23 @@ std::vector<Case> matmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, co
   return matmul_tunings(ctx, M, N, K, Precision::fp16, opt, tile_tunings(ctx, list, M, N, K));
 }
 
-Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt,
-             bool int8) {
+namespace {
+// One way to run a block-format product: the kernels `tuning` picks, X quantized
+// to int8 blocks first (int8), or W dequantized to X's storage first
+// (dequantized: prefill on tensor cores).
+struct QRoute {
+  std::string suffix;
+  gpu::Tuning tuning;
+  bool int8 = false, dequantized = false;
+};
+
+// The same product once per route, on the same data.
+std::vector<Case> qmatmul_routes(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act,
+                                 const Options& opt, const std::vector<QRoute>& routes) {
   Bench b(ctx);
   const Storage s = storage_of(act);
-  Case c;
-  c.name = "qmatmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " +
-           to_string(wtype) + " " + dtype_name(act) + (int8 ? " int8" : "");
-  if (int8 && !ops::qmatmul_dot_takes(ctx.device(), wtype, uint32_t(K)))
-    throw Error(ErrorCode::unsupported, "bench: --int8 takes Q8_0 or Q4_0 weights on a device with integer dot "
-                                        "products (" + ctx.device().name + ": int8_dot=" +
-                                        (ctx.device().integer_dot_product ? "yes)" : "no)"));
+  const std::string name = "qmatmul " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " " +
+                           to_string(wtype) + " " + dtype_name(act);
   if (!ops::qmatmul_takes(wtype, uint32_t(K)))
     throw Error(ErrorCode::invalid_argument, "bench: --k " + std::to_string(K) + " is not a whole number of " +
                                                  to_string(wtype) + " blocks");
@@ -148,26 +162,77 @@ Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precisi
   const Buffer& gx = b.upload(x, "x");
   const Buffer& gw = b.upload(q, "w");
   const Buffer& gy = b.device(size_t(M * N) * 4, "y");
-  const Buffer* gq = int8 ? &b.device(ops::q8_bytes(uint32_t(M), uint32_t(K)), "x (int8 blocks)") : nullptr;
-  b.time(c, opt, [&](gpu::Recorder& rec) {
-    if (int8) {
-      ops::quantize_q8(b.vk, rec, {.x = gx, .q = *gq, .M = uint32_t(M), .K = uint32_t(K), .s = s});
-      ops::qmatmul_dot(b.vk, rec, {.x = *gq, .w = gw, .wtype = wtype, .y = gy, .M = uint32_t(M), .N = uint32_t(N),
-                                   .K = uint32_t(K), .s = s, .y_f32 = true});
-      return;
-    }
-    ops::qmatmul(b.vk, rec, {.x = gx, .w = gw, .wtype = wtype, .y = gy, .M = uint32_t(M), .N = uint32_t(N),
-                             .K = uint32_t(K), .s = s, .y_f32 = true});
-  });
   const auto rows = sample_rows(size_t(M), 64);
-  const auto y = b.download(gy, size_t(M * N));
-  record_check(c, pick_rows(y, size_t(N), rows),
-               reference::linear(pick_rows(x.values, size_t(K), rows), q.values, {}, int64_t(rows.size()), N, K),
-               std::to_string(rows.size()) + " of " + std::to_string(M) + " rows, dequantized weights");
-  if (int8) c.nmse_bound = 1e-3;  // X's int8 rounding: about 3e-5 on normal data
-  c.flop = 2.0 * double(M) * double(N) * double(K);
-  c.bytes = double(M * K) * ops::element_bytes(s) + double(weight_bytes) + double(M * N) * 4;
-  return c;
+  const auto want = reference::linear(pick_rows(x.values, size_t(K), rows), q.values, {}, int64_t(rows.size()), N, K);
+  std::vector<Case> out;
+  for (const QRoute& r : routes) {
+    Case c;
+    c.name = name + r.suffix;
+    const Buffer* gq = r.int8 ? &b.device(ops::q8_bytes(uint32_t(M), uint32_t(K)), "x (int8 blocks)") : nullptr;
+    const Buffer* dense = r.dequantized ? &b.device(size_t(N * K) * ops::element_bytes(s), "w dequantized") : nullptr;
+    b.poison(gy, size_t(M * N));
+    b.time(c, opt, [&](gpu::Recorder& rec) {
+      const uint32_t m = uint32_t(M), n = uint32_t(N), k = uint32_t(K);
+      if (r.int8) {
+        ops::quantize_q8(b.vk, rec, {.x = gx, .q = *gq, .M = m, .K = k, .s = s});
+        ops::qmatmul_dot(b.vk, rec, {.x = *gq, .w = gw, .wtype = wtype, .y = gy, .M = m, .N = n, .K = k, .s = s,
+                                     .y_f32 = true});
+      } else if (dense) {
+        ops::dequantize_rows(b.vk, rec, {.table = gw, .format = wtype, .x = *dense, .rows = n, .dim = k, .out0 = 0, .s = s});
+        ops::matmul(b.vk, rec, {.x = gx, .w = *dense, .y = gy, .M = m, .N = n, .K = k, .s = s, .y_f32 = true});
+      } else {
+        ops::qmatmul(b.vk, rec, {.x = gx, .w = gw, .wtype = wtype, .y = gy, .M = m, .N = n, .K = k, .s = s,
+                                 .y_f32 = true});
+      }
+    }, &r.tuning);
+    record_check(c, pick_rows(b.download(gy, size_t(M * N)), size_t(N), rows), want,
+                 std::to_string(rows.size()) + " of " + std::to_string(M) + " rows, dequantized weights");
+    if (r.int8) c.nmse_bound = 1e-3;  // X's int8 rounding: about 3e-5 on normal data
+    c.flop = 2.0 * double(M) * double(N) * double(K);
+    c.bytes = double(M * K) * ops::element_bytes(s) + double(weight_bytes) + double(M * N) * 4;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+}  // namespace
+
+Case qmatmul(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act, const Options& opt,
+             bool int8) {
+  const gpu::Tuning& t = ctx.impl().tuning;
+  if (int8 && !ops::qmatmul_dot_takes(ctx.device(), wtype, uint32_t(K)))
+    throw Error(ErrorCode::unsupported, "bench: --int8 takes Q8_0 or Q4_0 weights on a device with integer dot "
+                                        "products (" + ctx.device().name + ": int8_dot=" +
+                                        (ctx.device().integer_dot_product ? "yes)" : "no)"));
+  // A model's projection dequantizes for prefill on tensor cores: time what it runs.
+  const bool dequantized = !int8 && ops::qmatmul_dequantizes(ctx.device(), t, storage_of(act), uint32_t(M));
+  const std::string suffix = int8 ? " int8" : dequantized ? " dequantized" : "";
+  return qmatmul_routes(ctx, M, N, K, wtype, act, opt, {{suffix, t, int8, dequantized}})[0];
+}
+
+std::vector<Case> qmatmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, DType wtype, Precision act,
+                                const Options& opt, const std::string& list) {
+  if (M > 8) throw Error(ErrorCode::invalid_argument, "bench: --op qmatmul --tiles sweeps the decode kernels: --m 1 to 8");
+  if (!ctx.device().subgroup_arithmetic)
+    throw Error(ErrorCode::unsupported, "bench: --tiles: " + ctx.device().name + " has no subgroup arithmetic, "
+                                        "which the GPU decode kernels need");
+  std::vector<QRoute> routes;
+  for (const std::string& item : split_list(list)) {
+    std::vector<gpu::QrowsTile> tiles;
+    if (item == "all") {
+      tiles = ops::qrows_tile_candidates();
+    } else if (const auto tile = gpu::QrowsTile::parse(item)) {
+      tiles.push_back(*tile);
+    } else {
+      throw Error(ErrorCode::invalid_argument, "bench: --tiles: '" + item + "' is neither all, chunks nor a tile slicesCxU");
+    }
+    for (const gpu::QrowsTile& tile : tiles) {
+      gpu::Tuning t = ctx.impl().tuning;
+      t.qrows_tile = tile;
+      t.cpu_matmul = false;  // CPU drivers: their own kernel would take the product
+      routes.push_back({" tile " + tile.name(), t});
+    }
+  }
+  return qmatmul_routes(ctx, M, N, K, wtype, act, opt, routes);
 }
 
 Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t Dh, bool causal, Precision dtype,
