@@ -43,6 +43,10 @@ void FlashTest::run_cases(ops::Storage st) {
     bool under_gpu_av;  // GPU-assisted validation compiles each instrumented pipeline for minutes on
                         // lavapipe: it runs the cases that between them reach every kernel, gate, mask,
                         // split and a head_dim that is not a power of two
+
+    // Positions allocated per KV head (0: S), as a model's cache: the plan is
+    // made for all of them, the run has S keys; the positions past S hold NaN.
+    uint32_t capacity = 0;
   };
   const Case cases[] = {
       {2, 4, 4, 9, 9, 64, true, false, 0, false, false, true},     // MHA prefill
@@ -56,6 +60,10 @@ void FlashTest::run_cases(ops::Storage st) {
       {1, 8, 2, 21, 60, 64, true, true, 64, false, true, true},    // 84 rows: several row tiles of every kernel, tiled
       {1, 4, 1, 10, 600, 128, true, false, 1, true, false, false},  // prefill after a cache, split keys
       {1, 8, 2, 1, 50, 64, true, false, 64, false, true, false},    // tiled decode: 4 query heads per KV head
+      // A decode step and a short prefill over a partly filled cache: the
+      // run's keys spread over the splits planned for the capacity.
+      {2, 8, 2, 1, 300, 64, true, false, 0, true, false, true, 1280},
+      {1, 4, 1, 3, 200, 128, true, false, 1, true, false, false, 900},
   };
   const DeviceInfo& dev = ctx.device();
   using ops::Coopmat;
@@ -96,6 +104,14 @@ void FlashTest::run_cases(ops::Storage st) {
     };
     const auto q = input(size_t(c.B) * c.H * c.T * c.Dh, 1.0f), k = input(size_t(c.B) * c.KV * c.S * c.Dh, 1.0f),
                v = input(size_t(c.B) * c.KV * c.S * c.Dh, 1.0f);
+    const uint32_t cap = c.capacity ? c.capacity : c.S;
+    // k and v as the kernels read them: cap positions per (batch, KV head).
+    auto cached = [&](const std::vector<float>& x) {
+      std::vector<float> out(size_t(c.B) * c.KV * cap * c.Dh, std::numeric_limits<float>::quiet_NaN());
+      for (size_t bh = 0; bh < size_t(c.B) * c.KV; ++bh)
+        std::copy_n(x.begin() + long(bh * c.S * c.Dh), c.S * c.Dh, out.begin() + long(bh * cap * c.Dh));
+      return out;
+    };
     std::vector<float> mask;
     if (c.mask) {
       mask = random(size_t(c.B) * c.T * c.S);
@@ -103,10 +119,12 @@ void FlashTest::run_cases(ops::Storage st) {
       for (uint32_t s = 0; s < c.S; ++s) mask[s] = -inf;  // batch 0, query 0: every key masked
     }
     const auto g = input(size_t(c.B) * c.T * c.H * std::max(c.gate_width, 1u), 2.0f);
-    auto gq = put(q, "q"), gk = put(k, "k"), gv = put(v, "v"), gg = put(g, "gate");
+    auto gq = put(q, "q"), gk = put(cached(k), "k"), gv = put(cached(v), "v"), gg = put(g, "gate");
     auto gm = upload(c.mask ? mask : std::vector<float>{0}, "mask");
-    ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh};
+    ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.S, c.Dh, cap};
     shape.tiled = c.tiled;
+    ops::AttentionShape planned = shape;
+    planned.keys = cap;
     const double scale = 1.0 / std::sqrt(double(c.Dh));
     // Tiled GQA is grouped GQA with query head h renumbered (h % KV)·G + h / KV.
     const uint32_t G = c.H / c.KV;
@@ -132,7 +150,7 @@ void FlashTest::run_cases(ops::Storage st) {
       o.split = c.split;
       o.decode = kernel == ops::FlashKernel::decode;
       o.coopmat = kernel == ops::FlashKernel::coopmat ? tensor : Coopmat::off;
-      const ops::FlashPlan plan = ops::flash_plan(dev, shape, st, o);
+      const ops::FlashPlan plan = ops::flash_plan(dev, planned, st, o);
       CAPTURE(int(plan.kernel));
       if (kernel == ops::FlashKernel::decode) {
         CHECK((plan.kernel == kernel) == decode_shape);
@@ -145,7 +163,9 @@ void FlashTest::run_cases(ops::Storage st) {
         ++coopmat_runs;
       }
       if (c.split) CHECK(plan.splits > 1);
-      auto partial = device(ops::flash_partial_floats(shape, plan), "partial");
+      // A split the run's keys leave empty would hold a capacity's share, not an even one.
+      if (c.capacity) CHECK(uint64_t(plan.chunk) * (plan.splits - 1) >= c.S);
+      auto partial = device(ops::flash_partial_floats(planned, plan), "partial");
       auto go = half ? put(std::vector<float>(q.size(), std::numeric_limits<float>::quiet_NaN()), "out")
                      : poisoned(q.size(), "out");
       run_once(vk, [&](gpu::Recorder& rec) {

@@ -16,8 +16,12 @@
 # PyTorch's block, matmul and model; the suite. Carry [".gl", ".peer",
 # "build/tools/vkgate", "build/tests/vkgate_tests"]; .peer holds llama-bench
 # and the xz-compressed llama-quantize and test-backend-ops (.peer/xzrun).
-# SUITE_S bounds the suite (default 300 s; 170 s ran 252 of its ~340 cases on
-# the H100 on 11-27), the last step.
+# SWEEP_STEPS picks steps, in order (default "tiles qmatmul models splits topk
+# int8 torch suite"; all of them take ~10 minutes with the suite at its
+# default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul models
+# splits suite"). SUITE_S bounds the suite (default 300 s; 170 s ran 252 of
+# its ~340 cases on the H100 on 11-27), SUITE_FILTER (doctest -tc patterns)
+# narrows it.
 # quick: one ~8-minute call for a session's whole device budget: the library
 # tests (no CLI) on the default path, whole-model benches (qwen3-0.6b fp16 and
 # bf16), the block and the matmul against PyTorch on the same card; every
@@ -91,65 +95,93 @@ if [ "$what" = sweep ]; then
   export VKGATE_GOLDEN_DIR=$PWD/tests/golden
   t0=$(date +%s)
   stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-  stamp "tile sweep, matmul 8192³ f16 (compiler statistics of each pipeline in sweep.err)"
-  VKGATE_PIPELINE_STATS=1 timeout 120 $cli bench --device nvidia --quiet --json --op matmul --m 8192 --n 8192 \
-    --k 8192 --dtype f16 --tiles all --reps 10 --warmup 3 > "$out/sweep.jsonl" 2> "$out/sweep.err"
-  echo "exit $?"
-  for shape in "512 4096 14336" "512 6144 1024" "512 1024 3072"; do
-    set -- $shape
-    stamp "tile sweep, matmul M $1 N $2 K $3 f16"
-    timeout 60 $cli bench --device nvidia --quiet --json --op matmul --m $1 --n $2 --k $3 --dtype f16 \
-      --tiles all --reps 20 --warmup 5 >> "$out/sweep.jsonl" 2>> "$out/sweep.err"
+  # The GGUF files the model steps share, made once.
+  ggufs() {
+    [ -f /tmp/q06-Q4_K.gguf ] && return
+    stamp "GGUF files of the qwen3-0.6b shape: F16 (random), Q8_0 and Q4_K (llama-quantize)"
+    timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06-F16.gguf
+    for q in Q8_0 Q4_K; do
+      timeout 60 .peer/xzrun llama-quantize --pure /tmp/q06-F16.gguf /tmp/q06-$q.gguf $q 16 > /tmp/quantize.log 2>&1
+      echo "llama-quantize $q: exit $?"
+    done
+  }
+  for step in ${SWEEP_STEPS:-tiles qmatmul models splits topk int8 torch suite}; do
+    case $step in
+    tiles)
+      stamp "tile sweep, matmul 8192³ f16 (compiler statistics of each pipeline in sweep.err)"
+      VKGATE_PIPELINE_STATS=1 timeout 120 $cli bench --device nvidia --quiet --json --op matmul --m 8192 --n 8192 \
+        --k 8192 --dtype f16 --tiles all --reps 10 --warmup 3 > "$out/sweep.jsonl" 2> "$out/sweep.err"
+      echo "exit $?"
+      for shape in "512 4096 14336" "512 6144 1024" "512 1024 3072"; do
+        set -- $shape
+        stamp "tile sweep, matmul M $1 N $2 K $3 f16"
+        timeout 60 $cli bench --device nvidia --quiet --json --op matmul --m $1 --n $2 --k $3 --dtype f16 \
+          --tiles all --reps 20 --warmup 5 >> "$out/sweep.jsonl" 2>> "$out/sweep.err"
+      done
+      print_cases "$out/sweep.jsonl"
+      grep -E "skipped|rror" "$out/sweep.err" | sort -u | head -20
+      grep -E "vkgate: pipeline matmul_staged" "$out/sweep.err" | sort -u | cut -c1-220 | head -40 ;;
+    qmatmul)
+      stamp "llama.cpp's own kernels: test-backend-ops perf, MUL_MAT 4096 x {1, 512} x 14336"
+      timeout 60 .peer/xzrun test-backend-ops perf -o MUL_MAT -b Vulkan0 \
+        -p 'type_a=(f16|q8_0|q4_K),type_b=f32,m=4096,n=(1|512),k=14336,' 2>&1 | grep -E "MUL_MAT|Device desc" \
+        | tee -a "$out/peer_ops.txt"
+      stamp "vkgate's quantized kernels at the same shapes: decode at every decode tile (--tiles all), prefill as a model runs it (dequantized, then the f16 matmul)"
+      for m in 1 512; do for q in q8_0 q4_k; do
+        tiles=(); [ $m = 1 ] && tiles=(--tiles all)
+        timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
+          "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q)" | tee -a "$out/peer_ops.txt"
+      done; done ;;
+    models)
+      ggufs
+      for q in F16 Q8_0 Q4_K; do
+        stamp "$q: vkgate bench (prefill 512, decode 128, 1, 8 and 16 sequences decoding together), then llama-bench pp512 / tg128"
+        timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 512 \
+          --decode 128 --sequences 1,8,16 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
+        timeout 100 .peer/llama-bench -m /tmp/q06-$q.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
+          > "/tmp/llama_$q.json" 2> /tmp/llama_bench.err
+        echo "exit $?"; grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+|"stddev_ts": [0-9.]+' \
+          "/tmp/llama_$q.json" | paste - - - - | sed "s/^/llama $q /" | tee -a "$out/models.txt"
+      done ;;
+    splits)
+      ggufs
+      # flash_decode.comp's splits: the fewest keys per split (default 128, a
+      # block per subgroup; 256 before 2026-11-27), then the decode step without
+      # per-dispatch timestamps (wall time only).
+      for keys in 64 256; do
+        stamp "F16 decode with VKGATE_FLASH_SPLIT_KEYS=$keys"
+        VKGATE_FLASH_SPLIT_KEYS=$keys timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
+          --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine" | tee -a "$out/models.txt"
+      done
+      stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0)"
+      VKGATE_TIMESTAMPS=0 timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf --precision fp16 \
+        --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt" ;;
+    topk)
+      stamp "device top-k: 8 rows of the 151,936 vocabulary at k 1 and 40 (what a sampler reads instead of the rows)"
+      for k in 1 40; do
+        timeout 30 $cli bench --device nvidia --quiet --op topk --rows 8 --n 151936 --k $k 2>&1 | grep -E "^top_k" \
+          | tee -a "$out/models.txt"
+      done ;;
+    int8)
+      ggufs
+      stamp "Q8_0 with int8 activations (--int8)"
+      timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-Q8_0.gguf --precision fp16 --prompts 512 \
+        --decode 64 --int8 2>&1 | grep -vE "^device" | tee -a "$out/models.txt" ;;
+    torch)
+      stamp "PyTorch: the qwen3-0.6b model (prefill 512, decode 128), then the block and matmul"
+      PYTHONUNBUFFERED=1 timeout 120 python3 tools/bench_torch_model.py > "$out/torch_model.json" 2> /tmp/torch.err
+      echo "exit $?"; tail -3 /tmp/torch.err
+      grep -hoE '"name": "[^"]*"|"(prefill|decode)_tokens_per_s": [0-9.]*' "$out/torch_model.json" | paste - - -
+      PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> /tmp/torch_bench.err
+      grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - - ;;
+    suite)
+      stamp "the suite (validation + synchronization validation), soak and consumer-build tests left out"
+      timeout ${SUITE_S:-300} env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
+        ${SUITE_FILTER:+"-tc=$SUITE_FILTER"} > "$out/tests.txt" 2>&1
+      echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -30 ;;
+    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles qmatmul models splits topk int8 torch suite)"; exit 2 ;;
+    esac
   done
-  print_cases "$out/sweep.jsonl"
-  grep -E "skipped|rror" "$out/sweep.err" | sort -u | head -20
-  grep -E "vkgate: pipeline matmul_staged" "$out/sweep.err" | sort -u | cut -c1-220 | head -40
-  stamp "llama.cpp's own kernels: test-backend-ops perf, MUL_MAT 4096 x {1, 512} x 14336"
-  timeout 60 .peer/xzrun test-backend-ops perf -o MUL_MAT -b Vulkan0 \
-    -p 'type_a=(f16|q8_0|q4_K),type_b=f32,m=4096,n=(1|512),k=14336,' 2>&1 | grep -E "MUL_MAT|Device desc" \
-    | tee "$out/peer_ops.txt"
-  stamp "vkgate's quantized kernels at the same shapes: decode at every decode tile (--tiles all), prefill as a model runs it (dequantized, then the f16 matmul)"
-  for m in 1 512; do for q in q8_0 q4_k; do
-    tiles=(); [ $m = 1 ] && tiles=(--tiles all)
-    timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
-      "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q)" | tee -a "$out/peer_ops.txt"
-  done; done
-  stamp "GGUF files of the qwen3-0.6b shape: F16 (random), Q8_0 and Q4_K (llama-quantize)"
-  timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06-F16.gguf
-  for q in Q8_0 Q4_K; do
-    timeout 60 .peer/xzrun llama-quantize --pure /tmp/q06-F16.gguf /tmp/q06-$q.gguf $q 16 > /tmp/quantize.log 2>&1
-    echo "llama-quantize $q: exit $?"
-  done
-  for q in F16 Q8_0 Q4_K; do
-    stamp "$q: vkgate bench (prefill 512, decode 128, 1, 8 and 16 sequences decoding together), then llama-bench pp512 / tg128"
-    timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 512 \
-      --decode 128 --sequences 1,8,16 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
-    timeout 100 .peer/llama-bench -m /tmp/q06-$q.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
-      > "/tmp/llama_$q.json" 2> /tmp/llama_bench.err
-    echo "exit $?"; grep -hoE '"n_prompt": [0-9]+|"n_gen": [0-9]+|"avg_ts": [0-9.]+|"stddev_ts": [0-9.]+' \
-      "/tmp/llama_$q.json" | paste - - - - | sed "s/^/llama $q /" | tee -a "$out/models.txt"
-  done
-  stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0): wall time only"
-  VKGATE_TIMESTAMPS=0 timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf --precision fp16 \
-    --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
-  stamp "device top-k: 8 rows of the 151,936 vocabulary at k 1 and 40 (what a sampler reads instead of the rows)"
-  for k in 1 40; do
-    timeout 30 $cli bench --device nvidia --quiet --op topk --rows 8 --n 151936 --k $k 2>&1 | grep -E "^top_k" \
-      | tee -a "$out/models.txt"
-  done
-  stamp "Q8_0 with int8 activations (--int8)"
-  timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-Q8_0.gguf --precision fp16 --prompts 512 \
-    --decode 64 --int8 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
-  stamp "PyTorch: the qwen3-0.6b model (prefill 512, decode 128), then the block and matmul"
-  PYTHONUNBUFFERED=1 timeout 120 python3 tools/bench_torch_model.py > "$out/torch_model.json" 2> /tmp/torch.err
-  echo "exit $?"; tail -3 /tmp/torch.err
-  grep -hoE '"name": "[^"]*"|"(prefill|decode)_tokens_per_s": [0-9.]*' "$out/torch_model.json" | paste - - -
-  PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> /tmp/torch_bench.err
-  grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - -
-  stamp "the suite (validation + synchronization validation), soak and consumer-build tests left out"
-  timeout ${SUITE_S:-300} env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
-    > "$out/tests.txt" 2>&1
-  echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -30
   stamp done
   exit 0
 fi

@@ -143,8 +143,12 @@ struct FlashOptions {
   bool decode = true;  // ≤ 16 rows per KV group (T·H/KV) may take flash_decode.comp (unless flash_coopmat applies)
   Coopmat coopmat = Coopmat::off;  // fp16 storage may take flash_coopmat.comp (where usable)
   uint32_t splits = 0;  // key splits, at most one per block of keys; 0: the plan's choice
+  // The fewest keys the plan's choice gives a split (rounded up to a block); 0:
+  // flash_decode.comp's workgroup size (a block of keys per 32-lane subgroup),
+  // 4 blocks for the other kernels.
+  uint32_t split_keys = 0;
 };
-// From Tuning's split_kv, flash_decode, coopmat_flash and flash_splits.
+// From Tuning's split_kv, flash_decode, coopmat_flash, flash_splits and flash_split_keys.
 FlashOptions flash_options(const Tuning& t);
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Whether attention should take the fused kernel rather than scores → softmax

@@ -65,7 +65,7 @@ uint32_t coopmat_strips(const DeviceInfo& d, uint32_t head_dim) {
 }  // namespace
 
 FlashOptions flash_options(const Tuning& t) {
-  return {t.split_kv, t.flash_decode, t.coopmat_flash, t.flash_splits};
+  return {t.split_kv, t.flash_decode, t.coopmat_flash, t.flash_splits, t.flash_split_keys};
 }
 
 bool flash_preferred(const DeviceInfo& d, const Tuning& t) { return !cpu_gemm(d, t) || !t.cpu_attention; }
@@ -97,14 +97,17 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   const uint64_t groups = uint64_t(row_tiles) * s.kv_heads * s.batch;
   // Split the keys (flash-decoding) when too few workgroups would fill the
   // device: a decode step has one row tile per KV head. Each split keeps at
-  // least 4 blocks (256 keys for the decode kernel), so its partial results
-  // stay small beside the keys it reads.
+  // least split_keys: in flash_decode.comp a block of 32 keys for each of its
+  // subgroups (on the H100 a subgroup's chain of dependent loads, not the
+  // bytes, set the time of a split: BENCHMARKS.md, 2026-11-23), elsewhere 4
+  // blocks, so that the partial results stay small beside the keys read.
   const uint64_t want = d.type == "cpu" ? 8 : p.kernel == FlashKernel::decode ? 256 : 512;
+  const uint32_t min_keys = o.split_keys ? o.split_keys : p.kernel == FlashKernel::decode ? kWorkgroup : 4 * p.block;
   uint32_t splits = 1;
   if (o.split && o.splits) {
     splits = std::clamp<uint32_t>(o.splits, 1, std::max<uint32_t>(1, s.keys / p.block));
   } else if (o.split && groups < want) {
-    const uint32_t max_splits = std::max<uint32_t>(1, s.keys / (4 * p.block));
+    const uint32_t max_splits = std::max<uint32_t>(1, s.keys / std::max(min_keys, p.block));
     splits = uint32_t(std::min<uint64_t>((want + groups - 1) / groups, max_splits));
   }
   const uint32_t chunk = (s.keys + splits - 1) / splits;
@@ -141,8 +144,13 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
       break;
   }
   const uint32_t G = s.heads / s.kv_heads;
+  // Keys per split from the keys this step has, not the plan's (a cache's
+  // capacity): a decode step over a partly filled cache spreads them over
+  // every split instead of filling the first few and leaving the rest empty.
+  const uint32_t even = (s.keys + plan.splits - 1) / plan.splits;
+  const uint32_t chunk = std::min(plan.chunk, (even + plan.block - 1) / plan.block * plan.block);
   Push push{a.gating, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
-            a.mask ? 1u : 0u, a.gate ? 1u : 0u, s.tiled ? 1u : 0u, plan.chunk, plan.splits, scale, s.score_row()};
+            a.mask ? 1u : 0u, a.gate ? 1u : 0u, s.tiled ? 1u : 0u, chunk, plan.splits, scale, s.score_row()};
   if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
     throw Error(ErrorCode::invalid_argument, "flash attention: batch × splits exceeds 65535");
   const Buffer& partial = a.partial ? *a.partial : a.out;
