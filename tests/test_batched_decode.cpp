@@ -183,8 +183,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQ
   s.gate = GateKind::elementwise;
   const test::RandomModel m(s.config(), rng);
   // On CPU drivers a step's attention is attention_step.comp: the rows in
-  // one dispatch, or in groups (of 2 here: 2 + 1 and 2 + 2 rows).
-  const bool cpu = ops::cpu_kernels(ctx.device());
+  // one dispatch, or in groups (of 2 here: 2 + 1 and 2 + 2 rows). Under
+  // VKGATE_DISABLE_CPU_MATMUL they take the GPU kernels.
+  const gpu::Tuning& tuning = ctx.impl().tuning;
+  const bool cpu = ops::cpu_gemm(ctx.device(), tuning) && tuning.cpu_attention;
   check_batched(ctx, m, rng, 1e-8, 1e-10, {}, cpu ? "attention.step" : "");
   check_batched(ctx, m, rng, 1e-4, 1e-5, {.precision = Precision::fp16}, cpu ? "attention.step" : "");
   {
