@@ -24,6 +24,11 @@
 // variant: moe_matmul_q_rows_f16_y32 QUANT ROWS T=F16
 // variant: moe_matmul_q_rows_bf16 QUANT ROWS T=BF16 Y_T=BF16
 // variant: moe_matmul_q_rows_bf16_y32 QUANT ROWS T=BF16
+// variant: moe_matmul_q_slices QUANT SLICE_ROWS
+// variant: moe_matmul_q_slices_f16 QUANT SLICE_ROWS T=F16 Y_T=F16
+// variant: moe_matmul_q_slices_f16_y32 QUANT SLICE_ROWS T=F16
+// variant: moe_matmul_q_slices_bf16 QUANT SLICE_ROWS T=BF16 Y_T=BF16
+// variant: moe_matmul_q_slices_bf16_y32 QUANT SLICE_ROWS T=BF16
 // variant: moe_matmul_q QUANT
 // variant: moe_matmul_q_f16 QUANT T=F16 Y_T=F16
 // variant: moe_matmul_q_f16_y32 QUANT T=F16
@@ -59,7 +64,9 @@
 // the columns from col0 (a [gate ; up] whose halves differ in format runs
 // one dispatch per half). W is bound as 32-bit words (an R32_UINT texel view
 // with TEXEL). The CPU kernels read X as RGBA texels (ldx a multiple of 4),
-// K in chunks of 8.
+// K in chunks of 8. SLICE_ROWS (GPUs, steps of a few tokens, block formats)
+// is qmatmul.comp's decode kernel (qrows_gpu.glsl) over the tile's rows: W
+// bound as 16-byte units, X read 8 elements a load (ldx a multiple of 8).
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef T
@@ -69,10 +76,18 @@
 #define Y_T F32
 #endif
 
+#ifdef SLICE_ROWS
+VEC8_RO(0, x, T)
+#else
 IN(0, x, T)
+#endif
 #ifdef QUANT
 layout(constant_id = 1) const uint FMT = 8;
-#ifdef TEXEL
+#ifdef SLICE_ROWS
+layout(std430, binding = 1) readonly buffer QuadBuf { uvec4 w_quads[]; };
+#define BLOCK_QUAD(i) w_quads[i]
+#define BLOCK_WORD(i) w_quads[(i) >> 2][(i) & 3u]
+#elif defined(TEXEL)
 layout(binding = 1) uniform usamplerBuffer w_tex;
 #ifdef ROWS_CPU
 // Block formats as an RGBA32UI view (ops::qrows_cpu_view), F32/F16/BF16 as R32_UINT.
@@ -128,7 +143,33 @@ bool load_tile() {
 uint q_row(uint n) { return (tile_expert - p.e_begin) * p.expert_bytes + p.w_at + n * p.row_bytes; }
 void q_store(uint row, uint n, float v) { y_st(row * p.ldy + p.col0 + n, v); }
 
-#if defined(ROWS_CPU)
+#if defined(SLICE_ROWS)
+layout(constant_id = 2) const uint MR = 8;      // the most rows a tile has
+layout(constant_id = 3) const uint NC = 1;      // columns per subgroup
+layout(constant_id = 4) const uint SU = 1;      // slices per lane in flight
+layout(constant_id = 5) const uint MIN_SG = 8;  // the smallest subgroup the device may run
+#include "qrows_gpu.glsl"
+// As qmatmul.comp's: a workgroup's columns fixed by the smallest subgroup size.
+const uint WG_COLUMNS = NC * (WG / MIN_SG);
+
+void main() {
+  LOAD_PARAMS;
+  if (!load_tile()) return;
+  const uint count = tile_p1 - tile_p0;
+  [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = src_row(tile_p0 + min(i, count - 1)) * (p.ldx / 8u);
+  const uint first = gl_WorkGroupID.x * WG_COLUMNS, last = min(first + WG_COLUMNS, p.N);
+  for (uint n0 = first + gl_SubgroupID * NC; n0 < last; n0 += gl_NumSubgroups * NC) {
+    [[unroll]] for (uint j = 0; j < NC; ++j) wrow[j] = q_row(min(n0 + j, p.N - 1));
+    qrows_slices(count, p.K);
+    if (subgroupElect())
+      [[unroll]] for (uint i = 0; i < MR; ++i) {
+        if (i >= count) break;
+        [[unroll]] for (uint j = 0; j < NC; ++j)
+          if (n0 + j < p.N) q_store(tile_p0 + i, n0 + j, acc[i][j]);
+      }
+  }
+}
+#elif defined(ROWS_CPU)
 // As ROWS_CPU below, the lanes' shares by qrows_cpu.glsl.
 layout(constant_id = 2) const uint MR = 1;  // the most rows a tile has (the step's tokens, ≤ 8)
 layout(constant_id = 3) const uint NB = 8;

@@ -47,11 +47,9 @@
 //
 // GPUs: SLICE_ROWS (≤ 8 rows of X, block formats: decode) gives each
 // subgroup NC output columns, its lanes on consecutive 32-element slices of
-// the row (blocks.glsl's block_slice: a slice's bytes in 16-byte loads, the
-// block's scales once per slice), X in 16-byte loads, SU slices per lane in
-// flight; ROWS (the float formats, or Tuning::qrows "chunks") one subgroup
-// per column, its lanes on consecutive 8-element chunks (dequant8, which
-// reads a block's header again per chunk, 4 bytes a load); otherwise tiles of
+// the rows (qrows_gpu.glsl); ROWS (the float formats, or the "chunks" decode
+// tile) one subgroup per column, its lanes on consecutive 8-element chunks
+// (dequant8, which reads a block's header again per chunk); otherwise tiles of
 // TM × TN outputs, each K step of 32 dequantizing TN rows' chunks of W and
 // loading TM rows of X into shared memory.
 // CPU drivers (TEXEL; llvmpipe runs a workgroup on one thread, a barrier as a
@@ -227,52 +225,28 @@ void main() {
   }
 }
 #elif defined(SLICE_ROWS)
-const uint MAX_M = 8;
+const uint MR = 8;                              // the most rows of X
 layout(constant_id = 2) const uint NC = 1;      // columns per subgroup
 layout(constant_id = 3) const uint SU = 1;      // slices per lane in flight
 layout(constant_id = 4) const uint MIN_SG = 8;  // the smallest subgroup the device may run
+#include "qrows_gpu.glsl"
 // A workgroup's columns are fixed by the smallest subgroup size, and its
 // subgroups step over them: a device that runs wider subgroups than that still
 // covers every column.
 const uint WG_COLUMNS = NC * (WG / MIN_SG);
 void main() {
   LOAD_PARAMS;
-  const uint slices = p.K / 32u, step = gl_SubgroupSize * SU;
+  [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = min(i, p.M - 1) * (p.ldx / 8u);
   const uint first = gl_WorkGroupID.x * WG_COLUMNS, last = min(first + WG_COLUMNS, p.N);
   for (uint n0 = first + gl_SubgroupID * NC; n0 < last; n0 += gl_NumSubgroups * NC) {
-    float acc[MAX_M][NC];
-    [[unroll]] for (uint m = 0; m < MAX_M; ++m)
-      [[unroll]] for (uint j = 0; j < NC; ++j) acc[m][j] = 0.0;
-    for (uint s0 = gl_SubgroupInvocationID; s0 < slices; s0 += step) {
-      [[unroll]] for (uint u = 0; u < SU; ++u) {
-        const uint s = s0 + u * gl_SubgroupSize;
-        if (s >= slices) break;
-        [[unroll]] for (uint j = 0; j < NC; ++j) {
-          vec4 q[8];
-          vec2 a, c;
-          block_slice(min(n0 + j, p.N - 1) * p.row_bytes, s, q, a, c);
-          [[unroll]] for (uint m = 0; m < MAX_M; ++m) {
-            if (m >= p.M) break;
-            // Elements 32s.. of row m: four 8-element loads, w = a·q + c per half.
-            vec2 d = vec2(0.0), xs = vec2(0.0);
-            [[unroll]] for (uint e = 0; e < 4u; ++e) {
-              vec4 lo, hi;
-              x_ld8(m * (p.ldx / 8u) + 4u * s + e, lo, hi);
-              d[e >> 1] += dot(q[2u * e], lo) + dot(q[2u * e + 1u], hi);
-              xs[e >> 1] += dot(lo + hi, vec4(1.0));
-            }
-            acc[m][j] += dot(a, d) + dot(c, xs);
-          }
-        }
+    [[unroll]] for (uint j = 0; j < NC; ++j) wrow[j] = min(n0 + j, p.N - 1) * p.row_bytes;
+    qrows_slices(p.M, p.K);
+    if (subgroupElect())
+      [[unroll]] for (uint i = 0; i < MR; ++i) {
+        if (i >= p.M) break;
+        [[unroll]] for (uint j = 0; j < NC; ++j)
+          if (n0 + j < p.N) store(i, n0 + j, acc[i][j]);
       }
-    }
-    [[unroll]] for (uint m = 0; m < MAX_M; ++m) {
-      if (m >= p.M) break;
-      [[unroll]] for (uint j = 0; j < NC; ++j) {
-        const float v = subgroupAdd(acc[m][j]);
-        if (subgroupElect() && n0 + j < p.N) store(m, n0 + j, v);
-      }
-    }
   }
 }
 #elif defined(ROWS)

@@ -164,12 +164,18 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant moe: block-format experts split across b
 }
 
 // On a CPU driver the f32/f16 runs above take the CPU kernels (texel views);
-// here the GPU ones (one subgroup per column, shared-memory tiles), which bf16
+// here the GPU ones (32-element slices per lane, or one subgroup per column
+// over 8-element chunks, for decode steps; shared-memory tiles), which bf16
 // takes on CPU drivers too.
 TEST_CASE_FIXTURE(test::GpuTest, "quant moe: the GPU kernels (rows and tiles), fp32 and bf16") {
   test::ScopedTuning tuning(ctx);
   tuning->cpu_matmul = false;
-  check_quantized(*this, parse(tiny_next_json()), DType::Q4_K, Precision::fp32, 1e-7, 3);
+  for (const auto& tile : {gpu::QrowsTile{}, gpu::QrowsTile{true, 2, 2}, gpu::QrowsTile{false, 1, 1}}) {
+    CAPTURE(tile.name());
+    tuning->qrows_tile = tile;
+    check_quantized(*this, parse(tiny_next_json()), DType::Q4_K, Precision::fp32, 1e-7, 3);
+  }
+  tuning->qrows_tile = {};
   if (!vk.info.storage16) return;
   tuning->cpu_matmul = true;
   check_quantized(*this, parse(every_expert(tiny_moe_json())), DType::Q8_0, Precision::bf16, 1e-3);

@@ -44,7 +44,8 @@ uint32_t MoeRouting::max_tiles() const { return entries() / tile_rows + std::min
 MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint32_t experts, uint32_t k,
                        uint32_t shard_experts) {
   const bool cpu = cpu_gemm(d, t);
-  if (rows <= kRowsMax) return {rows, experts, k, kRowsMax, cpu ? MoeKernel::rows_cpu : MoeKernel::rows, shard_experts};
+  if (rows <= kRowsMax)
+    return {rows, experts, k, kRowsMax, cpu ? MoeKernel::rows_cpu : MoeKernel::rows, shard_experts, t.qrows_tile};
   // Tiles about as tall as an expert's share of the rows: a 64-row tile for
   // 10 rows computes 54 rows for nothing.
   const uint32_t entries = rows * k, share = entries / std::min(experts, entries);
@@ -76,6 +77,11 @@ Kernel quant_kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, ui
   if (kernel == MoeKernel::tiled_cpu && !texel_x) kernel = MoeKernel::tiled;
   switch (kernel) {
     case MoeKernel::rows:
+      if (r.qrows.slices && is_quantized(wtype) && ldx % 8 == 0) {
+        const uint32_t min_sg = std::max(1u, d.min_subgroup_size);
+        return {variant("moe_matmul_q_slices", s, y32), {256, fmt, kRowsMax, r.qrows.columns, r.qrows.unroll, min_sg},
+                r.qrows.columns * (256 / min_sg)};
+      }
       return {variant("moe_matmul_q_rows", s, y32), {256, fmt, kRowsMax}, 256 / std::max(1u, d.subgroup_size)};
     case MoeKernel::rows_cpu:
       return {variant("moe_matmul_q_rows_cpu", s, y32), {8, fmt, r.rows, 8},
@@ -118,7 +124,10 @@ Kernel kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t
 
 uint32_t moe_matmul_groups(const DeviceInfo& d, const MoeRouting& r, uint32_t N, uint32_t K, uint32_t ldx, Storage s,
                            bool quantized) {
-  const uint32_t columns = quantized ? quant_kernel_for(d, r, N, ldx, s, false, DType::Q8_0).columns
+  // A [gate ; up] may hold a block format and a float one (one dispatch per
+  // half, the same count of workgroups): enough for the narrower kernel.
+  const uint32_t columns = quantized ? std::min(quant_kernel_for(d, r, N, ldx, s, false, DType::Q8_0).columns,
+                                                quant_kernel_for(d, r, N, ldx, s, false, DType::F16).columns)
                                      : kernel_for(d, r, N, K, ldx, s, false).columns;
   return (N + columns - 1) / columns;
 }

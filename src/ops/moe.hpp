@@ -22,6 +22,7 @@ struct MoeRouting {
   uint32_t rows = 0, experts = 0, k = 0, tile_rows = 0;
   MoeKernel kernel = MoeKernel::tiled;
   uint32_t shard_experts = 0;  // experts per weight buffer: each buffer's GEMMs are their own dispatches
+  gpu::QrowsTile qrows;        // the rows form's block-format kernel on GPUs (Tuning::qrows_tile)
   uint32_t shards() const { return (experts + shard_experts - 1) / shard_experts; }
   // Per buffer, the two grouped GEMMs' VkDispatchIndirectCommand, 16 bytes apart (moe_route.comp).
   uint64_t dispatch_bytes() const { return 32 * uint64_t(shards()); }
