@@ -146,12 +146,19 @@ if [ "$what" = sweep ]; then
     splits)
       ggufs
       # flash_decode.comp's splits: the fewest keys per split (default 128, a
-      # block per subgroup; 256 before 2026-11-27), then the decode step without
-      # per-dispatch timestamps (wall time only).
+      # block per subgroup; 256 before 2026-11-27), its rows per workgroup, then
+      # the decode step without per-dispatch timestamps (wall time only).
       for keys in 64 256; do
         stamp "F16 decode with VKGATE_FLASH_SPLIT_KEYS=$keys"
         VKGATE_FLASH_SPLIT_KEYS=$keys timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
           --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine" | tee -a "$out/models.txt"
+      done
+      # The block's decode over 32k keys (Qwen3-Next's 8 query heads per KV
+      # head): 8 rows per workgroup (200 registers on the H100) against 4.
+      for rows in 8 4; do
+        stamp "block decode over 32k, fp16, VKGATE_FLASH_DECODE_ROWS=$rows"
+        VKGATE_FLASH_DECODE_ROWS=$rows timeout 60 $cli bench --device nvidia --block --past 32768 --T 1 \
+          --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine" | tee -a "$out/models.txt"
       done
       stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0)"
       VKGATE_TIMESTAMPS=0 timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf --precision fp16 \

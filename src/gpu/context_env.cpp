@@ -126,6 +126,7 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.matmul_splits = uint32_t(number("VKGATE_MATMUL_SPLITS", 0));
   t.flash_splits = uint32_t(number("VKGATE_FLASH_SPLITS", 0));
   t.flash_split_keys = uint32_t(number("VKGATE_FLASH_SPLIT_KEYS", 0));
+  t.flash_decode_rows = uint32_t(number("VKGATE_FLASH_DECODE_ROWS", 0));
   t.score_bytes = number("VKGATE_SCORE_BYTES", t.score_bytes);
   t.vocab_chunk_rows = uint32_t(number("VKGATE_VOCAB_CHUNK_ROWS", 0));
   t.moe_shard_experts = uint32_t(number("VKGATE_MOE_SHARD_EXPERTS", 0));

@@ -75,6 +75,7 @@ struct Tuning {
   uint32_t matmul_splits = 0;   // VKGATE_MATMUL_SPLITS: forced split-K count (0: the rule)
   uint32_t flash_splits = 0;    // VKGATE_FLASH_SPLITS: forced key splits (0: the plan's choice)
   uint32_t flash_split_keys = 0;  // VKGATE_FLASH_SPLIT_KEYS: the fewest keys the plan gives a split (0: per kernel)
+  uint32_t flash_decode_rows = 0;  // VKGATE_FLASH_DECODE_ROWS: flash_decode.comp's most rows per workgroup (0: 8)
   uint64_t score_bytes = uint64_t(64) << 20;  // VKGATE_SCORE_BYTES: the unfused score matrix's budget
   // VKGATE_VOCAB_CHUNK_ROWS: rows per chunk of the embedding table and lm_head
   // (0: as many as one device buffer holds); for tests and triage.

@@ -147,8 +147,14 @@ struct FlashOptions {
   // flash_decode.comp's workgroup size (a block of keys per 32-lane subgroup),
   // 4 blocks for the other kernels.
   uint32_t split_keys = 0;
+  // flash_decode.comp's most rows (query heads × tokens of a KV group) per
+  // workgroup, 1 to 8; 0: 8. Fewer rows take fewer registers (the H100 held 2
+  // workgroups of 8 rows per SM at 200 registers) but read the keys once per
+  // row tile.
+  uint32_t decode_rows = 0;
 };
-// From Tuning's split_kv, flash_decode, coopmat_flash, flash_splits and flash_split_keys.
+// From Tuning's split_kv, flash_decode, coopmat_flash, flash_splits,
+// flash_split_keys and flash_decode_rows.
 FlashOptions flash_options(const Tuning& t);
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Whether attention should take the fused kernel rather than scores → softmax

@@ -65,7 +65,7 @@ uint32_t coopmat_strips(const DeviceInfo& d, uint32_t head_dim) {
 }  // namespace
 
 FlashOptions flash_options(const Tuning& t) {
-  return {t.split_kv, t.flash_decode, t.coopmat_flash, t.flash_splits, t.flash_split_keys};
+  return {t.split_kv, t.flash_decode, t.coopmat_flash, t.flash_splits, t.flash_split_keys, t.flash_decode_rows};
 }
 
 bool flash_preferred(const DeviceInfo& d, const Tuning& t) { return !cpu_gemm(d, t) || !t.cpu_attention; }
@@ -81,7 +81,7 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   if (o.decode && decode_kernel(d, s, rows_needed)) {
     p.kernel = FlashKernel::decode;
     // A power of two: fewer pipelines to compile, at the cost of idle rows.
-    p.rows = std::min(std::bit_ceil(rows_needed), kDecodeRows);
+    p.rows = std::min(std::bit_ceil(rows_needed), o.decode_rows ? std::min(o.decode_rows, kDecodeRows) : kDecodeRows);
     p.block = 64;  // no blocks in that kernel: only sizes the splits below
   } else if (coopmat != Coopmat::off && s.head_dim % 16 == 0 && strips) {
     p.kernel = coopmat == Coopmat::tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
