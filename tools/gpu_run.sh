@@ -16,9 +16,9 @@
 # PyTorch's block, matmul and model; the suite. Carry [".gl", ".peer",
 # "build/tools/vkgate", "build/tests/vkgate_tests"]; .peer holds llama-bench
 # and the xz-compressed llama-quantize and test-backend-ops (.peer/xzrun).
-# SWEEP_STEPS picks steps, in order (default "tiles qmatmul models splits topk
-# int8 torch suite"; all of them take ~10 minutes with the suite at its
-# default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul models
+# SWEEP_STEPS picks steps, in order (default "tiles qmatmul models splits next
+# topk int8 torch suite"; all of them take over 10 minutes with the suite at
+# its default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul models
 # splits suite"). SUITE_S bounds the suite (default 300 s; 170 s ran 252 of
 # its ~340 cases on the H100 on 11-27), SUITE_FILTER (doctest -tc patterns)
 # narrows it.
@@ -105,7 +105,7 @@ if [ "$what" = sweep ]; then
       echo "llama-quantize $q: exit $?"
     done
   }
-  for step in ${SWEEP_STEPS:-tiles qmatmul models splits topk int8 torch suite}; do
+  for step in ${SWEEP_STEPS:-tiles qmatmul models splits next topk int8 torch suite}; do
     case $step in
     tiles)
       stamp "tile sweep, matmul 8192³ f16 (compiler statistics of each pipeline in sweep.err)"
@@ -163,6 +163,14 @@ if [ "$what" = sweep ]; then
       stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0)"
       VKGATE_TIMESTAMPS=0 timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf --precision fp16 \
         --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt" ;;
+    next)
+      stamp "Qwen3-Next: Gated DeltaNet at the 80B's shape, fp16 (decode step, T 512 and 4096, both forms)"
+      for T in 1 512 4096; do
+        timeout 60 $cli bench --device nvidia --quiet --op gdn --T $T --precision fp16 --mode both 2>&1 | grep -vE "^device"
+      done | tee -a "$out/models.txt"
+      stamp "Qwen3-Next-80B-A3B's shape, 4 layers (3 Gated DeltaNet, 1 gated attention), 64 of 512 experts, fp16"
+      timeout 120 $cli bench --device nvidia --quiet --model-shape qwen3-next-80b-a3b --layers 4 --experts 64 \
+        --vocab 32000 --precision fp16 --prompts 512 --decode 64 2>&1 | grep -vE "^device" | tee -a "$out/models.txt" ;;
     topk)
       stamp "device top-k: 8 rows of the 151,936 vocabulary at k 1 and 40 (what a sampler reads instead of the rows)"
       for k in 1 40; do
@@ -186,7 +194,7 @@ if [ "$what" = sweep ]; then
       timeout ${SUITE_S:-300} env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
         ${SUITE_FILTER:+"-tc=$SUITE_FILTER"} > "$out/tests.txt" 2>&1
       echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -30 ;;
-    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles qmatmul models splits topk int8 torch suite)"; exit 2 ;;
+    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles qmatmul models splits next topk int8 torch suite)"; exit 2 ;;
     esac
   done
   stamp done
