@@ -114,6 +114,15 @@ void print_case(const vkgate::bench::Case& c, const vkgate::bench::Peak* peak) {
                   c.time.median_us > 0 ? 100 * st.median_us / c.time.median_us : 0.0);
 }
 
+// After a --tiles sweep: the fastest of cases[first..], what a device's default should be.
+void print_fastest(const std::vector<vkgate::bench::Case>& cases, size_t first) {
+  if (cases.size() <= first) return;
+  const auto best = std::min_element(cases.begin() + long(first), cases.end(), [](const auto& a, const auto& b) {
+    return a.time.median_us < b.time.median_us;
+  });
+  std::printf("fastest of %zu: %s (%.1f us)\n", cases.size() - first, best->name.c_str(), best->time.median_us);
+}
+
 // The stages of a GLA or Gated DeltaNet case that run the recurrence in
 // either form (the projections, norms, conv and output are the same in both).
 double recurrence_us(const vkgate::bench::Case& c) {
@@ -237,6 +246,7 @@ int cmd_bench(Args& args) {
   if (op == "matmul" && !tiles.empty()) {
     if (prec != vkgate::Precision::fp16) throw UsageError("bench: --tiles times the fp16 tensor-core kernels: add --dtype f16");
     for (auto& c : b::matmul_tiles(ctx, get("m", -1), get("n", -1), get("k", -1), opt, tiles)) add(std::move(c));
+    if (!json) print_fastest(cases, 0);
   } else if (op == "matmul") {
     add(b::matmul(ctx, get("m", -1), get("n", -1), get("k", -1), prec, opt));
   } else if (op == "qmatmul") {
@@ -245,6 +255,7 @@ int cmd_bench(Args& args) {
     if (!tiles.empty()) {
       if (model.int8) throw UsageError("bench: --tiles sweeps the decode kernels of fp activations: leave out --int8");
       for (auto& c : b::qmatmul_tiles(ctx, M, N, K, *model.quant, prec, opt, tiles)) add(std::move(c));
+      if (!json) print_fastest(cases, 0);
     }
     // The peer in this process: the same product with W stored as X is.
     const size_t first = cases.size();

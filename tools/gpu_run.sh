@@ -130,7 +130,7 @@ if [ "$what" = sweep ]; then
       for m in 1 512; do for q in q8_0 q4_k; do
         tiles=(); [ $m = 1 ] && tiles=(--tiles all)
         timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
-          "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q)" | tee -a "$out/peer_ops.txt"
+          "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q|fastest)" | tee -a "$out/peer_ops.txt"
       done; done ;;
     models)
       ggufs
