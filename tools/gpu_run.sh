@@ -14,8 +14,9 @@
 # tools/make_random_gguf.py and llama-quantize) in vkgate (with 1, 8 and 16
 # sequences decoding together) and llama-bench;
 # PyTorch's block, matmul and model; the suite. Carry [".gl", ".peer",
-# "build/tools/vkgate", "build/tests/vkgate_tests"]; .peer holds llama-bench
-# and the xz-compressed llama-quantize and test-backend-ops (.peer/xzrun).
+# "build/tools/vkgate", "build/tests/vkgate_tests"]; tools/build_peer.sh makes
+# both (.peer: llama-bench, llama-quantize and test-backend-ops xz-compressed,
+# run through .peer/xzrun; ~10 minutes here).
 # SWEEP_STEPS picks steps, in order (default "tiles qmatmul models splits next
 # topk int8 torch suite"; all of them take over 10 minutes with the suite at
 # its default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul models
