@@ -96,9 +96,10 @@ if [ "$what" = sweep ]; then
   export VKGATE_GOLDEN_DIR=$PWD/tests/golden
   t0=$(date +%s)
   stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
-  # The GGUF files the model steps share, made once.
+  # The GGUF files the model steps share, made once (tried once).
   ggufs() {
-    [ -f /tmp/q06-Q4_K.gguf ] && return
+    [ -n "${ggufs_tried:-}" ] && return
+    ggufs_tried=1
     stamp "GGUF files of the qwen3-0.6b shape: F16 (random), Q8_0 and Q4_K (llama-quantize)"
     timeout 60 python3 tools/make_random_gguf.py --shape qwen3-0.6b --output /tmp/q06-F16.gguf
     for q in Q8_0 Q4_K; do
