@@ -253,8 +253,6 @@ TEST_CASE("cli: bench --model with prompts shorter than the self-check's 16 toke
   CHECK(doc.at("runs").size() == 2);
 }
 
-#endif  // VKGATE_CLI
-
 TEST_CASE("cli: bench --op qmatmul --tiles, and VKGATE_QROWS_TILE, refuse what is not a decode tile by name") {
   TempDir dir("qrows_tiles");
   const std::vector<std::string> product{"bench", "--op", "qmatmul", "--n", "8", "--k", "256", "--quant", "q4_k"};
@@ -282,3 +280,5 @@ TEST_CASE("cli: bench --op qmatmul --tiles, and VKGATE_QROWS_TILE, refuse what i
   CHECK(env.err.find("VKGATE_QROWS_TILE='slices9x1' is not a decode tile") != std::string::npos);
   CHECK(env.out.find("qmatmul") == std::string::npos);
 }
+
+#endif  // VKGATE_CLI

@@ -538,6 +538,8 @@ void check_layer(test::GpuTest& t, const GdnConfig& cfg, int batch, int tokens, 
   CAPTURE(tokens);
   const std::string storage(to_string(precision));
   CAPTURE(storage);
+  CAPTURE(int(mode));
+  CAPTURE(t.seed);  // a failure is then reproducible
   test::ScopedTuning tuning(t.ctx);
   tuning.target.gdn_mode = mode;
   GdnWeights w(cfg, t.rng);
