@@ -77,11 +77,9 @@ Kernel quant_kernel_for(const DeviceInfo& d, const MoeRouting& r, uint32_t N, ui
   if (kernel == MoeKernel::tiled_cpu && !texel_x) kernel = MoeKernel::tiled;
   switch (kernel) {
     case MoeKernel::rows:
-      if (r.qrows.slices && is_quantized(wtype) && ldx % 8 == 0) {
-        const uint32_t min_sg = std::max(1u, d.min_subgroup_size);
-        return {variant("moe_matmul_q_slices", s, y32), {256, fmt, kRowsMax, r.qrows.columns, r.qrows.unroll, min_sg},
-                r.qrows.columns * (256 / min_sg)};
-      }
+      if (const auto sr = slice_rows(d, r.qrows, wtype, ldx))
+        return {variant("moe_matmul_q_slices", s, y32),
+                {256, fmt, kRowsMax, r.qrows.columns, r.qrows.unroll, sr->min_subgroup}, sr->columns};
       return {variant("moe_matmul_q_rows", s, y32), {256, fmt, kRowsMax}, 256 / std::max(1u, d.subgroup_size)};
     case MoeKernel::rows_cpu:
       return {variant("moe_matmul_q_rows_cpu", s, y32), {8, fmt, r.rows, 8},

@@ -34,6 +34,12 @@ std::vector<gpu::QrowsTile> qrows_tile_candidates() {
   return {{false, 1, 1}, {true, 1, 1}, {true, 1, 2}, {true, 2, 1}, {true, 2, 2}, {true, 4, 1}};
 }
 
+std::optional<SliceRows> slice_rows(const DeviceInfo& d, const gpu::QrowsTile& tile, DType wtype, uint32_t ldx) {
+  if (!tile.slices || !is_quantized(wtype) || ldx % 8 != 0) return std::nullopt;
+  const uint32_t min_sg = std::max(1u, d.min_subgroup_size);
+  return SliceRows{min_sg, tile.columns * (256 / min_sg)};
+}
+
 bool qmatmul_dequantizes(const DeviceInfo& d, const gpu::Tuning& t, Storage act, uint32_t M) {
   if (act != Storage::f16 || M <= kRows) return false;
   return d.coopmat_f16 || d.coopmat_f16_khr || coopmat_usable(d, t.coopmat_staged) == gpu::Coopmat::emulated;
@@ -89,11 +95,10 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
     return;
   }
   const gpu::QrowsTile& tile = rec.tuning().qrows_tile;
-  if (M <= kRows && ctx.info.subgroup_arithmetic && tile.slices && is_quantized(wtype) && push.ldx % 8 == 0) {
-    const uint32_t min_sg = std::max<uint32_t>(ctx.info.min_subgroup_size, 1);
-    const uint32_t per_group = tile.columns * (256 / min_sg);
-    bind(ctx.pipelines->get(variant("qmatmul_slices", s, y32), {256, fmt, tile.columns, tile.unroll, min_sg}),
-         VK_FORMAT_UNDEFINED, (N + per_group - 1) / per_group, 1);
+  const std::optional<SliceRows> sr = slice_rows(ctx.info, tile, wtype, push.ldx);
+  if (M <= kRows && ctx.info.subgroup_arithmetic && sr) {
+    bind(ctx.pipelines->get(variant("qmatmul_slices", s, y32), {256, fmt, tile.columns, tile.unroll, sr->min_subgroup}),
+         VK_FORMAT_UNDEFINED, (N + sr->columns - 1) / sr->columns, 1);
   } else if (M <= kRows && ctx.info.subgroup_arithmetic) {
     const uint32_t per_group = 256 / ctx.info.subgroup_size;
     bind(ctx.pipelines->get(variant("qmatmul_rows", s, y32), {256, fmt}), texel_format(s),

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ops/ops.hpp"
@@ -44,6 +45,15 @@ void set_gate(Push& push, const EpilogueGate* gate) {
 // the tests run): the first kernel's chunks, and SLICE_ROWS at 1, 2 or 4
 // columns per subgroup with 1 or 2 slices per lane in flight.
 std::vector<gpu::QrowsTile> qrows_tile_candidates();
+// The GPU decode kernel over slices (qrows_gpu.glsl, in qmatmul.comp and
+// moe_matmul.comp), where `tile` takes it for `wtype` (a block format, X's rows
+// 8-element aligned): the smallest subgroup the device runs (a spec constant)
+// and the columns a workgroup of 256 invocations covers, which its grid
+// follows. nullopt: the 8-element-chunk kernel instead.
+struct SliceRows {
+  uint32_t min_subgroup, columns;
+};
+std::optional<SliceRows> slice_rows(const DeviceInfo& d, const gpu::QrowsTile& tile, DType wtype, uint32_t ldx);
 // Whether a block-format product of M rows of `act` activations is better
 // run as its weights dequantized to fp16 (dequantize_rows) and the fp16
 // matmul: prefill (more than 8 rows) where that matmul has tensor cores, or
