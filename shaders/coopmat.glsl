@@ -42,6 +42,21 @@ void acc_zero(out Acc c) {
 #endif
 }
 
+// AccH: fp16 partial sums of products, added into an Acc once per several
+// products (the kernels' ACC16); emulated as an Acc whose elements the
+// products round to fp16.
+#ifdef EMULATE
+#define AccH Acc
+void acch_zero(out AccH c) { acc_zero(c); }
+void acc_add_h(inout Acc c, AccH h) {
+  for (uint i = 0; i < ELEMS; ++i) c.e[i] += h.e[i];
+}
+#else
+#define AccH FragH
+void acch_zero(out AccH c) { c = AccH(0.0); }
+void acc_add_h(inout Acc c, AccH h) { c = c + Acc(h); }
+#endif
+
 // Row and column of element i of this lane's part of an emulated fragment.
 uint emu_row(uint i) { return (gl_SubgroupInvocationID + i * SG) / 16; }
 uint emu_col(uint i) { return (gl_SubgroupInvocationID + i * SG) % 16; }

@@ -147,10 +147,10 @@ void main() {
           }
         }
 #else
-    FragH part[FM][FN];  // ACC16's fp16 sums of this slice
+    AccH part[FM][FN];  // ACC16's fp16 sums of this slice
     if (ACC16) {
       [[unroll]] for (uint i = 0; i < FM; ++i)
-        [[unroll]] for (uint j = 0; j < FN; ++j) part[i][j] = FragH(0.0);
+        [[unroll]] for (uint j = 0; j < FN; ++j) acch_zero(part[i][j]);
     }
     [[unroll]] for (uint kk = 0; kk < TK; kk += 16) {
       FragH fa[FM], fb[FN];
@@ -168,7 +168,7 @@ void main() {
     }
     if (ACC16) {
       [[unroll]] for (uint i = 0; i < FM; ++i)
-        [[unroll]] for (uint j = 0; j < FN; ++j) acc[i][j] = acc[i][j] + Acc(part[i][j]);
+        [[unroll]] for (uint j = 0; j < FN; ++j) acc_add_h(acc[i][j], part[i][j]);
     }
 #endif
     // Two stages: the other buffer was last read before the previous barrier.

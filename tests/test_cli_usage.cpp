@@ -281,4 +281,34 @@ TEST_CASE("cli: bench --op qmatmul --tiles, and VKGATE_QROWS_TILE, refuse what i
   CHECK(env.out.find("qmatmul") == std::string::npos);
 }
 
+TEST_CASE("cli: bench --op attention --tiles, and VKGATE_FLASH_TILE, refuse what is not a flash tile by name") {
+  TempDir dir("flash_tiles");
+  const std::vector<std::string> op{"bench", "--op", "attention", "--T", "16", "--heads", "2", "--head-dim", "64"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = op;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return with_device(a);
+  };
+  const std::vector<CliResult> r = run_all({with({"--dtype", "f16", "--tiles", "4x48"}),
+                                            with({"--tiles", "all"}),
+                                            with({"--dtype", "f16", "--unfused", "--tiles", "all"}),
+                                            with_device({"bench", "--op", "rmsnorm", "--rows", "2", "--dim", "64",
+                                                         "--tiles", "all"})},
+                                           dir.path);
+  const char* want[] = {"'4x48' is neither all nor a tile SxK[p|h]", "add --dtype f16, leave out --unfused",
+                        "add --dtype f16, leave out --unfused", "--tiles applies to --op matmul, qmatmul and attention"};
+  for (size_t i = 0; i < r.size(); ++i) {
+    INFO(r[i].command << "\nstderr: " << r[i].err);
+    check_clean_exit(r[i]);
+    CHECK(r[i].code != 0);
+    CHECK(r[i].err.find(want[i]) != std::string::npos);
+  }
+  const CliResult env = finish(spawn_cli(with({"--dtype", "f16"}), dir.path, {"VKGATE_FLASH_TILE=4x32x"}));
+  INFO("stderr: " << env.err);
+  check_clean_exit(env);
+  CHECK(env.code != 0);
+  CHECK(env.err.find("VKGATE_FLASH_TILE='4x32x' is not a flash attention tile") != std::string::npos);
+  CHECK(env.out.find("attention") == std::string::npos);
+}
+
 #endif  // VKGATE_CLI

@@ -1,6 +1,7 @@
 // Fused flash attention on every kernel that can take a shape, and its plans.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "harness.hpp"
@@ -148,17 +149,27 @@ void FlashTest::run_cases(ops::Storage st) {
     // flash_decode.comp twice: its default rows per workgroup, and 3 (row
     // tiles that split a token's heads, VKGATE_FLASH_DECODE_ROWS; more row
     // tiles may leave a CPU driver's few workgroups unsplit).
+    // flash_coopmat.comp at its default tile, and in the MHA prefill and the
+    // 84-row case at tiles that between them take each other path: 2 strips,
+    // 64 keys per block, fp16 partial sums of P·V and of both products.
     struct Run {
       ops::FlashKernel kernel;
       uint32_t decode_rows = 0;
+      std::optional<gpu::FlashTile> tile;
     };
-    for (const Run run : {Run{ops::FlashKernel::general}, Run{ops::FlashKernel::decode}, Run{ops::FlashKernel::decode, 3},
-                          Run{ops::FlashKernel::coopmat}}) {
+    std::vector<Run> runs = {Run{ops::FlashKernel::general}, Run{ops::FlashKernel::decode},
+                             Run{ops::FlashKernel::decode, 3}, Run{ops::FlashKernel::coopmat}};
+    if (c.Dh == 64 && c.T > 1 && !c.split && !gpu_av)
+      for (const char* t : {"2x64", "4x32p", "2x64h"}) runs.push_back({ops::FlashKernel::coopmat, 0, gpu::FlashTile::parse(t)});
+    for (const Run& run : runs) {
       const ops::FlashKernel kernel = run.kernel;
       if (run.decode_rows && c.Dh != 64) continue;  // one more pipeline per storage, not one per head_dim
       CAPTURE(run.decode_rows);
+      const std::string tile = run.tile ? run.tile->name() : "default";
+      CAPTURE(tile);
       ops::FlashOptions o;
       o.decode_rows = run.decode_rows;
+      if (run.tile) o.tile = *run.tile;
       o.split = c.split;
       o.decode = kernel == ops::FlashKernel::decode;
       o.coopmat = kernel == ops::FlashKernel::coopmat ? tensor : Coopmat::off;
@@ -172,6 +183,9 @@ void FlashTest::run_cases(ops::Storage st) {
         // fp16 only, head_dim a multiple of 16, the tiles within shared memory.
         if (plan.kernel == ops::FlashKernel::general) continue;
         CHECK((plan.kernel == ops::FlashKernel::coopmat || plan.kernel == ops::FlashKernel::coopmat_emulated));
+        // A tile that fits runs as it is, the others with fewer strips or keys.
+        if (run.tile && ops::flash_tile_misfit(dev, *run.tile, tensor, c.Dh).empty()) CHECK(plan.tile == *run.tile);
+        if (run.tile) CHECK(plan.tile.acc16 == run.tile->acc16);
         ++coopmat_runs;
       }
       if (c.split && !run.decode_rows) CHECK(plan.splits > 1);
@@ -222,3 +236,35 @@ TEST_CASE_FIXTURE(test::GpuTest, "flash plan: a forced split count (VKGATE_FLASH
   }
 }
 
+
+TEST_CASE("flash plan: tensor-core tiles are named as VKGATE_FLASH_TILE reads them, and fall back to what fits") {
+  for (const gpu::FlashTile& tile : ops::flash_tile_candidates()) CHECK(gpu::FlashTile::parse(tile.name()) == tile);
+  CHECK(gpu::FlashTile::parse("2x64p") == gpu::FlashTile{2, 64, gpu::FlashTile::Acc16::pv});
+  CHECK(gpu::FlashTile::parse("1x32h") == gpu::FlashTile{1, 32, gpu::FlashTile::Acc16::both});
+  for (const char* bad : {"", "4", "4x", "x32", "3x32", "4x48", "4x32q", "4x32ph", "16x32", "4x32 ", "-4x32"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(gpu::FlashTile::parse(bad).has_value());
+  }
+  // 48 KiB (the H100's) at head_dim 256: 4 strips do not fit and 2 do; 64
+  // keys per block fit neither, so the plan takes 32 with the tile's sums.
+  DeviceInfo d;
+  d.type = "discrete";
+  d.coopmat_f16 = d.subgroup_shuffle = true;
+  d.shared_memory_bytes = 48 * 1024;
+  d.max_workgroup_invocations = 1024;
+  const ops::AttentionShape prefill{1, 16, 2, 512, 512, 256};
+  ops::FlashOptions o;
+  o.coopmat = gpu::Coopmat::tensor;
+  const auto plan_of = [&](const char* tile) {
+    o.tile = *gpu::FlashTile::parse(tile);
+    return ops::flash_plan(d, prefill, ops::Storage::f16, o);
+  };
+  CHECK(plan_of("4x32").tile == *gpu::FlashTile::parse("2x32"));
+  CHECK(plan_of("2x64h").tile == *gpu::FlashTile::parse("2x32h"));
+  CHECK(plan_of("4x32p").rows == 32);
+  CHECK(!ops::flash_tile_misfit(d, *gpu::FlashTile::parse("4x32"), gpu::Coopmat::tensor, 256).empty());
+  CHECK(ops::flash_tile_misfit(d, *gpu::FlashTile::parse("2x32h"), gpu::Coopmat::tensor, 256).empty());
+  // Without subgroup shuffles (its softmax's) the kernel is not planned.
+  d.subgroup_shuffle = false;
+  CHECK(plan_of("2x32").kernel == ops::FlashKernel::general);
+}

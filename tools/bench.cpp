@@ -41,8 +41,11 @@ CASE:
           --tiles (--m 1 to 8) first the same product once per GPU decode kernel of LIST:
           "chunks" or slicesCxU (VKGATE_QROWS_TILE); "all": every candidate
   --op attention --T T --heads H [--kv-heads KV] --head-dim Dh [--batch B] [--causal 0|1] [--dtype ...]
-             [--unfused]   (default: the fused flash kernel; --unfused: scores, softmax, P·V,
-                            which the block takes on CPU drivers while the scores fit 64 MiB)
+             [--unfused] [--tiles all|LIST]   (default: the fused flash kernel; --unfused: scores,
+          softmax, P·V, which the block takes on CPU drivers while the scores fit 64 MiB);
+          --tiles (f16, on tensor cores, or their emulation on CPU drivers): the fused kernel
+          once per tile of LIST, SxK[p|h] (VKGATE_FLASH_TILE); "all": every candidate; tiles
+          the device cannot take are skipped
   --op rmsnorm --rows R --dim D
   --op topk --rows R --n N --k K   each row's K (≤ 256) largest of fp32 logits [R, N], as a
           sampler reads them instead of the row (shaders/topk.comp)
@@ -214,8 +217,8 @@ int cmd_bench(Args& args) {
     throw UsageError("bench: --quant applies to --op qmatmul, --model and --model-shape");
   if (model.int8 && model.dir.empty() && model.shape.empty() && op != "qmatmul")
     throw UsageError("bench: --int8 applies to --op qmatmul, --model and --model-shape");
-  if (!tiles.empty() && op != "matmul" && op != "qmatmul")
-    throw UsageError("bench: --tiles applies to --op matmul and --op qmatmul");
+  if (!tiles.empty() && op != "matmul" && op != "qmatmul" && op != "attention")
+    throw UsageError("bench: --tiles applies to --op matmul, qmatmul and attention");
   if (!text.tokenizer.empty() || !text.text_file.empty() || !text.write_text.empty()) {
     if (!op.empty() || block || !model.dir.empty() || !model.shape.empty())
       throw UsageError("bench: --tokenizer does not combine with --op, --block or --model");
@@ -272,8 +275,17 @@ int cmd_bench(Args& args) {
     }
   } else if (op == "attention") {
     const int64_t H = get("heads", -1);
-    add(b::attention(ctx, get("batch", 1), get("T", -1), H, get("kv-heads", H), get("head-dim", -1),
-                     get("causal", 1) != 0, prec, opt, !unfused));
+    if (!tiles.empty()) {
+      if (prec != vkgate::Precision::fp16 || unfused)
+        throw UsageError("bench: --tiles times the fused fp16 tensor-core kernel: add --dtype f16, leave out --unfused");
+      for (auto& c : b::attention_tiles(ctx, get("batch", 1), get("T", -1), H, get("kv-heads", H), get("head-dim", -1),
+                                        get("causal", 1) != 0, opt, tiles))
+        add(std::move(c));
+      if (!json) print_fastest(cases, 0);
+    } else {
+      add(b::attention(ctx, get("batch", 1), get("T", -1), H, get("kv-heads", H), get("head-dim", -1),
+                       get("causal", 1) != 0, prec, opt, !unfused));
+    }
   } else if (op == "topk") {
     add(b::top_k(ctx, get("rows", -1), get("n", -1), get("k", -1), opt));
   } else if (op == "rmsnorm") {

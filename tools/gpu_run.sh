@@ -9,7 +9,8 @@
 # sweep: one ~8-minute call for issue 30: the staged matmul's tiles swept
 # (`vkgate bench --op matmul --tiles all`, with compiler statistics) at
 # 8192³ and at llama.cpp's test-backend-ops shapes beside its own kernels,
-# the quantized decode kernels too (`--op qmatmul --tiles all`);
+# the quantized decode kernels too (`--op qmatmul --tiles all`), and the
+# tensor-core flash attention's tiles (`--op attention --tiles all`);
 # the qwen3-0.6b shape as F16, Q8_0 and Q4_K GGUF files (made there by
 # tools/make_random_gguf.py and llama-quantize) in vkgate (with 1, 8 and 16
 # sequences decoding together) and llama-bench;
@@ -17,7 +18,7 @@
 # "build/tools/vkgate", "build/tests/vkgate_tests"]; tools/build_peer.sh makes
 # both (.peer: llama-bench, llama-quantize and test-backend-ops xz-compressed,
 # run through .peer/xzrun; ~10 minutes here).
-# SWEEP_STEPS picks steps, in order (default "tiles qmatmul models splits next
+# SWEEP_STEPS picks steps, in order (default "tiles flash qmatmul models splits next
 # topk int8 torch suite"; all of them take over 10 minutes with the suite at
 # its default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul models
 # splits suite"). SUITE_S bounds the suite (default 300 s; 170 s ran 252 of
@@ -107,7 +108,7 @@ if [ "$what" = sweep ]; then
       echo "llama-quantize $q: exit $?"
     done
   }
-  for step in ${SWEEP_STEPS:-tiles qmatmul models splits next topk int8 torch suite}; do
+  for step in ${SWEEP_STEPS:-tiles flash qmatmul models splits next topk int8 torch suite}; do
     case $step in
     tiles)
       stamp "tile sweep, matmul 8192³ f16 (compiler statistics of each pipeline in sweep.err)"
@@ -123,6 +124,26 @@ if [ "$what" = sweep ]; then
       print_cases "$out/sweep.jsonl"
       grep -E "skipped|rror" "$out/sweep.err" | sort -u | head -20
       grep -E "vkgate: pipeline matmul_staged" "$out/sweep.err" | sort -u | cut -c1-220 | head -40 ;;
+    flash)
+      # flash_coopmat.comp's tiles (strips, keys per block, fp16 partial sums
+      # of P·V or of both products): the prefill attention of the block
+      # (Qwen3-Next: 16 heads, 2 KV heads, head_dim 256) and of qwen3-0.6b
+      # (16/8, 128), then the block's prefill at the tiles that fit head_dim
+      # 256 in 48 KiB, beside PyTorch's block in the torch step.
+      for shape in "4096 16 2 256" "512 16 8 128"; do
+        set -- $shape
+        stamp "flash tile sweep, attention T $1, heads $2/$3, head_dim $4, f16 (compiler statistics in flash.err)"
+        VKGATE_PIPELINE_STATS=1 timeout 90 $cli bench --device nvidia --quiet --op attention --T $1 --heads $2 \
+          --kv-heads $3 --head-dim $4 --dtype f16 --tiles all --reps 20 --warmup 5 2>> "$out/flash.err" \
+          | grep -E "^(attention|fastest)" | tee -a "$out/flash.txt"
+      done
+      grep -E "skipped|rror" "$out/flash.err" | sort -u | head -20
+      grep -E "vkgate: pipeline flash_coopmat" "$out/flash.err" | sort -u | cut -c1-220 | head -20
+      for tile in 2x32 2x32p 2x32h; do
+        stamp "block prefill T 4096 fp16, VKGATE_FLASH_TILE=$tile"
+        VKGATE_FLASH_TILE=$tile timeout 60 $cli bench --device nvidia --block --T 4096 --precision fp16 --reps 20 \
+          --warmup 5 2>&1 | grep -vE "^device" | tee -a "$out/flash.txt"
+      done ;;
     qmatmul)
       stamp "llama.cpp's own kernels: test-backend-ops perf, MUL_MAT 4096 x {1, 512} x 14336"
       timeout 60 .peer/xzrun test-backend-ops perf -o MUL_MAT -b Vulkan0 \
@@ -196,7 +217,7 @@ if [ "$what" = sweep ]; then
       timeout ${SUITE_S:-300} env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
         ${SUITE_FILTER:+"-tc=$SUITE_FILTER"} > "$out/tests.txt" 2>&1
       echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -30 ;;
-    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles qmatmul models splits next topk int8 torch suite)"; exit 2 ;;
+    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles flash qmatmul models splits next topk int8 torch suite)"; exit 2 ;;
     esac
   done
   stamp done

@@ -84,6 +84,30 @@ std::optional<QrowsTile> QrowsTile::parse(std::string_view text) {
   return t;
 }
 
+std::string FlashTile::name() const {
+  return std::to_string(strips) + "x" + std::to_string(keys) +
+         (acc16 == Acc16::pv ? "p" : acc16 == Acc16::both ? "h" : "");
+}
+
+std::optional<FlashTile> FlashTile::parse(std::string_view text) {
+  FlashTile t;
+  const char* at = text.data();
+  const char* end = at + text.size();
+  for (uint32_t* field : {&t.strips, &t.keys}) {
+    if (field == &t.keys && (at == end || *at++ != 'x')) return std::nullopt;
+    const auto r = std::from_chars(at, end, *field);
+    if (r.ec != std::errc()) return std::nullopt;
+    at = r.ptr;
+  }
+  const std::string_view rest(at, size_t(end - at));
+  if (rest == "p") t.acc16 = FlashTile::Acc16::pv;
+  else if (rest == "h") t.acc16 = FlashTile::Acc16::both;
+  else if (!rest.empty()) return std::nullopt;
+  const bool strips_ok = t.strips == 1 || t.strips == 2 || t.strips == 4 || t.strips == 8;
+  if (!strips_ok || (t.keys != 32 && t.keys != 64)) return std::nullopt;
+  return t;
+}
+
 namespace {
 // What a device of this kind runs best without being told (BENCHMARKS.md,
 // the sweeps of `vkgate bench --op matmul --tiles all`); the environment
@@ -151,6 +175,15 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
                                                    "per subgroup and U slices per lane in flight, each 1 to 8 (e.g. "
                                                    "slices2x1)");
     t.qrows_tile = *tile;
+  }
+  if (const char* v = std::getenv("VKGATE_FLASH_TILE"); v && *v) {
+    const auto tile = FlashTile::parse(v);
+    if (!tile)
+      throw Error(ErrorCode::invalid_argument, std::string("VKGATE_FLASH_TILE='") + v +
+                                                   "' is not a flash attention tile: write SxK with S strips of 16 "
+                                                   "rows (1, 2, 4 or 8) and K keys per block (32 or 64), then p for "
+                                                   "fp16 partial sums of P·V or h for those of q·k too (e.g. 2x64p)");
+    t.flash_tile = *tile;
   }
   return t;
 }

@@ -52,6 +52,23 @@ struct QrowsTile {
   bool operator==(const QrowsTile&) const = default;
 };
 
+// The tile of shaders/flash_coopmat.comp (prefill attention on tensor cores):
+// strips of 16 query rows per workgroup (one per subgroup; fewer where shared
+// memory holds fewer), keys per block, and fp16 partial sums: of P·V per
+// block (pv), or of P·V and q·k per 64 dims (both). Chosen per device
+// (tuning_from_environment) and swept by `vkgate bench --op attention
+// --tiles`; written "SxK" with "p" for pv and "h" for both, e.g. "4x32",
+// "2x64h".
+struct FlashTile {
+  enum class Acc16 : uint32_t { none = 0, pv = 1, both = 3 };  // flash_coopmat.comp's ACC16
+  uint32_t strips = 4, keys = 32;
+  Acc16 acc16 = Acc16::none;
+  std::string name() const;
+  // nullopt where `text` is not a tile written as above.
+  static std::optional<FlashTile> parse(std::string_view text);
+  bool operator==(const FlashTile&) const = default;
+};
+
 struct Tuning {
   bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
   // VKGATE_DEVICE_TOP_K (0/1; unset: on, except on CPU drivers): a generation
@@ -92,6 +109,7 @@ struct Tuning {
   Coopmat coopmat_staged = Coopmat::off;      // VKGATE_COOPMAT_STAGED (0 | 1 | emulate)
   StagedTile staged_tile;                     // VKGATE_MATMUL_TILE (the device's default)
   QrowsTile qrows_tile;                       // VKGATE_QROWS_TILE
+  FlashTile flash_tile;                       // VKGATE_FLASH_TILE
   // Not from the environment: a Model sets it from ModelOptions::int8_activations
   // (Q8_0/Q4_0 projections quantize their input to int8 blocks and take
   // integer dot products where DeviceInfo::integer_dot_product).

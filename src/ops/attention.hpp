@@ -136,6 +136,7 @@ enum class FlashKernel {
 struct FlashPlan {
   FlashKernel kernel = FlashKernel::general;
   uint32_t rows = 0, block = 0;  // rows per workgroup, keys per block
+  gpu::FlashTile tile;           // flash_coopmat.comp's, as run (rows = 16·strips, block = keys)
   uint32_t chunk = 0, splits = 1;  // keys per split and number of splits
 };
 struct FlashOptions {
@@ -152,11 +153,19 @@ struct FlashOptions {
   // workgroups of 8 rows per SM at 200 registers) but read the keys once per
   // row tile.
   uint32_t decode_rows = 0;
+  // flash_coopmat.comp's tile: its strips at most (fewer where shared memory
+  // holds fewer), then its keys per block (else 32).
+  gpu::FlashTile tile;
 };
 // From Tuning's split_kv, flash_decode, coopmat_flash, flash_splits,
-// flash_split_keys and flash_decode_rows.
+// flash_split_keys, flash_decode_rows and flash_tile.
 FlashOptions flash_options(const Tuning& t);
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
+// Why flash_coopmat.comp cannot run exactly tile `t` at head_dim on `d` with
+// products `c` (empty if it can): `vkgate bench --op attention --tiles`.
+std::string flash_tile_misfit(const DeviceInfo& d, const gpu::FlashTile& t, Coopmat c, uint32_t head_dim);
+// The tiles `vkgate bench --op attention --tiles all` times.
+std::vector<gpu::FlashTile> flash_tile_candidates();
 // Whether attention should take the fused kernel rather than scores → softmax
 // → P·V (in query chunks, see query_chunk). On CPU drivers the unfused path
 // with the CPU GEMM kernels is much faster (llvmpipe runs the flash kernel's

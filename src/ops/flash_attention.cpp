@@ -1,5 +1,8 @@
 #include <algorithm>
 #include <bit>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "gpu/context_impl.hpp"
 #include "gpu/pipeline.hpp"
@@ -49,23 +52,48 @@ bool decode_kernel(const DeviceInfo& d, const AttentionShape& s, uint32_t rows) 
   return rows <= 2 * kDecodeRows && s.head_dim % 8 == 0 && d.subgroup_arithmetic;
 }
 
-// flash_coopmat.comp: strips of 16 rows, one per subgroup (32 lanes on tensor
-// cores; the emulation runs on 8-lane CPU-driver subgroups), blocks of 32
-// keys. Its shared memory: q rows and one k/v block in fp16 (rows padded by 8),
-// per strip a 16 × 36 fp32 scratch and 16 × 40 fp16 probabilities, and 3
-// floats per row. Returns the strips per workgroup (4 or 2), 0 if none fit.
-uint32_t coopmat_strips(const DeviceInfo& d, uint32_t head_dim) {
-  for (uint32_t strips : {4u, 2u}) {
-    const uint64_t rows = 16 * strips, ldq = head_dim + 8;
-    const uint64_t bytes = (rows + 32) * ldq * 2 + strips * 16 * (36 * 4 + 40 * 2) + 3 * rows * 4;
-    if (bytes <= d.shared_memory_bytes) return strips;
-  }
-  return 0;
+// flash_coopmat.comp's shared memory: q rows and one k/v block in fp16 (rows
+// padded by 8), per strip a 16 × (keys + 4) fp32 scratch and 16 × (keys + 8)
+// fp16 probabilities, and 3 floats per row.
+uint64_t coopmat_shared_bytes(uint32_t strips, uint32_t keys, uint32_t head_dim) {
+  const uint64_t rows = 16 * strips, ldq = head_dim + 8;
+  return (rows + keys) * ldq * 2 + strips * 16 * ((keys + 4) * 4 + (keys + 8) * 2) + 3 * rows * 4;
+}
+// The tile flash_coopmat.comp runs: `want`, with fewer strips (down to 2,
+// unless it asks for 1) where shared memory holds fewer, then the same with
+// blocks of 32 keys; none if nothing fits (the general kernel then runs).
+std::optional<gpu::FlashTile> coopmat_tile(const DeviceInfo& d, uint32_t head_dim, gpu::FlashTile want) {
+  for (uint32_t keys : {want.keys, 32u})
+    for (uint32_t strips = want.strips; strips >= std::min(want.strips, 2u); strips /= 2)
+      if (coopmat_shared_bytes(strips, keys, head_dim) <= d.shared_memory_bytes)
+        return gpu::FlashTile{strips, keys, want.acc16};
+  return std::nullopt;
 }
 }  // namespace
 
+std::string flash_tile_misfit(const DeviceInfo& d, const gpu::FlashTile& t, Coopmat c, uint32_t head_dim) {
+  const uint64_t shared = coopmat_shared_bytes(t.strips, t.keys, head_dim);
+  const uint32_t wg = t.strips * coopmat_lanes(c);
+  if (head_dim % 16) return "head_dim " + std::to_string(head_dim) + " is not a multiple of 16";
+  if (wg > d.max_workgroup_invocations)
+    return std::to_string(wg) + " invocations, the device takes " + std::to_string(d.max_workgroup_invocations);
+  if (shared > d.shared_memory_bytes)
+    return std::to_string(shared) + " bytes of shared memory, the device has " + std::to_string(d.shared_memory_bytes);
+  return {};
+}
+
+std::vector<gpu::FlashTile> flash_tile_candidates() {
+  std::vector<gpu::FlashTile> out;
+  using Acc16 = gpu::FlashTile::Acc16;
+  for (Acc16 acc : {Acc16::none, Acc16::pv, Acc16::both})
+    for (uint32_t keys : {32u, 64u})
+      for (uint32_t strips : {4u, 2u}) out.push_back({strips, keys, acc});
+  return out;
+}
+
 FlashOptions flash_options(const Tuning& t) {
-  return {t.split_kv, t.flash_decode, t.coopmat_flash, t.flash_splits, t.flash_split_keys, t.flash_decode_rows};
+  return {t.split_kv,         t.flash_decode,      t.coopmat_flash, t.flash_splits,
+          t.flash_split_keys, t.flash_decode_rows, t.flash_tile};
 }
 
 bool flash_preferred(const DeviceInfo& d, const Tuning& t) { return !cpu_gemm(d, t) || !t.cpu_attention; }
@@ -73,8 +101,9 @@ bool flash_preferred(const DeviceInfo& d, const Tuning& t) { return !cpu_gemm(d,
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o) {
   const uint32_t rows_needed = s.tokens * (s.heads / s.kv_heads);
   FlashPlan p;
-  const Coopmat coopmat = st == Storage::f16 ? coopmat_usable(d, o.coopmat) : Coopmat::off;
-  const uint32_t strips = coopmat_strips(d, s.head_dim);
+  // flash_coopmat.comp's softmax meets a row's lanes by shuffles.
+  const Coopmat coopmat = st == Storage::f16 && d.subgroup_shuffle ? coopmat_usable(d, o.coopmat) : Coopmat::off;
+  const std::optional<gpu::FlashTile> tile = coopmat_tile(d, s.head_dim, o.tile);
   // Decode steps first: on the H100 one token over 32k keys took 73–86 µs in
   // flash_decode, 129 in the split-key flash_coopmat (whose workgroups of
   // 16-row strips hold only 8 rows here).
@@ -83,10 +112,12 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
     // A power of two: fewer pipelines to compile, at the cost of idle rows.
     p.rows = std::min(std::bit_ceil(rows_needed), o.decode_rows ? std::min(o.decode_rows, kDecodeRows) : kDecodeRows);
     p.block = 64;  // no blocks in that kernel: only sizes the splits below
-  } else if (coopmat != Coopmat::off && s.head_dim % 16 == 0 && strips) {
+  } else if (coopmat != Coopmat::off && s.head_dim % 16 == 0 && tile &&
+             tile->strips * coopmat_lanes(coopmat) <= d.max_workgroup_invocations) {
     p.kernel = coopmat == Coopmat::tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
-    p.rows = 16 * strips;
-    p.block = 32;
+    p.tile = *tile;
+    p.rows = 16 * tile->strips;
+    p.block = tile->keys;
   } else {
     const Tiles t = tiles(d, s.head_dim, rows_needed);
     static_assert(kWorkgroup * 4 <= 8 * 64, "the smallest tile must cover the workgroup");
@@ -135,7 +166,8 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
     case FlashKernel::coopmat_emulated: {
       const bool emulated = plan.kernel == FlashKernel::coopmat_emulated;
       const uint32_t lanes = coopmat_lanes(emulated ? Coopmat::emulated : Coopmat::tensor);
-      p = &ctx.pipelines->get(emulated ? "flash_coopmat_emulated" : "flash_coopmat", {plan.rows / 16 * lanes, s.head_dim});
+      p = &ctx.pipelines->get(emulated ? "flash_coopmat_emulated" : "flash_coopmat",
+                              {plan.tile.strips * lanes, s.head_dim, plan.tile.keys, uint32_t(plan.tile.acc16)});
       label = emulated ? "flash_attention.emulated" : "flash_attention.coopmat";
       break;
     }

@@ -76,6 +76,12 @@ std::vector<Case> qmatmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, D
 // flash kernel, or (fused = false) scores → softmax → P·V through a T×T buffer.
 Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads, int64_t head_dim,
                bool causal, Precision dtype, const Options& opt, bool fused = true);
+// `--op attention --tiles LIST` (fp16): the fused product once per tile of
+// flash_coopmat.comp in LIST (a gpu::FlashTile name; "all":
+// ops::flash_tile_candidates) on the same data, on tensor cores or their
+// emulation on CPU drivers. Tiles that do not fit are named on stderr and skipped.
+std::vector<Case> attention_tiles(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads,
+                                  int64_t head_dim, bool causal, const Options& opt, const std::string& list);
 Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt);
 // Each row's k largest of fp32 logits [rows, n] (ops::top_k: what a sampler reads instead of the row).
 Case top_k(Context& ctx, int64_t rows, int64_t n, int64_t k, const Options& opt);

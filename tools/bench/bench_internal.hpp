@@ -178,4 +178,23 @@ inline std::vector<size_t> sample_rows(size_t rows, size_t limit) {
 }
 
 
+// The items of a comma-separated list (--tiles).
+inline std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    items.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
+// The products a --tiles sweep of the tensor-core kernels runs on: tensor
+// cores, else their emulation on a CPU driver (the tests' way to run them
+// there), else off.
+inline gpu::Coopmat tile_products(const DeviceInfo& d) {
+  const gpu::Coopmat kind = ops::coopmat_usable(d, gpu::Coopmat::tensor);
+  return kind != gpu::Coopmat::off ? kind : ops::coopmat_usable(d, gpu::Coopmat::emulated);
+}
+
 }  // namespace vkgate::bench::detail

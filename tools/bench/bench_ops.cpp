@@ -15,50 +15,29 @@ namespace vkgate::bench {
 
 using namespace detail;
 
-Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t Dh, bool causal, Precision dtype,
-               const Options& opt, bool fused) {
+namespace {
+// The attention product once per (name suffix, tuning) of `runs`, on the same
+// data, the output poisoned before each.
+std::vector<Case> attention_runs(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t Dh, bool causal,
+                                 Precision dtype, const Options& opt, bool fused,
+                                 const std::vector<std::pair<std::string, gpu::Tuning>>& runs) {
   Bench b(ctx);
   const Storage s = storage_of(dtype);
-  Case c;
-  c.name = "attention B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) + "/" +
-           std::to_string(KV) + " Dh" + std::to_string(Dh) + (causal ? " causal " : " ") + dtype_name(dtype) +
-           (fused ? " fused" : " unfused");
+  const std::string name = "attention B" + std::to_string(B) + " T" + std::to_string(T) + " H" + std::to_string(H) +
+                           "/" + std::to_string(KV) + " Dh" + std::to_string(Dh) + (causal ? " causal " : " ") +
+                           dtype_name(dtype) + (fused ? " fused" : " unfused");
   const HostData q = random_data(size_t(B * H * T * Dh), s, b.rng), k = random_data(size_t(B * KV * T * Dh), s, b.rng),
                  v = random_data(size_t(B * KV * T * Dh), s, b.rng);
   const Buffer& gq = b.upload(q, "q");
   const Buffer& gk = b.upload(k, "k");
   const Buffer& gv = b.upload(v, "v");
-  const Buffer& go = b.device(size_t(B * T * H * Dh) * ops::element_bytes(s), "out");
+  const size_t out_bytes = size_t(B * T * H * Dh) * ops::element_bytes(s);
+  const Buffer& go = b.device(out_bytes, "out");
   const ops::AttentionShape shape{uint32_t(B), uint32_t(H), uint32_t(KV), uint32_t(T), uint32_t(T), uint32_t(Dh)};
   const double scale = 1.0 / std::sqrt(double(Dh));
-  if (fused) {
-    const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, s, ops::flash_options(ctx.impl().tuning));
-    const Buffer& partial = b.device(ops::flash_partial_floats(shape, plan) * 4, "partial");
-    b.time(c, opt, [&](gpu::Recorder& rec) {
-      const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::Gate{}, go, &partial};
-      ops::flash_attention(b.vk, rec, a, shape, plan, causal, float(scale), s);
-    });
-  } else {
-    const Buffer& gs = b.device(size_t(B * H * T * T) * 4, "scores");
-    b.time(c, opt, [&](gpu::Recorder& rec) {
-      ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s, causal);
-      ops::softmax(b.vk, rec, {.scores = gs, .batch = uint32_t(B), .heads = uint32_t(H), .tokens = uint32_t(T),
-                               .keys = uint32_t(T), .causal = causal, .scale = float(scale)});
-      ops::attention_values(b.vk, rec, gs, gv, go, shape, s, causal);
-    });
-  }
-  // Check a few query positions: query t alone against keys 0..t (causal) or all keys.
-  std::vector<uint16_t> raw(size_t(B * T * H * Dh));
-  std::vector<float> out(raw.size());
-  if (s == Storage::f32) {
-    gpu::download(b.vk, go, out.data(), out.size() * 4);
-  } else {
-    gpu::download(b.vk, go, raw.data(), raw.size() * 2);
-    for (size_t i = 0; i < raw.size(); ++i) out[i] = s == Storage::f16 ? half_to_float(raw[i]) : bf16_to_float(raw[i]);
-  }
-  std::vector<float> got;
-  std::vector<double> want;
+  // The reference for a few query positions: query t alone against keys 0..t (causal) or all keys.
   const auto ts = sample_rows(size_t(T), 4);
+  std::vector<double> want;
   for (size_t t : ts) {
     const size_t S = causal ? t + 1 : size_t(T);
     std::vector<float> qt, kt, vt;
@@ -75,15 +54,88 @@ Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_
     }
     const auto r = reference::attention(qt, kt, vt, B, H, KV, 1, int64_t(S), Dh, scale, false, {});
     want.insert(want.end(), r.begin(), r.end());
-    for (int64_t bb = 0; bb < B; ++bb) {
-      const auto* row = &out[size_t((bb * T + int64_t(t)) * H * Dh)];
-      got.insert(got.end(), row, row + H * Dh);
+  }
+  std::vector<Case> out;
+  for (const auto& [suffix, tuning] : runs) {
+    Case c;
+    c.name = name + suffix;
+    b.poison(go, out_bytes / 4);  // all-ones bytes: NaN in every storage type
+    if (fused) {
+      const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, s, ops::flash_options(tuning));
+      const Buffer& partial = b.device(ops::flash_partial_floats(shape, plan) * 4, "partial");
+      b.time(c, opt, [&](gpu::Recorder& rec) {
+        const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::Gate{}, go, &partial};
+        ops::flash_attention(b.vk, rec, a, shape, plan, causal, float(scale), s);
+      }, &tuning);
+    } else {
+      const Buffer& gs = b.device(size_t(B * H * T * T) * 4, "scores");
+      b.time(c, opt, [&](gpu::Recorder& rec) {
+        ops::attention_scores(b.vk, rec, gq, gk, gs, shape, s, causal);
+        ops::softmax(b.vk, rec, {.scores = gs, .batch = uint32_t(B), .heads = uint32_t(H), .tokens = uint32_t(T),
+                                 .keys = uint32_t(T), .causal = causal, .scale = float(scale)});
+        ops::attention_values(b.vk, rec, gs, gv, go, shape, s, causal);
+      }, &tuning);
+    }
+    std::vector<uint16_t> raw(size_t(B * T * H * Dh));
+    std::vector<float> all(raw.size()), got;
+    if (s == Storage::f32) {
+      gpu::download(b.vk, go, all.data(), all.size() * 4);
+    } else {
+      gpu::download(b.vk, go, raw.data(), raw.size() * 2);
+      for (size_t i = 0; i < raw.size(); ++i) all[i] = s == Storage::f16 ? half_to_float(raw[i]) : bf16_to_float(raw[i]);
+    }
+    for (size_t t : ts)
+      for (int64_t bb = 0; bb < B; ++bb) {
+        const auto* row = &all[size_t((bb * T + int64_t(t)) * H * Dh)];
+        got.insert(got.end(), row, row + H * Dh);
+      }
+    record_check(c, got, want, std::to_string(ts.size()) + " of " + std::to_string(T) + " query positions");
+    c.flop = 4.0 * double(B * H) * double(T) * double(T) * double(Dh);
+    c.bytes = double(B * (H + 2 * KV) * T * Dh + B * T * H * Dh) * ops::element_bytes(s);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+}  // namespace
+
+Case attention(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t Dh, bool causal, Precision dtype,
+               const Options& opt, bool fused) {
+  return attention_runs(ctx, B, T, H, KV, Dh, causal, dtype, opt, fused, {{"", ctx.impl().tuning}})[0];
+}
+
+std::vector<Case> attention_tiles(Context& ctx, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t Dh, bool causal,
+                                  const Options& opt, const std::string& list) {
+  using gpu::Coopmat;
+  const DeviceInfo& d = ctx.device();
+  const Coopmat kind = tile_products(d);
+  if (kind == Coopmat::off || !d.subgroup_shuffle)
+    throw Error(ErrorCode::unsupported, "bench: --tiles: " + d.name + " has no VK_NV_cooperative_matrix fp16 products "
+                                        "with subgroup shuffles, and is no CPU driver that emulates them");
+  std::vector<gpu::FlashTile> tiles;
+  for (const std::string& item : split_list(list)) {
+    if (item == "all") {
+      const auto all = ops::flash_tile_candidates();
+      tiles.insert(tiles.end(), all.begin(), all.end());
+    } else if (const auto tile = gpu::FlashTile::parse(item)) {
+      tiles.push_back(*tile);
+    } else {
+      throw Error(ErrorCode::invalid_argument, "bench: --tiles: '" + item + "' is neither all nor a tile SxK[p|h]");
     }
   }
-  record_check(c, got, want, std::to_string(ts.size()) + " of " + std::to_string(T) + " query positions");
-  c.flop = 4.0 * double(B * H) * double(T) * double(T) * double(Dh);
-  c.bytes = double(B * (H + 2 * KV) * T * Dh + B * T * H * Dh) * ops::element_bytes(s);
-  return c;
+  std::vector<std::pair<std::string, gpu::Tuning>> runs;
+  for (const gpu::FlashTile& tile : tiles) {
+    if (const std::string why = ops::flash_tile_misfit(d, tile, kind, uint32_t(Dh)); !why.empty()) {
+      std::fprintf(stderr, "bench: tile %s skipped: %s\n", tile.name().c_str(), why.c_str());
+      continue;
+    }
+    gpu::Tuning t = ctx.impl().tuning;
+    t.coopmat_flash = kind;
+    t.flash_tile = tile;
+    runs.emplace_back(" tile " + tile.name(), t);
+  }
+  if (runs.empty()) throw Error(ErrorCode::invalid_argument, "bench: --tiles: no tile of '" + list + "' fits head_dim " +
+                                                                 std::to_string(Dh) + " here");
+  return attention_runs(ctx, B, T, H, KV, Dh, causal, Precision::fp16, opt, true, runs);
 }
 
 Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt) {

@@ -64,26 +64,13 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
 }
 
 namespace {
-// The items of a comma-separated list.
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> items;
-  for (size_t at = 0; at <= list.size();) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    items.push_back(list.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return items;
-}
-
 // --tiles: (name suffix, tuning) per kernel of `list` that takes an M×N×K
 // product here; the others are named on stderr as skipped.
 std::vector<std::pair<std::string, gpu::Tuning>> tile_tunings(Context& ctx, const std::string& list, int64_t M,
                                                                int64_t N, int64_t K) {
   using gpu::Coopmat;
   const DeviceInfo& d = ctx.device();
-  // Tensor cores, else their emulation on a CPU driver (the tests' way to run them there).
-  Coopmat kind = ops::coopmat_usable(d, Coopmat::tensor);
-  if (kind == Coopmat::off) kind = ops::coopmat_usable(d, Coopmat::emulated);
+  const Coopmat kind = tile_products(d);
   if (kind == Coopmat::off)
     throw Error(ErrorCode::unsupported,
                         "bench: --tiles: " + d.name + " has no VK_NV_cooperative_matrix fp16 products and is no CPU "
