@@ -63,11 +63,17 @@ inline Context& context() {
 }
 
 // Fixture for TEST_CASE_FIXTURE: fails the test if the validation layer said
-// anything during it, and seeds a fresh generator (printed on failure).
+// anything during it, and seeds a fresh generator (printed on failure;
+// VKGATE_TEST_SEED replays one).
+inline uint32_t test_seed() {
+  if (const char* s = std::getenv("VKGATE_TEST_SEED")) return uint32_t(std::strtoul(s, nullptr, 10));
+  return std::random_device{}();
+}
+
 struct GpuTest {
   Context& ctx = context();
   Context::Impl& vk = ctx.impl();
-  uint32_t seed = std::random_device{}();
+  uint32_t seed = test_seed();
   std::mt19937 rng{seed};
 
   GpuTest() { ctx.take_validation_messages(); }
