@@ -34,6 +34,17 @@ RecurrenceMode recurrence_mode_switch(const char* name) {
               std::string(name) + "='" + v + "' is not a GLA form: use recurrent or chunk (or leave it unset)");
 }
 
+// Unset or empty: `tile` as it is; a value Tile::parse refuses is an error
+// saying it is not `what`.
+template <typename Tile>
+void tile_switch(const char* name, Tile& tile, const char* what) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return;
+  const std::optional<Tile> parsed = Tile::parse(v);
+  if (!parsed) throw Error(ErrorCode::invalid_argument, std::string(name) + "='" + v + "' is not " + what);
+  tile = *parsed;
+}
+
 uint64_t number(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
@@ -159,32 +170,14 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.gdn_mode = recurrence_mode_switch("VKGATE_GDN_MODE");
   t.coopmat_flash = coopmat_switch("VKGATE_COOPMAT_FLASH", t.coopmat_flash);
   t.coopmat_staged = coopmat_switch("VKGATE_COOPMAT_STAGED", t.coopmat_staged);
-  if (const char* v = std::getenv("VKGATE_MATMUL_TILE"); v && *v) {
-    const auto tile = StagedTile::parse(v);
-    if (!tile)
-      throw Error(ErrorCode::invalid_argument, std::string("VKGATE_MATMUL_TILE='") + v +
-                                                   "' is not a tile: write WMxWNxFMxFNxTK, then s1 for one stage "
-                                                   "and h for fp16 partial sums (e.g. 2x4x4x2x32)");
-    t.staged_tile = *tile;
-  }
-  if (const char* v = std::getenv("VKGATE_QROWS_TILE"); v && *v) {
-    const auto tile = QrowsTile::parse(v);
-    if (!tile)
-      throw Error(ErrorCode::invalid_argument, std::string("VKGATE_QROWS_TILE='") + v +
-                                                   "' is not a decode tile: write chunks, or slicesCxU with C columns "
-                                                   "per subgroup and U slices per lane in flight, each 1 to 8 (e.g. "
-                                                   "slices2x1)");
-    t.qrows_tile = *tile;
-  }
-  if (const char* v = std::getenv("VKGATE_FLASH_TILE"); v && *v) {
-    const auto tile = FlashTile::parse(v);
-    if (!tile)
-      throw Error(ErrorCode::invalid_argument, std::string("VKGATE_FLASH_TILE='") + v +
-                                                   "' is not a flash attention tile: write SxK with S strips of 16 "
-                                                   "rows (1, 2, 4 or 8) and K keys per block (32 or 64), then p for "
-                                                   "fp16 partial sums of P·V or h for those of q·k too (e.g. 2x64p)");
-    t.flash_tile = *tile;
-  }
+  tile_switch("VKGATE_MATMUL_TILE", t.staged_tile,
+              "a tile: write WMxWNxFMxFNxTK, then s1 for one stage and h for fp16 partial sums (e.g. 2x4x4x2x32)");
+  tile_switch("VKGATE_QROWS_TILE", t.qrows_tile,
+              "a decode tile: write chunks, or slicesCxU with C columns per subgroup and U slices per lane in "
+              "flight, each 1 to 8 (e.g. slices2x1)");
+  tile_switch("VKGATE_FLASH_TILE", t.flash_tile,
+              "a flash attention tile: write SxK with S strips of 16 rows (1, 2, 4 or 8) and K keys per block (32 "
+              "or 64), then p for fp16 partial sums of P·V or h for those of q·k too (e.g. 2x64p)");
   return t;
 }
 

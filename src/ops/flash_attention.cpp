@@ -59,16 +59,6 @@ uint64_t coopmat_shared_bytes(uint32_t strips, uint32_t keys, uint32_t head_dim)
   const uint64_t rows = 16 * strips, ldq = head_dim + 8;
   return (rows + keys) * ldq * 2 + strips * 16 * ((keys + 4) * 4 + (keys + 8) * 2) + 3 * rows * 4;
 }
-// The tile flash_coopmat.comp runs: `want`, with fewer strips (down to 2,
-// unless it asks for 1) where shared memory holds fewer, then the same with
-// blocks of 32 keys; none if nothing fits (the general kernel then runs).
-std::optional<gpu::FlashTile> coopmat_tile(const DeviceInfo& d, uint32_t head_dim, gpu::FlashTile want) {
-  for (uint32_t keys : {want.keys, 32u})
-    for (uint32_t strips = want.strips; strips >= std::min(want.strips, 2u); strips /= 2)
-      if (coopmat_shared_bytes(strips, keys, head_dim) <= d.shared_memory_bytes)
-        return gpu::FlashTile{strips, keys, want.acc16};
-  return std::nullopt;
-}
 }  // namespace
 
 std::string flash_tile_misfit(const DeviceInfo& d, const gpu::FlashTile& t, Coopmat c, uint32_t head_dim) {
@@ -91,6 +81,19 @@ std::vector<gpu::FlashTile> flash_tile_candidates() {
   return out;
 }
 
+namespace {
+// The tile flash_coopmat.comp runs with products `c`: `want`, with fewer
+// strips (down to 2, unless it asks for 1) where they do not fit, then the
+// same with blocks of 32 keys; none if nothing fits (the general kernel then
+// runs).
+std::optional<gpu::FlashTile> coopmat_tile(const DeviceInfo& d, Coopmat c, uint32_t head_dim, gpu::FlashTile want) {
+  for (uint32_t keys : {want.keys, 32u})
+    for (uint32_t strips = want.strips; strips >= std::min(want.strips, 2u); strips /= 2)
+      if (const gpu::FlashTile t{strips, keys, want.acc16}; flash_tile_misfit(d, t, c, head_dim).empty()) return t;
+  return std::nullopt;
+}
+}  // namespace
+
 FlashOptions flash_options(const Tuning& t) {
   return {t.split_kv,         t.flash_decode,      t.coopmat_flash, t.flash_splits,
           t.flash_split_keys, t.flash_decode_rows, t.flash_tile};
@@ -103,7 +106,8 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   FlashPlan p;
   // flash_coopmat.comp's softmax meets a row's lanes by shuffles.
   const Coopmat coopmat = st == Storage::f16 && d.subgroup_shuffle ? coopmat_usable(d, o.coopmat) : Coopmat::off;
-  const std::optional<gpu::FlashTile> tile = coopmat_tile(d, s.head_dim, o.tile);
+  const std::optional<gpu::FlashTile> tile =
+      coopmat != Coopmat::off ? coopmat_tile(d, coopmat, s.head_dim, o.tile) : std::nullopt;
   // Decode steps first: on the H100 one token over 32k keys took 73–86 µs in
   // flash_decode, 129 in the split-key flash_coopmat (whose workgroups of
   // 16-row strips hold only 8 rows here).
@@ -112,8 +116,7 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
     // A power of two: fewer pipelines to compile, at the cost of idle rows.
     p.rows = std::min(std::bit_ceil(rows_needed), o.decode_rows ? std::min(o.decode_rows, kDecodeRows) : kDecodeRows);
     p.block = 64;  // no blocks in that kernel: only sizes the splits below
-  } else if (coopmat != Coopmat::off && s.head_dim % 16 == 0 && tile &&
-             tile->strips * coopmat_lanes(coopmat) <= d.max_workgroup_invocations) {
+  } else if (tile) {
     p.kernel = coopmat == Coopmat::tensor ? FlashKernel::coopmat : FlashKernel::coopmat_emulated;
     p.tile = *tile;
     p.rows = 16 * tile->strips;
