@@ -3,7 +3,7 @@
 // written through the library.
 #pragma once
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>

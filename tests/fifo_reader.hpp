@@ -2,7 +2,7 @@
 // test_cli_output.cpp): FIFOs in temporary folders stand in for special files.
 #pragma once
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>

@@ -2,12 +2,13 @@
 // random inputs, NaN poisoning and the accuracy metric.
 #pragma once
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -62,12 +63,19 @@ inline Context& context() {
   return ctx;
 }
 
+// The seed of the running test's generator, which main.cpp's listener prints
+// when the test fails; empty in a test without one.
+inline std::optional<uint32_t>& drawn_seed() {
+  static std::optional<uint32_t> seed;
+  return seed;
+}
+
 // Fixture for TEST_CASE_FIXTURE: fails the test if the validation layer said
 // anything during it, and seeds a fresh generator (printed on failure;
 // VKGATE_TEST_SEED replays one).
 inline uint32_t test_seed() {
-  if (const char* s = std::getenv("VKGATE_TEST_SEED")) return uint32_t(std::strtoul(s, nullptr, 10));
-  return std::random_device{}();
+  const char* s = std::getenv("VKGATE_TEST_SEED");
+  return *(drawn_seed() = s ? uint32_t(std::strtoul(s, nullptr, 10)) : std::random_device{}());
 }
 
 struct GpuTest {

@@ -23,7 +23,6 @@ struct Dequantized {
 // A random model of `cfg` on fresh ids [batch, tokens], outputs poisoned; a
 // second forward must repeat the first exactly (nothing carried between them).
 inline void check_model(GpuTest& t, const ModelConfig& cfg, int batch, int tokens, Precision precision, double nmse) {
-  CAPTURE(t.seed);
   RandomModel m(cfg, t.rng);
   Model model(t.ctx, m.cfg, m.tensors, {precision});
   model.set_poison(true);

@@ -73,7 +73,6 @@ void StepTest::run_cases() {
     CAPTURE(c.KV);
     CAPTURE(c.T);
     CAPTURE(c.Dh);
-    CAPTURE(seed);
     if (!c.shared && B > ops::step_sequences_per_dispatch(ctx.device(), vk.tuning)) {
       MESSAGE("skipped: " << ctx.device().name << " binds no arrays of " << B << " caches");
       continue;

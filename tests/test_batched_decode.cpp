@@ -178,7 +178,6 @@ struct Generations {
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQA, rows equal each sequence alone "
                                  "and the reference (fp32, fp16), attention in one dispatch, in groups, per row") {
-  CAPTURE(seed);
   test::TinyModel s;
   s.gate = GateKind::elementwise;
   const test::RandomModel m(s.config(), rng);
@@ -201,7 +200,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQ
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: the fused flash kernel and the pass-per-op path, a value gate "
                                  "(llama)") {
-  CAPTURE(seed);
   test::TinyModel s;
   s.model_type = "llama";
   s.gate = GateKind::headwise;
@@ -220,7 +218,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: the fused flash kernel and the
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet, gated attention, a sparse MoE with a "
                                  "shared expert) and GLA, each sequence's own recurrent states, recurrent and chunked") {
-  CAPTURE(seed);
   nlohmann::json j = test::tiny_qwen3_next_json();
   j["num_experts"] = 5;
   j["num_experts_per_tok"] = 2;
@@ -241,7 +238,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3_next (Gated DeltaNet, ga
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::step_all chooses the ids each generation alone "
                                  "chooses, and bad sets of sequences are errors naming the sequence") {
-  CAPTURE(seed);
   test::TinyModel s;
   s.gate = GateKind::headwise;
   const test::RandomModel m(s.config(), rng);
@@ -279,7 +275,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::step_all chooses t
 
 TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::prefill_all runs the prompts that take as many "
                                  "positions together, and each generation chooses the ids it chooses alone") {
-  CAPTURE(seed);
   test::TinyModel s;
   s.gate = GateKind::headwise;
   const test::RandomModel m(s.config(), rng);
@@ -307,7 +302,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: Generation::prefill_all runs t
 
 TEST_CASE_FIXTURE(test::GpuTest, "device top-k: Model::extend_top gives each row's most likely ids as the whole "
                                  "row does, and the whole row where ties run past k") {
-  CAPTURE(seed);
   test::TinyModel s;
   s.gate = GateKind::elementwise;
   test::RandomModel m(s.config(), rng);
@@ -364,7 +358,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "device top-k: Model::extend_top gives each row
 
 TEST_CASE_FIXTURE(test::GpuTest, "device top-k: generations choose the same ids with the device's top k as with the "
                                  "whole rows (greedy, sampled with top_k, with penalties), alone and together") {
-  CAPTURE(seed);
   test::TinyModel s;
   s.gate = GateKind::headwise;
   const test::RandomModel m(s.config(), rng);

@@ -19,7 +19,6 @@ struct Heads {
 };
 
 void run_block(test::GpuTest& t, const BlockConfig& cfg, int batch, int tokens) {
-  CAPTURE(t.seed);
   test::RandomWeights w(cfg, t.rng);
   GatedAttention block(t.ctx, cfg, w.map);
   block.set_poison(true);

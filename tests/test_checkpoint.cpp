@@ -1,6 +1,6 @@
 // Checkpoints: a single file, a model directory, a sharded directory with
 // an index, and broken ones rejected naming the file.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <unistd.h>
 #include <cstring>
 #include <filesystem>

@@ -7,7 +7,7 @@
 // VKGATE_VALIDATION=1 and must print no validation message.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -534,7 +534,6 @@ Prepared prepare(const Case& k, const TempDir& dir, int index, std::mt19937& rng
 
 void run_cases(const std::vector<Case>& cases) {
   const uint32_t seed = std::random_device{}();
-  CAPTURE(seed);
   std::mt19937 rng(seed);
   TempDir dir("cases");
   std::vector<Prepared> prepared;
@@ -581,7 +580,6 @@ TEST_CASE("cli: fp16 and bf16 storage against the reference (DESIGN.md §4 bound
 
 TEST_CASE("cli: a sharded Qwen3-Next checkpoint directory: layer 3 in bf16 and fp32, layer 2 refused") {
   const uint32_t seed = std::random_device{}();
-  CAPTURE(seed);
   std::mt19937 rng(seed);
   TempDir dir("ckpt");
   const fs::path model = dir.path / "Qwen3-Next-tiny";

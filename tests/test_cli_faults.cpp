@@ -5,7 +5,7 @@
 // reruns and pipeline statistics. Every child runs with VKGATE_VALIDATION=1.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -413,7 +413,6 @@ const std::vector<Malformed>& malformed_table() {
 
 TEST_CASE("cli: malformed inputs exit 1 or 2 with a message naming the problem, and write nothing") {
   const uint32_t seed = std::random_device{}();
-  CAPTURE(seed);
   std::mt19937 rng(seed);
   TempDir dir("malformed");
   const auto& table = malformed_table();
@@ -458,7 +457,6 @@ TEST_CASE("cli: malformed inputs exit 1 or 2 with a message naming the problem, 
 // once overflowed int in BlockConfig::q_proj_rows(). Both must name the file.
 TEST_CASE("cli: numbers beyond double range and int overflow in config.json name the file") {
   const uint32_t seed = std::random_device{}();
-  CAPTURE(seed);
   std::mt19937 rng(seed);
   TempDir dir("known");
   struct Row {
@@ -519,7 +517,6 @@ TEST_CASE("cli: numbers beyond double range and int overflow in config.json name
 TEST_CASE("cli: a failed write leaves no output and no temporary file") {
   // The run succeeds on the device, then the output directory is missing.
   const uint32_t seed = std::random_device{}();
-  CAPTURE(seed);
   std::mt19937 rng(seed);
   TempDir dir("write");
   Fixture f(dir.path, rng);

@@ -5,7 +5,7 @@
 // file.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <nlohmann/json.hpp>
 #include <random>

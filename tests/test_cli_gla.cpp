@@ -4,7 +4,7 @@
 // message naming the key or tensor and leaving no output file.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <nlohmann/json.hpp>
 #include <random>

@@ -4,7 +4,7 @@
 // and malformed directories exiting 1 with a message naming the key or tensor.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <nlohmann/json.hpp>
 

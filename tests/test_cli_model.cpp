@@ -5,7 +5,7 @@
 // names the file and the tensor or key, leaving no output file.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <nlohmann/json.hpp>
 

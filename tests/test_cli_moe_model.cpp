@@ -6,7 +6,7 @@
 // naming the tensor, with no output file.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <nlohmann/json.hpp>
 

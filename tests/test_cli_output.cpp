@@ -8,7 +8,7 @@
 // on the library's writer (test_safetensors.cpp).
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>

@@ -9,7 +9,7 @@
 // cleanly, leaving no file.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <nlohmann/json.hpp>
 #include <random>

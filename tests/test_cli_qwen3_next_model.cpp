@@ -4,7 +4,7 @@
 // ids, and a sparse-MoE config refused naming the key.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

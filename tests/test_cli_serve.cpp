@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <nlohmann/json.hpp>
 

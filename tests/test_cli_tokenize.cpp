@@ -5,7 +5,7 @@
 // file, key, id or byte offset, leaving no output file.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <filesystem>
 #include <string>

@@ -7,7 +7,7 @@
 // --model with prompts shorter than its self-check.
 #ifdef VKGATE_CLI
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <chrono>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 // config.json parsing, which layers are full attention, and checkpoints
 // (single file, directory, sharded with an index).
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <unistd.h>
 
 #include <cstring>

@@ -2,7 +2,7 @@
 // a code from a closed enum and a message saying what was being done, which
 // call failed and with which VkResult. Every code is listed here with its
 // text, and the VkResult → code mapping is checked for every result name.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <set>
 #include <string>

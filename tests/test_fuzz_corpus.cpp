@@ -3,7 +3,7 @@
 // each must be rejected with a vkgate::Error or accepted — any other
 // exception fails here, and a crash or sanitizer report fails the process
 // (the sanitizer build runs this too).
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <algorithm>
 #include <climits>

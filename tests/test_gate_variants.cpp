@@ -46,7 +46,6 @@ double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.
 // One forward with statistics, against the reference's output and gate mean.
 void check_variant(test::GpuTest& t, const BlockConfig& c, int batch, int tokens) {
   INFO(describe(c));
-  CAPTURE(t.seed);
   test::RandomWeights w(c, t.rng);
   GatedAttention block(t.ctx, c, w.map);
   block.set_poison(true);

@@ -41,7 +41,6 @@ std::vector<int64_t> reference_sampled(const test::RandomModel& m, std::vector<i
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "generate: sampled ids equal the reference's logits sampled with the same seed") {
-  CAPTURE(seed);
   test::TinyModel shape;
   shape.gate = GateKind::elementwise;
   const test::RandomModel m(shape.config(), rng);
@@ -66,7 +65,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "generate: sampled ids equal the reference's lo
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "generate: a stop string ends the text before it, streamed text never shows a part of it") {
-  CAPTURE(seed);
   const Tokenizer tok = unit_tokenizer();
   test::TinyModel shape;
   shape.vocab = tok.vocab_size();
@@ -207,7 +205,6 @@ TEST_CASE("generate: the context limit is max_position_embeddings, scaled as the
 // prompt's (greedy and seeded ids, the same logits through the cache) — for
 // attention caches (qwen3) and recurrent states with a conv window (qwen3_next).
 TEST_CASE_FIXTURE(test::GpuTest, "generate: a prompt run in prefill() pieces between another generation's steps") {
-  CAPTURE(seed);
   test::TinyModel shape;
   const test::RandomModel qwen3(shape.config(), rng);
   const test::RandomModel next(parse_model_config_json(test::tiny_qwen3_next_json().dump(), "config.json"), rng);

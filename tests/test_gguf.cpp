@@ -3,7 +3,7 @@
 // (tests/data/gguf), every malformed header rejected with Error naming the
 // file and the key or tensor (built by corrupting a valid file's bytes), and
 // a writer that leaves nothing behind when it fails.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <bit>
 #include <cmath>

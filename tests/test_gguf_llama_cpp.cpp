@@ -12,7 +12,7 @@
 // reference (its Gated DeltaNet projections interleaved back into
 // in_proj_qkvz, or read apart when their types differ), and broken files are
 // errors naming the key or tensor.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <unistd.h>
 

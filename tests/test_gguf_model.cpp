@@ -71,7 +71,6 @@ ModelConfig moe_config() {
 // from the original tensors: the same config, the same logits, both as the
 // reference's.
 void check_roundtrip(test::GpuTest& t, const ModelConfig& cfg, const test::ConvertOptions& o) {
-  CAPTURE(t.seed);
   test::RandomModel m(cfg, t.rng);
   if (o.f16)
     for (const TensorSpec& spec : expected_model_weights(cfg))

@@ -5,7 +5,7 @@
 // the BOS the GGUF asks for, the same decoded bytes, the same vocabulary and
 // special tokens. Part of vkgate_tokenizer_vectors, which skips (or, with
 // VKGATE_REQUIRE_TOKENIZER_FILES=1, fails) without the real files.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // Tests of the GLA layer's config, weight forms and CPU oracle: against the
 // independent golden case, against hand-computed numbers, and by properties
 // the GPU path relies on (GQA as duplicated KV heads, chunked = whole sequence).
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <algorithm>
 #include <cmath>

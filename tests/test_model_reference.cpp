@@ -3,7 +3,7 @@
 // and its greedy ids, the MLP by hand, structural identities on random
 // llama-style models, and every config error naming the file and the key.
 // CPU only.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <unistd.h>
 
 #include <algorithm>

@@ -170,7 +170,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "moe model: k from 1 to E, norm_topk_prob on an
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "moe model: expert load, prefill + decode steps == the full forward, greedy generate") {
-  CAPTURE(seed);
   const test::RandomModel m(parse(tiny_next_json()), rng);
   Model model(ctx, m.cfg, m.tensors);
   model.set_poison(true);

@@ -40,7 +40,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
     CAPTURE(s.M);
     CAPTURE(s.N);
     CAPTURE(s.K);
-    CAPTURE(seed);
     const auto x = random(size_t(s.M) * s.K), w = random(size_t(s.N) * s.K, 0.05f);
     const auto b = s.bias ? random(s.N) : std::vector<float>{};
     const auto r = s.residual ? random(size_t(s.M) * s.N) : std::vector<float>{};
@@ -81,7 +80,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the 
       CAPTURE(s.M);
       CAPTURE(s.K);
       CAPTURE(forced);
-      CAPTURE(seed);
       tuning->matmul_splits = forced;
       for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
         if (st == ops::Storage::f16 && !vk.info.storage16) continue;
@@ -127,7 +125,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       CAPTURE(s.N);
       CAPTURE(s.K);
       CAPTURE(int(st));
-      CAPTURE(seed);
       const auto x = random(size_t(s.M) * s.K, 3.0f), g = random(s.K, 0.5f), w = random(size_t(s.N) * s.K, 0.05f);
       const auto b = s.bias ? random(s.N) : std::vector<float>{0};
       const bool half = st == ops::Storage::f16;
@@ -179,7 +176,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: rows of X and W a stride apart (ldx, l
   for (const Shape& s : shapes) {
     CAPTURE(s.M);
     CAPTURE(s.K);
-    CAPTURE(seed);
     const auto x = random(size_t(s.M) * s.K), w = random(size_t(s.N) * s.K, 0.05f);
     auto spread = [&](const std::vector<float>& dense, uint32_t rows, uint32_t ld) {
       std::vector<float> out(size_t(rows) * ld, nan);
@@ -203,7 +199,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm: per row, plain and zero-centred") {
     for (Shape s : {Shape{1, 3}, Shape{7, 2048}, Shape{5, 1000}, Shape{3, 96}}) {
       CAPTURE(s.rows);
       CAPTURE(s.dim);
-      CAPTURE(seed);
       const auto x = random(size_t(s.rows) * s.dim, 3.0f), w = random(s.dim, 0.3f);
       auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(x.size(), "y");
       const ops::View v = ops::btd_view(s.rows, 1, s.dim);
@@ -219,7 +214,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "rmsnorm: per head from [B,T,H,Dh] into [B,H,T,
   const uint32_t B = 3, T = 5, H = 3;
   for (uint32_t Dh : {64u, 80u, 128u, 256u}) {
     CAPTURE(Dh);
-    CAPTURE(seed);
     const auto x = random(size_t(B) * T * H * Dh, 2.0f), w = random(Dh, 0.3f);
     auto gx = upload(x, "x"), gw = upload(w, "w"), gy = poisoned(x.size(), "y");
     run_once(vk, [&](gpu::Recorder& rec) {
@@ -249,7 +243,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope: rotate-half, full and partial rotary, po
     CAPTURE(c.Dh);
     CAPTURE(c.rotary);
     CAPTURE(c.pos0);
-    CAPTURE(seed);
     const auto x = random(size_t(c.B) * c.T * c.H * c.Dh);
     auto gx = upload(x, "x");
     auto table = upload(plain_rope_table(c.T, c.rotary, 1e6, c.pos0), "table");
@@ -278,7 +271,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "qkv_prepare: q/k norm + RoPE and v, from the p
     CAPTURE(c.Dh);
     CAPTURE(c.rotary);
     CAPTURE(c.norm);
-    CAPTURE(seed);
     const uint32_t groups = 2, group_stride = groups * (c.Dh + 1), k_col = c.H * (c.Dh + 1),
                    v_col = k_col + c.KV * c.Dh, cols = v_col + c.KV * c.Dh, seq = c.first + c.T + c.spare;
     const size_t BT = size_t(c.B) * c.T;
@@ -347,7 +339,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "softmax: scaled, causal, additive mask, fully 
   for (const Case& c : cases) {
     CAPTURE(c.T);
     CAPTURE(c.S);
-    CAPTURE(seed);
     const auto s = random(size_t(c.B) * c.H * c.T * c.S, 4.0f);
     std::vector<float> mask;
     if (c.mask) {
@@ -393,7 +384,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
       CAPTURE(c.T);
       CAPTURE(c.Dh);
       CAPTURE(L);
-      CAPTURE(seed);
       const auto q = random(size_t(c.B) * c.H * c.T * c.Dh), k = random(size_t(c.B) * c.KV * c.S * c.Dh),
                  v = random(size_t(c.B) * c.KV * c.S * c.Dh);
       auto gq = upload(q, "q"), gk = upload(k, "k"), gv = upload(v, "v");
@@ -418,7 +408,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates, 
     for (uint32_t y_stride : {0u, ld}) {
       CAPTURE(gw);
       CAPTURE(y_stride);
-      CAPTURE(seed);
       const auto y = random(size_t(rows) * H * Dh), g = random(size_t(rows) * H * gw, 3.0f);
       const uint32_t row = y_stride ? y_stride : H * Dh;
       // Strided rows: the gaps hold NaN and must stay untouched.
@@ -471,7 +460,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores wh
       CAPTURE(s.M);
       CAPTURE(s.N);
       CAPTURE(s.K);
-      CAPTURE(seed);
       auto round = [&](std::vector<float> v, std::vector<uint16_t>& bits) {
         for (float& x : v) {
           bits.push_back(st == ops::Storage::f16 ? float_to_half(x) : float_to_bf16(x));

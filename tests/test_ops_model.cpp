@@ -122,7 +122,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "embed_blocks: rows gathered from a table in ea
   gpu::upload(vk, gids, ids.data(), n * 4);
   for (const DType f : formats) {
     CAPTURE(to_string(f));
-    CAPTURE(seed);
     const uint32_t D = block_elements(f) == 32 ? 96 : 512;
     const size_t row_bytes = *stored_bytes(f, D);
     const std::vector<std::byte> blocks = quantize(f, random(size_t(V) * D, 0.5f));

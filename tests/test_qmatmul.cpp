@@ -1,7 +1,7 @@
 // ops::qmatmul (shaders/qmatmul.comp): products with weights in ggml's block
 // formats, read as stored and dequantized on the device, against the double
 // product with the host's dequantization (vkgate/quant.hpp) of the same bytes.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cstring>
 #include <span>
@@ -63,7 +63,6 @@ void QmatmulTest::check_formats(std::initializer_list<Shape> shapes, std::span<c
         CAPTURE(sh.K);
         CAPTURE(to_string(f));
         CAPTURE(int(st));
-        CAPTURE(seed);
         const uint32_t ldx = sh.K + 8;
         std::vector<float> x(size_t(sh.M) * ldx, std::numeric_limits<float>::quiet_NaN());
         const std::vector<float> xv = random(size_t(sh.M) * sh.K);
@@ -127,7 +126,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: the parts of a fused projection in di
   };
   for (const uint32_t m_rows : {M, 12u}) {
     CAPTURE(m_rows);
-    CAPTURE(seed);
     const Part parts[] = {{DType::Q4_K, 24}, {DType::Q6_K, 8}, {DType::F16, 5}, {DType::Q8_0, 16}};
     uint32_t N = 0;
     for (const Part& p : parts) N += p.rows;

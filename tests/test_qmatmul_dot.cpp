@@ -5,7 +5,7 @@
 // weights, |Δy| ≤ Σ_blocks max|x_b|/254 · Σ_{i∈b} |w_i|, and (b) equal, up to
 // fp32 rounding, to the double product of the device's own quantized X (read
 // back) with the dequantized weights: the integer sums are exact.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -62,7 +62,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "quantize_q8: per 32-element block d = max|x|/1
     for (const uint32_t ldx : {K + 8, K + 2}) {  // texel rows on CPU drivers (a multiple of 4), and not
       CAPTURE(storage_name(s));
       CAPTURE(ldx);
-      CAPTURE(seed);
       // The gaps between rows NaN: a read past K shows in the scales.
       std::vector<float> x(size_t(M) * ldx, std::numeric_limits<float>::quiet_NaN());
       const std::vector<float> v = random(size_t(M) * K, 3.0f);
@@ -118,7 +117,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul_dot: Q8_0 and Q4_0 on int8 blocks of X
         CAPTURE(sh.K);
         CAPTURE(to_string(f));
         CAPTURE(storage_name(st));
-        CAPTURE(seed);
         const uint32_t ldx = sh.K + 8, K = sh.K, M = sh.M, N = sh.N, nb = K / 32;
         std::vector<float> x(size_t(M) * ldx, std::numeric_limits<float>::quiet_NaN());
         const std::vector<float> xv = random(size_t(M) * K);
@@ -181,7 +179,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul_dot: a fused projection's Q8_0 and Q4_
   const uint32_t rows[] = {24, 16};
   for (const uint32_t M : {2u, 12u}) {
     CAPTURE(M);
-    CAPTURE(seed);
     const auto x = random(size_t(M) * K), bias = random(N), scores = random(size_t(M) * N);
     auto gx = upload(x, "x"), gb = upload(bias, "b"), gs = upload(scores, "scores"), gq = q8_buffer(*this, M, K);
     auto gy = poisoned(size_t(M) * N, "y");

@@ -3,7 +3,7 @@
 // quantize() round trips within each format's error bound, byte-exact
 // agreement with ggml and gguf-py (tests/data/quant, README.md there), and
 // the small API around them (sizes, spellings, ggml type ids, errors).
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <bit>
 #include <cmath>
@@ -424,7 +424,6 @@ TEST_CASE("quant: round trips stay within each format's error bound") {
   for (DType dtype : kFormats) {
     INFO("dtype " << std::string(to_string(dtype)));
     for (uint32_t seed : {1u, 2u, 3u, 4u, 5u}) {
-      CAPTURE(seed);
       const std::vector<float> x = mixed_row(seed, 64);  // 2048 elements: whole blocks of every format
       const Bytes q = to_bytes(quantize(dtype, x));
       REQUIRE(q.size() == *stored_bytes(dtype, int64_t(x.size())));

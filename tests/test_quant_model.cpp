@@ -3,7 +3,7 @@
 // so the bound measures the device's products, not the quantization error
 // (with int8 activations, ModelOptions::int8_activations, it also measures
 // the rounding of X to int8 blocks: NMSE ≤ 1e-3).
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -21,7 +21,6 @@ namespace {
 // equal with fp32 activations (in 16 bits two close logits may swap, as in
 // test_quant_moe), and fewer weight bytes on the device than the float model.
 void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precision precision, double nmse) {
-  CAPTURE(t.seed);
   CAPTURE(to_string(q));
   CAPTURE(to_string(precision));
   test::RandomModel m(cfg, t.rng);
@@ -58,7 +57,6 @@ bool ran(const Model& model, const std::string& stage) {
 // reference's, except where the reference's top two at a step are closer
 // than twice the largest logit error just measured (a near tie may flip).
 void check_int8(test::GpuTest& t, const ModelConfig& cfg, DType q, Precision precision, double nmse) {
-  CAPTURE(t.seed);
   const std::string what = std::string(to_string(q)) + ", " + to_string(precision) + " storage, int8 activations";
   CAPTURE(what);
   test::RandomModel m(cfg, t.rng);

@@ -6,7 +6,7 @@
 // measures the device's products: a prefill (the tiled kernels), decode steps
 // of 1-8 rows (the rows kernels), greedy ids, the experts split over buffers,
 // the GPU kernels on CPU drivers too, and the weight bytes the blocks save.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cstring>
 
@@ -98,7 +98,6 @@ void check_forward(test::GpuTest& t, Model& model, const ModelConfig& cfg, const
 // their blocks (and each buffer's padding).
 void check_quantized(test::GpuTest& t, const ModelConfig& cfg, DType q, Precision precision, double nmse,
                      uint32_t shard_experts = 0) {
-  CAPTURE(t.seed);
   CAPTURE(to_string(q));
   CAPTURE(to_string(precision));
   CAPTURE(shard_experts);
@@ -186,7 +185,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant moe: the GPU kernels (rows and tiles), f
 TEST_CASE_FIXTURE(test::GpuTest, "quant moe: Q4_1, Q5_0, Q5_1, Q5_K and Q6_K experts") {
   const ModelConfig cfg = parse(tiny_moe_json());
   for (DType q : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q6_K}) {
-    CAPTURE(seed);
     CAPTURE(to_string(q));
     test::RandomModel m(cfg, rng);
     std::vector<std::vector<std::byte>> blocks;
@@ -213,7 +211,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant moe: GGUF-style experts in block formats
   nlohmann::json j = tiny_moe_json();
   j["num_hidden_layers"] = 3;
   const ModelConfig cfg = parse(j);
-  CAPTURE(seed);
   test::RandomModel m(cfg, rng);
   std::vector<std::vector<std::byte>> storage;
   TensorMap tensors = m.tensors;

@@ -84,7 +84,6 @@ TEST_CASE("qwen3_next model config: dense layers, a missing linear key, an impos
 
 TEST_CASE_FIXTURE(test::GpuTest, "qwen3_next model: logits, statistics, a prefill and decode steps over both kinds of "
                                  "cache, truncate, greedy generation") {
-  CAPTURE(seed);
   const test::RandomModel m(parse(tiny_config()), rng);
   Model model(ctx, m.cfg, m.tensors);
   const int B = 2, N = 9, P = 5;

@@ -16,7 +16,6 @@ using test::check_close;
 using test::run_once;
 
 TEST_CASE_FIXTURE(test::GpuTest, "copy shader: the bench's bandwidth yardstick copies every element") {
-  CAPTURE(seed);
   const size_t n = 4 * 1037;
   const auto src = random(n);
   auto gs = upload(src, "src");

@@ -1,6 +1,6 @@
 // Tests of the CPU oracle (against the independent golden cases and against
 // hand-checkable single-op cases) and of the safetensors reader/writer.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <unistd.h>
 
 #include <bit>

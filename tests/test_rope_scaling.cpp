@@ -6,7 +6,7 @@
 // the block on the device against the double-precision reference with each
 // type, dynamic NTK through a prefill and decode steps past
 // max_position_embeddings.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

@@ -3,7 +3,7 @@
 // writer's rules for what an output path names (vkgate/output_file.hpp):
 // symbolic links, FIFOs, read-only files, modes, directories, sockets, "-",
 // and signals during a write.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
 // generate(): repetition penalty, temperature, top-k, top-p, min-p; OpenAI's
 // presence and frequency penalties), each computed here independently in
 // double, and the draws of a fixed seed.
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <algorithm>
 #include <cmath>

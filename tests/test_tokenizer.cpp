@@ -6,7 +6,7 @@
 // malformed-file error with the file and key it must name. The expected ids
 // were checked against @huggingface/tokenizers where it implements the
 // feature (it ignores single_word; the Rust library's rule is tested here).
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <dlfcn.h>
 #include <utf8proc.h>

@@ -8,7 +8,7 @@
 // ctest reports as skipped (SKIP_RETURN_CODE) — never as a pass — unless
 // VKGATE_REQUIRE_TOKENIZER_FILES=1 makes their absence a failure (CI).
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -42,7 +42,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "top_k: each row's k largest, ties the lower id
     CAPTURE(s.n);
     CAPTURE(s.k);
     CAPTURE(s.ties);
-    CAPTURE(seed);
     std::vector<float> x = random(size_t(s.rows) * s.ld, 4.0f);
     if (s.ties == 1)
       for (float& v : x) v = std::round(v);  // about 30 levels

@@ -2,7 +2,7 @@
 // temporary directory.
 #pragma once
 
-#include <doctest/doctest.h>
+#include "doctest.hpp"
 #include <unistd.h>
 
 #include <filesystem>
