@@ -53,8 +53,13 @@ uint64_t number(const char* name, uint64_t fallback) {
 
 std::string StagedTile::name() const {
   std::string s;
-  for (uint32_t v : {wm, wn, fm, fn, tk}) s += (s.empty() ? "" : "x") + std::to_string(v);
-  return s + (stages == 1 ? "s1" : "") + (acc16 ? "h" : "");
+  for (uint32_t v : {wm, wn, fm, fn, tk}) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(v);
+  }
+  if (stages == 1) s += "s1";
+  if (acc16) s += 'h';
+  return s;
 }
 
 std::optional<StagedTile> StagedTile::parse(std::string_view text) {
