@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "gpu/context_impl.hpp"
@@ -33,6 +35,23 @@ size_t stop_prefix_length(std::string_view text, const std::vector<std::string>&
         break;
       }
   return longest;
+}
+
+// `id`'s log-softmax over `row`, and the `n` most likely ids', in double.
+TokenLogprob token_logprob(std::span<const float> row, int64_t id, int n) {
+  const float peak = *std::max_element(row.begin(), row.end());
+  double sum = 0;
+  for (float l : row) sum += std::exp(double(l) - double(peak));
+  const double log_z = double(peak) + std::log(sum);
+  TokenLogprob t{id, double(row[size_t(id)]) - log_z, {}};
+  std::vector<int64_t> order(row.size());
+  std::iota(order.begin(), order.end(), int64_t(0));
+  const auto first = order.begin() + std::min<long>(n, long(order.size()));
+  std::partial_sort(order.begin(), first, order.end(), [&](int64_t a, int64_t b) {
+    return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
+  });
+  for (auto it = order.begin(); it != first; ++it) t.top.emplace_back(*it, double(row[size_t(*it)]) - log_z);
+  return t;
 }
 
 }  // namespace
@@ -90,8 +109,13 @@ struct Generation::Impl {
         throw Error(ErrorCode::invalid_argument, "generate: prompt id " + std::to_string(prompt[i]) + " at position " +
                                                      std::to_string(i) + " is outside the vocabulary [0, " +
                                                      std::to_string(vocab) + ")");
+    if (o.logprobs < -1 || o.logprobs > GenerateOptions::kMaxLogprobs)
+      throw Error(ErrorCode::invalid_argument, "generate: logprobs " + std::to_string(o.logprobs) +
+                                                   " is outside [0, " + std::to_string(GenerateOptions::kMaxLogprobs) +
+                                                   "] (or -1: none)");
     if (t) decoder.emplace(t->stream_decoder());
-    if (const int c = sampler.top_candidates(); m.context().impl().tuning.device_top_k && c <= m.config().vocab_size)
+    if (const int c = sampler.top_candidates();
+        o.logprobs < 0 && m.context().impl().tuning.device_top_k && c <= m.config().vocab_size)
       top = c;
     if (const int limit = m.context_limit(); limit > 0) {
       if (prompt.size() > size_t(limit))
@@ -235,7 +259,7 @@ struct Generation::Impl {
     if (!seq) run_prompt(0);  // the prompt's step: run what is left of it
     const std::vector<float> logits = std::move(prompt_logits);
     prompt_logits.clear();
-    return accept(sampler.sample(logits, context));
+    return accept(sampler.sample(logits, context), logits);
   }
 
   // One decode step of generations of one model whose prompts have run, in one
@@ -271,17 +295,24 @@ struct Generation::Impl {
       const size_t at = r * size_t(k);
       steps.push_back(g.accept(!row.empty() ? g.sampler.sample(row, g.context)
                                             : g.sampler.sample_top(std::span(top.ids).subspan(at, size_t(k)),
-                                                                   std::span(top.logits).subspan(at, size_t(k)))));
+                                                                   std::span(top.logits).subspan(at, size_t(k))),
+                               row));
     }
     return steps;
   }
 
-  // Takes `id` as the next id and passes it on: callbacks, text, stop conditions.
-  Step accept(int64_t id) {
+  // Takes `id`, chosen from `row` (the step's logits; empty where only the
+  // device's top candidates came back, never with logprobs), as the next id
+  // and passes it on: callbacks, text, stop conditions.
+  Step accept(int64_t id, std::span<const float> row) {
     Step s;
     s.id = id;
     context.push_back(s.id);
     result.ids.push_back(s.id);
+    if (options.logprobs >= 0) {
+      s.logprob = token_logprob(row, id, options.logprobs);
+      result.logprobs.push_back(*s.logprob);
+    }
     const bool more_ids = !options.on_token || options.on_token(s.id);
 
     if (tokenizer) {

@@ -238,3 +238,67 @@ TEST_CASE_FIXTURE(test::GpuTest, "generate: a prompt run in prefill() pieces bet
     test::expect_error([&] { fresh.prefill(0); }, ErrorCode::invalid_argument, {"at least 1"});
   }
 }
+
+// Logprobs: each chosen id's log-softmax over the model's logits, and the most
+// likely ids', against the reference's logits of the same ids (teacher-forced
+// on what the device chose): greedy, sampled with top_k (which would otherwise
+// choose on the device), and two generations stepped together, one without.
+TEST_CASE_FIXTURE(test::GpuTest, "generate: logprobs of the chosen and the most likely ids equal the reference's") {
+  test::TinyModel shape;
+  const test::RandomModel m(shape.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  const auto prompt = test::random_ids(rng, 6, m.cfg.vocab_size);
+  const size_t V = size_t(m.cfg.vocab_size);
+  auto check = [&](const GenerateResult& r, int n) {
+    REQUIRE(r.logprobs.size() == r.ids.size());
+    std::vector<int64_t> ids = prompt;
+    for (size_t i = 0; i < r.ids.size(); ++i) {
+      CAPTURE(i);
+      const auto ref = reference::model_forward(m.cfg, m.map, {ids, 1, int(ids.size())});
+      const std::vector<double> last(ref.logits.end() - long(V), ref.logits.end());
+      double peak = *std::max_element(last.begin(), last.end()), sum = 0;
+      for (double l : last) sum += std::exp(l - peak);
+      auto want = [&](int64_t id) { return last[size_t(id)] - peak - std::log(sum); };
+      const TokenLogprob& got = r.logprobs[i];
+      CHECK(got.id == r.ids[i]);
+      CHECK(std::abs(got.logprob - want(got.id)) < 1e-4);
+      REQUIRE(got.top.size() == size_t(n));
+      std::vector<double> sorted(last);
+      std::sort(sorted.rbegin(), sorted.rend());
+      for (int j = 0; j < n; ++j) {
+        CHECK(std::abs(got.top[size_t(j)].second - want(got.top[size_t(j)].first)) < 1e-4);
+        CHECK(std::abs(got.top[size_t(j)].second - (sorted[size_t(j)] - peak - std::log(sum))) < 1e-4);
+      }
+      ids.push_back(r.ids[i]);
+    }
+  };
+  GenerateOptions o;
+  o.max_new_tokens = 4;
+  o.stop_at_eos = false;
+  o.logprobs = 3;
+  check(model.generate(prompt, o), 3);
+  o.logprobs = 0;
+  o.sampling = {.temperature = 1.0, .top_k = 5, .seed = 2};
+  const GenerateResult sampled = model.generate(prompt, o);
+  check(sampled, 0);
+
+  GenerateOptions plain = o;
+  plain.logprobs = -1;
+  o.logprobs = GenerateOptions::kMaxLogprobs;
+  const auto other = test::random_ids(rng, 3, m.cfg.vocab_size);
+  Generation g(model, prompt, o), h(model, other, plain);
+  while (!g.done() || !h.done()) {
+    std::vector<Generation*> set;
+    for (Generation* x : {&g, &h})
+      if (!x->done()) set.push_back(x);
+    const auto steps = Generation::step_all(set);
+    for (size_t k = 0; k < set.size(); ++k) CHECK(steps[k].logprob.has_value() == (set[k] == &g));
+  }
+  CHECK(g.result().ids == sampled.ids);  // the same draws as alone, whole rows or not
+  check(g.result(), GenerateOptions::kMaxLogprobs);
+  CHECK(h.result().logprobs.empty());
+  CHECK(h.result().ids == model.generate(other, plain).ids);
+
+  o.logprobs = GenerateOptions::kMaxLogprobs + 1;
+  test::expect_error([&] { Generation(model, prompt, o); }, ErrorCode::invalid_argument, {"logprobs 21"});
+}

@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vkgate/sampling.hpp"
@@ -48,6 +49,21 @@ struct GenerateOptions {
   // that each new id completes, whole UTF-8 characters only (may be empty
   // while a character is split across ids); returning false stops.
   std::function<bool(std::string_view)> on_text;
+  // ≥ 0: each chosen id's log-probability, with this many (≤ kMaxLogprobs) of
+  // the most likely ids beside it, in Step::logprob and GenerateResult::logprobs.
+  // They are the model's: the log-softmax of its logits over the whole
+  // vocabulary, before temperature, penalties or truncation (as vLLM's and
+  // OpenAI's). Each row then comes to the host whole (no device top-k).
+  int logprobs = -1;
+  static constexpr int kMaxLogprobs = 20;
+};
+
+// One chosen id's log-probability under the model, and the most likely ids'
+// (GenerateOptions::logprobs of them, most likely first, equal ones lower id first).
+struct TokenLogprob {
+  int64_t id = -1;
+  double logprob = 0;
+  std::vector<std::pair<int64_t, double>> top;
 };
 
 // Why a generation ended.
@@ -67,6 +83,7 @@ struct GenerateResult {
   // its tokenizer has tokens: Qwen3 151,936 against 151,669). Each is decoded
   // as no text, as Hugging Face's decode does.
   std::vector<int64_t> undecoded_ids;
+  std::vector<TokenLogprob> logprobs;  // one per id, with GenerateOptions::logprobs ≥ 0
   FinishReason finish = FinishReason::length;
   double prefill_ms = 0;        // the prompt's step, host wall time
   std::vector<double> step_ms;  // each later step
@@ -90,6 +107,7 @@ class Generation {
   struct Step {
     int64_t id = -1;   // the id chosen
     std::string text;  // the text it completes (with a tokenizer), after the callbacks saw it
+    std::optional<TokenLogprob> logprob;  // with GenerateOptions::logprobs ≥ 0
   };
   // Runs one device step (the whole prompt at the first) and chooses the next
   // id. Error(invalid_argument) once done(). When the generation ends, the
