@@ -351,6 +351,53 @@ TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent
   CHECK(usage["completion_tokens"] == 8);
   CHECK(usage["prompt_tokens"] == tm.tok.encode(prompt).size());
 
+  // logprobs: greedy, so each chosen token is the likeliest; a chat's tokens'
+  // bytes make up its text; streamed chunks carry the same entries
+  json lp_request = greedy;
+  lp_request["logprobs"] = 2;
+  const json lp = post_json(s.port, "/v1/completions", lp_request)["choices"][0];
+  CHECK(lp["text"] == text);
+  REQUIRE(lp["logprobs"]["tokens"].size() == 8);
+  REQUIRE(lp["logprobs"]["token_logprobs"].size() == 8);
+  REQUIRE(lp["logprobs"]["text_offset"].size() == 8);
+  CHECK(lp["logprobs"]["text_offset"][0] == 0);
+  for (size_t i = 0; i < 8; ++i) {
+    const json& top = lp["logprobs"]["top_logprobs"][i];
+    CHECK((top.size() >= 1 && top.size() <= 2));  // two ids' texts may be one after U+FFFD
+    double best = -INFINITY;
+    for (const auto& [token, value] : top.items()) best = std::max(best, value.get<double>());
+    CHECK(lp["logprobs"]["token_logprobs"][i].get<double>() <= 0);
+    CHECK(lp["logprobs"]["token_logprobs"][i].get<double>() == doctest::Approx(best));
+  }
+  CHECK(c1["choices"][0]["logprobs"].is_null());
+  const json lp_chat = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 5},
+                        {"logprobs", true}, {"top_logprobs", 3}};
+  const json lc = post_json(s.port, "/v1/chat/completions", lp_chat)["choices"][0];
+  const json& content = lc["logprobs"]["content"];
+  CHECK(content.size() == 5);
+  std::string bytes;
+  for (const json& t : content) {
+    for (int b : t["bytes"]) bytes += char(b);
+    REQUIRE(t["top_logprobs"].size() == 3);
+    CHECK(t["logprob"].get<double>() == doctest::Approx(t["top_logprobs"][0]["logprob"].get<double>()));
+    CHECK(t["top_logprobs"][0]["logprob"] >= t["top_logprobs"][2]["logprob"]);
+  }
+  if (lc["finish_reason"] == "length")  // a stop string's token stays in the logprobs, not in the text
+    CHECK(json::parse(json(bytes).dump(-1, ' ', false, json::error_handler_t::replace)) == lc["message"]["content"]);
+  json streamed_lp = lp_chat;
+  streamed_lp["stream"] = true;
+  json chunks_content = json::array();
+  for (const std::string& e : sse_events(http(s.port, "POST", "/v1/chat/completions", streamed_lp.dump()).body))
+    if (e != "[DONE]")
+      if (const json l = json::parse(e)["choices"][0]["logprobs"]; !l.is_null())
+        for (const json& t : l["content"]) chunks_content.push_back(t);
+  CHECK(chunks_content == content);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "logprobs": 6})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "logprobs": true})"), 400);
+  check_error(http(s.port, "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"), 400);
+  check_error(http(s.port, "POST", "/v1/chat/completions",
+                   R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})"), 400);
+
   // a stop string cuts the text before it
   // One ASCII character of the text (the random model's bytes are mostly not UTF-8: U+FFFD here).
   const size_t at = text.find_first_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 1);

@@ -46,9 +46,10 @@ endpoints:
   GET  /v1/models            the one model; its id is the name of DIR (or FILE without .gguf)
   POST /v1/completions       prompt (a string), max_tokens (default 16), temperature, top_p, top_k,
                              min_p, seed, presence_penalty, frequency_penalty, repeat_penalty, stop,
-                             stream (server-sent events; stream_options.include_usage)
+                             logprobs (0-5), stream (server-sent events; stream_options.include_usage)
   POST /v1/chat/completions  messages (system, user, assistant; text content) and the same options,
-                             max_completion_tokens too (default: the rest of the context);
+                             max_completion_tokens too (default: the rest of the context),
+                             logprobs (true) with top_logprobs (0-20) instead of logprobs N;
                              rendered with the model's chat template
                              (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
                              when it is Qwen's ChatML or Llama 3's, else refused with 400
@@ -213,7 +214,10 @@ struct Server {
       if (job->finish == FinishReason::cancelled)
         throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
       const Usage usage{prompt_tokens, job->completion_tokens};
-      res.set_content(completion_response(cr, rid, created, id, job->text, job->finish, usage)
+      size_t offset = 0;
+      const nlohmann::json logprobs =
+          cr.options.logprobs < 0 ? nlohmann::json(nullptr) : logprobs_json(cr, job->logprobs, tok, offset);
+      res.set_content(completion_response(cr, rid, created, id, job->text, job->finish, usage, logprobs)
                           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                       "application/json");
       return;
@@ -222,16 +226,20 @@ struct Server {
     ++open_streams;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, cr, rid, created, prompt_tokens, first = true](size_t, httplib::DataSink& sink) mutable {
+        [this, job, cr, rid, created, prompt_tokens, first = true, offset = size_t(0)](
+            size_t, httplib::DataSink& sink) mutable {
           auto send = [&](const std::string& s) {
             if (sink.write(s.data(), s.size())) return true;
             job->cancelled = true;  // the client went away: the scheduler drops it at its next step
             return false;
           };
           bool ended = false;
-          const std::string piece = job->take(std::chrono::milliseconds(100), ended);
-          if (!piece.empty() || (first && cr.chat)) {
-            if (!send(sse(completion_chunk(cr, rid, created, id, piece, first, std::nullopt)))) return false;
+          std::vector<TokenLogprob> logprobs;
+          const std::string piece = job->take(std::chrono::milliseconds(100), ended, logprobs);
+          if (!piece.empty() || !logprobs.empty() || (first && cr.chat)) {
+            const nlohmann::json lp =
+                cr.options.logprobs < 0 ? nlohmann::json(nullptr) : logprobs_json(cr, logprobs, tok, offset);
+            if (!send(sse(completion_chunk(cr, rid, created, id, piece, first, std::nullopt, lp)))) return false;
             first = false;
           }
           if (!ended) {

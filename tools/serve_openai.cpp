@@ -147,6 +147,17 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   }
   if (auto n = integer_field(body, "n"); n && *n != 1)
     throw bad_request("invalid_value", "'n' must be 1: one choice per request");
+  if (chat) {
+    const std::optional<int64_t> top = integer_field(body, "top_logprobs");
+    if (top && (*top < 0 || *top > GenerateOptions::kMaxLogprobs))
+      throw bad_request("invalid_value", "'top_logprobs' must be between 0 and 20");
+    if (bool_field(body, "logprobs")) r.options.logprobs = int(top.value_or(0));
+    else if (top) throw bad_request("invalid_value", "'top_logprobs' needs 'logprobs': true");
+  } else if (auto n = integer_field(body, "logprobs")) {
+    // OpenAI's completions take at most 5 alternatives.
+    if (*n < 0 || *n > 5) throw bad_request("invalid_value", "'logprobs' must be between 0 and 5");
+    r.options.logprobs = int(*n);
+  }
 
   SamplingOptions& s = r.options.sampling;
   s.temperature = number_field(body, "temperature", 0.0);
@@ -197,15 +208,65 @@ json usage_json(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
-json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
-                         const std::string& model, const std::string& text, FinishReason finish, const Usage& usage) {
-  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(finish)}};
+namespace {
+
+// The bytes `id` decodes to on its own (part of a character, where one spans
+// ids); none for an id the tokenizer does not know, as generation decodes it.
+std::string token_text(const Tokenizer& tokenizer, int64_t id) {
+  if (id >= tokenizer.vocab_size() || !tokenizer.id_to_token(int32_t(id))) return {};
+  return tokenizer.decode(std::vector<int32_t>{int32_t(id)});
+}
+
+// `text` with each byte that is not part of a UTF-8 character as U+FFFD, as the answer's JSON writes it.
+std::string as_utf8(const std::string& text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+}
+
+json token_bytes(const std::string& text) {
+  json bytes = json::array();
+  for (char c : text) bytes.push_back(int(static_cast<unsigned char>(c)));
+  return bytes;
+}
+
+}  // namespace
+
+json logprobs_json(const CompletionRequest& req, std::span<const TokenLogprob> tokens, const Tokenizer& tokenizer,
+                   size_t& offset) {
   if (req.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
-    choice["logprobs"] = nullptr;
+    json content = json::array();
+    for (const TokenLogprob& t : tokens) {
+      json top = json::array();
+      for (const auto& [id, lp] : t.top) {
+        const std::string s = token_text(tokenizer, id);
+        top.push_back({{"token", s}, {"logprob", lp}, {"bytes", token_bytes(s)}});
+      }
+      const std::string s = token_text(tokenizer, t.id);
+      content.push_back({{"token", s}, {"logprob", t.logprob}, {"bytes", token_bytes(s)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
   }
+  json texts = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : tokens) {
+    const std::string s = token_text(tokenizer, t.id);
+    texts.push_back(s);
+    lps.push_back(t.logprob);
+    // Keyed by text as the answer shows it: ids whose texts differ only in
+    // bytes that are not UTF-8 are one key, the likelier id's.
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top.emplace(as_utf8(token_text(tokenizer, id)), lp);
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += s.size();
+  }
+  return {{"tokens", texts}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
+                         const std::string& model, const std::string& text, FinishReason finish, const Usage& usage,
+                         json logprobs) {
+  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(finish)}, {"logprobs", std::move(logprobs)}};
+  if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text;
   return {{"id", id},
           {"object", req.chat ? "chat.completion" : "text_completion"},
           {"created", created},
@@ -215,8 +276,10 @@ json completion_response(const CompletionRequest& req, const std::string& id, in
 }
 
 json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created, const std::string& model,
-                      const std::string& text, bool first, std::optional<FinishReason> finish) {
-  json choice = {{"index", 0}, {"finish_reason", finish ? json(openai_finish_reason(*finish)) : json(nullptr)}};
+                      const std::string& text, bool first, std::optional<FinishReason> finish, json logprobs) {
+  json choice = {{"index", 0},
+                 {"finish_reason", finish ? json(openai_finish_reason(*finish)) : json(nullptr)},
+                 {"logprobs", std::move(logprobs)}};
   if (req.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -224,7 +287,6 @@ json completion_chunk(const CompletionRequest& req, const std::string& id, int64
     choice["delta"] = delta;
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   }
   return {{"id", id},
           {"object", req.chat ? "chat.completion.chunk" : "text_completion"},

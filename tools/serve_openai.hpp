@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 
 #include "chat_template.hpp"
 #include "vkgate/generate.hpp"
+#include "vkgate/tokenizer.hpp"
 
 namespace vkgate::cli {
 
@@ -36,7 +38,9 @@ struct CompletionRequest {
   // Absent: 16 for a completion (OpenAI's default), the rest of the context for a
   // chat (OpenAI's chat has no small default; a reply cut at 16 tokens surprises).
   std::optional<int> max_tokens;
-  GenerateOptions options;  // sampling and stop; max_new_tokens is set once the prompt is encoded
+  // Sampling, stop and logprobs (a completion's `logprobs` N ≤ 5, a chat's
+  // `logprobs` with `top_logprobs` N ≤ 20); max_new_tokens is set once the prompt is encoded.
+  GenerateOptions options;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
@@ -53,14 +57,23 @@ struct Usage {
 nlohmann::json usage_json(const Usage& u);
 
 // The whole response (stream false).
+// OpenAI's logprobs of `tokens` (GenerateOptions::logprobs ≥ 0), each token
+// written as the text it decodes to: a chat's {"content": [{token, logprob,
+// bytes, top_logprobs}]}, a completion's {tokens, token_logprobs,
+// top_logprobs, text_offset}, whose offsets (bytes into the generated text)
+// go on from `offset`, which they advance.
+nlohmann::json logprobs_json(const CompletionRequest& req, std::span<const TokenLogprob> tokens,
+                             const Tokenizer& tokenizer, size_t& offset);
+
+// The whole response (stream false); `logprobs` is null without them.
 nlohmann::json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
                                    const std::string& model, const std::string& text, FinishReason finish,
-                                   const Usage& usage);
-// One streamed chunk: `text` (a delta), or the final one with `finish`; a chat's
-// first chunk carries the role.
+                                   const Usage& usage, nlohmann::json logprobs = nullptr);
+// One streamed chunk: `text` (a delta) and its tokens' `logprobs`, or the
+// final one with `finish`; a chat's first chunk carries the role.
 nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
                                 const std::string& model, const std::string& text, bool first,
-                                std::optional<FinishReason> finish);
+                                std::optional<FinishReason> finish, nlohmann::json logprobs = nullptr);
 // The usage chunk of stream_options.include_usage: choices empty.
 nlohmann::json usage_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
                            const std::string& model, const Usage& usage);

@@ -8,11 +8,13 @@
 
 namespace vkgate::cli {
 
-std::string Job::take(std::chrono::milliseconds wait, bool& ended) {
+std::string Job::take(std::chrono::milliseconds wait, bool& ended, std::vector<TokenLogprob>& new_logprobs) {
   std::unique_lock lk(mu);
-  cv.wait_for(lk, wait, [&] { return finished || !unread.empty(); });
+  cv.wait_for(lk, wait, [&] { return finished || !unread.empty() || logprobs.size() > logprobs_read; });
   std::string out;
   out.swap(unread);
+  new_logprobs.assign(logprobs.begin() + long(logprobs_read), logprobs.end());
+  logprobs_read = logprobs.size();
   ended = finished;
   return out;
 }
@@ -99,24 +101,28 @@ void Scheduler::deliver(Active& a, Generation::Step s) {
   ++stats_.generated_tokens_total;
   const GenerateResult& r = a.gen.result();
   if (a.gen.done() && r.finish == FinishReason::eos && tokenizer_.is_special(int32_t(s.id))) {
-    // The eos token's own text (<|im_end|>, <|endoftext|>) is not part of the answer.
+    // The eos token's own text (<|im_end|>, <|endoftext|>) is not part of the answer, nor its logprob.
     const std::string eos = tokenizer_.decode(std::vector<int32_t>{int32_t(s.id)});
-    if (s.text.size() >= eos.size() && s.text.compare(s.text.size() - eos.size(), eos.size(), eos) == 0)
+    if (s.text.size() >= eos.size() && s.text.compare(s.text.size() - eos.size(), eos.size(), eos) == 0) {
       s.text.resize(s.text.size() - eos.size());
+      s.logprob.reset();
+    }
   }
   if (a.gen.done()) {
     {
       std::lock_guard lk(job.mu);
       job.completion_tokens = r.ids.size();
+      if (s.logprob) job.logprobs.push_back(std::move(*s.logprob));
     }
     free_slot();
     finish(job, r.finish, s.text);
-  } else if (!s.text.empty()) {
+  } else if (!s.text.empty() || s.logprob) {
     {
       std::lock_guard lk(job.mu);
       job.completion_tokens = r.ids.size();
       job.unread += s.text;
       job.text += s.text;
+      if (s.logprob) job.logprobs.push_back(std::move(*s.logprob));
     }
     job.cv.notify_all();
   }

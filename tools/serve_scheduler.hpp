@@ -39,14 +39,17 @@ struct Job {
   // Guarded by mu.
   std::string unread;  // text not yet taken by a streaming handler
   std::string text;    // all the text
+  std::vector<TokenLogprob> logprobs;  // with options.logprobs ≥ 0: each id's whose text is the answer's
+  size_t logprobs_read = 0;            // how many of them a streaming handler took
   size_t completion_tokens = 0;
   bool finished = false;
   FinishReason finish = FinishReason::length;
   std::optional<std::string> error;  // the generation failed (or the server is shutting down)
   int error_status = 500;
 
-  // Waits up to `wait` for new text or the end; returns (and clears) the text not yet read.
-  std::string take(std::chrono::milliseconds wait, bool& ended);
+  // Waits up to `wait` for new text, logprobs or the end; returns (and clears)
+  // the text not yet read, and moves the logprobs not yet read into `logprobs`.
+  std::string take(std::chrono::milliseconds wait, bool& ended, std::vector<TokenLogprob>& logprobs);
   // Waits for the end.
   void wait_finished();
 };

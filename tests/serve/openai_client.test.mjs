@@ -108,6 +108,30 @@ test("chat: ChatML-formatted conversation, streamed and not", async () => {
   assert.equal(last.choices[0].finish_reason, r.choices[0].finish_reason);
 });
 
+test("logprobs: chat's content entries and completions' lists, the chosen token the likeliest when greedy", async () => {
+  const messages = [{ role: "user", content: "hi there" }];
+  const r = await client.chat.completions.create({ ...greedy, messages, logprobs: true, top_logprobs: 2 });
+  const content = r.choices[0].logprobs.content;
+  assert.ok(content.length >= 1 && content.length <= r.usage.completion_tokens);
+  for (const t of content) {
+    assert.equal(typeof t.token, "string");
+    assert.ok(t.logprob <= 0);
+    assert.ok(Array.isArray(t.bytes));
+    assert.equal(t.top_logprobs.length, 2);
+    assert.ok(Math.abs(t.logprob - t.top_logprobs[0].logprob) < 1e-9);
+  }
+  const c = await client.completions.create({ ...greedy, prompt: "the cat sat", logprobs: 1 });
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, c.usage.completion_tokens);
+  assert.equal(lp.token_logprobs.length, lp.tokens.length);
+  // Tokens that are parts of a character show as U+FFFD each.
+  if (!lp.tokens.join("").includes("\uFFFD")) assert.equal(lp.tokens.join(""), c.choices[0].text);
+  for (const [i, top] of lp.top_logprobs.entries())
+    assert.ok(Math.abs(Object.values(top)[0] - lp.token_logprobs[i]) < 1e-9);
+  const plain = await client.completions.create({ ...greedy, prompt: "the cat sat" });
+  assert.equal(plain.choices[0].logprobs, null);
+});
+
 // status, error.type present, message mentioning `word`.
 async function rejects(route, body, status, word, headers, url = server.url) {
   const r = await post(url, route, body, headers);
