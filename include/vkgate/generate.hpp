@@ -52,8 +52,8 @@ struct GenerateOptions {
   // ≥ 0: each chosen id's log-probability, with this many (≤ kMaxLogprobs) of
   // the most likely ids beside it, in Step::logprob and GenerateResult::logprobs.
   // They are the model's: the log-softmax of its logits over the whole
-  // vocabulary, before temperature, penalties or truncation (as vLLM's and
-  // OpenAI's). Each row then comes to the host whole (no device top-k).
+  // vocabulary, before temperature, penalties or truncation (vLLM's default).
+  // Each row then comes to the host whole (no device top-k).
   int logprobs = -1;
   static constexpr int kMaxLogprobs = 20;
 };
