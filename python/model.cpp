@@ -121,6 +121,13 @@ struct TextStream {
   }
 };
 
+// GenerateOptions::logprobs' entries as Python: (id, logprob, [(id, logprob), ...]) each.
+py::list logprobs_list(const std::vector<TokenLogprob>& entries) {
+  py::list out;
+  for (const TokenLogprob& t : entries) out.append(py::make_tuple(t.id, t.logprob, py::cast(t.top)));
+  return out;
+}
+
 // TextStream.step_all's and prefill_all's streams (a list), of one Model.
 std::vector<TextStream*> streams_arg(const arg::TextStreams& streams) {
   if (!py::isinstance<py::list>(streams.obj) && !py::isinstance<py::tuple>(streams.obj))
@@ -153,8 +160,10 @@ GenerateOptions generate_options(const py::handle& max_new_tokens, const py::han
                                  const py::handle& temperature, const py::handle& top_k, const py::handle& top_p,
                                  const py::handle& min_p, const py::handle& repeat_penalty,
                                  const py::handle& repeat_last_n, const py::handle& presence_penalty,
-                                 const py::handle& frequency_penalty, const py::handle& seed, const py::handle& stop) {
+                                 const py::handle& frequency_penalty, const py::handle& seed, const py::handle& stop,
+                                 const py::handle& logprobs) {
   GenerateOptions o;
+  if (!logprobs.is_none()) o.logprobs = int(integer_arg(logprobs, "logprobs", 0, GenerateOptions::kMaxLogprobs));
   o.max_new_tokens = int(integer_arg(max_new_tokens, "max_new_tokens", 0, 1 << 24));
   o.stop_at_eos = bool_arg(stop_at_eos, "stop_at_eos");
   SamplingOptions& s = o.sampling;
@@ -200,6 +209,7 @@ void bind_model(py::module_& m) {
       .def_property_readonly("prompt_ids", [](TextStream& s) { return s.prompt; })
       .def_property_readonly("text", [](TextStream& s) { return text_of(s.generation.result().text); })
       .def_property_readonly("undecoded_ids", [](TextStream& s) { return s.generation.result().undecoded_ids; })
+      .def_property_readonly("logprobs", [](TextStream& s) { return logprobs_list(s.generation.result().logprobs); })
       .def_property_readonly("finish_reason", [](TextStream& s) -> py::object {
         if (!s.generation.done()) return py::none();
         return py::str(to_string(s.generation.result().finish));
@@ -312,11 +322,12 @@ void bind_model(py::module_& m) {
           [](py::object self_obj, const py::object& prompt, arg::Int max_new_tokens, arg::Bool stop_at_eos,
              const py::object& tokenizer, arg::Float temperature, arg::Int top_k, arg::Float top_p, arg::Float min_p,
              arg::Float repeat_penalty, arg::Int repeat_last_n, arg::Float presence_penalty,
-             arg::Float frequency_penalty, arg::OptionalInt seed, const py::object& stop) -> py::object {
+             arg::Float frequency_penalty, arg::OptionalInt seed, const py::object& stop,
+             arg::OptionalInt logprobs) -> py::object {
             PyModel& self = self_obj.cast<PyModel&>();
             GenerateOptions o = generate_options(max_new_tokens, stop_at_eos, temperature, top_k, top_p, min_p,
                                                  repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty,
-                                                 seed, stop);
+                                                 seed, stop, logprobs);
             if (py::isinstance<py::str>(prompt)) {
               const Tokenizer& tok = self.text_tokenizer(tokenizer);
               const std::vector<int32_t> ids32 = tok.encode(str_arg(prompt, "prompt"));
@@ -338,22 +349,28 @@ void bind_model(py::module_& m) {
             }
             interrupts.raise_pending();
             const int64_t n = int64_t(r.ids.size());
-            return to_numpy(std::move(r.ids), {n});
+            py::object ids = to_numpy(std::move(r.ids), {n});
+            if (o.logprobs < 0) return ids;
+            return py::make_tuple(ids, logprobs_list(r.logprobs));
           },
           py::arg("prompt"), py::arg("max_new_tokens") = 16, py::arg("stop_at_eos") = true,
           py::arg("tokenizer") = py::none(), py::kw_only(), py::arg("temperature") = 0.0, py::arg("top_k") = 0,
           py::arg("top_p") = 1.0, py::arg("min_p") = 0.0, py::arg("repeat_penalty") = 1.0,
           py::arg("repeat_last_n") = 64, py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
-          py::arg("seed") = py::none(), py::arg("stop") = py::none(),
+          py::arg("seed") = py::none(), py::arg("stop") = py::none(), py::arg("logprobs") = py::none(),
           "generate(prompt, max_new_tokens=16, stop_at_eos=True, tokenizer=None, *, temperature=0.0, top_k=0,\n"
           "         top_p=1.0, min_p=0.0, repeat_penalty=1.0, repeat_last_n=64, presence_penalty=0.0,\n"
-          "         frequency_penalty=0.0, seed=None, stop=None)\n\n"
+          "         frequency_penalty=0.0, seed=None, stop=None, logprobs=None)\n\n"
           "Decoding with the KV cache on the device: greedy while temperature is 0, else sampled as\n"
           "transformers' generate() samples (penalties, temperature, top_k, top_p, min_p; seed repeats the draws).\n"
           "prompt: token ids (1-D) -> the generated ids (int64 array, without the prompt); or text (str)\n"
           "  -> a TextStream iterator of text pieces as they are generated, with the model directory's\n"
           "  tokenizer.json (or `tokenizer`); stop: a str or list of str that ends the text (left out of it).\n"
-          "Stops after an EOS id of the config when stop_at_eos. Ctrl-C stops it (KeyboardInterrupt).")
+          "Stops after an EOS id of the config when stop_at_eos. Ctrl-C stops it (KeyboardInterrupt).\n"
+          "logprobs: N in [0, 20] also gives each generated id's log-probability under the model (the\n"
+          "  log-softmax of its logits, before temperature, penalties or truncation) and the N likeliest ids',\n"
+          "  as (id, logprob, [(id, logprob), ...]) per id: a TextStream's .logprobs, or with ids a tuple\n"
+          "  (ids, logprobs).")
       .def(
           "start",
           [](PyModel& self, arg::Int batch, arg::Int capacity) {

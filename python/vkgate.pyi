@@ -12,6 +12,8 @@ ERROR_CODES: list[str]
 _Path = Union[str, os.PathLike]
 _Floats = npt.ArrayLike  # float32 (other layouts copied once; other dtypes refused)
 _Ids = npt.ArrayLike  # integer token ids
+# One generated id: (id, its log-probability, [(id, log-probability) of the N likeliest]).
+_TokenLogprob = tuple[int, float, list[tuple[int, float]]]
 
 # Every argument is checked against these types (and its range: an int a count cannot hold,
 # a str with a lone surrogate): a wrong, missing or unknown one raises Error('invalid_argument')
@@ -266,6 +268,8 @@ class TextStream(Iterator[str]):
     @property
     def undecoded_ids(self) -> list[int]: ...
     @property
+    def logprobs(self) -> list[_TokenLogprob]: ...  # with generate(..., logprobs=N); else empty
+    @property
     def finish_reason(self) -> Optional[str]: ...  # "length", "eos", "stop", "context_limit"; None while running
 
 class Tokenizer:
@@ -302,14 +306,15 @@ class Model:
                  tokenizer: Optional[Tokenizer] = None, *, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, min_p: float = 0.0, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
                  presence_penalty: float = 0.0, frequency_penalty: float = 0.0, seed: Optional[int] = None,
-                 stop: Union[None, str, list[str]] = None) -> TextStream: ...
+                 stop: Union[None, str, list[str]] = None, logprobs: Optional[int] = None) -> TextStream: ...
     # Ctrl-C stops it between steps: KeyboardInterrupt, the model still usable.
     @overload
     def generate(self, prompt: _Ids, max_new_tokens: int = 16, stop_at_eos: bool = True,
                  tokenizer: Optional[Tokenizer] = None, *, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, min_p: float = 0.0, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
                  presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
-                 seed: Optional[int] = None) -> np.ndarray: ...
+                 seed: Optional[int] = None, logprobs: Optional[int] = None
+                 ) -> Union[np.ndarray, tuple[np.ndarray, list[_TokenLogprob]]]: ...  # a tuple with logprobs
     def start(self, batch: int, capacity: int) -> Sequence: ...
     def extend(self, sequence: Sequence, ids: _Ids) -> np.ndarray: ...
     # One position of each sequence (batch 1 each) in one device step, or with ids [n, tokens] that

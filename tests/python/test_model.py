@@ -202,6 +202,30 @@ def test_generate_samples_with_a_seed_and_stops_at_a_stop_string(ctx, tiny_model
         assert stopped.finish_reason == "stop"
 
 
+def test_generate_logprobs_are_the_models_log_softmax(ctx, tiny_model):
+    d, cfg, w = tiny_model
+    model = vkgate.Model.load(ctx, d)
+    prompt = [11, 200, 31]
+    ids, logprobs = model.generate(prompt, max_new_tokens=4, stop_at_eos=False, temperature=0.8, top_k=20, seed=3,
+                                   logprobs=2)
+    np.testing.assert_array_equal(ids, model.generate(prompt, max_new_tokens=4, stop_at_eos=False, temperature=0.8,
+                                                      top_k=20, seed=3))  # the same draws with whole rows
+    assert len(logprobs) == len(ids) == 4
+    for i, (chosen, logprob, top) in enumerate(logprobs):
+        logits = model.logits(np.concatenate([prompt, ids[:i]]))[-1].astype(np.float64)
+        want = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+        assert chosen == ids[i]
+        assert logprob == pytest.approx(want[chosen], abs=1e-4)  # a GPU's decode and prefill kernels differ
+        assert [want[t] for t, _ in top] == pytest.approx([v for _, v in top], abs=1e-4)
+        assert [v for _, v in top] == pytest.approx(sorted(want, reverse=True)[:2], abs=1e-4)
+    stream = model.generate("hello world", max_new_tokens=3, stop_at_eos=False, logprobs=0)
+    list(stream)
+    assert [t[0] for t in stream.logprobs] == stream.ids and all(t[2] == [] for t in stream.logprobs)
+    assert model.generate("hello", max_new_tokens=2).logprobs == []
+    with pytest.raises(vkgate.Error, match="logprobs"):
+        model.generate(prompt, logprobs=21)
+
+
 def test_generate_refuses_bad_sampling_options(ctx, tiny_model):
     model = vkgate.Model.load(ctx, tiny_model[0])
     for name, value in [("temperature", -1.0), ("top_p", 0.0), ("top_p", 1.5), ("min_p", 2.0), ("top_k", -1),
