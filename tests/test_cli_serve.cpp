@@ -2,10 +2,10 @@
 // tokenizer (and a ChatML chat template in its tokenizer_config.json), driven
 // over HTTP: health and models, completions (greedy and seeded sampling
 // reproducible, usage counts), server-sent events that add up to the
-// non-streamed text, chat, every refused request with OpenAI's error shape,
-// the API key, four concurrent streams each getting what it gets alone, and
-// SIGTERM. Also the chat template renderer (tools/chat_template.hpp), string in,
-// string out. The client here is a few lines on POSIX sockets: the test binary
+// non-streamed text, chat, logprobs, every refused request with OpenAI's
+// error shape, /metrics (time to first token a histogram), the API key, four
+// concurrent streams each getting what it gets alone, and SIGTERM. Also the
+// chat template renderer (tools/chat_template.hpp), string in, string out. The client here is a few lines on POSIX sockets: the test binary
 // does not link cpp-httplib (Debian's is a compiled library with its own flags).
 #ifdef VKGATE_CLI
 
@@ -13,6 +13,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+
+#include <algorithm>
+#include <sstream>
 
 #include "doctest.hpp"
 
@@ -475,6 +478,23 @@ TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent
                         "vkgate_prompt_tokens_total ", "vkgate_generated_tokens_total ", "vkgate_tokens_per_second ",
                         "vkgate_kv_cache_bytes "})
     CHECK_MESSAGE(r.body.find(std::string("\n") + m) != std::string::npos, m << " in " << r.body);
+  // time to first token: a histogram whose buckets grow to its count, one per request that generated
+  {
+    std::istringstream lines(r.body);
+    std::vector<double> buckets;
+    double count = -1, sum = -1;
+    for (std::string line; std::getline(lines, line);) {
+      const std::string name = "vkgate_time_to_first_token_seconds";
+      if (line.rfind(name + "_bucket{", 0) == 0) buckets.push_back(std::stod(line.substr(line.rfind(' ') + 1)));
+      else if (line.rfind(name + "_count ", 0) == 0) count = std::stod(line.substr(name.size() + 7));
+      else if (line.rfind(name + "_sum ", 0) == 0) sum = std::stod(line.substr(name.size() + 5));
+    }
+    REQUIRE(buckets.size() == 12);
+    CHECK(std::is_sorted(buckets.begin(), buckets.end()));
+    CHECK(buckets.back() == count);
+    CHECK(count >= 20);  // this test's requests that generated a token
+    CHECK(sum > 0);
+  }
 
   // SIGTERM: exit 0 within 5 s
   const auto t0 = std::chrono::steady_clock::now();

@@ -53,7 +53,8 @@ endpoints:
                              rendered with the model's chat template
                              (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
                              when it is Qwen's ChatML or Llama 3's, else refused with 400
-  GET  /metrics              Prometheus text: requests, queue, tokens, decode rate, KV cache bytes
+  GET  /metrics              Prometheus text: requests, queue, tokens, decode rate, KV cache bytes,
+                             time to first token (a histogram)
 
   --weights DIR|FILE     a model checkpoint directory with tokenizer.json, or a GGUF file
   --host ADDR            the address to listen on (default 127.0.0.1)
@@ -295,6 +296,21 @@ struct Server {
     metric("vkgate_tokens_per_second", "gauge", "Tokens generated per second of stepping, over the last 10 s.", rate);
     metric("vkgate_kv_cache_bytes", "gauge", "Device memory of the live sequences' caches.",
            std::to_string(s.kv_cache_bytes));
+    const char* ttft = "vkgate_time_to_first_token_seconds";
+    out += std::string("# HELP ") + ttft +
+           " From a request's arrival to its first generated token (waiting, tokenizing and the prompt "
+           "included).\n# TYPE " + ttft + " histogram\n";
+    const SecondsHistogram& h = s.first_token;
+    for (size_t i = 0; i < h.kBounds.size(); ++i) {
+      char le[32];
+      std::snprintf(le, sizeof le, "%g", h.kBounds[i]);
+      out += std::string(ttft) + "_bucket{le=\"" + le + "\"} " + std::to_string(h.at_most[i]) + "\n";
+    }
+    const std::string count = std::to_string(h.count);  // after the buckets (SecondsHistogram::observe)
+    char sum[32];
+    std::snprintf(sum, sizeof sum, "%.6f", h.sum.load());
+    out += std::string(ttft) + "_bucket{le=\"+Inf\"} " + count + "\n" + ttft + "_sum " + sum + "\n" + ttft +
+           "_count " + count + "\n";
     return out;
   }
 };

@@ -19,6 +19,15 @@ std::string Job::take(std::chrono::milliseconds wait, bool& ended, std::vector<T
   return out;
 }
 
+// The count first: a reader takes the buckets, then the count, so that no
+// bucket it prints holds more than the count (the +Inf bucket).
+void SecondsHistogram::observe(double seconds) {
+  ++count;
+  for (size_t i = 0; i < kBounds.size(); ++i)
+    if (seconds <= kBounds[i]) ++at_most[i];
+  sum += seconds;
+}
+
 void Job::wait_finished() {
   std::unique_lock lk(mu);
   cv.wait(lk, [&] { return finished; });
@@ -100,6 +109,8 @@ void Scheduler::deliver(Active& a, Generation::Step s) {
   Job& job = *a.job;
   ++stats_.generated_tokens_total;
   const GenerateResult& r = a.gen.result();
+  if (r.ids.size() == 1)
+    stats_.first_token.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrived).count());
   if (a.gen.done() && r.finish == FinishReason::eos && tokenizer_.is_special(int32_t(s.id))) {
     // The eos token's own text (<|im_end|>, <|endoftext|>) is not part of the answer, nor its logprob.
     const std::string eos = tokenizer_.decode(std::vector<int32_t>{int32_t(s.id)});

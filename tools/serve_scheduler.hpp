@@ -8,6 +8,7 @@
 // (Generation::step_all), the weights read once for all of them.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +29,7 @@ namespace vkgate::cli {
 
 // One request's generation and the channel its handler reads.
 struct Job {
+  const std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
   std::vector<int64_t> prompt;
   GenerateOptions options;  // no callbacks: the scheduler reads each step's text
   // Set by the handler when its client went away, or by shutdown: the
@@ -54,12 +56,25 @@ struct Job {
   void wait_finished();
 };
 
+// A Prometheus histogram of seconds: cumulative counts of observations at
+// most each bound, their count and their sum.
+struct SecondsHistogram {
+  static constexpr std::array<double, 11> kBounds{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  std::array<std::atomic<uint64_t>, kBounds.size()> at_most{};
+  std::atomic<uint64_t> count{0};
+  std::atomic<double> sum{0};
+  void observe(double seconds);
+};
+
 struct SchedulerStats {
   std::atomic<uint64_t> requests_total{0}, prompt_tokens_total{0}, generated_tokens_total{0};
   std::atomic<uint64_t> prompt_rounds_total{0};  // rounds that ran prompt positions
   std::atomic<int64_t> active{0}, queued{0};
   std::atomic<double> tokens_per_second{0};
   std::atomic<uint64_t> kv_cache_bytes{0};
+  // From a request's arrival to its first generated id: the wait for a slot,
+  // tokenizing and the prompt's rounds included.
+  SecondsHistogram first_token;
 };
 
 class Scheduler {
