@@ -401,6 +401,55 @@ TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent
   check_error(http(s.port, "POST", "/v1/chat/completions",
                    R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})"), 400);
 
+  // n choices: choice i of a seeded request is the request alone with seed + i; streamed, each
+  // index's chunks add up to its choice and end with its finish_reason
+  json three = sampled;
+  three["n"] = 3;
+  const json c3 = post_json(s.port, "/v1/completions", three);
+  REQUIRE(c3["choices"].size() == 3);
+  size_t tokens = 0;
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    json alone = sampled;
+    alone["seed"] = 11 + i;
+    const json a = post_json(s.port, "/v1/completions", alone);
+    CHECK(c3["choices"][i]["index"] == i);
+    CHECK(c3["choices"][i]["text"] == a["choices"][0]["text"]);
+    CHECK(c3["choices"][i]["finish_reason"] == a["choices"][0]["finish_reason"]);
+    tokens += a["usage"]["completion_tokens"].get<size_t>();
+  }
+  CHECK(c3["usage"]["completion_tokens"] == tokens);
+  CHECK(c3["usage"]["prompt_tokens"] == tm.tok.encode(prompt).size());
+  json streamed3 = three;
+  streamed3["stream"] = true;
+  streamed3["stream_options"] = {{"include_usage", true}};
+  std::vector<std::string> texts(3);
+  std::vector<int> finishes(3);
+  for (const std::string& e : sse_events(http(s.port, "POST", "/v1/completions", streamed3.dump()).body)) {
+    if (e == "[DONE]") continue;
+    const json c = json::parse(e);
+    if (c["choices"].empty()) {
+      CHECK(c["usage"]["completion_tokens"] == tokens);
+      continue;
+    }
+    const int i = c["choices"][0]["index"];
+    REQUIRE((i >= 0 && i < 3));
+    CHECK(finishes[size_t(i)] == 0);  // nothing after a choice's finish_reason
+    texts[size_t(i)] += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) ++finishes[size_t(i)];
+  }
+  for (int i = 0; i < 3; ++i) {
+    CHECK(texts[size_t(i)] == c3["choices"][i]["text"]);
+    CHECK(finishes[size_t(i)] == 1);
+  }
+  const json chat2 = post_json(s.port, "/v1/chat/completions", json{{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                                                      {"max_tokens", 4}, {"n", 2}});
+  REQUIRE(chat2["choices"].size() == 2);
+  CHECK(chat2["choices"][0]["message"] == chat2["choices"][1]["message"]);  // greedy: the same twice
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "n": 0})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "n": 17})"), 400);
+  check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "n": "2"})"), 400);
+
   // a stop string cuts the text before it
   // One ASCII character of the text (the random model's bytes are mostly not UTF-8: U+FFFD here).
   const size_t at = text.find_first_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", 1);

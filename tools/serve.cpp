@@ -46,7 +46,8 @@ endpoints:
   GET  /v1/models            the one model; its id is the name of DIR (or FILE without .gguf)
   POST /v1/completions       prompt (a string), max_tokens (default 16), temperature, top_p, top_k,
                              min_p, seed, presence_penalty, frequency_penalty, repeat_penalty, stop,
-                             logprobs (0-5), stream (server-sent events; stream_options.include_usage)
+                             logprobs (0-5), n (1-16 choices; choice i samples with seed + i),
+                             stream (server-sent events; stream_options.include_usage)
   POST /v1/chat/completions  messages (system, user, assistant; text content) and the same options,
                              max_completion_tokens too (default: the rest of the context),
                              logprobs (true) with top_logprobs (0-20) instead of logprobs N;
@@ -165,8 +166,7 @@ struct Server {
     if (cr.model && *cr.model != id)
       throw ApiError(404, "invalid_request_error", "model_not_found",
                      "the model '" + *cr.model + "' does not exist; this server has '" + id + "'");
-    auto job = std::make_shared<Job>();
-    job->options = cr.options;
+    GenerateOptions options = cr.options;
     std::string text;
     bool add_special = true;
     if (is_chat) {
@@ -176,7 +176,7 @@ struct Server {
                           "has none: use /v1/completions with a formatted prompt");
       text = chat.render(cr.messages);
       add_special = false;  // the rendered text holds its own special tokens
-      job->options.stop.push_back(chat.end_of_turn());
+      options.stop.push_back(chat.end_of_turn());
     } else {
       text = cr.prompt;
     }
@@ -191,10 +191,18 @@ struct Server {
       throw bad_request("context_length_exceeded", "the prompt's " + std::to_string(ids.size()) +
                                                        " tokens leave no room in the context of " +
                                                        std::to_string(ctx_limit) + " tokens");
-    job->prompt.assign(ids.begin(), ids.end());
     const int room = ctx_limit - int(ids.size());
-    job->options.max_new_tokens = std::min(cr.max_tokens.value_or(is_chat ? room : 16), room);
-    switch (scheduler.submit(job)) {
+    options.max_new_tokens = std::min(cr.max_tokens.value_or(is_chat ? room : 16), room);
+    // One generation per choice; choice i of a seeded request samples with seed + i.
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int i = 0; i < cr.n; ++i) {
+      auto job = std::make_shared<Job>();
+      job->options = options;
+      if (options.sampling.seed) job->options.sampling.seed = *options.sampling.seed + uint64_t(i);
+      job->prompt.assign(ids.begin(), ids.end());
+      jobs.push_back(std::move(job));
+    }
+    switch (scheduler.submit(jobs)) {
       case Scheduler::Admit::accepted: break;
       case Scheduler::Admit::queue_full:
         throw ApiError(429, "rate_limit_error", "queue_full", "too many requests are waiting; try again later");
@@ -207,73 +215,102 @@ struct Server {
     const size_t prompt_tokens = ids.size();
 
     if (!cr.stream) {
-      job->wait_finished();
-      std::lock_guard lk(job->mu);
-      if (job->error)
-        throw ApiError(job->error_status, job->error_status == 400 ? "invalid_request_error" : "server_error",
-                       job->error_status == 503 ? "shutting_down" : "generation_failed", *job->error);
-      if (job->finish == FinishReason::cancelled)
-        throw ApiError(503, "server_error", "shutting_down", "the server is shutting down");
-      const Usage usage{prompt_tokens, job->completion_tokens};
-      size_t offset = 0;
-      const nlohmann::json logprobs =
-          cr.options.logprobs < 0 ? nlohmann::json(nullptr) : logprobs_json(cr, job->logprobs, tok, offset);
-      res.set_content(completion_response(cr, rid, created, id, job->text, job->finish, usage, logprobs)
+      std::vector<Choice> choices;
+      Usage usage{prompt_tokens, 0};
+      for (const auto& job : jobs) {
+        job->wait_finished();
+        std::lock_guard lk(job->mu);
+        if (std::optional<ApiError> e = job_error(*job)) {
+          cancel(jobs);
+          throw *e;
+        }
+        usage.completion_tokens += job->completion_tokens;
+        size_t offset = 0;
+        choices.push_back({job->text, job->finish,
+                           cr.options.logprobs < 0 ? nlohmann::json(nullptr)
+                                                   : logprobs_json(cr, job->logprobs, tok, offset)});
+      }
+      res.set_content(completion_response(cr, rid, created, id, choices, usage)
                           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                       "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
     ++open_streams;
+    // Each choice's own chunks, in turn: its role first (chat), its text and
+    // logprobs as they come, its finish_reason once it ends.
+    struct ChoiceStream {
+      bool first = true, ended = false;
+      size_t offset = 0;
+    };
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, cr, rid, created, prompt_tokens, first = true, offset = size_t(0)](
+        [this, jobs, cr, rid, created, prompt_tokens, streams = std::vector<ChoiceStream>(jobs.size())](
             size_t, httplib::DataSink& sink) mutable {
           auto send = [&](const std::string& s) {
             if (sink.write(s.data(), s.size())) return true;
-            job->cancelled = true;  // the client went away: the scheduler drops it at its next step
+            cancel(jobs);  // the client went away: the scheduler drops them at its next step
             return false;
           };
-          bool ended = false;
-          std::vector<TokenLogprob> logprobs;
-          const std::string piece = job->take(std::chrono::milliseconds(100), ended, logprobs);
-          if (!piece.empty() || !logprobs.empty() || (first && cr.chat)) {
-            const nlohmann::json lp =
-                cr.options.logprobs < 0 ? nlohmann::json(nullptr) : logprobs_json(cr, logprobs, tok, offset);
-            if (!send(sse(completion_chunk(cr, rid, created, id, piece, first, std::nullopt, lp)))) return false;
-            first = false;
+          const auto wait = std::chrono::milliseconds(std::max<size_t>(1, 100 / jobs.size()));
+          std::optional<ApiError> error;
+          for (size_t i = 0; i < jobs.size() && !error; ++i) {
+            ChoiceStream& st = streams[i];
+            if (st.ended) continue;
+            std::vector<TokenLogprob> logprobs;
+            const std::string piece = jobs[i]->take(wait, st.ended, logprobs);
+            if (!piece.empty() || !logprobs.empty() || (st.first && cr.chat)) {
+              const nlohmann::json lp =
+                  cr.options.logprobs < 0 ? nlohmann::json(nullptr) : logprobs_json(cr, logprobs, tok, st.offset);
+              if (!send(sse(completion_chunk(cr, rid, created, id, int(i), piece, st.first, std::nullopt, lp))))
+                return false;
+              st.first = false;
+            }
+            if (!st.ended) continue;
+            std::lock_guard lk(jobs[i]->mu);
+            error = job_error(*jobs[i]);
+            if (!error && !send(sse(completion_chunk(cr, rid, created, id, int(i), "", false, jobs[i]->finish))))
+              return false;
           }
-          if (!ended) {
+          const bool all_ended = std::all_of(streams.begin(), streams.end(), [](auto& st) { return st.ended; });
+          if (!error && !all_ended) {
             if (sink.is_writable()) return true;
-            job->cancelled = true;
+            cancel(jobs);
             return false;
           }
-          std::optional<ApiError> error;
-          Usage usage{prompt_tokens, 0};
-          FinishReason finish;
-          {
-            std::lock_guard lk(job->mu);
-            if (job->error) error.emplace(job->error_status, "server_error", "generation_failed", *job->error);
-            else if (job->finish == FinishReason::cancelled)
-              error.emplace(503, "server_error", "shutting_down", "the server is shutting down");
-            usage.completion_tokens = job->completion_tokens;
-            finish = job->finish;
-          }
           if (error) {
+            cancel(jobs);
             // The status line has gone: the error travels as an event, as OpenAI's streams do.
             if (!send("data: " + error_body(*error) + "\n\n")) return false;
-          } else {
-            if (!send(sse(completion_chunk(cr, rid, created, id, "", false, finish)))) return false;
-            if (cr.include_usage && !send(sse(usage_chunk(cr, rid, created, id, usage)))) return false;
+          } else if (cr.include_usage) {
+            Usage usage{prompt_tokens, 0};
+            for (const auto& job : jobs) {
+              std::lock_guard lk(job->mu);
+              usage.completion_tokens += job->completion_tokens;
+            }
+            if (!send(sse(usage_chunk(cr, rid, created, id, usage)))) return false;
           }
           if (!send("data: [DONE]\n\n")) return false;
           sink.done();
           return true;
         },
-        [this, job](bool success) {
-          if (!success) job->cancelled = true;
+        [this, jobs](bool success) {
+          if (!success) cancel(jobs);
           --open_streams;
         });
+  }
+
+  // What ended `job` other than its own finish (job.mu held): its failure, or the server's shutdown.
+  static std::optional<ApiError> job_error(const Job& job) {
+    if (job.error)
+      return ApiError(job.error_status, job.error_status == 400 ? "invalid_request_error" : "server_error",
+                      job.error_status == 503 ? "shutting_down" : "generation_failed", *job.error);
+    if (job.finish == FinishReason::cancelled)
+      return ApiError(503, "server_error", "shutting_down", "the server is shutting down");
+    return std::nullopt;
+  }
+  static void cancel(const std::vector<std::shared_ptr<Job>>& jobs) {
+    for (const auto& job : jobs) job->cancelled = true;
   }
 
   std::string metrics() const {

@@ -145,8 +145,11 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
     if (*max_tokens < 1) throw bad_request("invalid_value", "'max_tokens' must be at least 1");
     r.max_tokens = int(std::min<int64_t>(*max_tokens, std::numeric_limits<int>::max()));
   }
-  if (auto n = integer_field(body, "n"); n && *n != 1)
-    throw bad_request("invalid_value", "'n' must be 1: one choice per request");
+  if (auto n = integer_field(body, "n")) {
+    if (*n < 1 || *n > CompletionRequest::kMaxChoices)
+      throw bad_request("invalid_value", "'n' must be between 1 and " + std::to_string(CompletionRequest::kMaxChoices));
+    r.n = int(*n);
+  }
   if (chat) {
     const std::optional<int64_t> top = integer_field(body, "top_logprobs");
     if (top && (*top < 0 || *top > GenerateOptions::kMaxLogprobs))
@@ -262,22 +265,27 @@ json logprobs_json(const CompletionRequest& req, std::span<const TokenLogprob> t
 }
 
 json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
-                         const std::string& model, const std::string& text, FinishReason finish, const Usage& usage,
-                         json logprobs) {
-  json choice = {{"index", 0}, {"finish_reason", openai_finish_reason(finish)}, {"logprobs", std::move(logprobs)}};
-  if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else choice["text"] = text;
+                         const std::string& model, std::span<const Choice> choices, const Usage& usage) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    json choice = {{"index", i}, {"finish_reason", openai_finish_reason(c.finish)}, {"logprobs", c.logprobs}};
+    if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else choice["text"] = c.text;
+    list.push_back(std::move(choice));
+  }
   return {{"id", id},
           {"object", req.chat ? "chat.completion" : "text_completion"},
           {"created", created},
           {"model", model},
-          {"choices", json::array({choice})},
+          {"choices", list},
           {"usage", usage_json(usage)}};
 }
 
 json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created, const std::string& model,
-                      const std::string& text, bool first, std::optional<FinishReason> finish, json logprobs) {
-  json choice = {{"index", 0},
+                      int index, const std::string& text, bool first, std::optional<FinishReason> finish,
+                      json logprobs) {
+  json choice = {{"index", index},
                  {"finish_reason", finish ? json(openai_finish_reason(*finish)) : json(nullptr)},
                  {"logprobs", std::move(logprobs)}};
   if (req.chat) {

@@ -41,6 +41,8 @@ struct CompletionRequest {
   // Sampling, stop and logprobs (a completion's `logprobs` N ≤ 5, a chat's
   // `logprobs` with `top_logprobs` N ≤ 20); max_new_tokens is set once the prompt is encoded.
   GenerateOptions options;
+  int n = 1;  // choices, each its own generation (1 to kMaxChoices)
+  static constexpr int kMaxChoices = 16;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
@@ -65,14 +67,19 @@ nlohmann::json usage_json(const Usage& u);
 nlohmann::json logprobs_json(const CompletionRequest& req, std::span<const TokenLogprob> tokens,
                              const Tokenizer& tokenizer, size_t& offset);
 
-// The whole response (stream false); `logprobs` is null without them.
+// One choice of a whole response; `logprobs` is null without them.
+struct Choice {
+  std::string text;
+  FinishReason finish;
+  nlohmann::json logprobs;
+};
+// The whole response (stream false): the choices in order, index 0 up.
 nlohmann::json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
-                                   const std::string& model, const std::string& text, FinishReason finish,
-                                   const Usage& usage, nlohmann::json logprobs = nullptr);
-// One streamed chunk: `text` (a delta) and its tokens' `logprobs`, or the
-// final one with `finish`; a chat's first chunk carries the role.
+                                   const std::string& model, std::span<const Choice> choices, const Usage& usage);
+// One streamed chunk of choice `index`: `text` (a delta) and its tokens'
+// `logprobs`, or its final one with `finish`; a chat choice's first chunk carries the role.
 nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
-                                const std::string& model, const std::string& text, bool first,
+                                const std::string& model, int index, const std::string& text, bool first,
                                 std::optional<FinishReason> finish, nlohmann::json logprobs = nullptr);
 // The usage chunk of stream_options.include_usage: choices empty.
 nlohmann::json usage_chunk(const CompletionRequest& req, const std::string& id, int64_t created,

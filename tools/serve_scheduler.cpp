@@ -49,14 +49,14 @@ Scheduler::Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int
 
 Scheduler::~Scheduler() { shutdown(); }
 
-Scheduler::Admit Scheduler::submit(std::shared_ptr<Job> job) {
+Scheduler::Admit Scheduler::submit(std::span<const std::shared_ptr<Job>> jobs) {
   {
     std::lock_guard lk(mu_);
     if (closed_) return Admit::closed;
     // Jobs beyond the free slots wait; more than queue_limit waiting is refused.
-    const int waiting = int(queue_.size()) + 1 - std::max(0, parallel_ - active_count_);
+    const int waiting = int(queue_.size() + jobs.size()) - std::max(0, parallel_ - active_count_);
     if (waiting > queue_limit_) return Admit::queue_full;
-    queue_.push_back(std::move(job));
+    queue_.insert(queue_.end(), jobs.begin(), jobs.end());
     stats_.queued = int64_t(queue_.size());
     ++stats_.requests_total;
   }

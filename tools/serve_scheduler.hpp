@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,8 +93,9 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   enum class Admit { accepted, queue_full, closed };
-  // Queues `job` unless more than queue_limit jobs would be waiting for a slot.
-  Admit submit(std::shared_ptr<Job> job);
+  // Queues `jobs` (one request's choices) unless more than queue_limit jobs
+  // would then be waiting for a slot: all of them, or none.
+  Admit submit(std::span<const std::shared_ptr<Job>> jobs);
   // Refuses new jobs, ends the queued ones with 503, cancels the active ones
   // (each ends after its current step) and joins the thread.
   void shutdown();

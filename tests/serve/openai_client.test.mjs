@@ -132,6 +132,23 @@ test("logprobs: chat's content entries and completions' lists, the chosen token 
   assert.equal(plain.choices[0].logprobs, null);
 });
 
+test("n: several choices, each the request alone with seed + index, streamed by index", async () => {
+  const p = { model: modelId, prompt: "once upon", max_tokens: 6, temperature: 1.0, seed: 77 };
+  const r = await client.completions.create({ ...p, n: 3 });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  for (const c of r.choices) {
+    const alone = await client.completions.create({ ...p, seed: 77 + c.index });
+    assert.equal(c.text, alone.choices[0].text);
+  }
+  const texts = ["", "", ""];
+  for await (const c of await client.completions.create({ ...p, n: 3, stream: true }))
+    for (const choice of c.choices) texts[choice.index] += choice.text;
+  assert.deepEqual(texts, r.choices.map((c) => c.text));
+  const chat = await client.chat.completions.create({ ...greedy, messages: [{ role: "user", content: "hi" }], n: 2 });
+  assert.equal(chat.choices.length, 2);
+  assert.equal(chat.choices[0].message.content, chat.choices[1].message.content);
+});
+
 // status, error.type present, message mentioning `word`.
 async function rejects(route, body, status, word, headers, url = server.url) {
   const r = await post(url, route, body, headers);
