@@ -90,6 +90,27 @@ TEST_CASE("cli model: run on the golden w1 model writes its logits and statistic
   CHECK(doc.at("tokens_per_s").get<double>() > 0);
   CHECK(doc.at("step_ms").size() == gen.at("generated").size() - 1);
   CHECK(doc.contains("prefill_ms"));
+  CHECK(!doc.contains("logprobs"));
+  // --logprobs: greedy, so each generated id is its step's likeliest
+  const CliResult l = run_cli(with_device({"generate", "--weights", w1_dir(), "--prompt-ids", prompt, "--max-new-tokens", n,
+                                           "--json", "--logprobs", "2"}), tmp.path);
+  check_clean_exit(l);
+  REQUIRE(l.code == 0);
+  const json lp = json::parse(l.out).at("logprobs");
+  REQUIRE(lp.size() == gen.at("generated").size());
+  for (size_t i = 0; i < lp.size(); ++i) {
+    CAPTURE(i);
+    CHECK(lp[i].at("id") == gen.at("generated")[i]);
+    REQUIRE(lp[i].at("top").size() == 2);
+    CHECK(lp[i].at("top")[0][0] == lp[i].at("id"));
+    CHECK(lp[i].at("logprob") == lp[i].at("top")[0][1]);
+    CHECK(lp[i].at("top")[1][1] <= lp[i].at("logprob"));
+    CHECK(lp[i].at("logprob").get<double>() <= 0);
+  }
+  const CliResult bare = run_cli({"generate", "--weights", w1_dir(), "--prompt-ids", prompt, "--max-new-tokens", n,
+                                  "--logprobs", "2"}, tmp.path);
+  CHECK(bare.code == 2);
+  CHECK(bare.err.find("--logprobs goes with --json") != std::string::npos);
 }
 
 TEST_CASE("cli model: a sharded bf16 llama checkpoint with biases, tied, batch 2, I32 ids, against the reference") {

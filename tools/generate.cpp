@@ -19,7 +19,8 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
                        --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
                        [--quant T] [--int8] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
                        [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
-                       [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--no-check-finite] [--json] [--quiet]
+                       [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--no-check-finite] [--json [--logprobs N]]
+                       [--quiet]
 
 Decoding, greedy unless --temperature is above 0: one step for the prompt,
 then one replayed step per new token, with the KV cache (a GLA model: each
@@ -77,6 +78,10 @@ sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one 
                          so no decode step ran), prefill_ms, step_ms (each decode step),
                          prompt_tokens, finish_reason (length, eos, stop, context_limit), and
                          with --prompt undecoded_ids
+  --logprobs N           with --json: also logprobs, one {id, logprob, top: [[id, logprob], ...]}
+                         per generated id, its log-probability under the model (log-softmax of
+                         the logits, before temperature, penalties or truncation) and the N
+                         (0-20) likeliest ids'
   --check-finite         (the default) refuse NaN or Inf in a weight, naming the directory,
                          the tensor and the element (and, with --precision fp16, a value
                          beyond fp16's range)
@@ -153,6 +158,7 @@ int cmd_generate(Args& args) {
     else if (a == "--ignore-eos") g.stop_at_eos = false;
     else if (a == "--ignore-context-limit") options.ignore_context_limit = true;
     else if (a == "--json") json = true;
+    else if (a == "--logprobs") g.logprobs = int(args.number(a, 0, GenerateOptions::kMaxLogprobs));
     else if (a == "--quiet") quiet = true;
     else if (a == "--check-finite") options.check_finite = true;
     else if (a == "--no-check-finite") options.check_finite = false;
@@ -166,6 +172,7 @@ int cmd_generate(Args& args) {
   if (!tokenizer_path.empty() && !have_text) throw UsageError("generate: --tokenizer goes with --prompt");
   if (!g.stop.empty() && !have_text) throw UsageError("generate: --stop goes with --prompt (it is matched in the text)");
   if (g.max_new_tokens < 0) throw UsageError("generate: --max-new-tokens is required");
+  if (g.logprobs >= 0 && !json) throw UsageError("generate: --logprobs goes with --json (they are part of its object)");
 
   // The tokenizer first: a missing or malformed tokenizer.json fails before the weights load.
   std::optional<Tokenizer> tokenizer;
@@ -221,9 +228,20 @@ int cmd_generate(Args& args) {
     std::string undecoded;
     for (int64_t id : r.undecoded_ids) undecoded += (undecoded.empty() ? "" : ", ") + std::to_string(id);
     const std::string text = tokenizer ? ", \"text\": " + json_string(r.text) + ", \"undecoded_ids\": [" + undecoded + "]" : "";
-    std::printf("{\"generated\": [%s]%s, \"finish_reason\": \"%s\", \"prompt_tokens\": %zu, \"tokens_per_s\": %s, "
+    std::string logprobs;
+    if (g.logprobs >= 0) {
+      for (const TokenLogprob& t : r.logprobs) {
+        std::string top;
+        for (const auto& [id, lp] : t.top)
+          top += (top.empty() ? "[" : ", [") + std::to_string(id) + ", " + number(lp, "%.17g") + "]";
+        logprobs += (logprobs.empty() ? "" : ", ") + std::string("{\"id\": ") + std::to_string(t.id) +
+                    ", \"logprob\": " + number(t.logprob, "%.17g") + ", \"top\": [" + top + "]}";
+      }
+      logprobs = ", \"logprobs\": [" + logprobs + "]";
+    }
+    std::printf("{\"generated\": [%s]%s%s, \"finish_reason\": \"%s\", \"prompt_tokens\": %zu, \"tokens_per_s\": %s, "
                 "\"prefill_ms\": %.3f, \"step_ms\": %s}\n",
-                ids.c_str(), text.c_str(), to_string(r.finish), prompt.size(),
+                ids.c_str(), text.c_str(), logprobs.c_str(), to_string(r.finish), prompt.size(),
                 rate.has_value() ? number(*rate).c_str() : "null", r.prefill_ms, json_list(r.step_ms).c_str());
   } else if (tokenizer) {
     std::fputc('\n', stderr);  // stdout holds exactly the generated text
