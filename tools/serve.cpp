@@ -267,10 +267,13 @@ struct Server {
               st.first = false;
             }
             if (!st.ended) continue;
-            std::lock_guard lk(jobs[i]->mu);
-            error = job_error(*jobs[i]);
-            if (!error && !send(sse(completion_chunk(cr, rid, created, id, int(i), "", false, jobs[i]->finish))))
-              return false;
+            FinishReason finish;
+            {
+              std::lock_guard lk(jobs[i]->mu);  // not held while sending: the scheduler takes it
+              error = job_error(*jobs[i]);
+              finish = jobs[i]->finish;
+            }
+            if (!error && !send(sse(completion_chunk(cr, rid, created, id, int(i), "", false, finish)))) return false;
           }
           const bool all_ended = std::all_of(streams.begin(), streams.end(), [](auto& st) { return st.ended; });
           if (!error && !all_ended) {
