@@ -2,11 +2,12 @@
 // tokenizer (and a ChatML chat template in its tokenizer_config.json), driven
 // over HTTP: health and models, completions (greedy and seeded sampling
 // reproducible, usage counts), server-sent events that add up to the
-// non-streamed text, chat, logprobs, every refused request with OpenAI's
-// error shape, /metrics (time to first token a histogram), the API key, four
-// concurrent streams each getting what it gets alone, and SIGTERM. Also the
-// chat template renderer (tools/chat_template.hpp), string in, string out. The client here is a few lines on POSIX sockets: the test binary
-// does not link cpp-httplib (Debian's is a compiled library with its own flags).
+// non-streamed text, chat, logprobs, n choices, every refused request with
+// OpenAI's error shape, /metrics (time to first token a histogram), the API
+// key, four concurrent streams each getting what it gets alone, and SIGTERM.
+// Also the chat template renderer (tools/chat_template.hpp), string in, string
+// out. The client here is a few lines on POSIX sockets: the test binary does
+// not link cpp-httplib (Debian's is a compiled library with its own flags).
 #ifdef VKGATE_CLI
 
 #include <arpa/inet.h>
