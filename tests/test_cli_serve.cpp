@@ -596,6 +596,10 @@ TEST_CASE("cli serve: a full queue is refused, a client that goes away frees its
   CHECK(metric("vkgate_requests_active") == 0);
   CHECK(metric("vkgate_generated_tokens_total") < 8000);
   CHECK(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2})").status == 200);
+  // More choices than one slot and no queue hold: never admissible, so 400, not 429.
+  const HttpReply two = http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2, "n": 2})");
+  check_error(two, 400);
+  CHECK(two.body.find("--parallel + --queue") != std::string::npos);
 
   // SIGTERM with a stream in flight: the stream ends with an error event and [DONE], the server exits 0.
   fd = send_request(s.port, "POST", "/v1/completions", long_stream, {});

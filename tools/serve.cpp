@@ -193,6 +193,10 @@ struct Server {
                                                        std::to_string(ctx_limit) + " tokens");
     const int room = ctx_limit - int(ids.size());
     options.max_new_tokens = std::min(cr.max_tokens.value_or(is_chat ? room : 16), room);
+    if (cr.n > scheduler.capacity())
+      throw bad_request("invalid_value", "'n' of " + std::to_string(cr.n) +
+                                             " is more choices than this server runs and queues at once (" +
+                                             std::to_string(scheduler.capacity()) + ": --parallel + --queue)");
     // One generation per choice; choice i of a seeded request samples with seed + i.
     std::vector<std::shared_ptr<Job>> jobs;
     for (int i = 0; i < cr.n; ++i) {

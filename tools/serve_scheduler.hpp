@@ -100,6 +100,8 @@ class Scheduler {
   // (each ends after its current step) and joins the thread.
   void shutdown();
   const SchedulerStats& stats() const { return stats_; }
+  // The most jobs it holds at once: the active ones and the queued ones.
+  int capacity() const { return parallel_ + queue_limit_; }
 
  private:
   struct Active;
