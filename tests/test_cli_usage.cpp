@@ -46,6 +46,35 @@ void put_nan(const fs::path& file, const std::string& tensor, size_t index) {
 
 size_t line_count(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 
+// `op`'s arguments, then `extra`, on the test device.
+std::vector<std::string> with_args(const std::vector<std::string>& op, const std::vector<std::string>& extra) {
+  std::vector<std::string> a = op;
+  a.insert(a.end(), extra.begin(), extra.end());
+  return with_device(a);
+}
+
+// Each of `runs` refused (a non-zero exit, cleanly) with its `messages` entry on stderr.
+void check_refused(const std::vector<CliResult>& runs, const std::vector<std::string>& messages) {
+  REQUIRE(runs.size() == messages.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    INFO(runs[i].command << "\nstderr: " << runs[i].err);
+    check_clean_exit(runs[i]);
+    CHECK(runs[i].code != 0);
+    CHECK(runs[i].err.find(messages[i]) != std::string::npos);
+  }
+}
+
+// `args` run with `env` (a tile switch set wrong) refused with `message`, before any `row` was printed.
+void check_env_refused(const std::vector<std::string>& args, const fs::path& dir, const std::string& env,
+                       const std::string& message, const std::string& row) {
+  const CliResult r = run_cli(args, dir, {env});
+  INFO("stderr: " << r.err);
+  check_clean_exit(r);
+  CHECK(r.code != 0);
+  CHECK(r.err.find(message) != std::string::npos);
+  CHECK(r.out.find(row) == std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("cli: bench with a size of zero (or below) is bad usage for every op: exit 2 naming the flag") {
@@ -256,59 +285,27 @@ TEST_CASE("cli: bench --model with prompts shorter than the self-check's 16 toke
 TEST_CASE("cli: bench --op qmatmul --tiles, and VKGATE_QROWS_TILE, refuse what is not a decode tile by name") {
   TempDir dir("qrows_tiles");
   const std::vector<std::string> product{"bench", "--op", "qmatmul", "--n", "8", "--k", "256", "--quant", "q4_k"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = product;
-    a.insert(a.end(), extra.begin(), extra.end());
-    return with_device(a);
-  };
-  const std::vector<CliResult> r = run_all({with({"--m", "1", "--tiles", "slices3"}),
-                                            with({"--m", "9", "--tiles", "all"}),
-                                            with({"--m", "1", "--tiles", "chunks", "--int8"})},
-                                           dir.path);
-  const char* want[] = {"'slices3' is neither all, chunks nor a tile slicesCxU", "sweeps the decode kernels: --m 1 to 8",
-                        "leave out --int8"};
-  for (size_t i = 0; i < r.size(); ++i) {
-    INFO(r[i].command << "\nstderr: " << r[i].err);
-    check_clean_exit(r[i]);
-    CHECK(r[i].code != 0);
-    CHECK(r[i].err.find(want[i]) != std::string::npos);
-  }
-  const CliResult env = finish(spawn_cli(with({"--m", "1"}), dir.path, {"VKGATE_QROWS_TILE=slices9x1"}));
-  INFO("stderr: " << env.err);
-  check_clean_exit(env);
-  CHECK(env.code != 0);
-  CHECK(env.err.find("VKGATE_QROWS_TILE='slices9x1' is not a decode tile") != std::string::npos);
-  CHECK(env.out.find("qmatmul") == std::string::npos);
+  check_refused(run_all({with_args(product, {"--m", "1", "--tiles", "slices3"}),
+                         with_args(product, {"--m", "9", "--tiles", "all"}),
+                         with_args(product, {"--m", "1", "--tiles", "chunks", "--int8"})},
+                        dir.path),
+                {"'slices3' is neither all, chunks nor a tile slicesCxU", "sweeps the decode kernels: --m 1 to 8",
+                 "leave out --int8"});
+  check_env_refused(with_args(product, {"--m", "1"}), dir.path, "VKGATE_QROWS_TILE=slices9x1",
+                    "VKGATE_QROWS_TILE='slices9x1' is not a decode tile", "qmatmul");
 }
 
 TEST_CASE("cli: bench --op attention --tiles, and VKGATE_FLASH_TILE, refuse what is not a flash tile by name") {
   TempDir dir("flash_tiles");
   const std::vector<std::string> op{"bench", "--op", "attention", "--T", "16", "--heads", "2", "--head-dim", "64"};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> a = op;
-    a.insert(a.end(), extra.begin(), extra.end());
-    return with_device(a);
-  };
-  const std::vector<CliResult> r = run_all({with({"--dtype", "f16", "--tiles", "4x48"}),
-                                            with({"--tiles", "all"}),
-                                            with({"--dtype", "f16", "--unfused", "--tiles", "all"}),
-                                            with_device({"bench", "--op", "rmsnorm", "--rows", "2", "--dim", "64",
-                                                         "--tiles", "all"})},
-                                           dir.path);
-  const char* want[] = {"'4x48' is neither all nor a tile SxK[p|h]", "add --dtype f16, leave out --unfused",
-                        "add --dtype f16, leave out --unfused", "--tiles applies to --op matmul, qmatmul and attention"};
-  for (size_t i = 0; i < r.size(); ++i) {
-    INFO(r[i].command << "\nstderr: " << r[i].err);
-    check_clean_exit(r[i]);
-    CHECK(r[i].code != 0);
-    CHECK(r[i].err.find(want[i]) != std::string::npos);
-  }
-  const CliResult env = finish(spawn_cli(with({"--dtype", "f16"}), dir.path, {"VKGATE_FLASH_TILE=4x32x"}));
-  INFO("stderr: " << env.err);
-  check_clean_exit(env);
-  CHECK(env.code != 0);
-  CHECK(env.err.find("VKGATE_FLASH_TILE='4x32x' is not a flash attention tile") != std::string::npos);
-  CHECK(env.out.find("attention") == std::string::npos);
+  check_refused(run_all({with_args(op, {"--dtype", "f16", "--tiles", "4x48"}), with_args(op, {"--tiles", "all"}),
+                         with_args(op, {"--dtype", "f16", "--unfused", "--tiles", "all"}),
+                         with_device({"bench", "--op", "rmsnorm", "--rows", "2", "--dim", "64", "--tiles", "all"})},
+                        dir.path),
+                {"'4x48' is neither all nor a tile SxK[p|h]", "add --dtype f16, leave out --unfused",
+                 "add --dtype f16, leave out --unfused", "--tiles applies to --op matmul, qmatmul and attention"});
+  check_env_refused(with_args(op, {"--dtype", "f16"}), dir.path, "VKGATE_FLASH_TILE=4x32x",
+                    "VKGATE_FLASH_TILE='4x32x' is not a flash attention tile", "attention");
 }
 
 #endif  // VKGATE_CLI
