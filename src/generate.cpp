@@ -44,6 +44,7 @@ TokenLogprob token_logprob(std::span<const float> row, int64_t id, int n) {
   for (float l : row) sum += std::exp(double(l) - double(peak));
   const double log_z = double(peak) + std::log(sum);
   TokenLogprob t{id, double(row[size_t(id)]) - log_z, {}};
+  if (n == 0) return t;
   std::vector<int64_t> order(row.size());
   std::iota(order.begin(), order.end(), int64_t(0));
   const auto first = order.begin() + std::min<long>(n, long(order.size()));
