@@ -19,11 +19,13 @@
 # both (.peer: llama-bench, llama-quantize and test-backend-ops xz-compressed,
 # run through .peer/xzrun; ~10 minutes here).
 # SWEEP_STEPS picks steps, in order (default "tiles flash qmatmul models splits next
-# topk int8 torch suite"; all of them take over 10 minutes with the suite at
-# its default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul models
-# splits suite"). SUITE_S bounds the suite (default 300 s; 170 s ran 252 of
-# its ~340 cases on the H100 on 11-27), SUITE_FILTER (doctest -tc patterns)
-# narrows it.
+# topk int8 torch torchmodel suite"; all of them take over 10 minutes with the
+# suite at its default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul
+# models splits suite"). The qmatmul and flash steps export their winners
+# (VKGATE_QROWS_TILE, VKGATE_FLASH_TILE) to the steps after them unless
+# SWEEP_ADOPT=0. SUITE_S bounds the suite (default 300 s; 170 s ran 252 of
+# its ~340 cases on the H100 on 11-27), SWEEP_DEADLINE_S ends it that many
+# seconds after the sweep began, SUITE_FILTER (doctest -tc patterns) narrows it.
 # quick: one ~8-minute call for a session's whole device budget: the library
 # tests (no CLI) on the default path, whole-model benches (qwen3-0.6b fp16 and
 # bf16), the block and the matmul against PyTorch on the same card; every
@@ -97,6 +99,19 @@ if [ "$what" = sweep ]; then
   export VKGATE_GOLDEN_DIR=$PWD/tests/golden
   t0=$(date +%s)
   stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
+  # SWEEP_DEADLINE_S: seconds after the start by which the suite must end,
+  # so that a call bounded by its timeout still brings the suite's log back.
+  suite_s() {
+    local s=${SUITE_S:-300} left
+    if [ -n "${SWEEP_DEADLINE_S:-}" ]; then
+      left=$(( SWEEP_DEADLINE_S - ($(date +%s) - t0) - 5 ))
+      [ $left -lt $s ] && s=$left
+    fi
+    echo $(( s > 10 ? s : 10 ))
+  }
+  # The fastest tile of a `--tiles all` run's "fastest of N: ... tile T (...)"
+  # line matching $2 in file $1.
+  fastest_tile() { grep -h "^fastest.*$2" "$1" | tail -1 | sed -nE 's/.* tile ([^ ]+) \(.*/\1/p'; }
   # The GGUF files the model steps share, made once (tried once).
   ggufs() {
     [ -n "${ggufs_tried:-}" ] && return
@@ -108,7 +123,7 @@ if [ "$what" = sweep ]; then
       echo "llama-quantize $q: exit $?"
     done
   }
-  for step in ${SWEEP_STEPS:-tiles flash qmatmul models splits next topk int8 torch suite}; do
+  for step in ${SWEEP_STEPS:-tiles flash qmatmul models splits next topk int8 torch torchmodel suite}; do
     case $step in
     tiles)
       stamp "tile sweep, matmul 8192³ f16 (compiler statistics of each pipeline in sweep.err)"
@@ -139,6 +154,11 @@ if [ "$what" = sweep ]; then
       done
       grep -E "skipped|rror" "$out/flash.err" | sort -u | head -20
       grep -E "vkgate: pipeline flash_coopmat" "$out/flash.err" | sort -u | cut -c1-220 | head -20
+      # qwen3-0.6b's attention winner for the later model steps (see qmatmul).
+      tile=$(fastest_tile "$out/flash.txt" "H16/8 Dh128")
+      if [ "${SWEEP_ADOPT:-1}" = 1 ] && [ -n "$tile" ]; then
+        export VKGATE_FLASH_TILE=$tile; stamp "adopted VKGATE_FLASH_TILE=$tile for the later steps"
+      fi
       for tile in 2x32 2x32p 2x32h; do
         stamp "block prefill T 4096 fp16, VKGATE_FLASH_TILE=$tile"
         VKGATE_FLASH_TILE=$tile timeout 60 $cli bench --device nvidia --block --T 4096 --precision fp16 --reps 20 \
@@ -154,7 +174,13 @@ if [ "$what" = sweep ]; then
         tiles=(); [ $m = 1 ] && tiles=(--tiles all)
         timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
           "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q|fastest)" | tee -a "$out/peer_ops.txt"
-      done; done ;;
+      done; done
+      # The later steps (models, next, int8) run on the winner, as a default
+      # chosen from this sweep would (SWEEP_ADOPT=0 keeps the built-in one).
+      tile=$(fastest_tile "$out/peer_ops.txt" "1x4096x14336 Q4_K")
+      if [ "${SWEEP_ADOPT:-1}" = 1 ] && [ -n "$tile" ]; then
+        export VKGATE_QROWS_TILE=$tile; stamp "adopted VKGATE_QROWS_TILE=$tile for the later steps"
+      fi ;;
     models)
       ggufs
       for q in F16 Q8_0 Q4_K; do
@@ -213,18 +239,21 @@ if [ "$what" = sweep ]; then
       timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-Q8_0.gguf --precision fp16 --prompts 512 \
         --decode 64 --int8 2>&1 | grep -vE "^device" | tee -a "$out/models.txt" ;;
     torch)
-      stamp "PyTorch: the qwen3-0.6b model (prefill 512, decode 128), then the block and matmul"
+      stamp "PyTorch: the block (prefill T 4096, decode over 32k) and matmul 8192³"
+      PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> /tmp/torch_bench.err
+      echo "exit $?"; tail -2 /tmp/torch_bench.err
+      grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - - ;;
+    torchmodel)
+      stamp "PyTorch: the qwen3-0.6b model (prefill 512, decode 128)"
       PYTHONUNBUFFERED=1 timeout 120 python3 tools/bench_torch_model.py > "$out/torch_model.json" 2> /tmp/torch.err
       echo "exit $?"; tail -3 /tmp/torch.err
-      grep -hoE '"name": "[^"]*"|"(prefill|decode)_tokens_per_s": [0-9.]*' "$out/torch_model.json" | paste - - -
-      PYTHONUNBUFFERED=1 timeout 90 python3 tools/bench_torch.py > "$out/torch_bench.json" 2> /tmp/torch_bench.err
-      grep -hoE '"name": "[^"]*"|"median_us": [0-9.]*' "$out/torch_bench.json" | paste - - ;;
+      grep -hoE '"name": "[^"]*"|"(prefill|decode)_tokens_per_s": [0-9.]*' "$out/torch_model.json" | paste - - - ;;
     suite)
       stamp "the suite (validation + synchronization validation), soak and consumer-build tests left out"
-      timeout ${SUITE_S:-300} env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
+      timeout $(suite_s) env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
         ${SUITE_FILTER:+"-tc=$SUITE_FILTER"} > "$out/tests.txt" 2>&1
       echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -30 ;;
-    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles flash qmatmul models splits next topk int8 torch suite)"; exit 2 ;;
+    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles flash qmatmul models splits next topk int8 torch torchmodel suite)"; exit 2 ;;
     esac
   done
   stamp done
