@@ -90,7 +90,11 @@ apt_setup() {
 }
 
 # ---- 1. .gl: Debian 12 .debs for the GPU machine ---------------------------
-gl_pkgs=(libvulkan1 vulkan-validationlayers libglvnd0 libegl1 libgl1 libglx0 libgles2 libutf8proc2 libonig5)
+# .gl/lib: what the CLI links (`vkgate serve`) and the card's image may lack;
+# gpu_run.sh unpacks those apart from / and only for libraries ldd misses.
+gl_pkgs=(libvulkan1 vulkan-validationlayers libglvnd0 libegl1 libgl1 libglx0 libgles2 libutf8proc2 libonig5
+  lib/libcpp-httplib0.11 lib/libbrotli1 lib/libssl3)
+mkdir -p "$gl/lib"
 missing=()
 for p in "${gl_pkgs[@]}"; do
   compgen -G "$gl/${p}_*_amd64.deb" >/dev/null || missing+=("$p")
@@ -105,14 +109,12 @@ else
     "deb [signed-by=$keyring] http://deb.debian.org/debian-security bookworm-security main"
   apt-get "${apt_o[@]}" -qq update && compgen -G "$PEER_DIR/apt-bookworm/lists/*bookworm_main*Packages*" >/dev/null \
     || die "apt-get update for bookworm failed (is deb.debian.org reachable?)"
-  get=()
   for p in "${missing[@]}"; do
-    if apt-cache "${apt_o[@]}" show "$p" >/dev/null 2>&1; then get+=("$p")
+    if apt-cache "${apt_o[@]}" show "${p#lib/}" >/dev/null 2>&1; then
+      (cd "$gl/$(dirname "$p")" && apt-get "${apt_o[@]}" -qq download "${p#lib/}") \
+        || die "apt-get download of $p into .gl failed"
     else log ".gl: $p does not exist in Debian 12, skipped"; fi
   done
-  if [ ${#get[@]} -gt 0 ]; then
-    (cd "$gl" && apt-get "${apt_o[@]}" -qq download "${get[@]}") || die "apt-get download into .gl failed"
-  fi
 fi
 
 # ---- 2. glslc and Vulkan headers (trixie's, unpacked under $PEER_DIR) ------

@@ -3,7 +3,8 @@
 # device list, the GPU test suite under the validation layer (fused and
 # unfused paths), `vkgate bench` and the PyTorch peer on the same card.
 # Carry [".gl", "build"]: .gl holds libvulkan1, vulkan-validationlayers and the
-# glvnd libraries as .debs. The golden cases come with the working tree (tests/golden).
+# glvnd libraries as .debs (tools/build_peer.sh fetches them), .gl/lib the CLI's
+# cpp-httplib, OpenSSL and brotli. The golden cases come with the working tree (tests/golden).
 # Results go to $OUT (JSON and text).
 # Usage: [BUILD=dir] tools/gpu_run.sh [tests|bench|all|quick|peer|sweep]   (default: all)
 # sweep: one ~8-minute call for issue 30: the staged matmul's tiles swept
@@ -60,6 +61,20 @@ PY
 }
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
+# The CLI links cpp-httplib (serve) and through it OpenSSL and brotli, which the
+# card's image may lack: .gl/lib's packages are unpacked apart from / and put on
+# the library path only for the libraries ldd cannot find, so nothing the
+# image has (PyTorch's OpenSSL) is shadowed.
+deps=/opt/vkgate-deps
+for lib in $(ldd "$cli" | awk '/not found/ {print $1}'); do
+  for f in .gl/lib/*.deb; do
+    dpkg -x "$f" /tmp/vkgate-deb
+    found=$(find /tmp/vkgate-deb -name "$lib" | head -1)
+    [ -n "$found" ] && mkdir -p $deps && cp -a "$(dirname "$found")"/${lib%%.so*}.so* $deps/
+    rm -rf /tmp/vkgate-deb
+  done
+done
+[ -d $deps ] && export LD_LIBRARY_PATH=$deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 if ! $cli devices 2>/dev/null | grep -qi nvidia; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
