@@ -7,6 +7,7 @@
 #include "harness.hpp"
 #include "gpu/pipeline.hpp"
 #include "gpu/recorder.hpp"
+#include "gpu/tuning.hpp"
 #include "ops/attention.hpp"
 #include "vkgate/dtype.hpp"
 
@@ -266,4 +267,29 @@ TEST_CASE("flash plan: tensor-core tiles are named as VKGATE_FLASH_TILE reads th
   // Without subgroup shuffles (its softmax's) the kernel is not planned.
   d.subgroup_shuffle = false;
   CHECK(plan_of("2x32").kernel == ops::FlashKernel::general);
+}
+
+TEST_CASE("flash plan: an NVIDIA device's defaults are its sweep's winners, and the environment overrides them") {
+  DeviceInfo d;
+  d.type = "discrete";
+  d.vendor_id = 0x10de;
+  d.coopmat_f16 = d.subgroup_shuffle = true;
+  d.shared_memory_bytes = 48 * 1024;
+  d.max_workgroup_invocations = 1024;
+  const gpu::Tuning t = gpu::tuning_from_environment(d);
+  CHECK(t.flash_tile == *gpu::FlashTile::parse("2x32"));
+  CHECK(t.flash_split_keys == 64);
+  // qwen3-0.6b's decode step over 512 keys: 8 KV heads, splits of 64 keys.
+  const ops::AttentionShape step{1, 16, 8, 1, 512, 128};
+  ops::FlashOptions o;
+  o.split_keys = t.flash_split_keys;
+  CHECK(ops::flash_plan(d, step, ops::Storage::f16, o).splits == 8);
+  {
+    test::ScopedEnv keys("VKGATE_FLASH_SPLIT_KEYS", "128"), tile("VKGATE_FLASH_TILE", "4x32p");
+    const gpu::Tuning e = gpu::tuning_from_environment(d);
+    CHECK(e.flash_split_keys == 128);
+    CHECK(e.flash_tile == *gpu::FlashTile::parse("4x32p"));
+  }
+  d.vendor_id = 0x1002;  // elsewhere the kernels' own rules until a sweep there
+  CHECK(gpu::tuning_from_environment(d).flash_split_keys == 0);
 }

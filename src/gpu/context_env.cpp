@@ -136,9 +136,19 @@ Tuning device_defaults(const DeviceInfo& d) {
   // (512 × 4096 × 14336: 97.6 against 37.4 TFLOP/s) and 2.2× at 8192³; every
   // fp32-accumulating tile was slower than the direct kernel. NMSE 1.1e-7
   // against the double reference, the size of fp16 storage's own rounding.
+  //
+  // NVIDIA (H200, driver 580, 2026-11-28, tools/gpu_run.sh sweep):
+  // flash_coopmat.comp's 2x32 tile (2 strips, 32 keys per block, fp32 sums)
+  // was the fastest of nine at qwen3-0.6b's prefill attention (165.5 µs
+  // against 175.4 for 4x32; fp16 partial sums 1–8 % slower, unlike the
+  // matmul's) and of the three that fit head_dim 256. A decode step's splits
+  // of at least 64 keys (not 128) took flash_decode from 633 to 417 µs per
+  // token over 512 keys (28 layers); 256 took 848.
   if (d.vendor_id == 0x10de) {
     t.coopmat_staged = Coopmat::tensor;
     t.staged_tile = {2, 2, 2, 2, 64, 2, true};
+    t.flash_tile = {2, 32, FlashTile::Acc16::none};
+    t.flash_split_keys = 64;
   }
   // A CPU driver's logits are in host memory already, and one workgroup per
   // row runs on one core: lavapipe took 31 ms for 8 rows of 151,936 at k 40
@@ -165,8 +175,8 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.subgroup_reduce = !env_flag("VKGATE_DISABLE_SUBGROUP_REDUCE");
   t.matmul_splits = uint32_t(number("VKGATE_MATMUL_SPLITS", 0));
   t.flash_splits = uint32_t(number("VKGATE_FLASH_SPLITS", 0));
-  t.flash_split_keys = uint32_t(number("VKGATE_FLASH_SPLIT_KEYS", 0));
-  t.flash_decode_rows = uint32_t(number("VKGATE_FLASH_DECODE_ROWS", 0));
+  t.flash_split_keys = uint32_t(number("VKGATE_FLASH_SPLIT_KEYS", t.flash_split_keys));
+  t.flash_decode_rows = uint32_t(number("VKGATE_FLASH_DECODE_ROWS", t.flash_decode_rows));
   t.score_bytes = number("VKGATE_SCORE_BYTES", t.score_bytes);
   t.vocab_chunk_rows = uint32_t(number("VKGATE_VOCAB_CHUNK_ROWS", 0));
   t.moe_shard_experts = uint32_t(number("VKGATE_MOE_SHARD_EXPERTS", 0));
