@@ -21,15 +21,18 @@ struct Push {
   uint rows, dim, k, has_shared;
   uint ld_logits, gate_at;  // the shared expert's gate logit: logits[t·ld_logits + gate_at]
   uint off_weight, off_pos;
+  uint chunk;  // elements of a row per workgroup: the row's chunks are workgroups side by side
 };
 PARAMS(Push)
 
 void main() {
   LOAD_PARAMS;
-  const uint t = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  const uint chunks = (p.dim + p.chunk - 1) / p.chunk;
+  const uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  const uint t = g / chunks, d0 = (g - t * chunks) * p.chunk;
   if (t >= p.rows) return;  // the grid is split in 2-D past 65535 groups
   const float s = p.has_shared != 0 ? 1.0 / (1.0 + exp(-logits_ld(t * p.ld_logits + p.gate_at))) : 0.0;
-  for (uint d = gl_LocalInvocationID.x; d < p.dim; d += WG) {
+  for (uint d = d0 + gl_LocalInvocationID.x; d < min(p.dim, d0 + p.chunk); d += WG) {
     float v = 0.0;
     for (uint j = 0; j < p.k; ++j) {
       const uint i = t * p.k + j;

@@ -167,6 +167,15 @@ TEST_CASE_FIXTURE(test::GpuTest, "moe model: k from 1 to E, norm_topk_prob on an
   test::check_model(*this, parse(n), 2, 4, Precision::fp32, 1e-8);
   // More tokens than the rows form takes: the tiled grouped GEMM.
   test::check_model(*this, parse(tiny_next_json()), 2, 7, Precision::fp32, 1e-8);
+  // More experts than moe_route.comp keeps in shared memory (1024), ranked
+  // by the workgroup (6 tokens) and by a lane per token (10).
+  json wide = tiny_moe_json();
+  wide["num_experts"] = 1100;
+  wide["num_experts_per_tok"] = 4;
+  wide["moe_intermediate_size"] = 8;
+  INFO("qwen3_moe with 1100 experts");
+  test::check_model(*this, parse(wide), 2, 3, Precision::fp32, 1e-8);
+  test::check_model(*this, parse(wide), 2, 5, Precision::fp32, 1e-8);
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "moe model: expert load, prefill + decode steps == the full forward, greedy generate") {

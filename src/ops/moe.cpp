@@ -35,7 +35,7 @@ struct MatmulPush {
   uint32_t row_bytes = 0, expert_bytes = 0, w_at = 0, col0 = 0;  // block formats only
 };
 struct CombinePush {
-  uint32_t rows, dim, k, has_shared, ld_logits, gate_at, off_weight, off_pos;
+  uint32_t rows, dim, k, has_shared, ld_logits, gate_at, off_weight, off_pos, chunk;
 };
 }  // namespace
 
@@ -181,9 +181,14 @@ void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const Mo
 }
 
 void moe_combine(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeCombineArgs& a) {
-  const CombinePush push{r.rows, a.dim, r.k, a.shared ? 1u : 0u, a.ld_logits, a.gate_at, r.off_weight(), r.off_pos()};
-  const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64;
-  const gpu::Grid g = gpu::grid_for(r.rows);
+  // With the CPU drivers' kernels a workgroup takes a whole row, else an
+  // element per lane: the slots' chains of loads (route, then the expert's
+  // row) in one workgroup per row took 46 µs of a decode step's layer (2048
+  // elements) on an H200.
+  const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64, chunk = cpu_gemm(ctx.info, rec.tuning()) ? a.dim : wg;
+  const CombinePush push{r.rows,    a.dim,          r.k,          a.shared ? 1u : 0u, a.ld_logits,
+                         a.gate_at, r.off_weight(), r.off_pos(), chunk};
+  const gpu::Grid g = gpu::grid_for(uint64_t(r.rows) * ((a.dim + chunk - 1) / chunk));
   rec.dispatch(ctx.pipelines->get("moe_combine", {wg}),
                {{&a.x, gpu::Access::read},
                 {&a.y, gpu::Access::write},
