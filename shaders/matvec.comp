@@ -41,7 +41,7 @@
 #ifndef Y_T
 #define Y_T F32
 #endif
-const uint MAX_M = 8;
+layout(constant_id = 1) const uint MAX_M = 8;  // 8 or 16 (the host's matvec_spec)
 
 #ifdef VEC8
 VEC8_RO(0, x, X_T)

@@ -166,11 +166,25 @@ TEST_CASE_FIXTURE(StepTest, "attention step: the same in fp16 and bf16, and whic
   run_cases();
   // On CPU drivers: steps of at most 8 positions, head_dim a multiple of 8, at most 8 query heads per KV
   // head and G·head_dim ≤ 1024 (Qwen3-Next's 8 × 256 takes the score matrices).
+  auto applies = [&](const ops::AttentionShape& s, bool batched = false) {
+    return ops::attention_step_applies(ctx.device(), vk.tuning, s, batched);
+  };
   if (ops::cpu_gemm(ctx.device(), vk.tuning)) {
-    CHECK(ops::attention_step_applies(ctx.device(), vk.tuning, {1, 16, 8, 8, 100, 128}));
-    CHECK_FALSE(ops::attention_step_applies(ctx.device(), vk.tuning, {1, 16, 8, 9, 100, 128}));
-    CHECK_FALSE(ops::attention_step_applies(ctx.device(), vk.tuning, {1, 16, 8, 1, 100, 12}));
-    CHECK_FALSE(ops::attention_step_applies(ctx.device(), vk.tuning, {1, 16, 1, 1, 100, 128}));
-    CHECK_FALSE(ops::attention_step_applies(ctx.device(), vk.tuning, {1, 16, 2, 1, 100, 256}));
+    CHECK(applies({1, 16, 8, 8, 100, 128}));
+    CHECK_FALSE(applies({1, 16, 8, 9, 100, 128}));
+    CHECK_FALSE(applies({1, 16, 8, 1, 100, 12}));
+    CHECK_FALSE(applies({1, 16, 1, 1, 100, 128}));
+    CHECK_FALSE(applies({1, 16, 2, 1, 100, 256}));
   }
+  // Elsewhere, batched steps with VKGATE_STEP_ATTENTION_GPU only.
+  test::ScopedTuning t(ctx);
+  t->cpu_matmul = false;
+  CHECK_FALSE(applies({1, 16, 8, 8, 100, 128}));
+  CHECK_FALSE(applies({1, 16, 8, 8, 100, 128}, true));
+  t->step_attention_gpu = true;
+  CHECK_FALSE(applies({1, 16, 8, 8, 100, 128}));
+  CHECK(applies({1, 16, 8, 8, 100, 128}, true));
+  CHECK_FALSE(applies({1, 16, 2, 1, 100, 256}, true));
+  t->step_attention = false;  // VKGATE_DISABLE_STEP_ATTENTION wins
+  CHECK_FALSE(applies({1, 16, 8, 8, 100, 128}, true));
 }

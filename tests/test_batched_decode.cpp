@@ -193,6 +193,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQ
     t->step_sequences = 2;
     check_batched(ctx, m, rng, 1e-8, 1e-10, {}, cpu ? "attention.step" : "");
   }
+  {
+    // A GPU's kernels with VKGATE_STEP_ATTENTION_GPU: the rows' attention in
+    // one dispatch beside the matrix-vector products.
+    test::ScopedTuning t(ctx);
+    t->cpu_matmul = false;
+    t->step_attention_gpu = true;
+    check_batched(ctx, m, rng, 1e-8, 1e-10, {}, "attention.step");
+  }
   test::ScopedTuning t(ctx);  // each row through its own score matrix
   t->step_attention = false;
   check_batched(ctx, m, rng, 1e-8, 1e-10, {}, cpu ? "attention.scores" : "");

@@ -308,4 +308,12 @@ TEST_CASE("cli: bench --op attention --tiles, and VKGATE_FLASH_TILE, refuse what
                     "VKGATE_FLASH_TILE='4x32x' is not a flash attention tile", "attention");
 }
 
+TEST_CASE("cli: VKGATE_MATVEC_ROWS outside 1 to 16 is refused by name") {
+  TempDir dir("matvec_rows");
+  const std::vector<std::string> product{"bench", "--op", "matmul", "--m", "1", "--n", "8", "--k", "64"};
+  for (const char* v : {"0", "17", "8x"})
+    check_env_refused(with_args(product, {}), dir.path, std::string("VKGATE_MATVEC_ROWS=") + v,
+                      std::string("VKGATE_MATVEC_ROWS='") + v + "' is not a number from 1 to 16", "matmul 1x8x64");
+}
+
 #endif  // VKGATE_CLI

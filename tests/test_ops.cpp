@@ -35,7 +35,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
   const Shape shapes[] = {{1, 1, 1, false, false},    {1, 67, 4096, true, false}, {3, 130, 257, false, true},
                           {65, 63, 129, true, true},  {200, 96, 1000, false, false}, {17, 300, 2048, true, false},
                           {64, 64, 64, false, false}, {4, 37, 128, true, true}, {2, 8, 36, false, false},
-                          {8, 20, 64, false, true},   {5, 19, 1096, true, true}};
+                          {8, 20, 64, false, true},   {5, 19, 1096, true, true}, {12, 67, 1096, true, true},
+                          {16, 40, 256, false, true}, {9, 33, 100, true, false}};
+  test::ScopedTuning tuning(ctx);  // GPUs: 9–16 rows in matvec.comp's 16-row form too
+  tuning->matvec_rows = gpu::kMatvecMaxRows;
   for (const Shape& s : shapes) {
     CAPTURE(s.M);
     CAPTURE(s.N);
@@ -108,14 +111,17 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: split-K (VKGATE_MATMUL_SPLITS) on the 
 // The decode projection with input_layernorm folded in (matvec.comp NORM_X):
 // on GPUs, and on CPU drivers under VKGATE_DISABLE_CPU_MATMUL (its ctest run);
 // elsewhere the op declines and the test runs the two passes it stands for.
-TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for up to 8 rows, plain and zero-centred") {
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for up to 16 rows, plain and zero-centred") {
   struct Shape {
     uint32_t M, N, K;
     bool bias;
     NormKind kind;
   };
   const Shape shapes[] = {{1, 70, 2048, true, NormKind::zero_centered}, {3, 33, 1096, false, NormKind::plain},
-                          {8, 40, 64, true, NormKind::plain}, {2, 9, 8, false, NormKind::zero_centered}};
+                          {8, 40, 64, true, NormKind::plain}, {2, 9, 8, false, NormKind::zero_centered},
+                          {12, 50, 1096, true, NormKind::plain}, {16, 24, 64, false, NormKind::zero_centered}};
+  test::ScopedTuning tuning(ctx);  // 9–16 rows too (VKGATE_MATVEC_ROWS=16)
+  tuning->matvec_rows = gpu::kMatvecMaxRows;
   const bool expect_fused = !ops::cpu_gemm(vk.info, vk.tuning) && vk.info.subgroup_arithmetic &&
                             vk.tuning.matvec && vk.tuning.pass_fusion;
   for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {

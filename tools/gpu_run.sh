@@ -19,8 +19,8 @@
 # "build/tools/vkgate", "build/tests/vkgate_tests"]; tools/build_peer.sh makes
 # both (.peer: llama-bench, llama-quantize and test-backend-ops xz-compressed,
 # run through .peer/xzrun; ~10 minutes here).
-# SWEEP_STEPS picks steps, in order (default "tiles flash qmatmul models splits next
-# topk int8 torch torchmodel suite"; all of them take over 10 minutes with the
+# SWEEP_STEPS picks steps, in order (default "tiles flash qmatmul models splits batch
+# next topk int8 torch torchmodel suite"; all of them take over 10 minutes with the
 # suite at its default, more than one call's 600 s: e.g. SWEEP_STEPS="qmatmul
 # models splits suite"). The qmatmul and flash steps export their winners
 # (VKGATE_QROWS_TILE, VKGATE_FLASH_TILE) to the steps after them unless
@@ -138,7 +138,7 @@ if [ "$what" = sweep ]; then
       echo "llama-quantize $q: exit $?"
     done
   }
-  for step in ${SWEEP_STEPS:-tiles flash qmatmul models splits next topk int8 torch torchmodel suite}; do
+  for step in ${SWEEP_STEPS:-tiles flash qmatmul models splits batch next topk int8 torch torchmodel suite}; do
     case $step in
     tiles)
       stamp "tile sweep, matmul 8192³ f16 (compiler statistics of each pipeline in sweep.err)"
@@ -227,6 +227,21 @@ if [ "$what" = sweep ]; then
       stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0)"
       VKGATE_TIMESTAMPS=0 timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf --precision fp16 \
         --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt" ;;
+    batch)
+      ggufs
+      # Batched decode on GPUs (11-28 on the H200: 16 sequences 1.61x one's):
+      # each sequence's own qkv_prepare/flash_decode/combine against one
+      # attention_step dispatch per 8 (VKGATE_STEP_ATTENTION_GPU), and 9-16
+      # rows in the tiled matmul against the matrix-vector kernel
+      # (VKGATE_MATVEC_ROWS=16), then both.
+      for env in "" VKGATE_STEP_ATTENTION_GPU=1 VKGATE_MATVEC_ROWS=16 "VKGATE_STEP_ATTENTION_GPU=1 VKGATE_MATVEC_ROWS=16"; do
+        stamp "F16 and Q4_K, 1, 8 and 16 sequences decoding together: ${env:-(defaults)}"
+        for q in F16 Q4_K; do
+          timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 512 \
+            --decode 64 --sequences 1,8,16 2>&1 | grep -E "together|sequences by dispatch" | sed "s/^/$q /" \
+            | tee -a "$out/models.txt"
+        done
+      done ;;
     next)
       stamp "Qwen3-Next: Gated DeltaNet at the 80B's shape, fp16 (decode step, T 512 and 4096, both forms)"
       for T in 1 512 4096; do
@@ -268,7 +283,7 @@ if [ "$what" = sweep ]; then
       timeout $(suite_s) env VKGATE_TEST_DEVICE=nvidia $build/tests/vkgate_tests -tce='soak*,consumer*' \
         ${SUITE_FILTER:+"-tc=$SUITE_FILTER"} > "$out/tests.txt" 2>&1
       echo "exit $?"; grep -E "^\[doctest\] (test cases|assertions)|TEST CASE:|ERROR" "$out/tests.txt" | head -30 ;;
-    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles flash qmatmul models splits next topk int8 torch torchmodel suite)"; exit 2 ;;
+    *) echo "gpu_run.sh: unknown sweep step '$step' (tiles flash qmatmul models splits batch next topk int8 torch torchmodel suite)"; exit 2 ;;
     esac
   done
   stamp done

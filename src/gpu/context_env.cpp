@@ -49,6 +49,18 @@ uint64_t number(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
 }
+
+// Unset or empty: `fallback`; a value outside [lo, hi] (or not a number) is an error.
+uint32_t bounded(const char* name, uint32_t fallback, uint32_t lo, uint32_t hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  uint32_t n = 0;
+  const auto r = std::from_chars(v, v + std::strlen(v), n);
+  if (r.ec != std::errc() || *r.ptr || n < lo || n > hi)
+    throw Error(ErrorCode::invalid_argument, std::string(name) + "='" + v + "' is not a number from " +
+                                                 std::to_string(lo) + " to " + std::to_string(hi));
+  return n;
+}
 }  // namespace
 
 std::string StagedTile::name() const {
@@ -168,9 +180,11 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.direct_io = !env_flag("VKGATE_DISABLE_DIRECT_IO");
   t.split_k = !env_flag("VKGATE_DISABLE_SPLIT_K");
   t.matvec = !env_flag("VKGATE_DISABLE_MATVEC");
+  t.matvec_rows = bounded("VKGATE_MATVEC_ROWS", t.matvec_rows, 1, kMatvecMaxRows);
   t.cpu_matmul = !env_flag("VKGATE_DISABLE_CPU_MATMUL");
   t.cpu_attention = !env_flag("VKGATE_DISABLE_CPU_ATTENTION");
   t.step_attention = !env_flag("VKGATE_DISABLE_STEP_ATTENTION");
+  t.step_attention_gpu = env_flag("VKGATE_STEP_ATTENTION_GPU");
   t.step_sequences = uint32_t(number("VKGATE_STEP_SEQUENCES", 0));
   t.subgroup_reduce = !env_flag("VKGATE_DISABLE_SUBGROUP_REDUCE");
   t.matmul_splits = uint32_t(number("VKGATE_MATMUL_SPLITS", 0));

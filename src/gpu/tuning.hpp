@@ -69,6 +69,10 @@ struct FlashTile {
   bool operator==(const FlashTile&) const = default;
 };
 
+// The most rows of X matvec.comp takes (its MAX_M: 8, or 16 where more rows
+// are asked for).
+constexpr uint32_t kMatvecMaxRows = 16;
+
 struct Tuning {
   bool fused = true;            // !VKGATE_DISABLE_FUSED: fused flash attention where preferred
   // VKGATE_DEVICE_TOP_K (0/1; unset: on, except on CPU drivers): a generation
@@ -81,10 +85,22 @@ struct Tuning {
   bool flash_decode = true;     // !VKGATE_DISABLE_FLASH_DECODE: flash_decode.comp for few rows
   bool direct_io = true;        // !VKGATE_DISABLE_DIRECT_IO: decode steps read/write mapped staging memory
   bool split_k = true;          // !VKGATE_DISABLE_SPLIT_K: split-K for matmuls with few output tiles
-  bool matvec = true;           // !VKGATE_DISABLE_MATVEC: matrix-vector kernels for ≤ 8 rows
+  bool matvec = true;           // !VKGATE_DISABLE_MATVEC: matrix-vector kernels for few rows
+  // VKGATE_MATVEC_ROWS (1–16): the most rows a GPU's product takes in the
+  // matrix-vector kernel, more in the tiled ones. 16 would serve a batched
+  // decode step of 9–16 sequences (H200: the tiled kernel took 63 µs per
+  // projection of 16 rows, 2026-11-28); unmeasured, so 8 until a sweep.
+  uint32_t matvec_rows = 8;
   bool cpu_matmul = true;       // !VKGATE_DISABLE_CPU_MATMUL: the CPU-driver GEMMs (gemm_cpu.glsl)
   bool cpu_attention = true;    // !VKGATE_DISABLE_CPU_ATTENTION: unfused attention on CPU drivers
   bool step_attention = true;   // !VKGATE_DISABLE_STEP_ATTENTION: attention_step.comp for short steps on CPU drivers
+  // VKGATE_STEP_ATTENTION_GPU=1: a batched step's attention in
+  // attention_step.comp on GPUs too, up to 8 sequences a dispatch, where each
+  // sequence otherwise takes its own qkv_prepare, flash_decode and combine
+  // (H200, 16 sequences: 1,344 dispatches, 18.8 of the step's 27.4 ms,
+  // 2026-11-28). Its workgroups walk every key, so long caches favour
+  // flash_decode's splits; unmeasured, so off until a sweep.
+  bool step_attention_gpu = false;
   // VKGATE_STEP_SEQUENCES: sequences per attention_step dispatch of a batched
   // step (0: as many as the device binds); for tests and triage of the groups.
   uint32_t step_sequences = 0;

@@ -110,7 +110,7 @@ void Attention::plan_attend(AttentionPlan& p, Workspace& ws) const {
   const ops::AttentionShape shape = attention_shape(batch, tokens, kv_stride, kv_stride, 0, p.score_ld);
   // Statistics need every probability, the mask a score matrix; otherwise
   // fused where the device prefers it.
-  p.step = !s.stats && !s.mask && ops::attention_step_applies(vk_.info, tuning_, shape);
+  p.step = !s.stats && !s.mask && ops::attention_step_applies(vk_.info, tuning_, shape, false);
   p.fused = !p.step && !s.stats && tuning_.fused && ops::flash_preferred(vk_.info, tuning_);
   if (p.fused)
     p.flash = ops::flash_plan(vk_.info, shape, act_, ops::flash_options(tuning_));
@@ -139,7 +139,7 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
       throw Error(ErrorCode::invalid_argument, "attention: a step of separate sequences takes one cache per row, "
                                                "and neither statistics nor a mask");
     p.step = tuning_.pass_fusion &&
-             ops::attention_step_applies(vk_.info, tuning_, attention_shape(1, s.tokens, 0, 0, 0, 0));
+             ops::attention_step_applies(vk_.info, tuning_, attention_shape(1, s.tokens, 0, 0, 0, 0), true);
     const uint32_t per = p.step ? ops::step_sequences_per_dispatch(vk_.info, tuning_) : 1;
     for (uint32_t r = 0; r < s.batch; r += per) {
       auto& rp = *p.rows.emplace_back(std::make_unique<AttentionPlan>());

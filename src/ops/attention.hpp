@@ -111,11 +111,12 @@ void attention_values(Context::Impl& ctx, Recorder& rec, const Buffer& probs, co
 // sequence b of the batch has its own cache (keys, values [KV, stride, Dh],
 // `past` positions before the step's), up to kStepSequences in one dispatch;
 // or one StepSequence for a cache [B, KV, stride, Dh] that the batch shares.
-// The new positions' keys are already in the caches. It applies (on CPU
-// drivers) to steps of ≤ kStepTokens positions with G = H/KV ≤ 8, head_dim a
-// multiple of 8 and G·head_dim ≤ 1024.
+// The new positions' keys are already in the caches. It applies on CPU
+// drivers, and to the `batched` steps of several sequences on GPUs with
+// Tuning::step_attention_gpu, for steps of ≤ kStepTokens positions with G =
+// H/KV ≤ 8, head_dim a multiple of 8 and G·head_dim ≤ 1024.
 constexpr uint32_t kStepTokens = 8, kStepWorkgroup = 64;
-bool attention_step_applies(const DeviceInfo& d, const Tuning& t, const AttentionShape& s);
+bool attention_step_applies(const DeviceInfo& d, const Tuning& t, const AttentionShape& s, bool batched);
 // How many sequences' caches one dispatch binds: kStepSequences where the
 // device indexes arrays of storage buffers (or Tuning::step_sequences), else 1.
 uint32_t step_sequences_per_dispatch(const DeviceInfo& d, const Tuning& t);

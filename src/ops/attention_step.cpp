@@ -34,8 +34,9 @@ uint32_t step_sequences_per_dispatch(const DeviceInfo& d, const Tuning& t) {
   return !arrays ? 1 : t.step_sequences ? std::min(t.step_sequences, kStepSequences) : kStepSequences;
 }
 
-bool attention_step_applies(const DeviceInfo& d, const Tuning& t, const AttentionShape& s) {
-  if (!t.step_attention || !cpu_gemm(d, t) || !t.cpu_attention || s.heads % s.kv_heads != 0) return false;
+bool attention_step_applies(const DeviceInfo& d, const Tuning& t, const AttentionShape& s, bool batched) {
+  const bool here = (cpu_gemm(d, t) && t.cpu_attention) || (batched && t.step_attention_gpu);
+  if (!t.step_attention || !here || s.heads % s.kv_heads != 0) return false;
   const uint32_t G = s.heads / s.kv_heads, Dh = s.head_dim;
   // Each lane holds the G rows of q in private memory: at most 4 KiB of it.
   return s.tokens <= kStepTokens && G <= 8 && G * Dh <= 1024 && Dh % 8 == 0 && Dh / 8 <= kStepWorkgroup &&

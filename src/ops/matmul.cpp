@@ -28,15 +28,17 @@ void set_gate(const EpilogueGate* gate, uint32_t& act, uint32_t& combine, uint32
   ld = gate->ld;
 }
 
-// The subgroup matrix-vector kernel (GPUs, ≤ 8 rows), and its 8-wide loads.
+// The subgroup matrix-vector kernel (GPUs, ≤ Tuning::matvec_rows rows), and its 8-wide loads.
 bool matvec_applies(const DeviceInfo& d, const Tuning& t, uint32_t M) {
-  return !cpu_gemm(d, t) && M <= 8 && d.subgroup_arithmetic && t.matvec;
+  return !cpu_gemm(d, t) && M <= std::min(t.matvec_rows, gpu::kMatvecMaxRows) && d.subgroup_arithmetic && t.matvec;
 }
+// matvec.comp's MAX_M for M rows: its partial sums per lane.
+std::vector<uint32_t> matvec_spec(uint32_t M) { return {256, M <= 8 ? 8u : gpu::kMatvecMaxRows}; }
 bool vec8_rows(uint32_t K, uint32_t ldx, uint32_t ldw) { return K % 8 == 0 && ldx % 8 == 0 && ldw % 8 == 0; }
-// The shapes matvec.comp's NORM_X variant takes: ≤ 8 dense rows of whole
+// The shapes matvec.comp's NORM_X variant takes: ≤ 16 dense rows of whole
 // 16-byte chunks, on a device with subgroup arithmetic.
 bool norm_matvec_fits(const DeviceInfo& d, uint32_t M, uint32_t K, uint32_t ldw) {
-  return M <= 8 && d.subgroup_arithmetic && vec8_rows(K, K, ldw);
+  return M <= gpu::kMatvecMaxRows && d.subgroup_arithmetic && vec8_rows(K, K, ldw);
 }
 gpu::Grid matvec_grid(const DeviceInfo& d, uint32_t N) {
   const uint32_t per_group = 256 / std::max(1u, d.subgroup_size);
@@ -246,7 +248,9 @@ void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
       break;
     case Path::cpu: dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y32), cpu_gemm_spec(M, s)), "matmul"); break;
     case Path::matvec:
-      dispatch(ctx.pipelines->get(variant(vec8_rows(push.K, push.ldx, push.ldw) ? "matvec_v8" : "matvec", s, y32), {256}), "matvec");
+      dispatch(ctx.pipelines->get(variant(vec8_rows(push.K, push.ldx, push.ldw) ? "matvec_v8" : "matvec", s, y32),
+                                  matvec_spec(M)),
+               "matvec");
       break;
     case Path::staged: {
       const bool emulated = r.staged == Coopmat::emulated;
@@ -295,7 +299,7 @@ void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const MatmulRmsnormArgs& 
                                                  ") is not a shape its kernel takes");
   const Push push{M, N, K, K, ldw, N, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
   const gpu::Grid g = matvec_grid(ctx.info, N);
-  rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), {256}),
+  rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), matvec_spec(M)),
                {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
                 {&norm_w, gpu::Access::read}, {&y, gpu::Access::write}, {&w, gpu::Access::read}},
                push, g.x, g.y, 1, "rmsnorm+matvec");  // binding 5: the other variants' gate
