@@ -209,19 +209,22 @@ if [ "$what" = sweep ]; then
       done ;;
     splits)
       ggufs
-      # flash_decode.comp's splits: the fewest keys per split (default 128, a
-      # block per subgroup; 256 before 2026-11-27), its rows per workgroup, then
-      # the decode step without per-dispatch timestamps (wall time only).
-      for keys in 64 256; do
+      # flash_decode.comp's splits: the fewest keys per split (NVIDIA's default
+      # 64 since the 11-28 H200 sweep, where 64 beat 128 and 256), its rows
+      # per workgroup, then the decode step without per-dispatch timestamps
+      # (wall time only, as llama-bench's).
+      for keys in 32 128; do
         stamp "F16 decode with VKGATE_FLASH_SPLIT_KEYS=$keys"
         VKGATE_FLASH_SPLIT_KEYS=$keys timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
           --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine" | tee -a "$out/models.txt"
       done
       # The block's decode over 32k keys (Qwen3-Next's 8 query heads per KV
-      # head): 8 rows per workgroup (200 registers on the H100) against 4.
-      for rows in 8 4; do
-        stamp "block decode over 32k, fp16, VKGATE_FLASH_DECODE_ROWS=$rows"
-        VKGATE_FLASH_DECODE_ROWS=$rows timeout 60 $cli bench --device nvidia --block --past 32768 --T 1 \
+      # head): 8 rows per workgroup (200 registers on the H100) against 4,
+      # then more splits than the plan's 128 (256 workgroups for 2 KV heads:
+      # 22 % of the copy bandwidth on the H200).
+      for env in VKGATE_FLASH_DECODE_ROWS=8 VKGATE_FLASH_DECODE_ROWS=4 VKGATE_FLASH_SPLITS=256 VKGATE_FLASH_SPLITS=512; do
+        stamp "block decode over 32k, fp16, $env"
+        timeout 60 env $env $cli bench --device nvidia --block --past 32768 --T 1 \
           --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine" | tee -a "$out/models.txt"
       done
       stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0)"
