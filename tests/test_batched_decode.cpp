@@ -17,6 +17,7 @@
 
 #include "harness.hpp"
 #include "ops/attention.hpp"
+#include "model_check.hpp"
 #include "model_weights.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
@@ -195,11 +196,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "batched decode: qwen3 with an sdpa gate and GQ
   }
   {
     // A GPU's kernels with VKGATE_STEP_ATTENTION_GPU: the rows' attention in
-    // one dispatch beside the matrix-vector products.
+    // one dispatch beside the matrix-vector products, which take up to 16
+    // rows with VKGATE_MATVEC_ROWS=16 (12 in the forward of 2 × 6).
     test::ScopedTuning t(ctx);
     t->cpu_matmul = false;
     t->step_attention_gpu = true;
+    t->matvec_rows = gpu::kMatvecMaxRows;
     check_batched(ctx, m, rng, 1e-8, 1e-10, {}, "attention.step");
+    test::check_model(*this, m.cfg, 2, 6, Precision::fp32, 1e-8);
   }
   test::ScopedTuning t(ctx);  // each row through its own score matrix
   t->step_attention = false;
