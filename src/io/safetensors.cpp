@@ -211,7 +211,7 @@ class HeaderParser {
       fail_tensor(ErrorCode::io, name,
                   "'data_offsets' is missing or not two non-negative integers");
     const uint64_t begin = (*offsets)[0], end = (*offsets)[1];
-    const std::string range = "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+    const std::string range = std::string("[").append(std::to_string(begin)).append(", ").append(std::to_string(end)) + ")";
     if (begin > end) fail_tensor(ErrorCode::io, name, "data_offsets " + range + " has begin > end");
     if (end > data_.size())
       fail_tensor(ErrorCode::io, name,

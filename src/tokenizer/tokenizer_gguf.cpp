@@ -183,13 +183,14 @@ class GgufBuilder {
       // As llama.cpp splits them: at the first space after the first character.
       const size_t space = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
       if (space == std::string::npos || space + 1 >= m.size())
-        fail(ErrorCode::io, key, "[" + std::to_string(rank) + "] '" + m + "' is not \"left right\"");
+        fail(ErrorCode::io, key, std::string("[").append(std::to_string(rank)) + "] '" + m + "' is not \"left right\"");
       const std::string_view left(m.data(), space), right(m.data() + space + 1, m.size() - space - 1);
       merged.assign(left).append(right);
       auto id = [&](std::string_view token) {
         const auto it = t_.ids.find(token);
         if (it == t_.ids.end())
-          fail(ErrorCode::io, key, "[" + std::to_string(rank) + "]: '" + std::string(token) + "' is not in tokenizer.ggml.tokens");
+          fail(ErrorCode::io, key,
+               std::string("[").append(std::to_string(rank)) + "]: '" + std::string(token) + "' is not in tokenizer.ggml.tokens");
         return it->second;
       };
       const int32_t a = id(left), b = id(right), ab = id(merged);
