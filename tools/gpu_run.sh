@@ -66,15 +66,18 @@ ldconfig
 # the library path only for the libraries ldd cannot find, so nothing the
 # image has (PyTorch's OpenSSL) is shadowed.
 deps=/opt/vkgate-deps
-for lib in $(ldd "$cli" | awk '/not found/ {print $1}'); do
-  for f in .gl/lib/*.deb; do
-    dpkg -x "$f" /tmp/vkgate-deb
-    found=$(find /tmp/vkgate-deb -name "$lib" | head -1)
-    [ -n "$found" ] && mkdir -p $deps && cp -a "$(dirname "$found")"/${lib%%.so*}.so* $deps/
-    rm -rf /tmp/vkgate-deb
+if ldd "$cli" | grep -q "not found"; then
+  for f in .gl/lib/*.deb; do dpkg -x "$f" /tmp/vkgate-deb; done
+  mkdir -p $deps
+  export LD_LIBRARY_PATH=$deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  for round in 1 2 3; do  # a missing library hides its own dependencies from ldd
+    for lib in $(ldd "$cli" | awk '/not found/ {print $1}'); do
+      found=$(find /tmp/vkgate-deb -name "$lib" | head -1)
+      [ -n "$found" ] && cp -a "$(dirname "$found")"/${lib%%.so*}.so* $deps/
+    done
   done
-done
-[ -d $deps ] && export LD_LIBRARY_PATH=$deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  rm -rf /tmp/vkgate-deb
+fi
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 if ! $cli devices 2>/dev/null | grep -qi nvidia; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -124,9 +127,17 @@ if [ "$what" = sweep ]; then
     fi
     echo $(( s > 10 ? s : 10 ))
   }
-  # The fastest tile of a `--tiles all` run's "fastest of N: ... tile T (...)"
-  # line matching $2 in file $1.
-  fastest_tile() { grep -h "^fastest.*$2" "$1" | tail -1 | sed -nE 's/.* tile ([^ ]+) \(.*/\1/p'; }
+  # adopt VAR FILE PATTERN: VAR set, for the steps after this one, to the
+  # fastest tile of FILE's `--tiles all` line "fastest of N: ... tile T (...)"
+  # matching PATTERN, as a default chosen from the sweep would be
+  # (SWEEP_ADOPT=0 keeps the built-in ones).
+  adopt() {
+    local tile
+    tile=$(grep -h "^fastest.*$3" "$2" | tail -1 | sed -nE 's/.* tile ([^ ]+) \(.*/\1/p')
+    if [ "${SWEEP_ADOPT:-1}" = 1 ] && [ -n "$tile" ]; then
+      export "$1=$tile"; stamp "adopted $1=$tile for the later steps"
+    fi
+  }
   # The GGUF files the model steps share, made once (tried once).
   ggufs() {
     [ -n "${ggufs_tried:-}" ] && return
@@ -169,11 +180,7 @@ if [ "$what" = sweep ]; then
       done
       grep -E "skipped|rror" "$out/flash.err" | sort -u | head -20
       grep -E "vkgate: pipeline flash_coopmat" "$out/flash.err" | sort -u | cut -c1-220 | head -20
-      # qwen3-0.6b's attention winner for the later model steps (see qmatmul).
-      tile=$(fastest_tile "$out/flash.txt" "H16/8 Dh128")
-      if [ "${SWEEP_ADOPT:-1}" = 1 ] && [ -n "$tile" ]; then
-        export VKGATE_FLASH_TILE=$tile; stamp "adopted VKGATE_FLASH_TILE=$tile for the later steps"
-      fi
+      adopt VKGATE_FLASH_TILE "$out/flash.txt" "H16/8 Dh128"  # qwen3-0.6b's attention, for the model steps
       for tile in 2x32 2x32p 2x32h; do
         stamp "block prefill T 4096 fp16, VKGATE_FLASH_TILE=$tile"
         VKGATE_FLASH_TILE=$tile timeout 60 $cli bench --device nvidia --block --T 4096 --precision fp16 --reps 20 \
@@ -190,12 +197,7 @@ if [ "$what" = sweep ]; then
         timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
           "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q|fastest)" | tee -a "$out/peer_ops.txt"
       done; done
-      # The later steps (models, next, int8) run on the winner, as a default
-      # chosen from this sweep would (SWEEP_ADOPT=0 keeps the built-in one).
-      tile=$(fastest_tile "$out/peer_ops.txt" "1x4096x14336 Q4_K")
-      if [ "${SWEEP_ADOPT:-1}" = 1 ] && [ -n "$tile" ]; then
-        export VKGATE_QROWS_TILE=$tile; stamp "adopted VKGATE_QROWS_TILE=$tile for the later steps"
-      fi ;;
+      adopt VKGATE_QROWS_TILE "$out/peer_ops.txt" "1x4096x14336 Q4_K" ;;
     models)
       ggufs
       for q in F16 Q8_0 Q4_K; do
