@@ -14,6 +14,9 @@
 // variant: matvec_v8_norm VEC8 NORM_X
 // variant: matvec_v8_norm_f16 VEC8 NORM_X W_T=F16 Y_T=F16
 // variant: matvec_v8_norm_bf16 VEC8 NORM_X W_T=BF16 Y_T=BF16
+// variant: matvec_v8_norm_glu VEC8 NORM_X GLU
+// variant: matvec_v8_norm_glu_f16 VEC8 NORM_X GLU W_T=F16 Y_T=F16
+// variant: matvec_v8_norm_glu_bf16 VEC8 NORM_X GLU W_T=BF16 Y_T=BF16
 #extension GL_KHR_shader_subgroup_arithmetic : require
 // Y = X·Wᵀ (+ b) (+ R) for a few rows of X (M ≤ MAX_M: decode steps), where
 // the tiled matmul would leave most of its tile idle. Memory bound on W: one
@@ -30,6 +33,13 @@
 // barrier) before its projection. Every subgroup reads all of its rows of X
 // anyway: it sums their squares on the way and scales its results at the
 // end; binding 3 holds the norm's weight.
+//
+// GLU (with NORM_X): the MLP's gate and up projections and glu.comp in one
+// pass, Y[m, n] = act(x̂·W[n]) · (x̂·W[N + n]) for n < N, W holding the gate's
+// N rows then the up's (and the bias their 2N values): each subgroup takes
+// both columns, so a decode step has no [M, 2N] product to write and read
+// back, and no GLU pass (and its barrier) between the two projections.
+#include "activation.glsl"
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T
@@ -69,20 +79,26 @@ struct Push {
   uint k_chunk;        // (matmul.comp's split-K; unused here)
   uint zero_centered;  // NORM_X: x̂·(1 + w) instead of x̂·w
   float eps;           // NORM_X
-  uint gate_act, gate_combine, gate_at, ldg;  // the dense gate (epilogue.glsl)
+  // The dense gate (epilogue.glsl); with GLU, gate_act is activation.glsl's kind.
+  uint gate_act, gate_combine, gate_at, ldg;
 };
 PARAMS(Push)
 #ifndef NORM_X
 #include "epilogue.glsl"
 #endif
 
+#ifdef GLU
+const uint COLS = 2;  // the gate's column n, the up's column N + n
+#else
+const uint COLS = 1;
+#endif
 #ifdef NORM_X
 float ss[MAX_M];  // this lane's share of each row's sum of squares
 #endif
 #ifdef VEC8
-// acc += (x, or with NORM_X x·w) · (wl, wh) for chunk c of row m.
-void accumulate(inout float acc, uint m, uint c, vec4 wl, vec4 wh) {
-  vec4 xl, xh;
+// Chunk c of row m of X (with NORM_X: times the norm's weight, its squares
+// summed on the way).
+void x_chunk(uint m, uint c, out vec4 xl, out vec4 xh) {
   x_ld8(m * (p.ldx / 8) + c, xl, xh);
 #ifdef NORM_X
   ss[m] += dot(xl, xl) + dot(xh, xh);
@@ -95,7 +111,6 @@ void accumulate(inout float acc, uint m, uint c, vec4 wl, vec4 wh) {
   xl *= nl;
   xh *= nh;
 #endif
-  acc += dot(xl, wl) + dot(xh, wh);
 }
 #endif
 
@@ -103,8 +118,9 @@ void main() {
   LOAD_PARAMS;
   const uint n = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID;
   if (n >= p.N) return;  // whole subgroups leave together
-  float acc[MAX_M];
-  [[unroll]] for (uint m = 0; m < MAX_M; ++m) acc[m] = 0.0;
+  float acc[COLS][MAX_M];
+  [[unroll]] for (uint j = 0; j < COLS; ++j)
+    [[unroll]] for (uint m = 0; m < MAX_M; ++m) acc[j][m] = 0.0;
 #ifdef NORM_X
   [[unroll]] for (uint m = 0; m < MAX_M; ++m) ss[m] = 0.0;
 #endif
@@ -116,38 +132,53 @@ void main() {
   const uint U = 4, SG = gl_SubgroupSize, C = p.K / 8, ldw8 = p.ldw / 8;
   uint c = gl_SubgroupInvocationID;
   for (; c + (U - 1) * SG < C; c += U * SG) {
-    vec4 wl[U], wh[U];
-    [[unroll]] for (uint u = 0; u < U; ++u) w_ld8(n * ldw8 + c + u * SG, wl[u], wh[u]);
+    vec4 wl[COLS][U], wh[COLS][U];
+    [[unroll]] for (uint j = 0; j < COLS; ++j)
+      [[unroll]] for (uint u = 0; u < U; ++u) w_ld8((n + j * p.N) * ldw8 + c + u * SG, wl[j][u], wh[j][u]);
     [[unroll]] for (uint m = 0; m < MAX_M; ++m)
       if (m < p.M)
-        [[unroll]] for (uint u = 0; u < U; ++u) accumulate(acc[m], m, c + u * SG, wl[u], wh[u]);
+        [[unroll]] for (uint u = 0; u < U; ++u) {
+          vec4 xl, xh;
+          x_chunk(m, c + u * SG, xl, xh);
+          [[unroll]] for (uint j = 0; j < COLS; ++j) acc[j][m] += dot(xl, wl[j][u]) + dot(xh, wh[j][u]);
+        }
   }
   for (; c < C; c += SG) {
-    vec4 wl, wh;
-    w_ld8(n * ldw8 + c, wl, wh);
+    vec4 wl[COLS], wh[COLS];
+    [[unroll]] for (uint j = 0; j < COLS; ++j) w_ld8((n + j * p.N) * ldw8 + c, wl[j], wh[j]);
     [[unroll]] for (uint m = 0; m < MAX_M; ++m)
-      if (m < p.M) accumulate(acc[m], m, c, wl, wh);
+      if (m < p.M) {
+        vec4 xl, xh;
+        x_chunk(m, c, xl, xh);
+        [[unroll]] for (uint j = 0; j < COLS; ++j) acc[j][m] += dot(xl, wl[j]) + dot(xh, wh[j]);
+      }
   }
 #else
   for (uint k = gl_SubgroupInvocationID; k < p.K; k += gl_SubgroupSize) {
     const float wv = w_ld(n * p.ldw + k);
     [[unroll]] for (uint m = 0; m < MAX_M; ++m)
-      if (m < p.M) acc[m] = fma(x_ld(m * p.ldx + k), wv, acc[m]);
+      if (m < p.M) acc[0][m] = fma(x_ld(m * p.ldx + k), wv, acc[0][m]);
   }
 #endif
   [[unroll]] for (uint m = 0; m < MAX_M; ++m) {
     if (m >= p.M) break;
-    float v = subgroupAdd(acc[m]);
+    float v[COLS];
+    [[unroll]] for (uint j = 0; j < COLS; ++j) v[j] = subgroupAdd(acc[j][m]);
 #ifdef NORM_X
-    v *= 1.0 / sqrt(subgroupAdd(ss[m]) / float(p.K) + p.eps);
+    const float inv_rms = 1.0 / sqrt(subgroupAdd(ss[m]) / float(p.K) + p.eps);
+    [[unroll]] for (uint j = 0; j < COLS; ++j) v[j] *= inv_rms;
 #endif
     if (subgroupElect()) {
 #ifdef NORM_X
-      if (p.has_bias != 0) v += bias_ld(n);
-#else
-      v = epilogue(m, n, v);
+      if (p.has_bias != 0)
+        [[unroll]] for (uint j = 0; j < COLS; ++j) v[j] += bias_ld(n + j * p.N);
+#ifdef GLU
+      v[0] = activation(v[0], p.gate_act) * v[1];
 #endif
-      y_st(m * p.ldy + n, v);
+#else
+      v[0] = epilogue(m, n, v[0]);
+#endif
+      y_st(m * p.ldy + n, v[0]);
     }
   }
 }

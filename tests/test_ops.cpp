@@ -8,6 +8,7 @@
 #include "gpu/recorder.hpp"
 #include "ops/attention.hpp"
 #include "vkgate/dtype.hpp"
+#include "vkgate/reference_model.hpp"
 
 using namespace vkgate;
 using test::check_close;
@@ -175,6 +176,70 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       }
     }
   }
+}
+
+// The MLP's decode pass (matvec.comp NORM_X GLU): RMSNorm, the gate and up
+// projections and act(gate)·up in one dispatch, on the GPU kernels (forced on
+// CPU drivers), h's rows a stride apart with the gaps left alone.
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·[gate; up]ᵀ and act(gate)·up in one pass, every activation") {
+  struct Shape {
+    uint32_t M, N, K, ldy;
+    bool bias;
+    NormKind kind;
+  };
+  const Shape shapes[] = {{1, 70, 2048, 70, true, NormKind::zero_centered}, {3, 33, 1096, 40, false, NormKind::plain},
+                          {8, 40, 64, 48, true, NormKind::plain}, {12, 9, 72, 16, true, NormKind::zero_centered}};
+  test::ScopedTuning tuning(ctx);
+  tuning->cpu_matmul = false;
+  tuning->matvec_rows = gpu::kMatvecMaxRows;
+  const uint32_t most_rows = ctx.gpu_assisted_validation_enabled() ? 8 : gpu::kMatvecMaxRows;
+  if (!vk.info.subgroup_arithmetic) return;  // the kernel's subgroup sums; the MLP then runs its three passes
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (Activation act : {Activation::silu, Activation::gelu, Activation::gelu_tanh, Activation::sigmoid})
+    for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+      if (st == ops::Storage::f16 && !vk.info.storage16) continue;
+      const bool half = st == ops::Storage::f16;
+      for (const Shape& s : shapes) {
+        if (s.M > most_rows) continue;
+        INFO("activation " << std::string(to_string(act)) << (half ? ", fp16" : "") << ", M " << s.M << ", N " << s.N
+                           << ", K " << s.K);
+        REQUIRE(ops::matmul_rmsnorm_applies(vk.info, vk.tuning, s.M, s.K));
+        const auto x = random(size_t(s.M) * s.K, 3.0f), g = random(s.K, 0.5f),
+                   w = random(size_t(2 * s.N) * s.K, 0.05f);
+        const auto b = s.bias ? random(2 * s.N) : std::vector<float>{0};
+        std::vector<float> w_used = w, y_nan(size_t(s.M) * s.ldy, nan);
+        auto gx = upload(x, "x"), gg = upload(g, "norm weight"), gb = upload(b, "b");
+        auto gw = half ? upload_half(*this, w_used, "w") : upload(w, "w");
+        auto gy = half ? upload_half(*this, y_nan, "h") : poisoned(y_nan.size(), "h");
+        run_once(vk, [&](gpu::Recorder& rec) {
+          ops::matmul_rmsnorm(vk, rec, {.x = gx, .norm_w = gg, .kind = s.kind, .eps = 1e-6f, .w = gw, .y = gy,
+                                        .M = s.M, .N = s.N, .K = s.K, .s = st, .bias = s.bias ? &gb : nullptr,
+                                        .glu = act, .ldy = s.ldy});
+        });
+        const auto xn = reference::rms_norm(x, g, s.M, s.K, 1e-6, s.kind);
+        const auto proj = reference::linear(std::vector<float>(xn.begin(), xn.end()), w_used,
+                                            s.bias ? b : std::vector<float>{}, s.M, 2 * s.N, s.K);
+        std::vector<float> got(y_nan.size());
+        if (half) {
+          std::vector<uint16_t> bits(got.size());
+          gpu::download(vk, gy, bits.data(), bits.size() * 2);
+          std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
+        } else {
+          got = download(gy, got.size());
+        }
+        std::vector<float> h;
+        std::vector<double> want;
+        for (uint32_t m = 0; m < s.M; ++m) {
+          for (uint32_t n = 0; n < s.N; ++n) {
+            h.push_back(got[size_t(m) * s.ldy + n]);
+            const size_t at = size_t(m) * 2 * s.N + n;
+            want.push_back(reference::activation(act, proj[at]) * proj[at + s.N]);
+          }
+          for (uint32_t n = s.N; n < s.ldy; ++n) CHECK(std::isnan(got[size_t(m) * s.ldy + n]));
+        }
+        check_close(h, want, half ? 1e-6 : 1e-12);
+      }
+    }
 }
 
 // The block pads operand rows on CPU drivers (ops::operand_stride); any

@@ -43,8 +43,10 @@ bool Mlp::norm_in_projection(uint32_t rows) const {
 
 void Mlp::reserve(uint32_t rows, Workspace& ws) const {
   const size_t e = ops::element_bytes(act_), R = rows;
-  if (!norm_in_projection(rows)) ws.need("normed", R * ld_hidden_ * e);
-  ws.need("mlp_proj", R * 2 * inter_ * e);
+  if (!norm_in_projection(rows)) {
+    ws.need("normed", R * ld_hidden_ * e);
+    ws.need("mlp_proj", R * 2 * inter_ * e);
+  }
   ws.need("mlp_hidden", R * ld_inter_ * e);
   const size_t up_splits = w_gate_up_.splits(rows, ld_hidden_);
   const size_t down_splits = w_down_.splits(rows, ld_inter_);
@@ -56,27 +58,27 @@ void Mlp::reserve(uint32_t rows, Workspace& ws) const {
 
 void Mlp::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const Buffer& x, const Buffer& y,
                  StatsSlot /*stats*/, bool poison) const {
-  const Buffer& proj = ws["mlp_proj"];
   const Buffer& h = ws["mlp_hidden"];
   const Buffer* split_k = ws.find("split_k");
   const Buffer* gate_up_bias = b_gate_up_.valid() ? &b_gate_up_ : nullptr;
   if (poison)
     for (const char* role : {"normed", "mlp_proj", "mlp_hidden"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
-  if (norm_in_projection(rows)) {
+  if (norm_in_projection(rows)) {  // the norm, both projections and the GLU in one pass
     ops::matmul_rmsnorm(vk_, rec, {.x = x, .norm_w = norm_w_, .kind = norm_kind_, .eps = eps_, .w = w_gate_up_.dense(),
-                                   .y = proj, .M = rows, .N = 2 * inter_, .K = hidden_, .s = act_, .bias = gate_up_bias,
-                                   .ldw = w_gate_up_.ldw()});
+                                   .y = h, .M = rows, .N = inter_, .K = hidden_, .s = act_, .bias = gate_up_bias,
+                                   .ldw = w_gate_up_.ldw(), .glu = act_fn_, .ldy = ld_inter_});
   } else {
     const Buffer& normed = ws["normed"];
+    const Buffer& proj = ws["mlp_proj"];
     ops::rmsnorm(vk_, rec, {.x = x, .in = ops::btd_view(rows, 1, hidden_), .w = norm_w_, .y = normed,
                             .out = {0, rows * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = rows, .tokens = rows,
                             .heads = 1, .dim = hidden_, .kind = norm_kind_, .eps = eps_, .s = act_, .x_f32 = true});
     w_gate_up_.record(rec, {.x = normed, .y = proj, .M = rows, .bias = gate_up_bias, .ldx = ld_hidden_, .partial = split_k,
                             .ws = &ws});
+    ops::glu(vk_, rec, {.proj = proj, .h = h, .rows = rows, .inter = inter_, .act = act_fn_, .s = act_,
+                        .ld_p = 2 * inter_, .ld_h = ld_inter_});
   }
-  ops::glu(vk_, rec, {.proj = proj, .h = h, .rows = rows, .inter = inter_, .act = act_fn_, .s = act_,
-                      .ld_p = 2 * inter_, .ld_h = ld_inter_});
   w_down_.record(rec, {.x = h, .y = y, .M = rows, .bias = b_down_.valid() ? &b_down_ : nullptr, .residual = &x,
                        .y_f32 = true, .ldx = ld_inter_, .partial = split_k, .ws = &ws});
 }

@@ -291,18 +291,20 @@ bool matmul_rmsnorm_applies(const DeviceInfo& d, const Tuning& t, uint32_t M, ui
 }
 
 void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const MatmulRmsnormArgs& a) {
-  auto [x, norm_w, kind, eps, w, y, M, N, K, s, bias, ldw] = a;
+  auto [x, norm_w, kind, eps, w, y, M, N, K, s, bias, ldw, glu, ldy] = a;
   if (!ldw) ldw = K;
+  if (!ldy) ldy = N;
   if (!norm_matvec_fits(ctx.info, M, K, ldw))
     throw Error(ErrorCode::invalid_argument, "matmul_rmsnorm: " + std::to_string(M) + " rows of " +
                                                  std::to_string(K) + " (stride " + std::to_string(ldw) +
                                                  ") is not a shape its kernel takes");
-  const Push push{M, N, K, K, ldw, N, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  Push push{M, N, K, K, ldw, ldy, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  if (glu) push.gate_act = uint32_t(*glu);  // matvec.comp's GLU reads its activation there
   const gpu::Grid g = matvec_grid(ctx.info, N);
-  rec.dispatch(ctx.pipelines->get(variant("matvec_v8_norm", s), matvec_spec(M)),
+  rec.dispatch(ctx.pipelines->get(variant(glu ? "matvec_v8_norm_glu" : "matvec_v8_norm", s), matvec_spec(M)),
                {{&x, gpu::Access::read}, {&w, gpu::Access::read}, {bias ? bias : &w, gpu::Access::read},
                 {&norm_w, gpu::Access::read}, {&y, gpu::Access::write}, {&w, gpu::Access::read}},
-               push, g.x, g.y, 1, "rmsnorm+matvec");  // binding 5: the other variants' gate
+               push, g.x, g.y, 1, glu ? "rmsnorm+matvec+glu" : "rmsnorm+matvec");  // binding 5: the other variants' gate
 }
 
 }  // namespace vkgate::ops

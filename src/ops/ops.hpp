@@ -134,7 +134,9 @@ uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_
 
 // y[M,N] = RMSNorm(x)·w[N,K]ᵀ (+ bias[N]) in one pass, for ≤ 8 rows on GPUs
 // (matvec.comp, NORM_X): x fp32 [M, K] dense, norm_w fp32 [K], w and y stored
-// as `s`. matmul_rmsnorm_applies says where the pass is used: not on CPU
+// as `s`. With `glu`, the MLP's gate and up projections and its GLU at once:
+// w [2N, K] holds the gate's N rows then the up's (bias their 2N values), and
+// y[m, n] = act(gate)·up, rows ldy apart (0: N). matmul_rmsnorm_applies says where the pass is used: not on CPU
 // drivers, for more rows, rows not 8-element multiples, or without
 // Tuning::matvec or pass_fusion (the caller then runs rmsnorm and matmul).
 // matmul_rmsnorm throws for shapes its kernel cannot take.
@@ -150,6 +152,8 @@ struct MatmulRmsnormArgs {
   Storage s = Storage::f32;
   const Buffer* bias = nullptr;
   uint32_t ldw = 0;
+  std::optional<Activation> glu;
+  uint32_t ldy = 0;
 };
 void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const MatmulRmsnormArgs& a);
 
