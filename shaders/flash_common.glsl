@@ -6,7 +6,11 @@
 RO(3, mask, F32)
 RO(4, g, T)
 RW(5, o, T)
+#ifdef PARTIAL_COHERENT
+RW_COHERENT(6, partial, F32)
+#else
 RW(6, partial, F32)
+#endif
 
 #include "gate.glsl"
 #include "params.glsl"
@@ -18,16 +22,29 @@ struct Push {
   uint chunk, splits;  // keys per split and number of splits
   float scale;
   uint mask_ld;  // floats between rows of the mask [B, 1, T, S]
+  uint merge;    // flash_decode.comp: the splits merged by the last workgroup of each row tile
 };
 PARAMS(Push)
 
+// Where split `split`'s partial result for the row (b, t, h) starts in
+// partial [B, splits, H, T, Dh + 2] (O, then m and l).
+uint partial_base(uint b, uint t, uint h, uint split) {
+  return (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
+}
+
+// Element d of the row (b, t, h), finished (O / l: `val`): gated, to o [B, T, H, Dh].
+void flash_out(uint b, uint t, uint h, uint d, float val) {
+  if (p.has_gate != 0) val = gated(p.gate, p.tokens, b * p.tokens + t, h, d, val);
+  o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, val);
+}
+
 // Element d of the row (b, t, h), whose unnormalised output is `val`, with the
-// row's running max m and sum l. With split keys, to partial [B, splits, H,
-// T, Dh + 2] (O, then m and l), which attention_combine.comp finishes;
-// otherwise O / l, gated, to o [B, T, H, Dh]. A fully masked row (l = 0) gives zeros.
+// row's running max m and sum l. With split keys, to the split's partial
+// result, which attention_combine.comp (or flash_decode.comp's last
+// workgroup) finishes; otherwise O / l to o. A fully masked row (l = 0) gives zeros.
 void flash_store(uint b, uint t, uint h, uint d, uint split, float val, float m, float l) {
   if (p.splits > 1) {
-    const uint base = (((b * p.splits + split) * p.heads + h) * p.tokens + t) * (HEAD_DIM + 2);
+    const uint base = partial_base(b, t, h, split);
     partial_st(base + d, val);
     if (d == 0) {
       partial_st(base + HEAD_DIM, m);
@@ -35,9 +52,7 @@ void flash_store(uint b, uint t, uint h, uint d, uint split, float val, float m,
     }
     return;
   }
-  float out_v = l > 0.0 ? val / l : 0.0;
-  if (p.has_gate != 0) out_v = gated(p.gate, p.tokens, b * p.tokens + t, h, d, out_v);
-  o_st(((b * p.tokens + t) * p.heads + h) * HEAD_DIM + d, out_v);
+  flash_out(b, t, h, d, l > 0.0 ? val / l : 0.0);
 }
 
 // Query head `member` (< G) of KV head kvh's group.

@@ -29,6 +29,12 @@
 // The subgroups' online-softmax states are merged through shared memory at
 // the end. Keys run over [split·chunk, ...) as in flash_attention.comp, whose
 // partial results (and attention_combine.comp) this shares.
+//
+// With split keys and p.merge, the last workgroup of a row tile to finish
+// (counted in binding 7) merges the splits' partial results itself, as
+// attention_combine.comp would: a decode step then has no combine pass, nor
+// the barrier before it (H200: 6.4 µs a combine, 2026-11-28). Its counter is
+// left at 0 for the next dispatch.
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef T
@@ -43,7 +49,9 @@ const uint UNROLL = 4;  // loads issued together (8 and 16 were slower on the H1
 VEC8_RO(0, q, T)
 VEC8_RO(1, k, T)
 VEC8_RO(2, v, T)
+#define PARTIAL_COHERENT
 #include "flash_common.glsl"
+layout(std430, binding = 7) coherent buffer Counters { uint counters[]; };  // per (b, KV head, row tile)
 
 const uint CHUNKS = HEAD_DIM / 8;                 // 8-element chunks per row
 const uint CPL = (CHUNKS + MIN_SG - 1) / MIN_SG;  // chunks per lane in P·V
@@ -54,6 +62,8 @@ shared vec4 rows_s[R * CHUNKS * 2];
 shared float p_s[WG * R];  // a block's probabilities, [lane of the key][row]
 shared float m_sh[NSG * R], l_sh[NSG * R];
 shared float mfin_s[R], lfin_s[R];
+shared bool last_s;  // this workgroup is its row tile's last: it merges the splits
+const uint DPL = (HEAD_DIM + MIN_SG - 1) / MIN_SG;  // dims per lane in that merge
 
 void main() {
   LOAD_PARAMS;
@@ -199,4 +209,37 @@ void main() {
     const float val = rows_s[e / 4][e % 4];
     flash_store(b, t, h, d, split, val, mfin_s[r], lfin_s[r]);
   }
+  if (p.merge == 0) return;
+
+  memoryBarrierBuffer();  // this workgroup's partial results, before its count
+  barrier();
+  const uint counter = (b * p.kv_heads + kvh) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (tid == 0) last_s = atomicAdd(counters[counter], 1u) == p.splits - 1u;
+  barrier();
+  if (!last_s) return;
+  memoryBarrierBuffer();
+  // A subgroup per row, its lanes over the dims:
+  // O = Σ_s O_s·exp(m_s − M) / Σ_s l_s·exp(m_s − M), M = max_s m_s.
+  for (uint r = sg; r < R; r += nsg) {
+    const uint row = row0 + r;
+    if (row >= rows_total) break;
+    const uint h = group_head(kvh, row % G, G), t = row / G;
+    float mx = NEG_INF;
+    for (uint s = lane; s < p.splits; s += SG) mx = max(mx, partial_ld(partial_base(b, t, h, s) + HEAD_DIM));
+    mx = subgroupMax(mx);
+    float num[DPL];
+    [[unroll]] for (uint i = 0; i < DPL; ++i) num[i] = 0.0;
+    float den = 0.0;
+    if (!(isinf(mx) && mx < 0.0))  // else every key is masked: the output is 0
+      for (uint s = 0; s < p.splits; ++s) {
+        const uint base = partial_base(b, t, h, s);
+        const float w = exp(partial_ld(base + HEAD_DIM) - mx);  // 0 for an empty split
+        den += partial_ld(base + HEAD_DIM + 1) * w;
+        [[unroll]] for (uint i = 0; i < DPL; ++i)
+          if (lane + i * SG < HEAD_DIM) num[i] += partial_ld(base + lane + i * SG) * w;
+      }
+    [[unroll]] for (uint i = 0; i < DPL; ++i)
+      if (lane + i * SG < HEAD_DIM) flash_out(b, t, h, lane + i * SG, den > 0.0 ? num[i] / den : 0.0);
+  }
+  if (tid == 0) counters[counter] = 0u;
 }

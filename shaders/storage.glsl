@@ -31,6 +31,10 @@ uint bf16_bits(float v) {
 #define RW_EXPAND(b_, name, T) BUFFER_DECL(b_, , name, T) LOAD_##T(name) STORE_##T(name)
 #define RO(b_, name, T) RO_EXPAND(b_, name, T)
 #define RW(b_, name, T) RW_EXPAND(b_, name, T)
+// RW_COHERENT: RW for a buffer that other workgroups of the same dispatch read
+// after an atomic hand-off (their loads and stores bypass incoherent caches).
+#define RW_COHERENT_EXPAND(b_, name, T) BUFFER_DECL(b_, coherent, name, T) LOAD_##T(name) STORE_##T(name)
+#define RW_COHERENT(b_, name, T) RW_COHERENT_EXPAND(b_, name, T)
 
 // TEXEL_RO(binding, name, T): the same name_ld(i), read through a uniform
 // texel buffer (the host binds an R32_SFLOAT or R16_SFLOAT view). On llvmpipe

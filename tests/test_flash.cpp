@@ -146,9 +146,11 @@ void FlashTest::run_cases(ops::Storage st) {
       want = reference::gate(wf, g, size_t(c.B) * c.T, c.H, c.Dh, c.gate_width);
     }
     const bool decode_shape = c.T * (c.H / c.KV) <= 16 && dev.subgroup_arithmetic;
-    // flash_decode.comp twice: its default rows per workgroup, and 3 (row
-    // tiles that split a token's heads, VKGATE_FLASH_DECODE_ROWS; more row
-    // tiles may leave a CPU driver's few workgroups unsplit).
+    // flash_decode.comp three times: its default rows per workgroup, and 3
+    // (row tiles that split a token's heads, VKGATE_FLASH_DECODE_ROWS; more row
+    // tiles may leave a CPU driver's few workgroups unsplit), both with the
+    // splits merged by each row tile's last workgroup; and the default rows
+    // with attention_combine.comp (VKGATE_DISABLE_DECODE_MERGE).
     // flash_coopmat.comp at its default tile, and in the MHA prefill and the
     // 84-row case at tiles that between them take each other path: 2 strips,
     // 64 keys per block, fp16 partial sums of P·V and of both products.
@@ -156,9 +158,11 @@ void FlashTest::run_cases(ops::Storage st) {
       ops::FlashKernel kernel;
       uint32_t decode_rows = 0;
       std::optional<gpu::FlashTile> tile;
+      bool merge = true;
     };
     std::vector<Run> runs = {Run{ops::FlashKernel::general}, Run{ops::FlashKernel::decode},
-                             Run{ops::FlashKernel::decode, 3}, Run{ops::FlashKernel::coopmat}};
+                             Run{ops::FlashKernel::decode, 3}, Run{ops::FlashKernel::decode, 0, {}, false},
+                             Run{ops::FlashKernel::coopmat}};
     if (c.Dh == 64 && c.T > 1 && !c.split && !gpu_av)
       for (const char* t : {"2x64", "4x32p", "2x64h"}) runs.push_back({ops::FlashKernel::coopmat, 0, gpu::FlashTile::parse(t)});
     for (const Run& run : runs) {
@@ -167,8 +171,10 @@ void FlashTest::run_cases(ops::Storage st) {
       CAPTURE(run.decode_rows);
       const std::string tile = run.tile ? run.tile->name() : "default";
       CAPTURE(tile);
+      CAPTURE(run.merge);
       ops::FlashOptions o;
       o.decode_rows = run.decode_rows;
+      o.merge = run.merge;
       if (run.tile) o.tile = *run.tile;
       o.split = c.split;
       o.decode = kernel == ops::FlashKernel::decode;
@@ -189,9 +195,12 @@ void FlashTest::run_cases(ops::Storage st) {
         ++coopmat_runs;
       }
       if (c.split && !run.decode_rows) CHECK(plan.splits > 1);
+      CHECK(plan.merge == (run.merge && plan.kernel == ops::FlashKernel::decode && plan.splits > 1));
       // A split the run's keys leave empty would hold a capacity's share, not an even one.
       if (c.capacity && plan.splits > 1) CHECK(uint64_t(plan.chunk) * (plan.splits - 1) >= c.S);
       auto partial = device(ops::flash_partial_floats(planned, plan), "partial");
+      auto counters = upload(std::vector<float>(std::max<size_t>(1, ops::flash_counter_words(planned, plan)), 0.0f),
+                             "counters");
       auto go = half ? put(std::vector<float>(q.size(), std::numeric_limits<float>::quiet_NaN()), "out")
                      : poisoned(q.size(), "out");
       run_once(vk, [&](gpu::Recorder& rec) {
@@ -199,8 +208,14 @@ void FlashTest::run_cases(ops::Storage st) {
         gating.view = ops::btd_view(c.T, c.H, std::max(c.gate_width, 1u));
         gating.width = c.gate_width;
         gating.heads = c.H;
-        ops::FlashArgs a{gq, gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr, gating, go, &partial};
-        ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale), st);
+        ops::FlashArgs a{gq,     gk, gv, c.mask ? &gm : nullptr, c.gate_width ? &gg : nullptr, gating, go, &partial,
+                         &counters};
+        // Twice with the same counters, the output poisoned between: each
+        // dispatch must leave them at zero for the next.
+        for (int rep = 0; rep < (plan.merge ? 2 : 1); ++rep) {
+          if (rep) rec.fill(go, 0xffffffffu);  // NaN in every storage type
+          ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale), st);
+        }
       });
       std::vector<float> got(q.size());
       if (half) {

@@ -181,7 +181,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
 // The MLP's decode pass (matvec.comp NORM_X GLU): RMSNorm, the gate and up
 // projections and act(gate)·up in one dispatch, on the GPU kernels (forced on
 // CPU drivers), h's rows a stride apart with the gaps left alone.
-TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·[gate; up]ᵀ and act(gate)·up in one pass, every activation") {
+TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·(gate, up)ᵀ and act(gate)·up in one pass, every activation") {
   struct Shape {
     uint32_t M, N, K, ldy;
     bool bias;
@@ -189,8 +189,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·[gate; up]ᵀ and act(gate
   };
   const Shape shapes[] = {{1, 70, 2048, 70, true, NormKind::zero_centered}, {3, 33, 1096, 40, false, NormKind::plain},
                           {8, 40, 64, 48, true, NormKind::plain}, {12, 9, 72, 16, true, NormKind::zero_centered}};
-  test::ScopedTuning tuning(ctx);
+  test::ScopedTuning tuning(ctx);  // whatever the VKGATE_DISABLE_* switches of this run say
   tuning->cpu_matmul = false;
+  tuning->matvec = tuning->pass_fusion = true;
   tuning->matvec_rows = gpu::kMatvecMaxRows;
   const uint32_t most_rows = ctx.gpu_assisted_validation_enabled() ? 8 : gpu::kMatvecMaxRows;
   if (!vk.info.subgroup_arithmetic) return;  // the kernel's subgroup sums; the MLP then runs its three passes

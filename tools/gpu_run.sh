@@ -213,18 +213,21 @@ if [ "$what" = sweep ]; then
       ggufs
       # flash_decode.comp's splits: the fewest keys per split (NVIDIA's default
       # 64 since the 11-28 H200 sweep, where 64 beat 128 and 256), its rows
-      # per workgroup, then the decode step without per-dispatch timestamps
-      # (wall time only, as llama-bench's).
-      for keys in 32 128; do
-        stamp "F16 decode with VKGATE_FLASH_SPLIT_KEYS=$keys"
-        VKGATE_FLASH_SPLIT_KEYS=$keys timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
+      # per workgroup, the splits merged by attention_combine.comp instead of
+      # flash_decode.comp's last workgroup (unmeasured on a GPU before), then
+      # the decode step without per-dispatch timestamps (wall time only, as
+      # llama-bench's).
+      for env in VKGATE_FLASH_SPLIT_KEYS=32 VKGATE_FLASH_SPLIT_KEYS=128 VKGATE_DISABLE_DECODE_MERGE=1; do
+        stamp "F16 decode with $env"
+        timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
           --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine" | tee -a "$out/models.txt"
       done
       # The block's decode over 32k keys (Qwen3-Next's 8 query heads per KV
       # head): 8 rows per workgroup (200 registers on the H100) against 4,
       # then more splits than the plan's 128 (256 workgroups for 2 KV heads:
       # 22 % of the copy bandwidth on the H200).
-      for env in VKGATE_FLASH_DECODE_ROWS=8 VKGATE_FLASH_DECODE_ROWS=4 VKGATE_FLASH_SPLITS=256 VKGATE_FLASH_SPLITS=512; do
+      for env in VKGATE_FLASH_DECODE_ROWS=8 VKGATE_FLASH_DECODE_ROWS=4 VKGATE_FLASH_SPLITS=256 VKGATE_FLASH_SPLITS=512 \
+        VKGATE_DISABLE_DECODE_MERGE=1; do
         stamp "block decode over 32k, fp16, $env"
         timeout 60 env $env $cli bench --device nvidia --block --past 32768 --T 1 \
           --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine" | tee -a "$out/models.txt"

@@ -177,6 +177,7 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.pass_fusion = !env_flag("VKGATE_DISABLE_PASS_FUSION");
   t.split_kv = !env_flag("VKGATE_DISABLE_SPLIT_KV");
   t.flash_decode = !env_flag("VKGATE_DISABLE_FLASH_DECODE");
+  t.decode_merge = !env_flag("VKGATE_DISABLE_DECODE_MERGE");
   t.direct_io = !env_flag("VKGATE_DISABLE_DIRECT_IO");
   t.split_k = !env_flag("VKGATE_DISABLE_SPLIT_K");
   t.matvec = !env_flag("VKGATE_DISABLE_MATVEC");

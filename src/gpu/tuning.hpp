@@ -83,6 +83,9 @@ struct Tuning {
   bool pass_fusion = true;      // !VKGATE_DISABLE_PASS_FUSION: qkv_prepare, RMSNorm folded into matvec
   bool split_kv = true;         // !VKGATE_DISABLE_SPLIT_KV: split-key (flash-decoding) passes
   bool flash_decode = true;     // !VKGATE_DISABLE_FLASH_DECODE: flash_decode.comp for few rows
+  // !VKGATE_DISABLE_DECODE_MERGE: flash_decode.comp's last workgroup of a row
+  // tile merges the key splits, instead of an attention_combine.comp pass.
+  bool decode_merge = true;
   bool direct_io = true;        // !VKGATE_DISABLE_DIRECT_IO: decode steps read/write mapped staging memory
   bool split_k = true;          // !VKGATE_DISABLE_SPLIT_K: split-K for matmuls with few output tiles
   bool matvec = true;           // !VKGATE_DISABLE_MATVEC: matrix-vector kernels for few rows

@@ -120,9 +120,11 @@ void Attention::plan_attend(AttentionPlan& p, Workspace& ws) const {
 
   const size_t B = batch, T = tokens, Dh = size_t(cfg_.head_dim), e = ops::element_bytes(act_);
   ws.need(row_role("q", p.row), B * H * T * Dh * e);
-  if (p.fused)
+  if (p.fused) {
     ws.need(row_role("partial", p.row), ops::flash_partial_floats(shape, p.flash) * 4);
-  else if (!p.step)
+    if (const size_t words = ops::flash_counter_words(shape, p.flash))
+      ws.need_zeroed(row_role("flash_counters", p.row), words * 4);
+  } else if (!p.step)
     ws.need(row_role("scores", p.row), B * H * p.chunk * size_t(p.score_ld) * 4);
   plan_rope(p, tokens);
 }
@@ -350,7 +352,7 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
   } else if (p.fused) {
     const bool sdpa_gate = cfg_.gate_kind != GateKind::none && cfg_.gate_position == GatePosition::sdpa;
     const ops::FlashArgs fa{q,    keys, values, io.mask, sdpa_gate ? &args.proj : nullptr, args.gating, attn,
-                            &ws[row_role("partial", p.row)]};
+                            &ws[row_role("partial", p.row)], ws.find(row_role("flash_counters", p.row))};
     ops::flash_attention(vk_, rec, fa, shape, p.flash, cfg_.causal, scale, act_);
   } else {
     const Buffer& scores = ws[row_role("scores", p.row)];

@@ -1,7 +1,9 @@
 #include "nn/workspace.hpp"
 
 #include <algorithm>
+#include <vector>
 
+#include "gpu/transfer.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate::nn {
@@ -11,9 +13,22 @@ void Workspace::need(const std::string& role, size_t bytes) {
   s = std::max(s, bytes);
 }
 
+void Workspace::need_zeroed(const std::string& role, size_t bytes) {
+  need(role, bytes);
+  zeroed_.insert(role);
+}
+
 void Workspace::allocate(Context::Impl& vk) {
-  for (const auto& [role, bytes] : sizes_)
-    if (!buffers_.count(role)) buffers_.emplace(role, vk.allocator->allocate(bytes, gpu::MemoryKind::device, "scratch '" + role + "'"));
+  for (const auto& [role, bytes] : sizes_) {
+    if (buffers_.count(role)) continue;
+    const gpu::Buffer& b =
+        buffers_.emplace(role, vk.allocator->allocate(bytes, gpu::MemoryKind::device, "scratch '" + role + "'"))
+            .first->second;
+    if (zeroed_.count(role)) {
+      const std::vector<std::byte> zeros(b.size());
+      gpu::upload(vk, b, zeros.data(), zeros.size());
+    }
+  }
 }
 
 const gpu::Buffer& Workspace::operator[](const std::string& role) const {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "gpu/context_impl.hpp"
@@ -19,6 +20,9 @@ class Workspace {
  public:
   // Asks for `bytes` under `role` (the largest request wins).
   void need(const std::string& role, size_t bytes);
+  // The same for a role whose words must start at zero (counters that each
+  // dispatch leaves at zero for the next): zeroed once, when allocated.
+  void need_zeroed(const std::string& role, size_t bytes);
   // Allocates every role asked for (device memory, named "scratch 'ROLE'").
   void allocate(Context::Impl& vk);
   bool has(const std::string& role) const { return buffers_.count(role) != 0; }
@@ -31,6 +35,7 @@ class Workspace {
 
  private:
   std::map<std::string, size_t> sizes_;
+  std::set<std::string> zeroed_;
   std::map<std::string, gpu::Buffer> buffers_;
 };
 

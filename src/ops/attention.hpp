@@ -139,6 +139,9 @@ struct FlashPlan {
   uint32_t rows = 0, block = 0;  // rows per workgroup, keys per block
   gpu::FlashTile tile;           // flash_coopmat.comp's, as run (rows = 16·strips, block = keys)
   uint32_t chunk = 0, splits = 1;  // keys per split and number of splits
+  // flash_decode.comp with splits: its last workgroup of each row tile merges
+  // them (counted in FlashArgs::counters), no attention_combine.comp pass.
+  bool merge = false;
 };
 struct FlashOptions {
   bool split = true;   // keys may be split across workgroups
@@ -157,9 +160,10 @@ struct FlashOptions {
   // flash_coopmat.comp's tile: its strips at most (fewer where shared memory
   // holds fewer), then its keys per block (else 32).
   gpu::FlashTile tile;
+  bool merge = true;  // FlashPlan::merge where it applies
 };
 // From Tuning's split_kv, flash_decode, coopmat_flash, flash_splits,
-// flash_split_keys, flash_decode_rows and flash_tile.
+// flash_split_keys, flash_decode_rows, flash_tile and decode_merge.
 FlashOptions flash_options(const Tuning& t);
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Why flash_coopmat.comp cannot run exactly tile `t` at head_dim on `d` with
@@ -175,6 +179,10 @@ std::vector<gpu::FlashTile> flash_tile_candidates();
 bool flash_preferred(const DeviceInfo& d, const Tuning& t);
 // Floats of the partial-results buffer the plan needs (1 when unsplit).
 size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p);
+// 32-bit words of the merge counters the plan needs (0 without
+// FlashPlan::merge). They must be zero before the first dispatch; each
+// dispatch leaves them so.
+size_t flash_counter_words(const AttentionShape& s, const FlashPlan& p);
 struct FlashArgs {
   const Buffer& q;
   const Buffer& k;
@@ -184,6 +192,7 @@ struct FlashArgs {
   Gate gating;
   const Buffer& out;
   const Buffer* partial;  // needed when the plan has splits > 1
+  const Buffer* counters = nullptr;  // needed with FlashPlan::merge (flash_counter_words)
 };
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
                      const FlashPlan& plan, bool causal, float scale, Storage st = Storage::f32);

@@ -17,7 +17,7 @@ struct Push {
   uint32_t causal, has_mask, has_gate, tiled;
   uint32_t chunk, splits;
   float scale;
-  uint32_t mask_ld;
+  uint32_t mask_ld, merge;
 };
 struct CombinePush {
   Gate gate;
@@ -96,7 +96,7 @@ std::optional<gpu::FlashTile> coopmat_tile(const DeviceInfo& d, Coopmat c, uint3
 
 FlashOptions flash_options(const Tuning& t) {
   return {t.split_kv,         t.flash_decode,      t.coopmat_flash, t.flash_splits,
-          t.flash_split_keys, t.flash_decode_rows, t.flash_tile};
+          t.flash_split_keys, t.flash_decode_rows, t.flash_tile,    t.decode_merge};
 }
 
 bool flash_preferred(const DeviceInfo& d, const Tuning& t) { return !cpu_gemm(d, t) || !t.cpu_attention; }
@@ -148,11 +148,22 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   p.chunk = (chunk + p.block - 1) / p.block * p.block;
   p.splits = (s.keys + p.chunk - 1) / p.chunk;
   if (p.splits == 0) p.splits = 1;
+  p.merge = o.merge && p.kernel == FlashKernel::decode && p.splits > 1;
   return p;
 }
 
 size_t flash_partial_floats(const AttentionShape& s, const FlashPlan& p) {
   return p.splits > 1 ? size_t(s.batch) * p.splits * s.heads * s.tokens * (s.head_dim + 2) : 1;
+}
+
+namespace {
+uint32_t row_tiles(const AttentionShape& s, const FlashPlan& p) {
+  return (s.tokens * (s.heads / s.kv_heads) + p.rows - 1) / p.rows;
+}
+}  // namespace
+
+size_t flash_counter_words(const AttentionShape& s, const FlashPlan& p) {
+  return p.merge ? size_t(s.batch) * s.kv_heads * row_tiles(s, p) : 0;
 }
 
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
@@ -185,21 +196,28 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   const uint32_t even = (s.keys + plan.splits - 1) / plan.splits;
   const uint32_t chunk = std::min(plan.chunk, (even + plan.block - 1) / plan.block * plan.block);
   Push push{a.gating, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
-            a.mask ? 1u : 0u, a.gate ? 1u : 0u, s.tiled ? 1u : 0u, chunk, plan.splits, scale, s.score_row()};
+            a.mask ? 1u : 0u, a.gate ? 1u : 0u, s.tiled ? 1u : 0u, chunk, plan.splits, scale, s.score_row(),
+            plan.merge ? 1u : 0u};
   if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
     throw Error(ErrorCode::invalid_argument, "flash attention: batch × splits exceeds 65535");
+  if (plan.merge && (!a.counters || a.counters->size() < flash_counter_words(s, plan) * 4))
+    throw Error(ErrorCode::invalid_argument, "flash attention: the plan merges its splits and needs " +
+                                                 std::to_string(flash_counter_words(s, plan)) + " counters");
   const Buffer& partial = a.partial ? *a.partial : a.out;
-  rec.dispatch(*p,
-               {{&a.q, gpu::Access::read},
-                {&a.k, gpu::Access::read},
-                {&a.v, gpu::Access::read},
-                {a.mask ? a.mask : &a.q, gpu::Access::read},
-                {a.gate ? a.gate : &a.q, gpu::Access::read},
-                {&a.out, plan.splits > 1 ? gpu::Access::read : gpu::Access::write},
-                {&partial, plan.splits > 1 ? gpu::Access::write : gpu::Access::read}},
-               push, (s.tokens * G + plan.rows - 1) / plan.rows, s.kv_heads, s.batch * plan.splits,
-               label);
-  if (plan.splits == 1) return;
+  const bool split = plan.splits > 1, merged_here = !split || plan.merge;
+  std::vector<gpu::Binding> bindings{{&a.q, gpu::Access::read},
+                                     {&a.k, gpu::Access::read},
+                                     {&a.v, gpu::Access::read},
+                                     {a.mask ? a.mask : &a.q, gpu::Access::read},
+                                     {a.gate ? a.gate : &a.q, gpu::Access::read},
+                                     {&a.out, merged_here ? gpu::Access::write : gpu::Access::read},
+                                     {&partial, split ? (plan.merge ? gpu::Access::read_write : gpu::Access::write)
+                                                      : gpu::Access::read}};
+  // flash_decode.comp's counters (the partial buffer stands in, unused, without a merge)
+  if (plan.kernel == FlashKernel::decode)
+    bindings.push_back({plan.merge ? a.counters : &partial, plan.merge ? gpu::Access::read_write : bindings[6].access});
+  rec.dispatch(*p, bindings, push, row_tiles(s, plan), s.kv_heads, s.batch * plan.splits, label);
+  if (merged_here) return;
   // attention_combine.comp: a workgroup per 32 dims of a row.
   const uint32_t wg = ctx.info.type == "cpu" ? 64 : 256;
   const gpu::Pipeline& c = ctx.pipelines->get(variant("attention_combine", st), {wg});

@@ -118,6 +118,12 @@ struct Bench {
     buffers.push_back(vk.allocator->allocate(bytes, gpu::MemoryKind::device, name));
     return buffers.back();
   }
+  const Buffer& zeroed(size_t bytes, const std::string& name) {
+    const Buffer& b = device(bytes, name);
+    const std::vector<std::byte> zeros(bytes);
+    gpu::upload(vk, b, zeros.data(), bytes);
+    return b;
+  }
   // NaN in the first `n` floats, so that a kernel that writes nothing fails its check.
   void poison(const Buffer& b, size_t n) {
     const std::vector<float> nan(n, std::numeric_limits<float>::quiet_NaN());

@@ -63,8 +63,9 @@ std::vector<Case> attention_runs(Context& ctx, int64_t B, int64_t T, int64_t H, 
     if (fused) {
       const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, s, ops::flash_options(tuning));
       const Buffer& partial = b.device(ops::flash_partial_floats(shape, plan) * 4, "partial");
+      const Buffer& counters = b.zeroed(std::max<size_t>(1, ops::flash_counter_words(shape, plan)) * 4, "counters");
       b.time(c, opt, [&](gpu::Recorder& rec) {
-        const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::Gate{}, go, &partial};
+        const ops::FlashArgs a{gq, gk, gv, nullptr, nullptr, ops::Gate{}, go, &partial, &counters};
         ops::flash_attention(b.vk, rec, a, shape, plan, causal, float(scale), s);
       }, &tuning);
     } else {
