@@ -11,6 +11,12 @@
 // variant: qmatmul_slices_f16_y32 SLICE_ROWS X_T=F16
 // variant: qmatmul_slices_bf16 SLICE_ROWS X_T=BF16 Y_T=BF16
 // variant: qmatmul_slices_bf16_y32 SLICE_ROWS X_T=BF16
+// variant: qmatmul_slices_norm SLICE_ROWS NORM_X
+// variant: qmatmul_slices_norm_f16 SLICE_ROWS NORM_X Y_T=F16
+// variant: qmatmul_slices_norm_bf16 SLICE_ROWS NORM_X Y_T=BF16
+// variant: qmatmul_slices_norm_glu SLICE_ROWS NORM_X GLU
+// variant: qmatmul_slices_norm_glu_f16 SLICE_ROWS NORM_X GLU Y_T=F16
+// variant: qmatmul_slices_norm_glu_bf16 SLICE_ROWS NORM_X GLU Y_T=BF16
 // variant: qmatmul_tiled
 // variant: qmatmul_tiled_f16 X_T=F16 Y_T=F16
 // variant: qmatmul_tiled_f16_y32 X_T=F16
@@ -52,6 +58,12 @@
 // (dequant8, which reads a block's header again per chunk); otherwise tiles of
 // TM × TN outputs, each K step of 32 dequantizing TN rows' chunks of W and
 // loading TM rows of X into shared memory.
+// SLICE_ROWS with NORM_X (X the fp32 residual stream, no residual): Y =
+// RMSNorm(X)·Wᵀ, as matvec.comp's NORM_X (binding 3 the norm's weight), so
+// that a quantized decode step has no RMSNorm pass before its projection;
+// with GLU too, the MLP's gate and up products and act(gate)·up, as
+// matvec.comp's GLU: each subgroup takes the gate's row n and the up's row
+// N + n (NC = 2) and writes column n.
 // CPU drivers (TEXEL; llvmpipe runs a workgroup on one thread, a barrier as a
 // coroutine switch, and gathers texels): workgroups of one 8-lane subgroup,
 // no shared memory, X read as RGBA texels (ldx a multiple of 4). ROWS_CPU
@@ -87,7 +99,11 @@ layout(std430, binding = 1) readonly buffer w_buf { uint w_words[]; };
 uint wword(uint i) { return w_words[i]; }
 #endif
 RO(2, bias, F32)
+#ifdef NORM_X
+VEC8_RO(3, norm_w, F32)
+#else
 RO(3, res, F32)
+#endif
 RW(4, y, Y_T)
 RO(5, gate, X_T)
 
@@ -98,10 +114,16 @@ struct Push {
   uint has_bias, has_residual;
   uint col0;  // the first column of Y (and of bias, R, gate) this dispatch writes
   uint gate_act, gate_combine, gate_at, ldg;
+  uint zero_centered;  // NORM_X: x̂·(1 + w) instead of x̂·w
+  float eps;           // NORM_X
+  uint act;            // GLU: activation.glsl's kind
 };
 PARAMS(Push)
 #define GATE_ACT_ONLY
 #include "gate.glsl"
+#ifdef GLU
+#include "activation.glsl"
+#endif
 
 #if defined(ROWS_CPU) || defined(SLICES)
 // Block formats are bound as an RGBA32UI view here (ops::qrows_cpu_view),
@@ -117,7 +139,9 @@ void store(uint m, uint n, float v) {
   const uint c = p.col0 + n;
   if (p.has_bias != 0) v += bias_ld(c);
   if (p.gate_act != 0) v = gate_apply(p.gate_combine, v, gate_act(p.gate_act - 1, gate_ld(p.gate_at + m * p.ldg + c)));
+#ifndef NORM_X
   if (p.has_residual != 0) v += res_ld(m * p.ldr + c);
+#endif
   y_st(m * p.ldy + c, v);
 }
 
@@ -226,18 +250,43 @@ void main() {
 }
 #elif defined(SLICE_ROWS)
 const uint MR = 8;                              // the most rows of X
+#ifdef GLU
+const uint NC = 2;  // the gate's row and the up's
+#else
 layout(constant_id = 2) const uint NC = 1;      // columns per subgroup
+#endif
 layout(constant_id = 3) const uint SU = 1;      // slices per lane in flight
 layout(constant_id = 4) const uint MIN_SG = 8;  // the smallest subgroup the device may run
 #include "qrows_gpu.glsl"
 // A workgroup's columns are fixed by the smallest subgroup size, and its
 // subgroups step over them: a device that runs wider subgroups than that still
 // covers every column.
+#ifdef GLU
+const uint WG_COLUMNS = WG / MIN_SG;
+#else
 const uint WG_COLUMNS = NC * (WG / MIN_SG);
+#endif
 void main() {
   LOAD_PARAMS;
   [[unroll]] for (uint i = 0; i < MR; ++i) xrow[i] = min(i, p.M - 1) * (p.ldx / 8u);
   const uint first = gl_WorkGroupID.x * WG_COLUMNS, last = min(first + WG_COLUMNS, p.N);
+#ifdef GLU
+  for (uint n = first + gl_SubgroupID; n < last; n += gl_NumSubgroups) {
+    wrow[0] = n * p.row_bytes;
+    wrow[1] = (p.N + n) * p.row_bytes;
+    qrows_slices(p.M, p.K);
+    if (subgroupElect())
+      [[unroll]] for (uint i = 0; i < MR; ++i) {
+        if (i >= p.M) break;
+        float g = acc[i][0], u = acc[i][1];
+        if (p.has_bias != 0) {
+          g += bias_ld(n);
+          u += bias_ld(p.N + n);
+        }
+        y_st(i * p.ldy + n, activation(g, p.act) * u);
+      }
+  }
+#else
   for (uint n0 = first + gl_SubgroupID * NC; n0 < last; n0 += gl_NumSubgroups * NC) {
     [[unroll]] for (uint j = 0; j < NC; ++j) wrow[j] = min(n0 + j, p.N - 1) * p.row_bytes;
     qrows_slices(p.M, p.K);
@@ -248,6 +297,7 @@ void main() {
           if (n0 + j < p.N) store(i, n0 + j, acc[i][j]);
       }
   }
+#endif
 }
 #elif defined(ROWS)
 const uint MAX_M = 8;

@@ -3,13 +3,17 @@
 // product with the host's dequantization (vkgate/quant.hpp) of the same bytes.
 #include "doctest.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "harness.hpp"
 #include "nn/storage.hpp"
 #include "ops/qmatmul.hpp"
 #include "vkgate/quant.hpp"
+#include "vkgate/reference_model.hpp"
 
 using namespace vkgate;
 
@@ -115,6 +119,82 @@ TEST_CASE_FIXTURE(QmatmulTest, "qmatmul: the GPU decode kernel at every tile") {
     else
       check_formats({{1, 70, 2304}, {8, 9, 768}}, some, {ops::Storage::f16});
   }
+}
+
+// The quantized decode step's passes: RMSNorm(X)·Wᵀ (+ b), and with the GLU
+// act(RMSNorm(X)·W_gᵀ + b_g)·(RMSNorm(X)·W_uᵀ + b_u) into rows a stride apart,
+// on the GPU decode kernel (forced on CPU drivers). The reference normalizes
+// in double precision and multiplies the weights the device should see.
+TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: the input RMSNorm and the MLP's GLU folded into the GPU decode kernel") {
+  test::ScopedTuning tuning(ctx);  // whatever the VKGATE_DISABLE_* switches of this run say
+  tuning->cpu_matmul = false;
+  tuning->pass_fusion = true;
+  tuning->qrows_tile = gpu::QrowsTile{};
+  if (!vk.info.subgroup_arithmetic) return;
+  struct Case {
+    DType f;
+    uint32_t M, N, K;
+    NormKind kind;
+    std::optional<Activation> glu;
+    uint32_t ldy, col0;  // col0: a part of a fused projection (no GLU)
+  };
+  const Case cases[] = {{DType::Q4_K, 1, 70, 2304, NormKind::plain, std::nullopt, 70, 0},
+                        {DType::Q8_0, 3, 33, 256, NormKind::zero_centered, std::nullopt, 44, 7},
+                        {DType::Q4_K, 1, 40, 512, NormKind::plain, Activation::silu, 48, 0},
+                        {DType::Q6_K, 8, 9, 256, NormKind::zero_centered, Activation::gelu_tanh, 9, 0},
+                        {DType::Q8_0, 2, 70, 2304, NormKind::plain, Activation::gelu, 72, 0}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Case& c : cases)
+    for (const ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+      if (st == ops::Storage::f16 && !vk.info.storage16) continue;
+      const bool half = st == ops::Storage::f16;
+      INFO(to_string(c.f) << ", M " << c.M << ", N " << c.N << ", K " << c.K << (c.glu ? ", GLU" : "")
+                          << (half ? ", fp16" : ""));
+      REQUIRE(ops::qmatmul_norm_applies(vk.info, vk.tuning, c.f, c.M, c.K));
+      const uint32_t rows = c.glu ? 2 * c.N : c.N;
+      const auto x = random(size_t(c.M) * c.K, 3.0f), g = random(c.K, 0.5f), b = random(c.col0 + rows);
+      const Stored w = store(c.f, random(size_t(rows) * c.K, 0.05f));
+      auto gx = upload(x, "x"), gg = upload(g, "norm weight"), gb = upload(b, "b");
+      gpu::Buffer gw = vk.allocator->allocate(w.bytes.size(), gpu::MemoryKind::device, "w");
+      gpu::upload(vk, gw, w.bytes.data(), w.bytes.size());
+      std::vector<float> y_nan(size_t(c.M) * c.ldy, nan);
+      auto gy = half ? test::upload_half(*this, y_nan, "y") : upload(y_nan, "y");
+      const ops::RowNorm norm{gg, c.kind, 1e-6f};
+      test::run_once(vk, [&](gpu::Recorder& rec) {
+        ops::qmatmul(vk, rec, {.x = gx, .w = gw, .wtype = c.f, .y = gy, .M = c.M, .N = c.N, .K = c.K, .s = st,
+                               .bias = &gb, .ldy = c.ldy, .col0 = c.col0, .norm = &norm, .glu = c.glu});
+      });
+      std::vector<float> got(y_nan.size());
+      if (half) {
+        std::vector<uint16_t> bits(got.size());
+        gpu::download(vk, gy, bits.data(), bits.size() * 2);
+        std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
+      } else {
+        got = download(gy, got.size());
+      }
+      std::vector<float> written;
+      std::vector<double> want;
+      for (uint32_t m = 0; m < c.M; ++m) {
+        double ss = 0;
+        for (uint32_t k = 0; k < c.K; ++k) ss += double(x[size_t(m) * c.K + k]) * x[size_t(m) * c.K + k];
+        const double inv = 1.0 / std::sqrt(ss / c.K + 1e-6);
+        auto row = [&](uint32_t n) {
+          double acc = 0;
+          for (uint32_t k = 0; k < c.K; ++k) {
+            const double gk = c.kind == NormKind::zero_centered ? 1.0 + g[k] : double(g[k]);
+            acc += x[size_t(m) * c.K + k] * inv * gk * w.values[size_t(n) * c.K + k];
+          }
+          return acc + b[c.col0 + n];
+        };
+        for (uint32_t n = 0; n < c.N; ++n) {
+          written.push_back(got[size_t(m) * c.ldy + c.col0 + n]);
+          want.push_back(c.glu ? reference::activation(*c.glu, row(n)) * row(c.N + n) : row(n));
+        }
+        for (uint32_t n = 0; n < c.ldy; ++n)
+          if (n < c.col0 || n >= c.col0 + c.N) CHECK(std::isnan(got[size_t(m) * c.ldy + n]));
+      }
+      test::check_close(written, want, half ? 1e-6 : 1e-10);
+    }
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: the parts of a fused projection in different formats write their own columns") {

@@ -135,7 +135,7 @@ std::unique_ptr<MixerPlan> Attention::plan(const MixerShape& s, Workspace& ws) c
   p.shape = s;
   const uint32_t BT = s.batch * s.tokens, D = uint32_t(cfg_.hidden_size);
   const size_t T = s.tokens, e = ops::element_bytes(act_);
-  p.norm_in_projection = !w_qkv_.quantized() && ops::matmul_rmsnorm_applies(vk_.info, tuning_, BT, D, w_qkv_.ldw());
+  p.norm_in_projection = w_qkv_.norm_applies(BT);
   if (s.rows_apart()) {
     if (s.stats || s.mask || !s.sequence || s.row_strides.size() != s.batch)
       throw Error(ErrorCode::invalid_argument, "attention: a step of separate sequences takes one cache per row, "
@@ -259,9 +259,8 @@ void Attention::record(Recorder& rec, const MixerPlan& plan, const Workspace& ws
   // x̂·Wᵀ for q (+ gate rows), k, v in one product, the RMSNorm folded in where it pays.
   const Buffer* qkv_bias = cfg_.qkv_bias ? &b_qkv_ : nullptr;
   if (p.norm_in_projection) {
-    ops::matmul_rmsnorm(vk_, rec, {.x = io.x, .norm_w = norm_w_, .kind = cfg_.norm_kind, .eps = eps,
-                                   .w = w_qkv_.dense(), .y = proj, .M = BT, .N = cols_, .K = D, .s = act_,
-                                   .bias = qkv_bias, .ldw = w_qkv_.ldw()});
+    const ops::RowNorm norm{norm_w_, cfg_.norm_kind, eps};
+    w_qkv_.record(rec, {.x = io.x, .y = proj, .M = BT, .bias = qkv_bias, .ws = &ws, .norm = &norm});
   } else {
     const Buffer& normed = ws["normed"];
     ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D), .w = norm_w_, .y = normed,

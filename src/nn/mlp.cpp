@@ -38,7 +38,7 @@ Mlp::Mlp(Context::Impl& vk, const gpu::Tuning& tuning, const ModelConfig& cfg, c
 }
 
 bool Mlp::norm_in_projection(uint32_t rows) const {
-  return !w_gate_up_.quantized() && ops::matmul_rmsnorm_applies(vk_.info, tuning_, rows, hidden_, w_gate_up_.ldw());
+  return w_gate_up_.glu_applies(rows);
 }
 
 void Mlp::reserve(uint32_t rows, Workspace& ws) const {
@@ -65,9 +65,9 @@ void Mlp::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
     for (const char* role : {"normed", "mlp_proj", "mlp_hidden"})
       if (const Buffer* b = ws.find(role)) rec.fill(*b, nan_word(act_));
   if (norm_in_projection(rows)) {  // the norm, both projections and the GLU in one pass
-    ops::matmul_rmsnorm(vk_, rec, {.x = x, .norm_w = norm_w_, .kind = norm_kind_, .eps = eps_, .w = w_gate_up_.dense(),
-                                   .y = h, .M = rows, .N = inter_, .K = hidden_, .s = act_, .bias = gate_up_bias,
-                                   .ldw = w_gate_up_.ldw(), .glu = act_fn_, .ldy = ld_inter_});
+    const ops::RowNorm norm{norm_w_, norm_kind_, eps_};
+    w_gate_up_.record(rec, {.x = x, .y = h, .M = rows, .bias = gate_up_bias, .ws = &ws, .norm = &norm, .glu = act_fn_,
+                            .ldy = ld_inter_});
   } else {
     const Buffer& normed = ws["normed"];
     const Buffer& proj = ws["mlp_proj"];

@@ -90,12 +90,40 @@ bool Projection::dequantizes(uint32_t M) const {
   return quantized() && !int8() && ops::qmatmul_dequantizes(vk_->info, tuning_, act_, M);
 }
 
+bool Projection::norm_applies(uint32_t M) const {
+  if (!quantized()) return ops::matmul_rmsnorm_applies(vk_->info, tuning_, M, K_, ldw_);
+  return !int8() && !dequantizes(M) && std::all_of(runs_.begin(), runs_.end(), [&](const Run& r) {
+    return ops::qmatmul_norm_applies(vk_->info, tuning_, r.dtype, M, K_);
+  });
+}
+
+bool Projection::glu_applies(uint32_t M) const {
+  return norm_applies(M) && rows_ % 2 == 0 && runs_.size() <= 1;
+}
+
 void Projection::reserve(Workspace& ws, uint32_t M) const {
   if (int8()) ws.need("q8_act", ops::q8_bytes(M, K_));
   if (dequantizes(M)) ws.need("dequant_w", size_t(rows_) * K_ * ops::element_bytes(act_));
 }
 
 void Projection::record(gpu::Recorder& rec, const ProjectArgs& a) const {
+  if (a.norm) {
+    if (a.glu ? !glu_applies(a.M) : !norm_applies(a.M))
+      throw Error(ErrorCode::invalid_argument, name_ + ": a product of " + std::to_string(a.M) + " rows cannot apply the "
+                                               "input norm" + (a.glu ? " and the GLU" : "") + " itself");
+    const uint32_t N = a.glu ? rows_ / 2 : rows_, ldy = a.ldy ? a.ldy : N;
+    if (!quantized()) {
+      ops::matmul_rmsnorm(*vk_, rec, {.x = a.x, .norm_w = a.norm->w, .kind = a.norm->kind, .eps = a.norm->eps,
+                                      .w = dense_, .y = a.y, .M = a.M, .N = N, .K = K_, .s = act_, .bias = a.bias,
+                                      .ldw = ldw_, .glu = a.glu, .ldy = ldy});
+      return;
+    }
+    for (const Run& r : runs_)
+      ops::qmatmul(*vk_, rec, {.x = a.x, .w = r.rows, .wtype = r.dtype, .y = a.y, .M = a.M,
+                               .N = a.glu ? N : r.count, .K = K_, .s = act_, .bias = a.bias, .ldy = ldy,
+                               .col0 = r.first, .norm = a.norm, .glu = a.glu});
+    return;
+  }
   auto scratch = [&](const char* role) -> const Buffer& {
     if (!a.ws) throw Error(ErrorCode::invalid_argument, name_ + ": its product needs the plan's workspace");
     return (*a.ws)[role];

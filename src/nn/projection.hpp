@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,13 @@ struct ProjectArgs {
   // The plan's workspace: int8() and dequantizes() take their scratch ("q8_act",
   // "dequant_w") from it, as reserve() asked.
   const Workspace* ws = nullptr;
+  // The input RMSNorm folded into the product (where norm_applies(M)): x is
+  // the fp32 residual stream [M, K], dense; no residual, gate or split-K.
+  // With `glu` too (where glu_applies(M)): the weight's rows are the gate's
+  // then the up's, and y[m, n] = act(gate)·up for n < rows()/2, rows ldy apart (0: rows()/2).
+  const ops::RowNorm* norm = nullptr;
+  std::optional<Activation> glu;
+  uint32_t ldy = 0;
 };
 
 class Projection {
@@ -73,6 +81,11 @@ class Projection {
   bool int8() const;
   // Whether a product of M rows runs on the weight dequantized to fp16.
   bool dequantizes(uint32_t M) const;
+  // Whether a product of M rows can apply the input RMSNorm itself
+  // (ProjectArgs::norm: matvec.comp's or qmatmul.comp's NORM_X), and the GLU
+  // too (ProjectArgs::glu: a float weight, or block rows in one format).
+  bool norm_applies(uint32_t M) const;
+  bool glu_applies(uint32_t M) const;
   // Asks `ws` for the scratch a product of M rows needs beyond split-K:
   // int8(): role "q8_act", X's quantized blocks; dequantizes(M): "dequant_w".
   void reserve(Workspace& ws, uint32_t M) const;

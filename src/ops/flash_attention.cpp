@@ -189,7 +189,6 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
       p = &ctx.pipelines->get(variant("flash_attention", st), {kWorkgroup, plan.rows, plan.block, s.head_dim});
       break;
   }
-  const uint32_t G = s.heads / s.kv_heads;
   // Keys per split from the keys this step has, not the plan's (a cache's
   // capacity): a decode step over a partly filled cache spreads them over
   // every split instead of filling the first few and leaving the rest empty.

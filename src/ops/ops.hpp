@@ -156,6 +156,13 @@ struct MatmulRmsnormArgs {
   uint32_t ldy = 0;
 };
 void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const MatmulRmsnormArgs& a);
+// An RMSNorm a product applies to its rows of X on the way (the quantized
+// decode kernel: QmatmulArgs::norm).
+struct RowNorm {
+  const Buffer& w;  // fp32 [K]
+  NormKind kind;
+  float eps;
+};
 
 // The row stride (elements) for a GEMM operand of K elements per row in
 // storage `s`: K, except under the CPU kernels when the row is a multiple of

@@ -29,8 +29,18 @@ struct QmatmulArgs {
   bool y_f32 = false;
   uint32_t ldx = 0, ldy = 0, col0 = 0;
   const EpilogueGate* gate = nullptr;
+  // The input RMSNorm folded in (where qmatmul_norm_applies): x is the fp32
+  // residual stream [M, K] (dense), no residual or gate. With `glu` too, w
+  // holds 2N rows (the gate's N, then the up's; bias their 2N values) and
+  // y[m, n] = act(gate)·up (the MLP's decode pass, as ops::matmul_rmsnorm's).
+  const RowNorm* norm = nullptr;
+  std::optional<Activation> glu;
 };
 void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a);
+// Whether M rows of W in `wtype` take QmatmulArgs::norm: the GPU decode kernel
+// over slices (≤ 8 rows, a block format, the slices tile) with
+// Tuning::pass_fusion.
+bool qmatmul_norm_applies(const DeviceInfo& d, const gpu::Tuning& t, DType wtype, uint32_t M, uint32_t K);
 // The dense gate's push constants, shared by the quantized products' Push
 // structs (gate_act 0: no gate).
 template <class Push>

@@ -25,7 +25,8 @@ bool qmatmul_dot_takes(const DeviceInfo& d, DType wtype, uint32_t K) {
 }
 
 void qmatmul_dot(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
-  const auto& [x, w, wtype, y, M, N, K, s, bias, residual, y_f32, ldx, ldy, col0, gate] = a;
+  const auto& [x, w, wtype, y, M, N, K, s, bias, residual, y_f32, ldx, ldy, col0, gate, norm, glu] = a;
+  if (norm || glu) throw Error(ErrorCode::invalid_argument, "qmatmul_dot: no input norm or GLU in the int8 product");
   (void)ldx;
   if (!qmatmul_dot_takes(ctx.info, wtype, K))
     throw Error(ErrorCode::unsupported, "qmatmul_dot: rows of " + std::to_string(K) + " elements of " +
