@@ -130,7 +130,7 @@ std::unique_ptr<MixerPlan> Gdn::plan(const MixerShape& s, Workspace& ws) const {
                     "maxStorageBufferRange " + std::to_string(vk_.info.max_storage_buffer_range) +
                     "); run the sequence in pieces, the states carried");
   const size_t BT = size_t(s.batch) * s.tokens, e = ops::element_bytes(act_);
-  if (has_input_norm()) ws.need("normed", BT * ld_hidden_ * e);
+  if (has_input_norm() && !w_in_.norm_applies(uint32_t(BT))) ws.need("normed", BT * ld_hidden_ * e);
   ws.need("gdn_proj", BT * cols_ * e);
   ws.need("gdn_y", BT * ld_value_ * e);
   if (s.rows_apart()) {  // each row's recurrence against its own sequence's states, into its own scratch
@@ -174,7 +174,11 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
 
   const Buffer* x = &io.x;
   uint32_t ldx = D_;
-  if (has_input_norm()) {
+  const bool norm_folded = has_input_norm() && w_in_.norm_applies(BT);
+  if (norm_folded) {  // the norm in the decode product
+    const ops::RowNorm norm{norm_w_, *cfg_.input_norm, float(c.rms_norm_eps)};
+    w_in_.record(rec, {.x = io.x, .y = proj, .M = BT, .ws = &ws, .norm = &norm});
+  } else if (has_input_norm()) {
     const Buffer& normed = ws["normed"];
     ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D_), .w = norm_w_, .y = normed,
                             .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
@@ -183,7 +187,7 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     x = &normed;
     ldx = ld_hidden_;
   }
-  w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k, .ws = &ws});
+  if (!norm_folded) w_in_.record(rec, {.x = *x, .y = proj, .M = BT, .ldx = ldx, .partial = split_k, .ws = &ws});
   const bool chunks = chunked(T);
   // The recurrence of `rows` rows from row `first` of the projections, against `states`, into `out`.
   auto delta = [&](uint32_t rows, uint32_t first, uint32_t row, const Buffer& conv, const Buffer& state,

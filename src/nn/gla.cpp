@@ -104,7 +104,7 @@ std::unique_ptr<MixerPlan> Gla::plan(const MixerShape& s, Workspace& ws) const {
                     "or use a smaller batch");
   if (!s.sequence) ws.need("layer_state", state_elements(batch) * 4);  // zeroed before each layer
   const size_t BT = size_t(batch) * tokens, e = ops::element_bytes(act_);
-  if (forms_.attn_norm) ws.need("normed", BT * ld_hidden_ * e);
+  if (forms_.attn_norm && !w_proj_.norm_applies(uint32_t(BT))) ws.need("normed", BT * ld_hidden_ * e);
   ws.need("gla_proj", BT * cols_ * e);
   if (rank_) ws.need("gla_gk", BT * KV_ * dk_ * e);
   ws.need("gla_o", BT * H_ * o_parts(tokens) * dv_ * 4);
@@ -147,7 +147,12 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
   // x̂·Wᵀ for every projection in one product (x̂: attn_norm(x), or x as given).
   const Buffer* x = &io.x;
   uint32_t ldx = D_;
-  if (forms_.attn_norm) {
+  const Buffer* bias = b_proj_.valid() ? &b_proj_ : nullptr;
+  const bool norm_folded = forms_.attn_norm && w_proj_.norm_applies(BT);
+  if (norm_folded) {  // the norm in the decode product
+    const ops::RowNorm norm{norm_w_, NormKind::plain, float(cfg_.norm_eps)};
+    w_proj_.record(rec, {.x = io.x, .y = proj, .M = BT, .bias = bias, .ws = &ws, .norm = &norm});
+  } else if (forms_.attn_norm) {
     const Buffer& normed = ws["normed"];
     ops::rmsnorm(vk_, rec, {.x = io.x, .in = ops::btd_view(T, 1, D_), .w = norm_w_, .y = normed,
                             .out = {0, T * ld_hidden_, ld_hidden_, 1, ld_hidden_, 0}, .rows = BT, .tokens = T,
@@ -156,8 +161,8 @@ void Gla::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
     x = &normed;
     ldx = ld_hidden_;
   }
-  w_proj_.record(rec, {.x = *x, .y = proj, .M = BT, .bias = b_proj_.valid() ? &b_proj_ : nullptr, .ldx = ldx,
-                       .partial = split_k, .ws = &ws});
+  if (!norm_folded)
+    w_proj_.record(rec, {.x = *x, .y = proj, .M = BT, .bias = bias, .ldx = ldx, .partial = split_k, .ws = &ws});
   // The low-rank forget gate's second product reads the first rank_ columns.
   const Buffer* gk = &proj;
   ops::View gk_view{gk_col_, T * cols_, cols_, 1, dk_, 0};

@@ -156,12 +156,18 @@ uint32_t Moe::max_step_rows() const {
   return uint32_t(rows);
 }
 
+bool Moe::router_norm_folded(uint32_t rows) const {
+  return ops::matmul_rmsnorm_applies(vk_.info, tuning_, rows, hidden_, ld_router_);
+}
+
+bool Moe::shared_glu_folded(uint32_t rows) const { return shared_inter_ > 0 && shared_gate_up_.glu_applies(rows); }
+
 void Moe::reserve(uint32_t rows, Workspace& ws) const {
   const ops::MoeRouting r = routing(rows);
   const size_t e = ops::element_bytes(act_), R = rows, entries = r.entries();
   const size_t logits = experts_ + (shared_inter_ > 0 ? 1 : 0);
   ws.need("normed", R * ld_hidden_ * e);
-  if (act_ != Storage::f32) ws.need("moe_normed_f32", R * ld_router_ * 4);
+  if (act_ != Storage::f32 && !router_norm_folded(rows)) ws.need("moe_normed_f32", R * ld_router_ * 4);
   ws.need("moe_logits", R * logits * 4);
   ws.need("moe_route", r.route_bytes());
   ws.need("moe_tiles", r.tile_bytes());
@@ -173,7 +179,7 @@ void Moe::reserve(uint32_t rows, Workspace& ws) const {
       ops::matmul_splits(vk_.info, tuning_, rows, uint32_t(logits), hidden_, Storage::f32, ld_router_, ld_router_);
   if (router_splits > 1) ws.need("split_k", router_splits * R * logits * 4);
   if (shared_inter_ == 0) return;
-  ws.need("moe_shared_proj", R * 2 * shared_inter_ * e);
+  if (!shared_glu_folded(rows)) ws.need("moe_shared_proj", R * 2 * shared_inter_ * e);
   ws.need("moe_shared_hidden", R * ld_shared_ * e);
   ws.need("moe_shared_out", R * hidden_ * 4);
   const size_t up = shared_gate_up_.splits(rows, ld_hidden_);
@@ -204,13 +210,20 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
                             .dim = hidden_, .kind = norm_kind_, .eps = eps_, .s = s, .x_f32 = true});
   };
   norm(normed, ld_hidden_, act_);
-  const Buffer* normed_f32 = &normed;
-  if (act_ != Storage::f32) {
-    normed_f32 = &ws["moe_normed_f32"];
-    norm(*normed_f32, ld_router_, Storage::f32);
+  // The router in fp32: the norm folded into its decode product, or over an fp32 copy of the normed rows.
+  if (router_norm_folded(rows)) {
+    ops::matmul_rmsnorm(vk_, rec, {.x = x, .norm_w = norm_w_, .kind = norm_kind_, .eps = eps_, .w = router_,
+                                   .y = logits, .M = rows, .N = logits_ld, .K = hidden_, .s = Storage::f32,
+                                   .ldw = ld_router_});
+  } else {
+    const Buffer* normed_f32 = &normed;
+    if (act_ != Storage::f32) {
+      normed_f32 = &ws["moe_normed_f32"];
+      norm(*normed_f32, ld_router_, Storage::f32);
+    }
+    ops::matmul(vk_, rec, {.x = *normed_f32, .w = router_, .y = logits, .M = rows, .N = logits_ld, .K = hidden_,
+                           .s = Storage::f32, .y_f32 = true, .ldx = ld_router_, .ldw = ld_router_, .partial = split_k});
   }
-  ops::matmul(vk_, rec, {.x = *normed_f32, .w = router_, .y = logits, .M = rows, .N = logits_ld, .K = hidden_,
-                         .s = Storage::f32, .y_f32 = true, .ldx = ld_router_, .ldw = ld_router_, .partial = split_k});
   ops::moe_route(vk_, rec, r,
                  {.logits = logits, .ld = logits_ld, .norm_topk = norm_topk_, .route = route, .tiles = tiles,
                   .dispatch = dispatch,
@@ -245,11 +258,18 @@ void Moe::record(gpu::Recorder& rec, const Workspace& ws, uint32_t rows, const B
          inter_, true);
   const Buffer* shared = nullptr;
   if (shared_inter_ > 0) {
-    const Buffer &sproj = ws["moe_shared_proj"], &shidden = ws["moe_shared_hidden"];
+    const Buffer& shidden = ws["moe_shared_hidden"];
     shared = &ws["moe_shared_out"];
-    shared_gate_up_.record(rec, {.x = normed, .y = sproj, .M = rows, .ldx = ld_hidden_, .partial = split_k, .ws = &ws});
-    ops::glu(vk_, rec, {.proj = sproj, .h = shidden, .rows = rows, .inter = shared_inter_, .act = act_fn_, .s = act_,
-                        .ld_p = 2 * shared_inter_, .ld_h = ld_shared_});
+    if (shared_glu_folded(rows)) {  // the norm, the shared expert's gate/up and its GLU in one pass
+      const ops::RowNorm rn{norm_w_, norm_kind_, eps_};
+      shared_gate_up_.record(rec, {.x = x, .y = shidden, .M = rows, .ws = &ws, .norm = &rn, .glu = act_fn_,
+                                   .ldy = ld_shared_});
+    } else {
+      const Buffer& sproj = ws["moe_shared_proj"];
+      shared_gate_up_.record(rec, {.x = normed, .y = sproj, .M = rows, .ldx = ld_hidden_, .partial = split_k, .ws = &ws});
+      ops::glu(vk_, rec, {.proj = sproj, .h = shidden, .rows = rows, .inter = shared_inter_, .act = act_fn_, .s = act_,
+                          .ld_p = 2 * shared_inter_, .ld_h = ld_shared_});
+    }
     shared_down_.record(rec, {.x = shidden, .y = *shared, .M = rows, .y_f32 = true, .ldx = ld_shared_, .partial = split_k,
                               .ws = &ws});
   }

@@ -67,6 +67,10 @@ class Moe : public FeedForward {
     bool blocks() const { return !parts.empty(); }
   };
   ops::MoeRouting routing(uint32_t rows) const;
+  // Decode steps on GPUs: the input norm folded into the router's product
+  // (matvec.comp NORM_X), and with the GLU into the shared expert's gate/up.
+  bool router_norm_folded(uint32_t rows) const;
+  bool shared_glu_folded(uint32_t rows) const;
   uint64_t dense_bytes() const;   // the norm, router and shared expert
   uint64_t expert_bytes() const;  // the routed experts
 
