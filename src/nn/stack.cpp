@@ -202,7 +202,7 @@ void Stack::record_step(StackPlan& p, gpu::Recorder::Mode mode, uint32_t past, c
 
   // lm_head(norm(x)) for every position, or for each row's last.
   const Buffer* head_in = &p.x;
-  if (!p.all_logits) {
+  if (!p.all_logits && T > 1) {  // (a step of one token per row: every row is its last)
     std::vector<VkBufferCopy> last;
     for (uint32_t b = 0; b < B; ++b) last.push_back({(VkDeviceSize(b) * T + T - 1) * D * 4, VkDeviceSize(b) * D * 4, D * 4});
     rec.copy(p.x, p.last, std::move(last));

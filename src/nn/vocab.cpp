@@ -75,13 +75,19 @@ void VocabMatrix::project(gpu::Recorder& rec, const Workspace& ws, const Buffer&
     // A block of x's rows, where x has more rows than one block's logits hold.
     const Buffer& xb = mb < m ? ws["lm_rows"] : x;
     if (mb < m) rec.copy(x, xb, std::vector<VkBufferCopy>{{m0 * row_bytes, 0, rows * row_bytes}});
+    // One chunk and one block of rows into device memory (the device's top-k
+    // reads them): its logits are `out` as they are, no copy. Logits read back
+    // keep the copy: a shader writing host memory crosses the bus in small writes.
+    const bool direct = chunks_.size() == 1 && mb >= m && !out.mapped();
     for (const Chunk& c : chunks_) {
+      const Buffer& y = direct ? out : logits;
       if (blocks_)
-        ops::qmatmul(vk_, rec, {.x = xb, .w = c.rows, .wtype = *blocks_, .y = logits, .M = rows, .N = c.count,
+        ops::qmatmul(vk_, rec, {.x = xb, .w = c.rows, .wtype = *blocks_, .y = y, .M = rows, .N = c.count,
                                 .K = dim_, .s = act_, .y_f32 = true, .ldx = ld_});
       else
-        ops::matmul(vk_, rec, {.x = xb, .w = c.rows, .y = logits, .M = rows, .N = c.count, .K = dim_, .s = act_,
+        ops::matmul(vk_, rec, {.x = xb, .w = c.rows, .y = y, .M = rows, .N = c.count, .K = dim_, .s = act_,
                                .y_f32 = true, .ldx = ld_, .ldw = ld_});
+      if (direct) break;
       // Row r of the chunk's logits is out[m0 + r, first .. first + count).
       std::vector<VkBufferCopy> regions;
       for (uint32_t r = 0; r < rows; ++r)
