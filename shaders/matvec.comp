@@ -39,7 +39,9 @@
 // N rows then the up's (and the bias their 2N values): each subgroup takes
 // both columns, so a decode step has no [M, 2N] product to write and read
 // back, and no GLU pass (and its barrier) between the two projections.
+#ifdef GLU
 #include "activation.glsl"
+#endif
 #include "common.glsl"
 #include "storage.glsl"
 #ifndef X_T

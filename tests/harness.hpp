@@ -138,6 +138,16 @@ inline gpu::Buffer upload_half(GpuTest& t, std::vector<float>& v, const char* na
   return buf;
 }
 
+// The first n elements of b, stored as fp16 (half) or fp32, as floats.
+inline std::vector<float> download_stored(GpuTest& t, const gpu::Buffer& b, size_t n, bool half) {
+  if (!half) return t.download(b, n);
+  std::vector<uint16_t> bits(n);
+  gpu::download(t.vk, b, bits.data(), n * 2);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = half_to_float(bits[i]);
+  return out;
+}
+
 // NMSE and max abs error against the double reference; NaN never passes.
 inline void check_close(const std::vector<float>& got, const std::vector<double>& want, double nmse_bound = 1e-9) {
   REQUIRE(got.size() == want.size());

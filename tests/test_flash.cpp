@@ -217,15 +217,7 @@ void FlashTest::run_cases(ops::Storage st) {
           ops::flash_attention(vk, rec, a, shape, plan, c.causal, float(scale), st);
         }
       });
-      std::vector<float> got(q.size());
-      if (half) {
-        std::vector<uint16_t> bits(q.size());
-        gpu::download(vk, go, bits.data(), bits.size() * 2);
-        std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
-      } else {
-        got = download(go, q.size());
-      }
-      check_close(got, want, half ? 1e-5 : 1e-9);
+      check_close(test::download_stored(*this, go, q.size(), half), want, half ? 1e-5 : 1e-9);
     }
   }
   if (tensor != Coopmat::off && st == ops::Storage::f16) CHECK(coopmat_runs > 0);

@@ -168,11 +168,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·Wᵀ (+b) in one pass for 
       if (!half) {
         check_close(download(gy, want.size()), want);
       } else {
-        std::vector<uint16_t> bits(want.size());
-        gpu::download(vk, gy, bits.data(), bits.size() * 2);
-        std::vector<float> got(bits.size());
-        std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
-        check_close(got, want, 1e-6);
+        check_close(test::download_stored(*this, gy, want.size(), true), want, 1e-6);
       }
     }
   }
@@ -226,14 +222,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: RMSNorm(X)·(gate, up)ᵀ and act(gate
         const auto xn = reference::rms_norm(x, g, s.M, s.K, 1e-6, s.kind);
         const auto proj = reference::linear(std::vector<float>(xn.begin(), xn.end()), w_used,
                                             s.bias ? b : std::vector<float>{}, s.M, 2 * s.N, s.K);
-        std::vector<float> got(y_nan.size());
-        if (half) {
-          std::vector<uint16_t> bits(got.size());
-          gpu::download(vk, gy, bits.data(), bits.size() * 2);
-          std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
-        } else {
-          got = download(gy, got.size());
-        }
+        const std::vector<float> got = test::download_stored(*this, gy, y_nan.size(), half);
         std::vector<float> h;
         std::vector<double> want;
         for (uint32_t m = 0; m < s.M; ++m) {

@@ -44,14 +44,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "glu: act(gate)·up for silu, gelu, gelu_tanh a
         run_once(vk, [&](gpu::Recorder& rec) { ops::glu(vk, rec, {.proj = gp, .h = gh, .rows = s.rows, .inter = s.inter,
                                                                   .act = act, .s = st, .ld_p = s.ld_p,
                                                                   .ld_h = s.ld_h}); });
-        std::vector<float> got(n);
-        if (half) {
-          std::vector<uint16_t> bits(n);
-          gpu::download(vk, gh, bits.data(), n * 2);
-          for (size_t i = 0; i < n; ++i) got[i] = half_to_float(bits[i]);
-        } else {
-          got = download(gh, n);
-        }
+        const std::vector<float> got = test::download_stored(*this, gh, n, half);
         for (uint32_t r = 0; r < s.rows; ++r)
           for (uint32_t i = 0; i < s.inter; ++i) {
             rows_got.push_back(got[size_t(r) * s.ld_h + i]);

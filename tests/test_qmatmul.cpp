@@ -164,14 +164,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul: the input RMSNorm and the MLP's GLU f
         ops::qmatmul(vk, rec, {.x = gx, .w = gw, .wtype = c.f, .y = gy, .M = c.M, .N = c.N, .K = c.K, .s = st,
                                .bias = &gb, .ldy = c.ldy, .col0 = c.col0, .norm = &norm, .glu = c.glu});
       });
-      std::vector<float> got(y_nan.size());
-      if (half) {
-        std::vector<uint16_t> bits(got.size());
-        gpu::download(vk, gy, bits.data(), bits.size() * 2);
-        std::transform(bits.begin(), bits.end(), got.begin(), half_to_float);
-      } else {
-        got = download(gy, got.size());
-      }
+      const std::vector<float> got = test::download_stored(*this, gy, y_nan.size(), half);
       std::vector<float> written;
       std::vector<double> want;
       for (uint32_t m = 0; m < c.M; ++m) {
