@@ -308,7 +308,11 @@ ForwardOutputs GatedAttention::run(const ForwardInputs& in) {
   if (p.past != int(P)) {  // a resident plan whose cache has grown since it was recorded
     p.past = int(P);
     try {
-      im.record(p, gpu::Recorder::Mode::update);
+      try {
+        im.record(p, gpu::Recorder::Mode::update);
+      } catch (const Error&) {  // commands that changed with the length (direct dispatch's counts): record anew
+        im.record(p, gpu::Recorder::Mode::record);
+      }
     } catch (...) {  // a half-updated plan must not be replayed: drop it
       if (im.last == key) im.last.reset();
       im.plans.drop_if([&](const Impl::Key& k) { return k == key; });

@@ -64,7 +64,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: an update rewrites parameters and co
   const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
   const auto x = random(4 * 64 * 8);
   auto src = upload(x, "src"), other = upload(x, "other");
-  gpu::Recorder rec(vk);
+  gpu::Tuning tuning = vk.tuning;
+  tuning.direct_dispatch = false;  // the counts read from the arena (GPUs default to the command buffer's)
+  gpu::Recorder rec(vk, tuning);
   auto record = [&](gpu::Recorder::Mode mode, const gpu::Buffer& dst, uint32_t vec4s) {
     rec.begin(mode);
     rec.dispatch(copy, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, vec4s, (vec4s + 63) / 64);
@@ -88,6 +90,40 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: an update rewrites parameters and co
   record(gpu::Recorder::Mode::record, fresh, 64 * 8);
   rec.submit("recorded again");
   CHECK(download(fresh, x.size()) == x);
+}
+
+// With Tuning::direct_dispatch the workgroup counts are in the command buffer:
+// an update still rewrites the parameters, but a changed count is refused
+// (the model and the block then record the step again).
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: direct dispatch updates parameters in place and refuses a changed "
+                                 "workgroup count until recorded again") {
+  const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
+  const auto x = random(4 * 64 * 8);
+  auto src = upload(x, "src"), dst = poisoned(x.size(), "dst");
+  gpu::Tuning tuning = vk.tuning;
+  tuning.direct_dispatch = true;
+  gpu::Recorder rec(vk, tuning);
+  auto record = [&](gpu::Recorder::Mode mode, uint32_t vec4s) {
+    rec.begin(mode);
+    rec.dispatch(copy, {{&src, gpu::Access::read}, {&dst, gpu::Access::write}}, vec4s, (vec4s + 63) / 64);
+    rec.end();
+  };
+  record(gpu::Recorder::Mode::record, 32);
+  rec.submit("copying 32 vec4");
+  auto got = download(dst, x.size());
+  CHECK(std::equal(x.begin(), x.begin() + 128, got.begin()));
+  CHECK(std::isnan(got[128]));
+  record(gpu::Recorder::Mode::update, 64);  // one workgroup still
+  rec.submit("copying 64 vec4");
+  got = download(dst, x.size());
+  CHECK(std::equal(x.begin(), x.begin() + 256, got.begin()));
+  CHECK(std::isnan(got[256]));
+  CHECK_THROWS_WITH_AS(record(gpu::Recorder::Mode::update, 64 * 8),
+                       doctest::Contains("has 8×1×1 workgroups, not the 1×1×1 recorded"), Error);
+  CHECK_THROWS_WITH_AS(rec.submit("after a refused update"), doctest::Contains("not recorded"), Error);
+  record(gpu::Recorder::Mode::record, 64 * 8);
+  rec.submit("recorded again");
+  CHECK(download(dst, x.size()) == x);
 }
 
 // A step of many sequences records thousands of dispatches: each one's span is

@@ -214,10 +214,12 @@ if [ "$what" = sweep ]; then
       # flash_decode.comp's splits: the fewest keys per split (NVIDIA's default
       # 64 since the 11-28 H200 sweep, where 64 beat 128 and 256), its rows
       # per workgroup, the splits merged by attention_combine.comp instead of
-      # flash_decode.comp's last workgroup (unmeasured on a GPU before), then
-      # the decode step without per-dispatch timestamps (wall time only, as
-      # llama-bench's).
-      for env in VKGATE_FLASH_SPLIT_KEYS=32 VKGATE_FLASH_SPLIT_KEYS=128 VKGATE_DISABLE_DECODE_MERGE=1; do
+      # flash_decode.comp's last workgroup (unmeasured on a GPU before), the
+      # workgroup counts in the command buffer (VKGATE_DIRECT_DISPATCH) instead
+      # of read by the device, then the decode step without per-dispatch
+      # timestamps (wall time only, as llama-bench's), both ways.
+      for env in VKGATE_FLASH_SPLIT_KEYS=32 VKGATE_FLASH_SPLIT_KEYS=128 VKGATE_DISABLE_DECODE_MERGE=1 \
+        VKGATE_DIRECT_DISPATCH=1; do
         stamp "F16 decode with $env"
         timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
           --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine" | tee -a "$out/models.txt"
@@ -227,14 +229,16 @@ if [ "$what" = sweep ]; then
       # then more splits than the plan's 128 (256 workgroups for 2 KV heads:
       # 22 % of the copy bandwidth on the H200).
       for env in VKGATE_FLASH_DECODE_ROWS=8 VKGATE_FLASH_DECODE_ROWS=4 VKGATE_FLASH_SPLITS=256 VKGATE_FLASH_SPLITS=512 \
-        VKGATE_DISABLE_DECODE_MERGE=1; do
+        VKGATE_DISABLE_DECODE_MERGE=1 VKGATE_DIRECT_DISPATCH=1; do
         stamp "block decode over 32k, fp16, $env"
         timeout 60 env $env $cli bench --device nvidia --block --past 32768 --T 1 \
           --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine" | tee -a "$out/models.txt"
       done
-      stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0)"
-      VKGATE_TIMESTAMPS=0 timeout 60 $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf --precision fp16 \
-        --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt" ;;
+      for env in VKGATE_DIRECT_DISPATCH=0 VKGATE_DIRECT_DISPATCH=1; do
+        stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0), $env"
+        VKGATE_TIMESTAMPS=0 timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
+          --precision fp16 --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
+      done ;;
     batch)
       ggufs
       # Batched decode on GPUs (11-28 on the H200: 16 sequences 1.61x one's):

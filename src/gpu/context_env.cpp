@@ -166,6 +166,7 @@ Tuning device_defaults(const DeviceInfo& d) {
   // row runs on one core: lavapipe took 31 ms for 8 rows of 151,936 at k 40
   // (vkgate bench --op topk), where the host's sampler takes about 1 ms a row.
   t.device_top_k = d.type != "cpu";
+  t.direct_dispatch = d.type != "cpu";
   return t;
 }
 }  // namespace
@@ -178,6 +179,7 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.split_kv = !env_flag("VKGATE_DISABLE_SPLIT_KV");
   t.flash_decode = !env_flag("VKGATE_DISABLE_FLASH_DECODE");
   t.decode_merge = !env_flag("VKGATE_DISABLE_DECODE_MERGE");
+  if (std::getenv("VKGATE_DIRECT_DISPATCH")) t.direct_dispatch = env_flag("VKGATE_DIRECT_DISPATCH");
   t.direct_io = !env_flag("VKGATE_DISABLE_DIRECT_IO");
   t.split_k = !env_flag("VKGATE_DISABLE_SPLIT_K");
   t.matvec = !env_flag("VKGATE_DISABLE_MATVEC");

@@ -3,7 +3,8 @@
 // page of host-visible memory; a prologue command buffer copies the used part
 // of every page to device memory at the start of each submission, where the
 // shaders read their block as a dynamic storage buffer (shaders/params.glsl)
-// and vkCmdDispatchIndirect reads the counts. Rewriting a slot between
+// and vkCmdDispatchIndirect reads the counts (unless the recorder put them
+// in the command buffer: Tuning::direct_dispatch). Rewriting a slot between
 // submissions therefore changes what the next submission runs without
 // recording the command buffer again (Recorder::Mode::update: a decode step
 // whose cache grows by one position per replay).

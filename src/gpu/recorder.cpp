@@ -289,13 +289,21 @@ void Recorder::record_dispatch(const Pipeline& p, std::span<const Binding> bindi
                                                    std::to_string(counts_offset) + " are outside their buffer");
     sig.add(counts_from->id()).add(uint64_t(counts_offset));
   }
+  const bool direct = tuning_.direct_dispatch && !counts_from;
   if (updating_) {
-    params_.write(steps_[expect(sig.value, "dispatch of '" + p.shader + "'")].slot, params, gx, gy, gz);
+    const Step& step = steps_[expect(sig.value, "dispatch of '" + p.shader + "'")];
+    if (step.direct && step.groups != groups)
+      throw Error(ErrorCode::invalid_argument,
+                  "recorder: updating the recording, dispatch of '" + p.shader + "' has " + std::to_string(gx) + "×" +
+                      std::to_string(gy) + "×" + std::to_string(gz) + " workgroups, not the " +
+                      std::to_string(step.groups[0]) + "×" + std::to_string(step.groups[1]) + "×" +
+                      std::to_string(step.groups[2]) + " recorded in the command buffer (direct dispatch)");
+    params_.write(step.slot, params, gx, gy, gz);
     return;
   }
   const ParamArena::Slot slot = params_.allocate();
   params_.write(slot, params, gx, gy, gz);
-  steps_.push_back({sig.value, slot});
+  steps_.push_back({sig.value, slot, direct, groups});
   std::vector<Use> uses;
   VkDescriptorBufferInfo infos[kMaxDescriptors];
   VkWriteDescriptorSet writes[kMaxBindings];
@@ -361,8 +369,12 @@ void Recorder::record_dispatch(const Pipeline& p, std::span<const Binding> bindi
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   const VkDescriptorSet sets[] = {set, params_.set(slot)};
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 2, sets, 1, &slot.params);
-  const Buffer& counts = counts_from ? *counts_from : params_.counts_buffer(slot);
-  vkCmdDispatchIndirect(cmd_, counts.handle(), counts.offset() + (counts_from ? counts_offset : slot.counts));
+  if (direct) {
+    vkCmdDispatch(cmd_, gx, gy, gz);
+  } else {
+    const Buffer& counts = counts_from ? *counts_from : params_.counts_buffer(slot);
+    vkCmdDispatchIndirect(cmd_, counts.handle(), counts.offset() + (counts_from ? counts_offset : slot.counts));
+  }
   labels_.push_back(std::move(label));
   timestamp();
 }

@@ -9,7 +9,9 @@
 // Each dispatch's parameters and workgroup counts live in a ParamArena slot
 // (gpu/param_arena.hpp), not in the command buffer: begin(Mode::update) lets
 // the same calls rewrite them for the next submission — a decode step whose
-// positions advance is recorded once and replayed.
+// positions advance is recorded once and replayed. With
+// Tuning::direct_dispatch (GPUs) the counts are in the command buffer too, and
+// an update that changes one is refused.
 //
 // Thread safety: a Recorder is used by one thread at a time.
 #pragma once
@@ -159,6 +161,10 @@ class Recorder {
   struct Step {
     uint64_t signature;
     ParamArena::Slot slot;
+    // Tuning::direct_dispatch: the workgroup counts in the command buffer,
+    // which an update cannot change (it throws; the caller records again).
+    bool direct = false;
+    std::array<uint32_t, 3> groups{};
   };
   std::vector<Step> steps_;
   // Pipelines of this recording not yet run anywhere, with the descriptor sets

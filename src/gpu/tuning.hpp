@@ -86,6 +86,16 @@ struct Tuning {
   // !VKGATE_DISABLE_DECODE_MERGE: flash_decode.comp's last workgroup of a row
   // tile merges the key splits, instead of an attention_combine.comp pass.
   bool decode_merge = true;
+  // VKGATE_DIRECT_DISPATCH (0/1; unset: on, except on CPU drivers):
+  // dispatches carry their workgroup counts in the command buffer
+  // (vkCmdDispatch) instead of reading them from the parameter arena
+  // (vkCmdDispatchIndirect). A GPU's front end then need not fetch each
+  // count before it launches, in a decode step of ~170 small dispatches in a
+  // chain. An update that changes a count must record the step again, which
+  // a decode step never does: its plan (key splits included) is sized for
+  // the sequence's capacity. Unmeasured on a GPU: tools/gpu_run.sh sweep's
+  // `splits` step times both.
+  bool direct_dispatch = false;
   bool direct_io = true;        // !VKGATE_DISABLE_DIRECT_IO: decode steps read/write mapped staging memory
   bool split_k = true;          // !VKGATE_DISABLE_SPLIT_K: split-K for matmuls with few output tiles
   bool matvec = true;           // !VKGATE_DISABLE_MATVEC: matrix-vector kernels for few rows
