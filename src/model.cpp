@@ -74,7 +74,8 @@ struct Model::Impl {
   nn::PlanCache<RowsKey, nn::StackPlan> row_plans{kMaxPlans};
   std::vector<Sequence::Impl*> sequences;  // live ones
   size_t ended_recordings = 0;             // of sequences that have ended
-  std::vector<StageTime> last_timings;
+  // The recorder of the last step, whose timestamps last_timings() reads.
+  std::shared_ptr<const gpu::Recorder> timed;
   bool poison = false;
 
   Impl(Context& c, const ModelConfig& config, const ModelOptions& o) : ctx(c), vk(c.impl()), cfg(config), options(o) {}
@@ -133,8 +134,7 @@ struct Model::Impl {
       }
     }
     p.rec->submit("running the model");
-    last_timings.clear();
-    for (const auto& t : p.rec->timings()) last_timings.push_back({t.label, t.microseconds});
+    timed = p.rec;
   }
 
   // One step of ids [batch, tokens] of `s` (checked by the caller, within one
@@ -485,6 +485,20 @@ TopLogits Model::extend_top(std::span<Sequence* const> seqs, std::span<const int
   return t;
 }
 
+std::vector<int64_t> Model::extend_greedy(std::span<Sequence* const> seqs, std::span<const int64_t> ids) {
+  std::vector<int64_t> next(seqs.size());
+  if (impl_->vk.tuning.device_top_k) {
+    const TopLogits t = extend_top(seqs, ids, 1);
+    std::copy(t.ids.begin(), t.ids.end(), next.begin());
+    return next;
+  }
+  const std::vector<float> logits = extend(seqs, ids);
+  const auto V = long(impl_->cfg.vocab_size);
+  for (size_t i = 0; i < seqs.size(); ++i)
+    next[i] = std::max_element(logits.begin() + long(i) * V, logits.begin() + long(i + 1) * V) - (logits.begin() + long(i) * V);
+  return next;
+}
+
 const ModelConfig& Model::config() const { return impl_->cfg; }
 Context& Model::context() { return impl_->ctx; }
 int Model::context_limit() const { return impl_->options.ignore_context_limit ? 0 : impl_->cfg.context_limit(); }
@@ -508,7 +522,12 @@ size_t Model::recordings() const {
   return n;
 }
 
-std::vector<StageTime> Model::last_timings() const { return impl_->last_timings; }
+std::vector<StageTime> Model::last_timings() const {
+  std::vector<StageTime> out;
+  if (impl_->timed)
+    for (const auto& t : impl_->timed->timings()) out.push_back({t.label, t.microseconds});
+  return out;
+}
 
 void Model::set_poison(bool on) {
   // The plans are made again when next used, with or without the fills.

@@ -368,6 +368,39 @@ TEST_CASE_FIXTURE(test::GpuTest, "device top-k: Model::extend_top gives each row
   CHECK(tied.ids == std::vector<int64_t>{0, 1, 2, 3, 4});
 }
 
+// Model::extend_greedy, as `vkgate bench --model` decodes: each row's
+// argmax (the lower id on ties) by the device's top 1 where the Context picks
+// top ids there, else from the whole rows read back.
+TEST_CASE_FIXTURE(test::GpuTest, "device top-k: Model::extend_greedy picks each row's most likely id both ways") {
+  test::TinyModel s;
+  test::RandomModel m(s.config(), rng);
+  Model model(ctx, m.cfg, m.tensors);
+  model.set_poison(true);
+  const int V = m.cfg.vocab_size;
+  for (bool device : {true, false}) {
+    CAPTURE(device);
+    test::ScopedTuning t(ctx);
+    t->device_top_k = device;
+    std::vector<Sequence> seqs, twins;
+    for (int n : {3, 1}) {
+      const auto prompt = test::random_ids(rng, size_t(n), V);
+      for (auto* list : {&seqs, &twins}) {
+        list->push_back(model.start(1, 8));
+        model.extend(list->back(), prompt, n);
+      }
+    }
+    std::vector<Sequence*> all{&seqs[0], &seqs[1]}, all_twins{&twins[0], &twins[1]};
+    const std::vector<int64_t> next{2, 6};
+    const std::vector<int64_t> got = model.extend_greedy(all, next);
+    CHECK(ran_top_k(model) == device);
+    const std::vector<float> whole = model.extend(all_twins, next);
+    for (size_t r = 0; r < all.size(); ++r) {
+      const auto row = whole.begin() + long(r) * V;
+      CHECK(got[r] == std::max_element(row, row + V) - row);
+    }
+  }
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "device top-k: generations choose the same ids with the device's top k as with the "
                                  "whole rows (greedy, sampled with top_k, with penalties), alone and together") {
   test::TinyModel s;

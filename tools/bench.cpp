@@ -81,7 +81,8 @@ CASE:
           and --vocab V narrow the residual stream and the vocabulary; the model line says
           what was changed): prefill
           tokens/s per prompt length (the lm_head on the last position only, as a generation
-          runs it), decode tokens/s over N steps (default 16), the weight bytes a decode step
+          runs it), decode tokens/s over N greedy steps (default 16; the next id chosen as generation
+          chooses it: on GPUs by the device, Model::extend_greedy), the weight bytes a decode step
           reads (sparse MoE layers: their experts' top-k share) and that over the step's time,
           and the device memory of the weights, the caches and the workspace (--int8: int8 activations for the Q8_0 and
           Q4_0 projections where the device has integer dot products, as run --int8). The

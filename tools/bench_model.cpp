@@ -211,10 +211,10 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
     }
     std::vector<double> step_wall, step_gpu;
     int64_t id = ids[size_t(T) % ids.size()];
+    Sequence* one = &seq;
     for (int s = 0; s <= b.decode; ++s) {  // the first step records and warms up
       const auto t0 = std::chrono::steady_clock::now();
-      const std::vector<float> logits = model->extend(seq, std::span(&id, 1), 1);
-      id = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      id = model->extend_greedy(std::span(&one, 1), std::span(&id, 1))[0];
       if (s == 0) continue;
       step_wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       step_gpu.push_back(gpu_us(*model));
@@ -237,10 +237,6 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
     double step_ms, step_gpu_us;
   };
   std::vector<Together> together;
-  auto argmax = [&](const std::vector<float>& logits, size_t row) {
-    const auto first = logits.begin() + long(row * size_t(cfg.vocab_size));
-    return int64_t(std::max_element(first, first + cfg.vocab_size) - first);
-  };
   for (int n : b.sequences) {
     const int T = b.prompts.front();
     std::vector<Sequence> seqs;
@@ -249,15 +245,15 @@ int bench_model(const ContextOptions& copts, const ModelBench& b) {
       std::vector<int64_t> prompt(size_t(T), 0);
       for (size_t t = 0; t < prompt.size(); ++t) prompt[t] = ids[(t + size_t(i)) % ids.size()];
       seqs.push_back(model->start(1, T + b.decode + 1));
-      next.push_back(argmax(model->extend(seqs.back(), prompt, T), 0));
+      const std::vector<float> logits = model->extend(seqs.back(), prompt, T);
+      next.push_back(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     std::vector<Sequence*> all;
     for (Sequence& s : seqs) all.push_back(&s);
     std::vector<double> wall, gpu;
     for (int s = 0; s <= b.decode; ++s) {  // the first step records and warms up
       const auto t0 = std::chrono::steady_clock::now();
-      const std::vector<float> logits = model->extend(all, next);
-      for (size_t i = 0; i < all.size(); ++i) next[i] = argmax(logits, i);
+      next = model->extend_greedy(all, next);
       if (s == 0) continue;
       wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       gpu.push_back(gpu_us(*model));

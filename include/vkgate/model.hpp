@@ -195,6 +195,10 @@ class Model {
   // chosen on the device, so that a sampler reads k values per row instead
   // of the vocabulary (one sequence takes its own plan, several their set's).
   TopLogits extend_top(std::span<Sequence* const> seqs, std::span<const int64_t> ids, int k);
+  // The same step, each row's most likely next id (the lower id on ties), as
+  // greedy generation picks it: on the device where the Context chooses top
+  // ids there (VKGATE_DEVICE_TOP_K: GPUs), else from the logits read back.
+  std::vector<int64_t> extend_greedy(std::span<Sequence* const> seqs, std::span<const int64_t> ids);
 
   // Decoding of one prompt (greedy unless options.sampling says otherwise):
   // one step for the prompt, then one replayed step per new token, on a

@@ -93,8 +93,7 @@ bool subgroup_size_ok(const DeviceInfo& d, uint32_t size, uint32_t workgroup) {
 const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<uint32_t>& spec,
                                    uint32_t subgroup_size) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto key = std::make_tuple(shader, spec, subgroup_size);
-  if (auto it = pipelines_.find(key); it != pipelines_.end()) return *it->second;
+  if (auto it = pipelines_.find(std::tie(shader, spec, subgroup_size)); it != pipelines_.end()) return *it->second;
 
   const ShaderModuleInfo& info = shader_info(shader);
   const std::string doing = "creating the '" + info.name + "' pipeline";
@@ -169,7 +168,7 @@ const Pipeline& PipelineCache::get(const std::string& shader, const std::vector<
   vkDestroyShaderModule(dev, module, nullptr);
   if (ctx_.pipeline_stats) print_statistics(dev, p->pipeline, shader, spec);
   const Pipeline& ref = *p;
-  pipelines_.emplace(std::move(key), std::move(p));
+  pipelines_.emplace(std::make_tuple(shader, spec, subgroup_size), std::move(p));
   return ref;
 }
 

@@ -59,7 +59,9 @@ class PipelineCache {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   VkDescriptorSetLayout params_layout_ = VK_NULL_HANDLE;
   mutable std::mutex mutex_;
-  std::map<std::tuple<std::string, std::vector<uint32_t>, uint32_t>, std::unique_ptr<Pipeline>> pipelines_;
+  // std::less<>: get() looks a pipeline up by references, without copying its
+  // name and constants (every dispatch of every replayed step asks).
+  std::map<std::tuple<std::string, std::vector<uint32_t>, uint32_t>, std::unique_ptr<Pipeline>, std::less<>> pipelines_;
 };
 
 }  // namespace vkgate::gpu

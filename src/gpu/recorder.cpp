@@ -1,6 +1,7 @@
 #include "gpu/recorder.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "gpu/context_impl.hpp"
 
@@ -31,13 +32,25 @@ uint32_t texel_bytes(VkFormat f) {
 
 // FNV-1a over a command's identity (its pipeline, buffers, regions, label):
 // what an update must find again, command by command.
+// FNV-style, a 64-bit word per step (a decode step's update hashes ~170
+// dispatches' pipelines, labels and buffers per token).
 struct Signature {
   uint64_t value = 1469598103934665603ull;
-  Signature& add(std::span<const std::byte> bytes) {
-    for (std::byte b : bytes) value = (value ^ uint64_t(b)) * 1099511628211ull;
+  Signature& add(uint64_t v) {
+    value = (value ^ v) * 1099511628211ull;
+    value ^= value >> 29;
     return *this;
   }
-  Signature& add(uint64_t v) { return add(std::as_bytes(std::span(&v, 1))); }
+  Signature& add(std::span<const std::byte> bytes) {
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= bytes.size(); i += 8) {
+      std::memcpy(&w, bytes.data() + i, 8);
+      add(w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, bytes.data() + i, bytes.size() - i);
+    return add(tail).add(uint64_t(bytes.size()));
+  }
   Signature& add(const std::string& s) { return add(std::as_bytes(std::span(s))); }
 };
 }  // namespace
@@ -101,6 +114,7 @@ void Recorder::begin(Mode mode) {
     return;
   }
   updating_ = false;
+  submitted_ = false;
   ++recordings_;
   steps_.clear();
   cold_.clear();
@@ -238,9 +252,10 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout, uint32_t de
   return set;
 }
 
-size_t Recorder::expect(uint64_t sig, const std::string& what) {
+template <typename What>
+size_t Recorder::expect(uint64_t sig, What what) {
   if (next_step_ >= steps_.size() || steps_[next_step_].signature != sig)
-    throw Error(ErrorCode::invalid_argument, "recorder: updating the recording, " + what + " differs from command " +
+    throw Error(ErrorCode::invalid_argument, "recorder: updating the recording, " + what() + " differs from command " +
                                                  std::to_string(next_step_) + " of the " +
                                                  std::to_string(steps_.size()) + " recorded");
   return next_step_++;
@@ -291,7 +306,7 @@ void Recorder::record_dispatch(const Pipeline& p, std::span<const Binding> bindi
   }
   const bool direct = tuning_.direct_dispatch && !counts_from;
   if (updating_) {
-    const Step& step = steps_[expect(sig.value, "dispatch of '" + p.shader + "'")];
+    const Step& step = steps_[expect(sig.value, [&] { return "dispatch of '" + p.shader + "'"; })];
     if (step.direct && step.groups != groups)
       throw Error(ErrorCode::invalid_argument,
                   "recorder: updating the recording, dispatch of '" + p.shader + "' has " + std::to_string(gx) + "×" +
@@ -386,7 +401,7 @@ void Recorder::copy(const Buffer& src, const Buffer& dst, VkDeviceSize bytes) {
 void Recorder::copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCopy> regions) {
   const uint64_t sig = Signature().add(src.id()).add(dst.id()).add(std::as_bytes(std::span(regions))).value;
   if (updating_) {
-    expect(sig, "a copy from '" + src.name() + "' to '" + dst.name() + "'");
+    expect(sig, [&] { return "a copy from '" + src.name() + "' to '" + dst.name() + "'"; });
     return;
   }
   steps_.push_back({sig, {}});
@@ -405,7 +420,7 @@ void Recorder::copy(const Buffer& src, const Buffer& dst, std::vector<VkBufferCo
 void Recorder::fill(const Buffer& dst, uint32_t word) {
   const uint64_t sig = Signature().add(dst.id()).add(word).value;
   if (updating_) {
-    expect(sig, "a fill of '" + dst.name() + "'");
+    expect(sig, [&] { return "a fill of '" + dst.name() + "'"; });
     return;
   }
   steps_.push_back({sig, {}});
@@ -416,7 +431,7 @@ void Recorder::fill(const Buffer& dst, uint32_t word) {
 void Recorder::mark(std::string label) {
   const uint64_t sig = Signature().add(label).value;
   if (updating_) {
-    expect(sig, "mark '" + label + "'");
+    expect(sig, [&] { return "mark '" + label + "'"; });
     return;
   }
   steps_.push_back({sig, {}});
@@ -497,11 +512,12 @@ void Recorder::submit(const std::string& doing) {
   if (!recorded_) throw Error(ErrorCode::invalid_argument, doing + ": the command buffer was not recorded");
   const VkCommandBuffer both[] = {prologue_, cmd_};
   ctx_.submit_and_wait(both, fence_, doing.c_str());
+  submitted_ = true;
 }
 
 std::vector<DispatchTiming> Recorder::timings() const {
   std::vector<DispatchTiming> out;
-  if (queries_used_ < 2) return out;
+  if (!submitted_ || queries_used_ < 2) return out;
   std::vector<uint64_t> ts(queries_used_);
   for (uint32_t first = 0; first < queries_used_; first += kTimestampsPerPool) {
     const uint32_t n = std::min(kTimestampsPerPool, queries_used_ - first);

@@ -112,7 +112,8 @@ class Recorder {
   // Submits and waits. May be called many times per recording.
   void submit(const std::string& doing);
 
-  // GPU time of each dispatch of the last submit (empty without timestamp support).
+  // GPU time of each dispatch of the last submit (empty without timestamp
+  // support, or before the recording's first submit).
   std::vector<DispatchTiming> timings() const;
 
   size_t barrier_count() const { return barriers_; }
@@ -147,8 +148,10 @@ class Recorder {
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout, uint32_t descriptors);
   void timestamp();
   // In update mode: checks that the next recorded command is `signature`
-  // (and returns its index), else throws.
-  size_t expect(uint64_t signature, const std::string& what);
+  // (and returns its index), else throws, naming the command by what() (made
+  // only then: a decode step updates ~170 commands per token).
+  template <typename What>
+  size_t expect(uint64_t signature, What what);
   // Runs each pipeline this recording uses for the first time once, with no
   // workgroups, before the recording runs (end()).
   void warm_up();
@@ -200,6 +203,7 @@ class Recorder {
   bool tracking_ = true;
   bool recording_ = false;
   bool recorded_ = false;
+  bool submitted_ = false;  // since the last begin(Mode::record): timings() has results to read
 };
 
 // Splits a 1-D count of workgroups into an (x, y) grid within the 65535 limit.

@@ -147,7 +147,7 @@ std::unique_ptr<StackPlan> Stack::make_plan(MixerShape shape, bool all_logits, u
     p->stats = allocate(vk_, L * stats_stride_, Storage::f32, MemoryKind::device, "statistics");
     p->stats_down = allocate(vk_, L * stats_stride_, Storage::f32, MemoryKind::readback, "statistics (readback)");
   }
-  p->rec = std::make_unique<gpu::Recorder>(vk_, tuning_);
+  p->rec = std::make_shared<gpu::Recorder>(vk_, tuning_);
   return p;
 }
 

@@ -48,7 +48,9 @@ struct StackPlan {
   uint32_t top_k = 0;
   Buffer top;
   Buffer stats, stats_down;  // per layer stats_stride() floats: the mixer's, the MLP's, then max |x|
-  std::unique_ptr<gpu::Recorder> rec;
+  // Shared: the Model keeps the last one submitted for last_timings(), which
+  // reads its timestamps only when asked, even after the plan is dropped.
+  std::shared_ptr<gpu::Recorder> rec;
   uint32_t past = 0;        // the positions before the step, as last recorded
   // A step whose rows are separate sequences (Stack::record_rows): each row's
   // cache capacity, and each row's past as last recorded.
