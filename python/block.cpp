@@ -168,8 +168,8 @@ void bind_block(py::module_& m) {
             Busy::Scope guard(self.busy, "this GatedAttention");
             return timings_list(self.obj->last_timings());
           },
-          "[(stage, microseconds)] of the last forward's dispatches (empty without GPU timestamps: on CPU\n"
-          "drivers unless VKGATE_TIMESTAMPS=1 was set when the Context was made).")
+          "[(stage, microseconds)] of the last forward's dispatches (empty without GPU timestamps:\n"
+          "Context(timestamps=True), or VKGATE_TIMESTAMPS=1 when the Context was made).")
       .def(
           "set_poison",
           [](PyBlock& self, arg::Bool on) {

@@ -98,6 +98,7 @@ namespace kind {
 VKGATE_ARG_KIND(Int, "int")
 VKGATE_ARG_KIND(OptionalInt, "Optional[int]")
 VKGATE_ARG_KIND(Bool, "bool")
+VKGATE_ARG_KIND(OptionalBool, "Optional[bool]")
 VKGATE_ARG_KIND(Float, "float")
 VKGATE_ARG_KIND(Str, "str")
 VKGATE_ARG_KIND(OptionalStr, "Optional[str]")
@@ -126,6 +127,7 @@ namespace arg {
 using Int = Arg<kind::Int>;
 using OptionalInt = Arg<kind::OptionalInt>;
 using Bool = Arg<kind::Bool>;
+using OptionalBool = Arg<kind::OptionalBool>;
 using Float = Arg<kind::Float>;
 using Str = Arg<kind::Str>;
 using OptionalStr = Arg<kind::OptionalStr>;

@@ -462,8 +462,9 @@ void bind_model(py::module_& m) {
                              },
                              "Device memory held, bytes: weights, kv_cache, workspace.")
       .def_property_readonly("recordings", [](PyModel& self) { return self.model->recordings(); })
-      .def("last_timings",
-           [](PyModel& self) { return timings_list(self.model->last_timings()); })
+      .def("last_timings", [](PyModel& self) { return timings_list(self.model->last_timings()); },
+           "[(stage, microseconds)] of the last step's dispatches (empty without GPU timestamps:\n"
+           "Context(timestamps=True), or VKGATE_TIMESTAMPS=1 when the Context was made).")
       .def(
           "set_poison",
           [](PyModel& self, arg::Bool on) {

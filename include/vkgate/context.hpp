@@ -128,8 +128,9 @@ struct ContextOptions {
   std::function<void(const Progress&)> on_progress;
   // A GPU timestamp around every dispatch, which the blocks' and models'
   // last_timings() read. Unset: the VKGATE_TIMESTAMPS environment variable
-  // (0 or 1), else on except on CPU drivers, where each costs ~75 µs
-  // (lavapipe: 15 % of a 0.6B model's decode step).
+  // (0 or 1), else off: they cost 9 % of a 0.6B model's decode step on an
+  // H200 and 15 % on lavapipe (~75 µs each). `vkgate bench`, `run` and the
+  // demo turn them on.
   std::optional<bool> timestamps;
 };
 

@@ -126,3 +126,11 @@ def test_timings_and_poison(ctx, rng):
     assert all(isinstance(s, str) and us >= 0 for s, us in timings)
     if ctx.device["capabilities"]["timestamps"]:
         assert timings
+    # Context(timestamps=...) decides before VKGATE_TIMESTAMPS (set for these tests).
+    for on in (True, False):
+        c = vkgate.Context(ctx.device["index"], timestamps=on)
+        b = vkgate.GatedAttention(c, cfg, w)
+        assert_close(b.forward(x), want)
+        assert bool(b.last_timings()) == (on and c.device["capabilities"]["timestamps"])
+    with pytest.raises(vkgate.Error, match="timestamps"):
+        vkgate.Context(ctx.device["index"], timestamps="yes")
