@@ -126,6 +126,34 @@ TEST_CASE_FIXTURE(test::GpuTest, "recorder: direct dispatch updates parameters i
   CHECK(download(dst, x.size()) == x);
 }
 
+// Replays wait as a GPU's do (Tuning::fence_spin_us): asleep for most of the
+// last run's time, then polling the fence, then (a spin budget of 1 µs runs
+// out) asleep again; every replay's result is complete when submit returns.
+TEST_CASE_FIXTURE(test::GpuTest, "recorder: replays sleep, then poll the fence, then sleep again, and see every "
+                                 "result") {
+  const gpu::Pipeline& copy = vk.pipelines->get("copy", {64});
+  const auto x = random(4 * 64 * 16);
+  auto a = upload(x, "a"), b = poisoned(x.size(), "b"), c = poisoned(x.size(), "c");
+  for (uint32_t spin_us : {1000u, 1u}) {
+    CAPTURE(spin_us);
+    gpu::Tuning tuning = vk.tuning;
+    tuning.fence_spin_us = spin_us;
+    gpu::Recorder rec(vk, tuning);
+    rec.begin();
+    for (int i = 0; i < 8; ++i) {  // a chain of copies long enough to outlast 1 µs of polling
+      rec.dispatch(copy, {{&a, gpu::Access::read}, {&b, gpu::Access::write}}, uint32_t(x.size() / 4), 16);
+      rec.dispatch(copy, {{&b, gpu::Access::read}, {&c, gpu::Access::write}}, uint32_t(x.size() / 4), 16);
+    }
+    rec.end();
+    const std::vector<float> nan(x.size(), std::numeric_limits<float>::quiet_NaN());
+    for (int run = 0; run < 4; ++run) {
+      gpu::upload(vk, c, nan.data(), nan.size() * 4);  // poisoned before each replay
+      rec.submit("copies");
+      CHECK(download(c, x.size()) == x);
+    }
+  }
+}
+
 // A step of many sequences records thousands of dispatches: each one's span is
 // timed past the first timestamp pool's 1024 queries, in the recording and in
 // a replay of it, and the dispatches still run.

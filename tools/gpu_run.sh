@@ -215,11 +215,13 @@ if [ "$what" = sweep ]; then
       # 64 since the 11-28 H200 sweep, where 64 beat 128 and 256), its rows
       # per workgroup, the splits merged by attention_combine.comp instead of
       # flash_decode.comp's last workgroup (unmeasured on a GPU before), the
-      # workgroup counts in the command buffer (VKGATE_DIRECT_DISPATCH) instead
-      # of read by the device, then the decode step without per-dispatch
-      # timestamps (wall time only, as llama-bench's), both ways.
+      # workgroup counts read by the device (VKGATE_DIRECT_DISPATCH=0) instead
+      # of in the command buffer, then the decode step without per-dispatch
+      # timestamps (wall time only, as llama-bench's): the defaults, the
+      # counts read by the device, the host asleep for the whole step
+      # (VKGATE_FENCE_SPIN_US=0) instead of polling its end.
       for env in VKGATE_FLASH_SPLIT_KEYS=32 VKGATE_FLASH_SPLIT_KEYS=128 VKGATE_DISABLE_DECODE_MERGE=1 \
-        VKGATE_DIRECT_DISPATCH=1; do
+        VKGATE_DIRECT_DISPATCH=0; do
         stamp "F16 decode with $env"
         timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
           --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine" | tee -a "$out/models.txt"
@@ -229,12 +231,12 @@ if [ "$what" = sweep ]; then
       # then more splits than the plan's 128 (256 workgroups for 2 KV heads:
       # 22 % of the copy bandwidth on the H200).
       for env in VKGATE_FLASH_DECODE_ROWS=8 VKGATE_FLASH_DECODE_ROWS=4 VKGATE_FLASH_SPLITS=256 VKGATE_FLASH_SPLITS=512 \
-        VKGATE_DISABLE_DECODE_MERGE=1 VKGATE_DIRECT_DISPATCH=1; do
+        VKGATE_DISABLE_DECODE_MERGE=1 VKGATE_DIRECT_DISPATCH=0; do
         stamp "block decode over 32k, fp16, $env"
         timeout 60 env $env $cli bench --device nvidia --block --past 32768 --T 1 \
           --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine" | tee -a "$out/models.txt"
       done
-      for env in VKGATE_DIRECT_DISPATCH=0 VKGATE_DIRECT_DISPATCH=1; do
+      for env in VKGATE_DIRECT_DISPATCH=1 VKGATE_DIRECT_DISPATCH=0 VKGATE_FENCE_SPIN_US=0; do
         stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0), $env"
         VKGATE_TIMESTAMPS=0 timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
           --precision fp16 --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"

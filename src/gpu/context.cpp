@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -406,7 +407,24 @@ void Context::Impl::check_not_lost(const std::string& doing) const {
                 int32_t(VK_ERROR_DEVICE_LOST));
 }
 
-void Context::Impl::submit_and_wait(std::span<const VkCommandBuffer> cmds, VkFence fence, const char* doing) {
+namespace {
+VkResult wait_for(VkDevice device, VkFence fence, const gpu::FenceWait& w) {
+  if (w.spin_ns == 0) return vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
+  if (w.sleep_ns)
+    if (const VkResult r = vkWaitForFences(device, 1, &fence, VK_TRUE, w.sleep_ns); r != VK_TIMEOUT) return r;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(w.spin_ns);
+  for (;;) {
+    if (const VkResult r = vkGetFenceStatus(device, fence); r != VK_NOT_READY) return r;
+    if (std::chrono::steady_clock::now() >= until) return vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+}  // namespace
+
+void Context::Impl::submit_and_wait(std::span<const VkCommandBuffer> cmds, VkFence fence, const char* doing,
+                                    const gpu::FenceWait& wait) {
   check_not_lost(doing);
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = uint32_t(cmds.size());
@@ -421,7 +439,7 @@ void Context::Impl::submit_and_wait(std::span<const VkCommandBuffer> cmds, VkFen
     r = vkQueueSubmit(queue, 1, &si, fence);
   }
   if (r != VK_SUCCESS) fail(r, "vkQueueSubmit");
-  r = vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX);
+  r = wait_for(device, fence, wait);
   if (const int32_t injected = inject_wait.exchange(0); injected != 0 && r == VK_SUCCESS) r = VkResult(injected);
   if (r != VK_SUCCESS) {
     if (r != VK_ERROR_DEVICE_LOST) {

@@ -167,6 +167,7 @@ Tuning device_defaults(const DeviceInfo& d) {
   // (vkgate bench --op topk), where the host's sampler takes about 1 ms a row.
   t.device_top_k = d.type != "cpu";
   t.direct_dispatch = d.type != "cpu";
+  t.fence_spin_us = d.type != "cpu" ? 1000 : 0;
   return t;
 }
 }  // namespace
@@ -180,6 +181,7 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.flash_decode = !env_flag("VKGATE_DISABLE_FLASH_DECODE");
   t.decode_merge = !env_flag("VKGATE_DISABLE_DECODE_MERGE");
   if (std::getenv("VKGATE_DIRECT_DISPATCH")) t.direct_dispatch = env_flag("VKGATE_DIRECT_DISPATCH");
+  t.fence_spin_us = bounded("VKGATE_FENCE_SPIN_US", t.fence_spin_us, 0, 100000);
   t.direct_io = !env_flag("VKGATE_DISABLE_DIRECT_IO");
   t.split_k = !env_flag("VKGATE_DISABLE_SPLIT_K");
   t.matvec = !env_flag("VKGATE_DISABLE_MATVEC");

@@ -27,6 +27,17 @@ Tuning tuning_from_environment(const DeviceInfo& device);
 
 namespace vkgate {
 
+namespace gpu {
+// How Context::Impl::submit_and_wait waits: asleep in vkWaitForFences for
+// `sleep_ns`, then polling the fence for up to `spin_ns`, then asleep until
+// it is signaled. A thread woken by the driver starts late (llama.cpp
+// measured a few percent of a decode step on NVIDIA, its PR 12630); one
+// already polling sees the fence at once. Both 0: asleep throughout.
+struct FenceWait {
+  uint64_t sleep_ns = 0, spin_ns = 0;
+};
+}  // namespace gpu
+
 struct Context::Impl {
   VkInstance instance = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
@@ -72,7 +83,8 @@ struct Context::Impl {
   // and once lost every call throws at once.
   void submit_and_wait(VkCommandBuffer cmd, VkFence fence, const char* doing) { submit_and_wait({&cmd, 1}, fence, doing); }
   // Several command buffers in one submission, in order.
-  void submit_and_wait(std::span<const VkCommandBuffer> cmds, VkFence fence, const char* doing);
+  void submit_and_wait(std::span<const VkCommandBuffer> cmds, VkFence fence, const char* doing,
+                       const gpu::FenceWait& wait = {});
   // Throws Error(device_lost) if the device was lost earlier.
   void check_not_lost(const std::string& doing) const;
   // Counts, logs and forwards one message (the debug messenger's callback body).

@@ -1,6 +1,7 @@
 #include "gpu/recorder.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "gpu/context_impl.hpp"
@@ -115,6 +116,7 @@ void Recorder::begin(Mode mode) {
   }
   updating_ = false;
   submitted_ = false;
+  last_run_ns_ = 0;
   ++recordings_;
   steps_.clear();
   cold_.clear();
@@ -511,7 +513,14 @@ void Recorder::warm_up() {
 void Recorder::submit(const std::string& doing) {
   if (!recorded_) throw Error(ErrorCode::invalid_argument, doing + ": the command buffer was not recorded");
   const VkCommandBuffer both[] = {prologue_, cmd_};
-  ctx_.submit_and_wait(both, fence_, doing.c_str());
+  FenceWait wait;
+  if (tuning_.fence_spin_us && last_run_ns_) {
+    const uint64_t spin = std::min<uint64_t>(last_run_ns_ / 5, uint64_t(tuning_.fence_spin_us) * 1000);
+    wait = {last_run_ns_ - spin, 2 * spin};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ctx_.submit_and_wait(both, fence_, doing.c_str(), wait);
+  last_run_ns_ = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
   submitted_ = true;
 }
 

@@ -203,7 +203,8 @@ class Recorder {
   bool tracking_ = true;
   bool recording_ = false;
   bool recorded_ = false;
-  bool submitted_ = false;  // since the last begin(Mode::record): timings() has results to read
+  bool submitted_ = false;
+  uint64_t last_run_ns_ = 0;  // the last submit's wall time, from submission to the fence (Tuning::fence_spin_us)  // since the last begin(Mode::record): timings() has results to read
 };
 
 // Splits a 1-D count of workgroups into an (x, y) grid within the 65535 limit.

@@ -96,6 +96,13 @@ struct Tuning {
   // the sequence's capacity. Unmeasured on a GPU: tools/gpu_run.sh sweep's
   // `splits` step times both.
   bool direct_dispatch = false;
+  // VKGATE_FENCE_SPIN_US (0–100000; unset: 1000, except 0 on CPU drivers,
+  // whose queue threads the polling would slow): a replayed recording's
+  // wait sleeps through about 80 % of its last run's time, then polls the
+  // fence for up to twice this many µs (at most 20 % of that time each way)
+  // before sleeping again, so that the host sees the end of a decode step at
+  // once rather than when the driver wakes it. 0: it sleeps throughout.
+  uint32_t fence_spin_us = 0;
   bool direct_io = true;        // !VKGATE_DISABLE_DIRECT_IO: decode steps read/write mapped staging memory
   bool split_k = true;          // !VKGATE_DISABLE_SPLIT_K: split-K for matmuls with few output tiles
   bool matvec = true;           // !VKGATE_DISABLE_MATVEC: matrix-vector kernels for few rows
