@@ -200,9 +200,11 @@ if [ "$what" = sweep ]; then
       adopt VKGATE_QROWS_TILE "$out/peer_ops.txt" "1x4096x14336 Q4_K" ;;
     models)
       ggufs
+      # Decode after a 1-token prompt runs over 1-129 keys, as llama-bench's
+      # tg128 does from an empty cache; after 512 it runs over 512-640.
       for q in F16 Q8_0 Q4_K; do
-        stamp "$q: vkgate bench (prefill 512, decode 128, 1, 8 and 16 sequences decoding together), then llama-bench pp512 / tg128"
-        timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 512 \
+        stamp "$q: vkgate bench (prefill 1 and 512, decode 128 after each, 1, 8 and 16 sequences decoding together), then llama-bench pp512 / tg128"
+        timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 1,512 \
           --decode 128 --sequences 1,8,16 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
         timeout 100 .peer/llama-bench -m /tmp/q06-$q.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
           > "/tmp/llama_$q.json" 2> /tmp/llama_bench.err
@@ -239,7 +241,7 @@ if [ "$what" = sweep ]; then
       for env in VKGATE_DIRECT_DISPATCH=1 VKGATE_DIRECT_DISPATCH=0 VKGATE_FENCE_SPIN_US=0; do
         stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0), $env"
         VKGATE_TIMESTAMPS=0 timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
-          --precision fp16 --prompts 512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
+          --precision fp16 --prompts 1,512 --decode 128 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
       done ;;
     batch)
       ggufs
