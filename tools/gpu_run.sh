@@ -201,10 +201,12 @@ if [ "$what" = sweep ]; then
     models)
       ggufs
       # Decode after a 1-token prompt runs over 1-129 keys, as llama-bench's
-      # tg128 does from an empty cache; after 512 it runs over 512-640.
+      # tg128 does from an empty cache; after 512 it runs over 512-640. The
+      # sequences decoding together start after the first length (512, as in
+      # earlier runs), the dispatches printed are the last's.
       for q in F16 Q8_0 Q4_K; do
-        stamp "$q: vkgate bench (prefill 1 and 512, decode 128 after each, 1, 8 and 16 sequences decoding together), then llama-bench pp512 / tg128"
-        timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 1,512 \
+        stamp "$q: vkgate bench (prefill 512 and 1, decode 128 after each, 1, 8 and 16 sequences decoding together), then llama-bench pp512 / tg128"
+        timeout 90 $cli bench --device nvidia --quiet --model /tmp/q06-$q.gguf --precision fp16 --prompts 512,1 \
           --decode 128 --sequences 1,8,16 2>&1 | grep -vE "^device" | tee -a "$out/models.txt"
         timeout 100 .peer/llama-bench -m /tmp/q06-$q.gguf -ngl 99 -p 512 -n 128 -r 3 -o json \
           > "/tmp/llama_$q.json" 2> /tmp/llama_bench.err
