@@ -31,10 +31,9 @@ uint32_t texel_bytes(VkFormat f) {
   }
 }
 
-// FNV-1a over a command's identity (its pipeline, buffers, regions, label):
-// what an update must find again, command by command.
-// FNV-style, a 64-bit word per step (a decode step's update hashes ~170
-// dispatches' pipelines, labels and buffers per token).
+// A hash of a command's identity (its pipeline, buffers, regions, label):
+// what an update must find again, command by command. FNV-style over 64-bit
+// words, not bytes: a decode step's update hashes ~170 dispatches per token.
 struct Signature {
   uint64_t value = 1469598103934665603ull;
   Signature& add(uint64_t v) {
