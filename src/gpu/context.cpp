@@ -277,10 +277,7 @@ Context::Context(const ContextOptions& options) : impl_(std::make_unique<Impl>()
   // Off unless asked for: one around every dispatch cost the H200 9 % of a
   // 0.6B decode step (295.6 tokens/s with them, 322.5 without, 2026-11-28),
   // lavapipe ~75 µs each (168 ms a step with them, 144 without).
-  const char* env_timestamps = std::getenv("VKGATE_TIMESTAMPS");
-  const bool want_timestamps = options.timestamps ? *options.timestamps
-                               : env_timestamps   ? gpu::env_flag("VKGATE_TIMESTAMPS")
-                                                  : false;
+  const bool want_timestamps = options.timestamps ? *options.timestamps : gpu::env_flag("VKGATE_TIMESTAMPS");
   s.info.timestamps = s.info.timestamps && want_timestamps;
   s.queue_family = uint32_t(compute_queue_family(s.physical));
   vkGetPhysicalDeviceMemoryProperties(s.physical, &s.memory_props);
