@@ -572,7 +572,7 @@ TEST_CASE("cli serve: --api-key guards /v1/, a model without a chat template ref
   CHECK(end.code == 0);
 }
 
-TEST_CASE("cli serve: a full queue is refused, a client that goes away frees its slot, SIGTERM ends a stream") {
+TEST_CASE("cli serve: a full queue is refused, a client that goes away frees its slot (streamed or not), SIGTERM ends a stream") {
   std::mt19937 rng(31);
   TextModel tm(rng, "", json{{"max_position_embeddings", 8192}});
   Served s(tm.m.path(), {"--parallel", "1", "--queue", "0"});
@@ -582,6 +582,11 @@ TEST_CASE("cli serve: a full queue is refused, a client that goes away frees its
     REQUIRE(at != std::string::npos);
     return std::stod(m.substr(at + name.size() + 2));
   };
+  auto wait_until = [](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
   const std::string long_stream = json{{"prompt", "a b"}, {"max_tokens", 8000}, {"stream", true}}.dump();
 
   // One slot and no queue: while a stream runs, another request is turned away.
@@ -590,12 +595,19 @@ TEST_CASE("cli serve: a full queue is refused, a client that goes away frees its
   check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2})"), 429);
   // The client goes away: its generation ends and the slot comes back.
   ::close(fd);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (metric("vkgate_requests_active") != 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  wait_until([&] { return metric("vkgate_requests_active") == 0; });
   CHECK(metric("vkgate_requests_active") == 0);
   CHECK(metric("vkgate_generated_tokens_total") < 8000);
   CHECK(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2})").status == 200);
+  // So does one waiting for a whole answer, once its generation has begun.
+  const double generated = metric("vkgate_generated_tokens_total");
+  fd = send_request(s.port, "POST", "/v1/completions", json{{"prompt", "a b"}, {"max_tokens", 8000}}.dump(), {});
+  wait_until([&] { return metric("vkgate_generated_tokens_total") > generated; });
+  REQUIRE(metric("vkgate_requests_active") == 1);
+  ::close(fd);
+  wait_until([&] { return metric("vkgate_requests_active") == 0; });
+  CHECK(metric("vkgate_requests_active") == 0);
+  CHECK(metric("vkgate_generated_tokens_total") - generated < 8000);
   // More choices than one slot and no queue hold: never admissible, so 400, not 429.
   const HttpReply two = http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "max_tokens": 2, "n": 2})");
   check_error(two, 400);

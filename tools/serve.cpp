@@ -2,12 +2,16 @@
 // model. Handler threads parse and check requests (serve_openai.hpp) and
 // hand them to the scheduler thread that owns the Model (serve_scheduler.hpp).
 #include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -30,6 +34,36 @@
 namespace vkgate::cli {
 
 namespace {
+
+// The handler's own connection. httplib 0.11 does not hand its socket to
+// handlers, so it is found among this process's sockets by its two ends
+// (written by getnameinfo, as httplib writes them); -1 where none matches.
+int connection_socket(const httplib::Request& req) {
+  const std::string local_port = std::to_string(req.local_port), remote_port = std::to_string(req.remote_port);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+      continue;
+    char host[NI_MAXHOST], port[NI_MAXSERV], own_port[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_len, host, sizeof host, port, sizeof port,
+                      NI_NUMERICHOST | NI_NUMERICSERV) != 0 ||
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&local), local_len, nullptr, 0, own_port, sizeof own_port,
+                      NI_NUMERICSERV) != 0)
+      continue;
+    if (req.remote_addr == host && remote_port == port && local_port == own_port) return fd;
+  }
+  return -1;
+}
+
+// The client closed its end (HTTP clients never half-close while awaiting an answer).
+bool peer_closed(int sock) {
+  pollfd p{sock, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
 
 constexpr const char* kServeUsage = R"(usage: vkgate serve --weights DIR|FILE.gguf [--host ADDR] [--port N] [--parallel N] [--ctx N]
                     [--queue N] [--prefill-chunk N] [--gather-ms N] [--api-key KEY] [--device SEL]
@@ -219,10 +253,16 @@ struct Server {
     const size_t prompt_tokens = ids.size();
 
     if (!cr.stream) {
+      // A client that goes away before the answer frees its slots, as a stream's does.
+      const int sock = connection_socket(req);
       std::vector<Choice> choices;
       Usage usage{prompt_tokens, 0};
       for (const auto& job : jobs) {
-        job->wait_finished();
+        while (!job->wait_finished(std::chrono::milliseconds(100)))
+          if (sock >= 0 && peer_closed(sock)) {
+            cancel(jobs);  // the scheduler drops them at its next step; no one reads this response
+            return;
+          }
         std::lock_guard lk(job->mu);
         if (std::optional<ApiError> e = job_error(*job)) {
           cancel(jobs);

@@ -28,9 +28,9 @@ void SecondsHistogram::observe(double seconds) {
   sum += seconds;
 }
 
-void Job::wait_finished() {
+bool Job::wait_finished(std::chrono::milliseconds wait) {
   std::unique_lock lk(mu);
-  cv.wait(lk, [&] { return finished; });
+  return cv.wait_for(lk, wait, [&] { return finished; });
 }
 
 struct Scheduler::Active {

@@ -53,8 +53,8 @@ struct Job {
   // Waits up to `wait` for new text, logprobs or the end; returns (and clears)
   // the text not yet read, and moves the logprobs not yet read into `logprobs`.
   std::string take(std::chrono::milliseconds wait, bool& ended, std::vector<TokenLogprob>& logprobs);
-  // Waits for the end.
-  void wait_finished();
+  // Waits up to `wait` for the end; true once it came.
+  bool wait_finished(std::chrono::milliseconds wait);
 };
 
 // A Prometheus histogram of seconds: cumulative counts of observations at
