@@ -218,8 +218,14 @@ void main() {
   barrier();
   if (!last_s) return;
   memoryBarrierBuffer();
-  // A subgroup per row, its lanes over the dims:
-  // O = Σ_s O_s·exp(m_s − M) / Σ_s l_s·exp(m_s − M), M = max_s m_s.
+  // A subgroup per row: O = Σ_s O_s·exp(m_s − M) / Σ_s l_s·exp(m_s − M),
+  // M = max_s m_s. Its lanes take SG splits at a time for the weights (each
+  // lane one split's m_s and l_s, the weights then shared through p_s, free
+  // since the last block), then every dim over those splits, MU splits' loads
+  // in flight together: a lane walking the splits one load at a time waits out
+  // a memory latency per split, and at Qwen3-Next's 128 splits over 32k keys
+  // that serial chain alone would outlast the combine pass it replaces.
+  const uint MU = 4;
   for (uint r = sg; r < R; r += nsg) {
     const uint row = row0 + r;
     if (row >= rows_total) break;
@@ -227,17 +233,34 @@ void main() {
     float mx = NEG_INF;
     for (uint s = lane; s < p.splits; s += SG) mx = max(mx, partial_ld(partial_base(b, t, h, s) + HEAD_DIM));
     mx = subgroupMax(mx);
+    const bool empty = isinf(mx) && mx < 0.0;  // every key masked: the output is 0
     float num[DPL];
     [[unroll]] for (uint i = 0; i < DPL; ++i) num[i] = 0.0;
     float den = 0.0;
-    if (!(isinf(mx) && mx < 0.0))  // else every key is masked: the output is 0
-      for (uint s = 0; s < p.splits; ++s) {
-        const uint base = partial_base(b, t, h, s);
-        const float w = exp(partial_ld(base + HEAD_DIM) - mx);  // 0 for an empty split
+    for (uint s0 = 0; s0 < p.splits; s0 += SG) {
+      float w = 0.0;  // 0 for an empty split and for lanes past the last split
+      if (s0 + lane < p.splits && !empty) {
+        const uint base = partial_base(b, t, h, s0 + lane);
+        w = exp(partial_ld(base + HEAD_DIM) - mx);
         den += partial_ld(base + HEAD_DIM + 1) * w;
-        [[unroll]] for (uint i = 0; i < DPL; ++i)
-          if (lane + i * SG < HEAD_DIM) num[i] += partial_ld(base + lane + i * SG) * w;
       }
+      p_s[p_base + lane] = w;
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      const uint n = min(SG, p.splits - s0);
+      for (uint j0 = 0; j0 < n; j0 += MU) {
+        float o[MU][DPL];
+        [[unroll]] for (uint u = 0; u < MU; ++u)
+          [[unroll]] for (uint i = 0; i < DPL; ++i)
+            o[u][i] = j0 + u < n && lane + i * SG < HEAD_DIM ? partial_ld(partial_base(b, t, h, s0 + j0 + u) + lane + i * SG) : 0.0;
+        [[unroll]] for (uint u = 0; u < MU; ++u) {
+          const float wu = j0 + u < n ? p_s[p_base + j0 + u] : 0.0;
+          [[unroll]] for (uint i = 0; i < DPL; ++i) num[i] += o[u][i] * wu;
+        }
+      }
+      subgroupBarrier();  // p_s is rewritten by the next round
+    }
+    den = subgroupAdd(den);
     [[unroll]] for (uint i = 0; i < DPL; ++i)
       if (lane + i * SG < HEAD_DIM) flash_out(b, t, h, lane + i * SG, den > 0.0 ? num[i] / den : 0.0);
   }

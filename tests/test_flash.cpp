@@ -146,11 +146,14 @@ void FlashTest::run_cases(ops::Storage st) {
       want = reference::gate(wf, g, size_t(c.B) * c.T, c.H, c.Dh, c.gate_width);
     }
     const bool decode_shape = c.T * (c.H / c.KV) <= 16 && dev.subgroup_arithmetic;
-    // flash_decode.comp three times: its default rows per workgroup, and 3
+    // flash_decode.comp four times: its default rows per workgroup, and 3
     // (row tiles that split a token's heads, VKGATE_FLASH_DECODE_ROWS; more row
     // tiles may leave a CPU driver's few workgroups unsplit), both with the
-    // splits merged by each row tile's last workgroup; and the default rows
-    // with attention_combine.comp (VKGATE_DISABLE_DECODE_MERGE).
+    // splits merged by each row tile's last workgroup; the default rows with
+    // attention_combine.comp (VKGATE_DISABLE_DECODE_MERGE); and split cases
+    // with a split per block of keys, merged (10 to 20 splits: a CPU driver's
+    // plan takes at most 8, so these are the merges whose splits take more
+    // than one round of an 8-lane subgroup, the last one partly filled).
     // flash_coopmat.comp at its default tile, and in the MHA prefill and the
     // 84-row case at tiles that between them take each other path: 2 strips,
     // 64 keys per block, fp16 partial sums of P·V and of both products.
@@ -158,11 +161,13 @@ void FlashTest::run_cases(ops::Storage st) {
       ops::FlashKernel kernel;
       uint32_t decode_rows = 0;
       std::optional<gpu::FlashTile> tile;
-      bool merge = true;
+      uint32_t merge_splits = ops::FlashOptions{}.merge_splits;
+      uint32_t splits = 0;
     };
     std::vector<Run> runs = {Run{ops::FlashKernel::general}, Run{ops::FlashKernel::decode},
-                             Run{ops::FlashKernel::decode, 3}, Run{ops::FlashKernel::decode, 0, {}, false},
+                             Run{ops::FlashKernel::decode, 3}, Run{ops::FlashKernel::decode, 0, {}, 0},
                              Run{ops::FlashKernel::coopmat}};
+    if (c.split) runs.push_back({ops::FlashKernel::decode, 0, {}, 65535, 65535});
     if (c.Dh == 64 && c.T > 1 && !c.split && !gpu_av)
       for (const char* t : {"2x64", "4x32p", "2x64h"}) runs.push_back({ops::FlashKernel::coopmat, 0, gpu::FlashTile::parse(t)});
     for (const Run& run : runs) {
@@ -171,10 +176,12 @@ void FlashTest::run_cases(ops::Storage st) {
       CAPTURE(run.decode_rows);
       const std::string tile = run.tile ? run.tile->name() : "default";
       CAPTURE(tile);
-      CAPTURE(run.merge);
+      CAPTURE(run.merge_splits);
+      CAPTURE(run.splits);
       ops::FlashOptions o;
       o.decode_rows = run.decode_rows;
-      o.merge = run.merge;
+      o.merge_splits = run.merge_splits;
+      o.splits = run.splits;
       if (run.tile) o.tile = *run.tile;
       o.split = c.split;
       o.decode = kernel == ops::FlashKernel::decode;
@@ -194,8 +201,10 @@ void FlashTest::run_cases(ops::Storage st) {
         if (run.tile) CHECK(plan.tile.acc16 == run.tile->acc16);
         ++coopmat_runs;
       }
+      CAPTURE(plan.splits);
       if (c.split && !run.decode_rows) CHECK(plan.splits > 1);
-      CHECK(plan.merge == (run.merge && plan.kernel == ops::FlashKernel::decode && plan.splits > 1));
+      CHECK(plan.merge ==
+            (plan.kernel == ops::FlashKernel::decode && plan.splits > 1 && plan.splits <= run.merge_splits));
       // A split the run's keys leave empty would hold a capacity's share, not an even one.
       if (c.capacity && plan.splits > 1) CHECK(uint64_t(plan.chunk) * (plan.splits - 1) >= c.S);
       auto partial = device(ops::flash_partial_floats(planned, plan), "partial");
@@ -283,19 +292,32 @@ TEST_CASE("flash plan: an NVIDIA device's defaults are its sweep's winners, and 
   d.coopmat_f16 = d.subgroup_shuffle = true;
   d.shared_memory_bytes = 48 * 1024;
   d.max_workgroup_invocations = 1024;
+  d.subgroup_arithmetic = true;  // flash_decode.comp's
   const gpu::Tuning t = gpu::tuning_from_environment(d);
   CHECK(t.flash_tile == *gpu::FlashTile::parse("2x32"));
   CHECK(t.flash_split_keys == 64);
   // qwen3-0.6b's decode step over 512 keys: 8 KV heads, splits of 64 keys.
   const ops::AttentionShape step{1, 16, 8, 1, 512, 128};
   ops::FlashOptions o;
-  o.split_keys = t.flash_split_keys;
-  CHECK(ops::flash_plan(d, step, ops::Storage::f16, o).splits == 8);
+  o = ops::flash_options(t);
+  const ops::FlashPlan few = ops::flash_plan(d, step, ops::Storage::f16, o);
+  CHECK(few.splits == 8);
+  CHECK(few.merge);
+  // Qwen3-Next's over 32k keys: 2 KV heads, 128 splits, merged by the combine pass.
+  const ops::FlashPlan many = ops::flash_plan(d, ops::AttentionShape{1, 16, 2, 1, 32768, 256}, ops::Storage::f16, o);
+  CHECK(many.splits == 128);
+  CHECK_FALSE(many.merge);
   {
-    test::ScopedEnv keys("VKGATE_FLASH_SPLIT_KEYS", "128"), tile("VKGATE_FLASH_TILE", "4x32p");
+    test::ScopedEnv keys("VKGATE_FLASH_SPLIT_KEYS", "128"), tile("VKGATE_FLASH_TILE", "4x32p"),
+        merge("VKGATE_DECODE_MERGE_SPLITS", "128");
     const gpu::Tuning e = gpu::tuning_from_environment(d);
     CHECK(e.flash_split_keys == 128);
     CHECK(e.flash_tile == *gpu::FlashTile::parse("4x32p"));
+    CHECK(e.decode_merge_splits == 128);
+  }
+  {
+    test::ScopedEnv merge("VKGATE_DECODE_MERGE_SPLITS", "128"), off("VKGATE_DISABLE_DECODE_MERGE", "1");
+    CHECK(gpu::tuning_from_environment(d).decode_merge_splits == 0);
   }
   d.vendor_id = 0x1002;  // elsewhere the kernels' own rules until a sweep there
   CHECK(gpu::tuning_from_environment(d).flash_split_keys == 0);

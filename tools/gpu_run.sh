@@ -233,9 +233,11 @@ if [ "$what" = sweep ]; then
       # The block's decode over 32k keys (Qwen3-Next's 8 query heads per KV
       # head): 8 rows per workgroup (200 registers on the H100) against 4,
       # then more splits than the plan's 128 (256 workgroups for 2 KV heads:
-      # 22 % of the copy bandwidth on the H200).
+      # 22 % of the copy bandwidth on the H200), then those 128 merged by
+      # flash_decode.comp's last workgroup instead of the combine pass (the
+      # default up to 32 splits, VKGATE_DECODE_MERGE_SPLITS).
       for env in VKGATE_FLASH_DECODE_ROWS=8 VKGATE_FLASH_DECODE_ROWS=4 VKGATE_FLASH_SPLITS=256 VKGATE_FLASH_SPLITS=512 \
-        VKGATE_DISABLE_DECODE_MERGE=1 VKGATE_DIRECT_DISPATCH=0; do
+        VKGATE_DECODE_MERGE_SPLITS=65535 VKGATE_DIRECT_DISPATCH=0; do
         stamp "block decode over 32k, fp16, $env"
         timeout 60 env $env $cli bench --device nvidia --block --past 32768 --T 1 \
           --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine" | tee -a "$out/models.txt"

@@ -179,7 +179,9 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.pass_fusion = !env_flag("VKGATE_DISABLE_PASS_FUSION");
   t.split_kv = !env_flag("VKGATE_DISABLE_SPLIT_KV");
   t.flash_decode = !env_flag("VKGATE_DISABLE_FLASH_DECODE");
-  t.decode_merge = !env_flag("VKGATE_DISABLE_DECODE_MERGE");
+  t.decode_merge_splits = env_flag("VKGATE_DISABLE_DECODE_MERGE")
+                              ? 0
+                              : bounded("VKGATE_DECODE_MERGE_SPLITS", t.decode_merge_splits, 0, 65535);
   if (std::getenv("VKGATE_DIRECT_DISPATCH")) t.direct_dispatch = env_flag("VKGATE_DIRECT_DISPATCH");
   t.fence_spin_us = bounded("VKGATE_FENCE_SPIN_US", t.fence_spin_us, 0, 100000);
   t.direct_io = !env_flag("VKGATE_DISABLE_DIRECT_IO");

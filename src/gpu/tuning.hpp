@@ -83,9 +83,14 @@ struct Tuning {
   bool pass_fusion = true;      // !VKGATE_DISABLE_PASS_FUSION: qkv_prepare, RMSNorm folded into matvec
   bool split_kv = true;         // !VKGATE_DISABLE_SPLIT_KV: split-key (flash-decoding) passes
   bool flash_decode = true;     // !VKGATE_DISABLE_FLASH_DECODE: flash_decode.comp for few rows
-  // !VKGATE_DISABLE_DECODE_MERGE: flash_decode.comp's last workgroup of a row
-  // tile merges the key splits, instead of an attention_combine.comp pass.
-  bool decode_merge = true;
+  // VKGATE_DECODE_MERGE_SPLITS (0–65535; VKGATE_DISABLE_DECODE_MERGE=1: 0):
+  // up to this many key splits, flash_decode.comp's last workgroup of a row
+  // tile merges them, instead of an attention_combine.comp pass. One
+  // workgroup's merge reads all its rows' partial results, the combine pass
+  // a workgroup per row: 32 is a guess (2026-11-28, no GPU) that keeps
+  // qwen3-0.6b's 8 splits over 512 keys merged and Qwen3-Next's 128 over 32k
+  // in the pass; tools/gpu_run.sh sweep's `splits` step times both.
+  uint32_t decode_merge_splits = 32;
   // VKGATE_DIRECT_DISPATCH (0/1; unset: on, except on CPU drivers):
   // dispatches carry their workgroup counts in the command buffer
   // (vkCmdDispatch) instead of reading them from the parameter arena

@@ -160,10 +160,14 @@ struct FlashOptions {
   // flash_coopmat.comp's tile: its strips at most (fewer where shared memory
   // holds fewer), then its keys per block (else 32).
   gpu::FlashTile tile;
-  bool merge = true;  // FlashPlan::merge where it applies
+  // The most splits FlashPlan::merge takes (0: none, the combine pass
+  // always): flash_decode.comp's last workgroup of a row tile reads every
+  // split's partial row of each of its rows, where the combine pass spreads
+  // them over a workgroup per row.
+  uint32_t merge_splits = 32;
 };
 // From Tuning's split_kv, flash_decode, coopmat_flash, flash_splits,
-// flash_split_keys, flash_decode_rows, flash_tile and decode_merge.
+// flash_split_keys, flash_decode_rows, flash_tile and decode_merge_splits.
 FlashOptions flash_options(const Tuning& t);
 FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, const FlashOptions& o);
 // Why flash_coopmat.comp cannot run exactly tile `t` at head_dim on `d` with

@@ -96,7 +96,7 @@ std::optional<gpu::FlashTile> coopmat_tile(const DeviceInfo& d, Coopmat c, uint3
 
 FlashOptions flash_options(const Tuning& t) {
   return {t.split_kv,         t.flash_decode,      t.coopmat_flash, t.flash_splits,
-          t.flash_split_keys, t.flash_decode_rows, t.flash_tile,    t.decode_merge};
+          t.flash_split_keys, t.flash_decode_rows, t.flash_tile,    t.decode_merge_splits};
 }
 
 bool flash_preferred(const DeviceInfo& d, const Tuning& t) { return !cpu_gemm(d, t) || !t.cpu_attention; }
@@ -139,7 +139,9 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   const uint32_t min_keys = o.split_keys ? o.split_keys : p.kernel == FlashKernel::decode ? kWorkgroup : 4 * p.block;
   uint32_t splits = 1;
   if (o.split && o.splits) {
-    splits = std::clamp<uint32_t>(o.splits, 1, std::max<uint32_t>(1, s.keys / p.block));
+    // Rounded up: 1000 keys take 16 splits (15 of 64 keys, one of 40), not
+    // 15 of 67 rounded up to 8 of 128.
+    splits = std::clamp<uint32_t>(o.splits, 1, std::max<uint32_t>(1, (s.keys + p.block - 1) / p.block));
   } else if (o.split && groups < want) {
     const uint32_t max_splits = std::max<uint32_t>(1, s.keys / std::max(min_keys, p.block));
     splits = uint32_t(std::min<uint64_t>((want + groups - 1) / groups, max_splits));
@@ -148,7 +150,7 @@ FlashPlan flash_plan(const DeviceInfo& d, const AttentionShape& s, Storage st, c
   p.chunk = (chunk + p.block - 1) / p.block * p.block;
   p.splits = (s.keys + p.chunk - 1) / p.chunk;
   if (p.splits == 0) p.splits = 1;
-  p.merge = o.merge && p.kernel == FlashKernel::decode && p.splits > 1;
+  p.merge = p.kernel == FlashKernel::decode && p.splits > 1 && p.splits <= o.merge_splits;
   return p;
 }
 
