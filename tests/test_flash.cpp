@@ -151,9 +151,10 @@ void FlashTest::run_cases(ops::Storage st) {
     // tiles may leave a CPU driver's few workgroups unsplit), both with the
     // splits merged by each row tile's last workgroup; the default rows with
     // attention_combine.comp (VKGATE_DISABLE_DECODE_MERGE); and split cases
-    // with a split per block of keys, merged (10 to 20 splits: a CPU driver's
-    // plan takes at most 8, so these are the merges whose splits take more
-    // than one round of an 8-lane subgroup, the last one partly filled).
+    // with a split per block of keys, merged, then combined (10 to 20 splits:
+    // a CPU driver's plan takes at most 8, so these are the merges whose
+    // splits take more than one round of an 8-lane subgroup, the last one
+    // partly filled, and the combines whose threads load several rounds).
     // flash_coopmat.comp at its default tile, and in the MHA prefill and the
     // 84-row case at tiles that between them take each other path: 2 strips,
     // 64 keys per block, fp16 partial sums of P·V and of both products.
@@ -167,7 +168,8 @@ void FlashTest::run_cases(ops::Storage st) {
     std::vector<Run> runs = {Run{ops::FlashKernel::general}, Run{ops::FlashKernel::decode},
                              Run{ops::FlashKernel::decode, 3}, Run{ops::FlashKernel::decode, 0, {}, 0},
                              Run{ops::FlashKernel::coopmat}};
-    if (c.split) runs.push_back({ops::FlashKernel::decode, 0, {}, 65535, 65535});
+    if (c.split)
+      for (uint32_t merge_splits : {65535u, 0u}) runs.push_back({ops::FlashKernel::decode, 0, {}, merge_splits, 65535});
     if (c.Dh == 64 && c.T > 1 && !c.split && !gpu_av)
       for (const char* t : {"2x64", "4x32p", "2x64h"}) runs.push_back({ops::FlashKernel::coopmat, 0, gpu::FlashTile::parse(t)});
     for (const Run& run : runs) {
