@@ -64,18 +64,37 @@ uint bf16_bits(float v) {
   layout(std430, binding = b_) readonly buffer name##_buf8 { vec4 name##8[]; }; \
   void name##_ld8(uint i, out vec4 lo, out vec4 hi) { lo = name##8[2 * i]; hi = name##8[2 * i + 1]; }
 // fp16 and bf16: one uvec4 holds the 8 values, PAIR unpacks two of them.
-#define VEC8_PACKED(b_, name, PAIR) \
-  layout(std430, binding = b_) readonly buffer name##_buf8 { uvec4 name##8[]; }; \
+#define VEC8_LD_PACKED(name, PAIR) \
   void name##_ld8(uint i, out vec4 lo, out vec4 hi) { \
     const uvec4 u = name##8[i]; \
     lo = vec4(PAIR(u.x), PAIR(u.y)); \
     hi = vec4(PAIR(u.z), PAIR(u.w)); \
   }
+#define VEC8_PACKED(b_, name, PAIR) \
+  layout(std430, binding = b_) readonly buffer name##_buf8 { uvec4 name##8[]; }; \
+  VEC8_LD_PACKED(name, PAIR)
 #define BF16_PAIR(u) vec2(uintBitsToFloat((u) << 16), uintBitsToFloat((u) & 0xffff0000u))
 #define VEC8_F16(b_, name) VEC8_PACKED(b_, name, unpackHalf2x16)
 #define VEC8_BF16(b_, name) VEC8_PACKED(b_, name, BF16_PAIR)
 #define VEC8_EXPAND(b_, name, T) VEC8_##T(b_, name)
 #define VEC8_RO(b_, name, T) VEC8_EXPAND(b_, name, T)
+
+// VEC8_COHERENT(binding, name, T): VEC8_RO's name_ld8, and name_st8(i, lo, hi)
+// writing elements 8i..8i+7, on a coherent buffer: for a workgroup that reads
+// back what it wrote in the same dispatch (flash_decode.comp's PREPARE).
+#define VEC8_COHERENT_F32(b_, name) \
+  layout(std430, binding = b_) coherent buffer name##_buf8 { vec4 name##8[]; }; \
+  void name##_ld8(uint i, out vec4 lo, out vec4 hi) { lo = name##8[2 * i]; hi = name##8[2 * i + 1]; } \
+  void name##_st8(uint i, vec4 lo, vec4 hi) { name##8[2 * i] = lo; name##8[2 * i + 1] = hi; }
+#define VEC8_COHERENT_PACKED(b_, name, PAIR, PACK) \
+  layout(std430, binding = b_) coherent buffer name##_buf8 { uvec4 name##8[]; }; \
+  VEC8_LD_PACKED(name, PAIR) \
+  void name##_st8(uint i, vec4 lo, vec4 hi) { name##8[i] = uvec4(PACK(lo.xy), PACK(lo.zw), PACK(hi.xy), PACK(hi.zw)); }
+#define BF16_PACK(v) (bf16_bits((v).x) | (bf16_bits((v).y) << 16))
+#define VEC8_COHERENT_F16(b_, name) VEC8_COHERENT_PACKED(b_, name, unpackHalf2x16, packHalf2x16)
+#define VEC8_COHERENT_BF16(b_, name) VEC8_COHERENT_PACKED(b_, name, BF16_PAIR, BF16_PACK)
+#define VEC8_COHERENT_EXPAND(b_, name, T) VEC8_COHERENT_##T(b_, name)
+#define VEC8_COHERENT(b_, name, T) VEC8_COHERENT_EXPAND(b_, name, T)
 
 // VEC8_ARRAY_RO(binding, name, T, N): an array of N such buffers (one per
 // sequence of a batched step), read as name_ld8_at(a, i, lo, hi) with a

@@ -1,6 +1,7 @@
 // Every op against the CPU reference on deliberately awkward shapes.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "harness.hpp"
@@ -397,6 +398,96 @@ TEST_CASE_FIXTURE(test::GpuTest, "qkv_prepare: q/k norm + RoPE and v, from the p
                 place(expect(kv, c.KV, kw, true), c.KV, seq, c.first, std::vector<double>(old_k.begin(), old_k.end())));
     check_close(download(gv, old_v.size()),
                 place(expect(vv, c.KV, {}, false), c.KV, seq, c.first, std::vector<double>(old_v.begin(), old_v.end())));
+  }
+}
+
+// flash_decode_prep.comp against the two passes it replaces, qkv_prepare then
+// flash_decode, on the same projections and caches: the same attention output
+// and the same caches. The caches' older positions are random and the new
+// ones NaN until written; norms plain, zero-centred and none, both RoPE
+// styles, partial rotary, 1 and 2 new tokens, the new positions in the last
+// of several key splits and on both sides of a split's edge (63 | 64). Under
+// GPU-assisted validation (which instruments each pipeline for a long time
+// on lavapipe) only the case with the edge.
+TEST_CASE_FIXTURE(test::GpuTest, "flash attention: qkv_prepare folded into flash_decode (flash_decode_prep) equals the two passes") {
+  if (!ctx.device().subgroup_arithmetic || ctx.device().max_stage_storage_buffers < 11) {
+    MESSAGE("skipped: " << ctx.device().name << " runs no flash_decode_prep");
+    return;
+  }
+  struct Case {
+    uint32_t B, T, H, KV, Dh, rotary, past, spare, splits;
+    int norm;  // -1: no q/k norm
+    RopeStyle style;
+  };
+  const Case cases[] = {{2, 1, 4, 2, 64, 64, 200, 3, 4, int(NormKind::zero_centered), RopeStyle::rotate_half},
+                        {1, 1, 16, 2, 256, 64, 150, 0, 3, int(NormKind::zero_centered), RopeStyle::rotate_half},
+                        {1, 2, 4, 2, 128, 128, 63, 2, 2, int(NormKind::plain), RopeStyle::interleaved},
+                        {2, 1, 2, 1, 80, 20, 10, 1, 1, -1, RopeStyle::rotate_half}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (ops::Storage st : {ops::Storage::f32, ops::Storage::f16}) {
+    const bool half = st == ops::Storage::f16;
+    if (half && !ctx.device().storage16) continue;
+    for (const Case& c : cases) {
+      if (ctx.gpu_assisted_validation_enabled() && c.T == 1) continue;
+      CAPTURE(half);
+      CAPTURE(c.Dh);
+      CAPTURE(c.T);
+      CAPTURE(c.norm);
+      const uint32_t groups = 2, group_stride = groups * c.Dh, k_col = c.H * c.Dh, v_col = k_col + c.KV * c.Dh,
+                     cols = v_col + c.KV * c.Dh, seq = c.past + c.T + c.spare;
+      const size_t BT = size_t(c.B) * c.T, cache = size_t(c.B) * c.KV * seq * c.Dh;
+      auto put = [&](std::vector<float> x, const char* name) { return half ? upload_half(*this, x, name) : upload(x, name); };
+      std::vector<float> proj = random(BT * cols, 2.0f), old_k = random(cache), old_v = random(cache);
+      for (size_t bh = 0; bh < size_t(c.B) * c.KV; ++bh)
+        for (uint32_t t = 0; t < c.T; ++t)
+          for (uint32_t d = 0; d < c.Dh; ++d) old_k[(bh * seq + c.past + t) * c.Dh + d] = old_v[(bh * seq + c.past + t) * c.Dh + d] = nan;
+      const auto qw = random(c.Dh, 0.3f), kw = random(c.Dh, 0.3f);
+      auto gp = put(proj, "projections"), gqw = upload(qw, "q_norm"), gkw = upload(kw, "k_norm");
+      auto table = upload(plain_rope_table(c.T, c.rotary, 1e6, c.past), "table");
+      auto gq = put(std::vector<float>(BT * c.H * c.Dh, nan), "q");
+      auto ka = put(old_k, "k cache, two passes"), va = put(old_v, "v cache, two passes");
+      auto kb = put(old_k, "k cache, folded"), vb = put(old_v, "v cache, folded");
+      auto oa = put(std::vector<float>(BT * c.H * c.Dh, nan), "out, two passes");
+      auto ob = put(std::vector<float>(BT * c.H * c.Dh, nan), "out, folded");
+      const ops::View qv{0, c.T * cols, cols, groups, group_stride, c.Dh}, kv{k_col, c.T * cols, cols, 1, c.Dh, 0},
+          vv{v_col, c.T * cols, cols, 1, c.Dh, 0};
+      const bool norm = c.norm >= 0;
+      const NormKind kind = norm ? NormKind(c.norm) : NormKind::plain;
+      const ops::AttentionShape shape{c.B, c.H, c.KV, c.T, c.past + c.T, c.Dh, seq};
+      ops::FlashOptions o;
+      o.splits = c.splits;
+      const ops::FlashPlan plan = ops::flash_plan(ctx.device(), shape, st, o);
+      CAPTURE(plan.splits);
+      REQUIRE(plan.kernel == ops::FlashKernel::decode);
+      CHECK(plan.splits == c.splits);
+      auto partial = device(ops::flash_partial_floats(shape, plan), "partial");
+      auto counters = upload(std::vector<float>(std::max<size_t>(1, ops::flash_counter_words(shape, plan)), 0.0f),
+                             "counters");
+      const float scale = float(1.0 / std::sqrt(double(c.Dh)));
+      run_once(vk, [&](gpu::Recorder& rec) {
+        auto prepare = [&](const gpu::Buffer& k, const gpu::Buffer& v) {
+          return ops::QkvPrepare{gp,   qv, kv, vv, norm ? &gqw : nullptr, norm ? &gkw : nullptr, kind, 1e-6f,
+                                 table, c.rotary, c.style, ops::GateTarget::none, ops::Gate{},
+                                 gq,   k,  v,  seq, c.past};
+        };
+        const ops::QkvPrepare a = prepare(ka, va), b = prepare(kb, vb);
+        CHECK(ops::flash_prepares_in_decode(ctx.device(), shape, plan, b));
+        ops::qkv_prepare(vk, rec, a, uint32_t(BT), c.T, c.H, c.KV, c.Dh, st);
+        ops::flash_attention(vk, rec, {gq, ka, va, nullptr, nullptr, {}, oa, &partial, &counters}, shape, plan, true,
+                             scale, st);
+        ops::flash_attention(vk, rec, {gq, kb, vb, nullptr, nullptr, {}, ob, &partial, &counters, &b}, shape, plan,
+                             true, scale, st);
+      });
+      auto as_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+      const size_t n = BT * c.H * c.Dh;
+      // fp16: the two passes round q to fp16 between them, the folded kernel does not.
+      check_close(test::download_stored(*this, ob, n, half), as_double(test::download_stored(*this, oa, n, half)),
+                  half ? 1e-5 : 1e-11);
+      check_close(test::download_stored(*this, kb, cache, half), as_double(test::download_stored(*this, ka, cache, half)),
+                  half ? 1e-7 : 1e-11);
+      check_close(test::download_stored(*this, vb, cache, half), as_double(test::download_stored(*this, va, cache, half)),
+                  0.0);
+    }
   }
 }
 

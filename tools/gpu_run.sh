@@ -218,17 +218,18 @@ if [ "$what" = sweep ]; then
       # flash_decode.comp's splits: the fewest keys per split (NVIDIA's default
       # 64 since the 11-28 H200 sweep, where 64 beat 128 and 256), its rows
       # per workgroup, the splits merged by attention_combine.comp instead of
-      # flash_decode.comp's last workgroup (unmeasured on a GPU before), the
-      # workgroup counts read by the device (VKGATE_DIRECT_DISPATCH=0) instead
+      # flash_decode.comp's last workgroup (unmeasured on a GPU before), q, k
+      # and v prepared by a qkv_prepare pass instead of in flash_decode_prep.comp
+      # (unmeasured too), the workgroup counts read by the device (VKGATE_DIRECT_DISPATCH=0) instead
       # of in the command buffer, then the decode step without per-dispatch
       # timestamps (wall time only, as llama-bench's): the defaults, the
       # counts read by the device, the host asleep for the whole step
       # (VKGATE_FENCE_SPIN_US=0) instead of polling its end.
       for env in VKGATE_FLASH_SPLIT_KEYS=32 VKGATE_FLASH_SPLIT_KEYS=128 VKGATE_DISABLE_DECODE_MERGE=1 \
-        VKGATE_DIRECT_DISPATCH=0; do
+        VKGATE_DISABLE_DECODE_PREPARE=1 VKGATE_DIRECT_DISPATCH=0; do
         stamp "F16 decode with $env"
         timeout 60 env $env $cli bench --device nvidia --quiet --model /tmp/q06-F16.gguf \
-          --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine" | tee -a "$out/models.txt"
+          --precision fp16 --prompts 512 --decode 128 2>&1 | grep -E "decode|flash|combine|prepare" | tee -a "$out/models.txt"
       done
       # The block's decode over 32k keys (Qwen3-Next's 8 query heads per KV
       # head): 8 rows per workgroup (200 registers on the H100) against 4,
@@ -237,10 +238,10 @@ if [ "$what" = sweep ]; then
       # flash_decode.comp's last workgroup instead of the combine pass (the
       # default up to 32 splits, VKGATE_DECODE_MERGE_SPLITS).
       for env in VKGATE_FLASH_DECODE_ROWS=8 VKGATE_FLASH_DECODE_ROWS=4 VKGATE_FLASH_SPLITS=256 VKGATE_FLASH_SPLITS=512 \
-        VKGATE_DECODE_MERGE_SPLITS=65535 VKGATE_DIRECT_DISPATCH=0; do
+        VKGATE_DECODE_MERGE_SPLITS=65535 VKGATE_DISABLE_DECODE_PREPARE=1 VKGATE_DIRECT_DISPATCH=0; do
         stamp "block decode over 32k, fp16, $env"
         timeout 60 env $env $cli bench --device nvidia --block --past 32768 --T 1 \
-          --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine" | tee -a "$out/models.txt"
+          --precision fp16 --reps 100 --warmup 10 2>&1 | grep -E "^block|flash|combine|prepare" | tee -a "$out/models.txt"
       done
       for env in VKGATE_DIRECT_DISPATCH=1 VKGATE_DIRECT_DISPATCH=0 VKGATE_FENCE_SPIN_US=0; do
         stamp "F16 decode without per-dispatch timestamps (VKGATE_TIMESTAMPS=0), $env"

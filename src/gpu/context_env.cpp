@@ -177,6 +177,7 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.fused = !env_flag("VKGATE_DISABLE_FUSED");
   if (std::getenv("VKGATE_DEVICE_TOP_K")) t.device_top_k = env_flag("VKGATE_DEVICE_TOP_K");
   t.pass_fusion = !env_flag("VKGATE_DISABLE_PASS_FUSION");
+  t.decode_prepare = !env_flag("VKGATE_DISABLE_DECODE_PREPARE");
   t.split_kv = !env_flag("VKGATE_DISABLE_SPLIT_KV");
   t.flash_decode = !env_flag("VKGATE_DISABLE_FLASH_DECODE");
   t.decode_merge_splits = env_flag("VKGATE_DISABLE_DECODE_MERGE")

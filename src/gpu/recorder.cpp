@@ -10,7 +10,7 @@ namespace vkgate::gpu {
 
 namespace {
 constexpr uint32_t kSetsPerPool = 64;
-constexpr uint32_t kMaxBindings = 8;
+constexpr uint32_t kMaxBindings = 12;
 constexpr uint32_t kMaxDescriptors = 24;  // in one set: arrays count each element
 constexpr uint32_t kTimestampsPerPool = 1024;
 constexpr uint32_t kMaxTimestamps = 64 * kTimestampsPerPool;  // past this a recording's later spans go untimed

@@ -81,6 +81,11 @@ struct Tuning {
   // (Model::extend_top), not the whole row read back.
   bool device_top_k = true;
   bool pass_fusion = true;      // !VKGATE_DISABLE_PASS_FUSION: qkv_prepare, RMSNorm folded into matvec
+  // !VKGATE_DISABLE_DECODE_PREPARE (with pass_fusion): a decode step's
+  // qkv_prepare done by flash_decode.comp (ops::flash_prepares_in_decode), not
+  // a pass of its own. Unmeasured on a GPU: tools/gpu_run.sh sweep's `splits`
+  // step times both.
+  bool decode_prepare = true;
   bool split_kv = true;         // !VKGATE_DISABLE_SPLIT_KV: split-key (flash-decoding) passes
   bool flash_decode = true;     // !VKGATE_DISABLE_FLASH_DECODE: flash_decode.comp for few rows
   // VKGATE_DECODE_MERGE_SPLITS (0–65535; VKGATE_DISABLE_DECODE_MERGE=1: 0):

@@ -310,8 +310,11 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
   const Buffer& q = ws[row_role("q", p.row)];
   const uint32_t stride = p.shape.kv_stride;
   const ops::QkvPrepare args = qkv_args(p, ws, base, q, keys, values, stride, past);
+  const ops::AttentionShape shape = attention_shape(B, T, S, stride, p.attn_ld, p.score_ld);
+  const bool prepare_in_flash = !p.step && p.fused && tuning_.pass_fusion && tuning_.decode_prepare &&
+                                ops::flash_prepares_in_decode(vk_.info, shape, p.flash, args);
   if (tuning_.pass_fusion) {
-    ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);
+    if (!prepare_in_flash) ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);  // else flash_decode.comp does it
   } else {  // the reference path: a pass per op and tensor
     const Buffer& proj = args.proj;
     const uint32_t rd = args.rotary;
@@ -343,15 +346,22 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
 
   // softmax(q·kᵀ/√Dh + mask)·v, gated: in one pass for a short step, fused,
   // or in query chunks through a score matrix.
-  const ops::AttentionShape shape = attention_shape(B, T, S, stride, p.attn_ld, p.score_ld);
   const float scale = float(1.0 / std::sqrt(double(Dh)));
   if (p.step) {
     const ops::StepSequence seq{&keys, &values, past, stride};
     ops::attention_step(vk_, rec, q, std::span(&seq, 1), attn, 0, shape, act_, cfg_.causal, scale);
   } else if (p.fused) {
     const bool sdpa_gate = cfg_.gate_kind != GateKind::none && cfg_.gate_position == GatePosition::sdpa;
-    const ops::FlashArgs fa{q,    keys, values, io.mask, sdpa_gate ? &args.proj : nullptr, args.gating, attn,
-                            &ws[row_role("partial", p.row)], ws.find(row_role("flash_counters", p.row))};
+    const ops::FlashArgs fa{q,
+                            keys,
+                            values,
+                            io.mask,
+                            sdpa_gate ? &args.proj : nullptr,
+                            args.gating,
+                            attn,
+                            &ws[row_role("partial", p.row)],
+                            ws.find(row_role("flash_counters", p.row)),
+                            prepare_in_flash ? &args : nullptr};
     ops::flash_attention(vk_, rec, fa, shape, p.flash, cfg_.causal, scale, act_);
   } else {
     const Buffer& scores = ws[row_role("scores", p.row)];

@@ -197,7 +197,17 @@ struct FlashArgs {
   const Buffer& out;
   const Buffer* partial;  // needed when the plan has splits > 1
   const Buffer* counters = nullptr;  // needed with FlashPlan::merge (flash_counter_words)
+  // Where given (flash_prepares_in_decode), flash_decode_prep.comp does this
+  // qkv_prepare's work itself: q is unused, and k and v are also written.
+  const QkvPrepare* prepare = nullptr;
 };
+// Whether flash_decode_prep.comp can take `a`'s qkv_prepare
+// (FlashArgs::prepare) with `plan`: one row tile per KV group (each new
+// position then has one workgroup to write and read it), no gate on q, k or
+// v, one cache with the shape's stride, the new positions last among its
+// keys, and a device with 11 storage buffers a stage.
+bool flash_prepares_in_decode(const DeviceInfo& d, const AttentionShape& s, const FlashPlan& plan,
+                              const QkvPrepare& a);
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
                      const FlashPlan& plan, bool causal, float scale, Storage st = Storage::f32);
 

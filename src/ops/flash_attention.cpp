@@ -19,12 +19,20 @@ struct Push {
   float scale;
   uint32_t mask_ld, merge;
 };
+// flash_decode.comp's PREPARE appends to Push (flash_common.glsl).
+struct PreparePush {
+  Push base;
+  View q, k, v;
+  uint32_t rotary, interleaved, norm;
+  float eps;
+};
 struct CombinePush {
   Gate gate;
   uint32_t tokens, heads, head_dim, splits;
   uint32_t has_gate, rows;
 };
 constexpr uint32_t kWorkgroup = 128;
+constexpr uint32_t kPrepareBindings = 11;  // flash_decode_prep.comp's
 
 // Rows per workgroup and keys per block: the largest that fit the device's
 // shared memory (a q and a k chunk of up to 64 dims, the block's scores and
@@ -168,15 +176,25 @@ size_t flash_counter_words(const AttentionShape& s, const FlashPlan& p) {
   return p.merge ? size_t(s.batch) * s.kv_heads * row_tiles(s, p) : 0;
 }
 
+bool flash_prepares_in_decode(const DeviceInfo& d, const AttentionShape& s, const FlashPlan& plan,
+                              const QkvPrepare& a) {
+  return d.max_stage_storage_buffers >= kPrepareBindings && plan.kernel == FlashKernel::decode && row_tiles(s, plan) == 1 && a.gate_target == GateTarget::none &&
+         a.seqs.empty() && a.seq == s.stride() && a.first == s.keys - s.tokens;
+}
+
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
                      const FlashPlan& plan, bool causal, float scale, Storage st) {
+  if (a.prepare && !flash_prepares_in_decode(ctx.info, s, plan, *a.prepare))
+    throw Error(ErrorCode::invalid_argument,
+                "flash attention: q, k and v are prepared in flash_decode only, with one row tile per KV group and "
+                "no gate on them");
   const gpu::Pipeline* p = nullptr;
   const char* label = "flash_attention";
   switch (plan.kernel) {
     case FlashKernel::decode:
-      p = &ctx.pipelines->get(variant("flash_decode", st),
+      p = &ctx.pipelines->get(variant(a.prepare ? "flash_decode_prep" : "flash_decode", st),
                               {kWorkgroup, plan.rows, s.head_dim, ctx.info.min_subgroup_size});
-      label = "flash_attention.decode";
+      label = a.prepare ? "flash_attention.decode+prepare" : "flash_attention.decode";
       break;
     case FlashKernel::coopmat:
     case FlashKernel::coopmat_emulated: {
@@ -206,9 +224,10 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
                                                  std::to_string(flash_counter_words(s, plan)) + " counters");
   const Buffer& partial = a.partial ? *a.partial : a.out;
   const bool split = plan.splits > 1, merged_here = !split || plan.merge;
-  std::vector<gpu::Binding> bindings{{&a.q, gpu::Access::read},
-                                     {&a.k, gpu::Access::read},
-                                     {&a.v, gpu::Access::read},
+  const gpu::Access kv = a.prepare ? gpu::Access::read_write : gpu::Access::read;
+  std::vector<gpu::Binding> bindings{{a.prepare ? &a.prepare->proj : &a.q, gpu::Access::read},
+                                     {&a.k, kv},
+                                     {&a.v, kv},
                                      {a.mask ? a.mask : &a.q, gpu::Access::read},
                                      {a.gate ? a.gate : &a.q, gpu::Access::read},
                                      {&a.out, merged_here ? gpu::Access::write : gpu::Access::read},
@@ -217,7 +236,21 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   // flash_decode.comp's counters (the partial buffer stands in, unused, without a merge)
   if (plan.kernel == FlashKernel::decode)
     bindings.push_back({plan.merge ? a.counters : &partial, plan.merge ? gpu::Access::read_write : bindings[6].access});
-  rec.dispatch(*p, bindings, push, row_tiles(s, plan), s.kv_heads, s.batch * plan.splits, label);
+  if (a.prepare) {
+    // Without a q/k norm its weight bindings hold the table, which the shader then never reads.
+    const QkvPrepare& prep = *a.prepare;
+    bindings.push_back({prep.q_norm ? prep.q_norm : &prep.table, gpu::Access::read});
+    bindings.push_back({prep.k_norm ? prep.k_norm : &prep.table, gpu::Access::read});
+    bindings.push_back({&prep.table, gpu::Access::read});
+    const uint32_t norm = !prep.q_norm ? 0u : prep.kind == NormKind::zero_centered ? 2u : 1u;
+    const PreparePush pp{push,        prep.q_view,
+                         prep.k_view, prep.v_view,
+                         prep.rotary, prep.rope_style == RopeStyle::interleaved ? 1u : 0u,
+                         norm,        prep.eps};
+    rec.dispatch(*p, bindings, pp, row_tiles(s, plan), s.kv_heads, s.batch * plan.splits, label);
+  } else {
+    rec.dispatch(*p, bindings, push, row_tiles(s, plan), s.kv_heads, s.batch * plan.splits, label);
+  }
   if (merged_here) return;
   // attention_combine.comp: a workgroup per 32 dims of a row.
   const uint32_t wg = ctx.info.type == "cpu" ? 64 : 256;
