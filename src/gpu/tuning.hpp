@@ -82,7 +82,7 @@ struct Tuning {
   bool device_top_k = true;
   bool pass_fusion = true;      // !VKGATE_DISABLE_PASS_FUSION: qkv_prepare, RMSNorm folded into matvec
   // !VKGATE_DISABLE_DECODE_PREPARE (with pass_fusion): a decode step's
-  // qkv_prepare done by flash_decode.comp (ops::flash_prepares_in_decode), not
+  // qkv_prepare done by flash_decode_prep.comp (ops::flash_prepares_in_decode), not
   // a pass of its own. Unmeasured on a GPU: tools/gpu_run.sh sweep's `splits`
   // step times both.
   bool decode_prepare = true;

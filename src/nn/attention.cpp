@@ -314,7 +314,7 @@ void Attention::record_attend(Recorder& rec, const AttentionPlan& p, const Works
   const bool prepare_in_flash = !p.step && p.fused && tuning_.pass_fusion && tuning_.decode_prepare &&
                                 ops::flash_prepares_in_decode(vk_.info, shape, p.flash, args);
   if (tuning_.pass_fusion) {
-    if (!prepare_in_flash) ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);  // else flash_decode.comp does it
+    if (!prepare_in_flash) ops::qkv_prepare(vk_, rec, args, BT, T, H, KV, Dh, act_);  // else flash_decode_prep.comp does
   } else {  // the reference path: a pass per op and tensor
     const Buffer& proj = args.proj;
     const uint32_t rd = args.rotary;

@@ -19,7 +19,7 @@ struct Push {
   float scale;
   uint32_t mask_ld, merge;
 };
-// flash_decode.comp's PREPARE appends to Push (flash_common.glsl).
+// flash_decode_prep.comp's parameters: Push, then PREPARE's (flash_common.glsl).
 struct PreparePush {
   Push base;
   View q, k, v;
@@ -178,8 +178,9 @@ size_t flash_counter_words(const AttentionShape& s, const FlashPlan& p) {
 
 bool flash_prepares_in_decode(const DeviceInfo& d, const AttentionShape& s, const FlashPlan& plan,
                               const QkvPrepare& a) {
-  return d.max_stage_storage_buffers >= kPrepareBindings && plan.kernel == FlashKernel::decode && row_tiles(s, plan) == 1 && a.gate_target == GateTarget::none &&
-         a.seqs.empty() && a.seq == s.stride() && a.first == s.keys - s.tokens;
+  return d.max_stage_storage_buffers >= kPrepareBindings && plan.kernel == FlashKernel::decode &&
+         row_tiles(s, plan) == 1 && a.gate_target == GateTarget::none && a.seqs.empty() && a.seq == s.stride() &&
+         a.first == s.keys - s.tokens;
 }
 
 void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, const AttentionShape& s,
