@@ -24,7 +24,7 @@ struct Push {
   uint mask_ld;  // floats between rows of the mask [B, 1, T, S]
   uint merge;    // flash_decode.comp: the splits merged by the last workgroup of each row tile
 #ifdef PREPARE
-  // flash_decode.comp's PREPARE, as qkv_prepare.comp's: the q, k and v rows in
+  // flash_decode_prep.comp's (PREPARE), as qkv_prepare.comp's: the q, k and v rows in
   // the projections (binding 0), RoPE's rotated dims and pairs, the q/k norm
   // (0: none; 1: x·w; 2: x·(1 + w)) and its epsilon.
   View q_view, k_view, v_view;

@@ -83,13 +83,22 @@ const uint DPL = (HEAD_DIM + MIN_SG - 1) / MIN_SG;  // dims per lane in that mer
 shared float kv_s[2 * HEAD_DIM];  // a new position's key, then its value
 float q_get(uint r, uint d) { return rows_s[(r * HEAD_DIM + d) / 4][d % 4]; }
 void q_set(uint r, uint d, float val) { rows_s[(r * HEAD_DIM + d) / 4][d % 4] = val; }
-float norm_weight(bool is_q, uint d) {
+// Element d of a q or k row, normed (inv_rms: its 1/rms) and weighted; as it
+// is without a norm.
+float normed(bool is_q, uint d, float xv, float inv_rms) {
+  if (p.norm == 0) return xv;
   const float w = is_q ? qw_ld(d) : kw_ld(d);
-  return p.norm == 2 ? 1.0 + w : w;
+  return xv * inv_rms * (p.norm == 2 ? 1.0 + w : w);
 }
 // RoPE's pair i: dims (2i, 2i + 1) or (i, i + rotary/2).
 uvec2 rope_pair(uint i) {
   return p.interleaved != 0 ? uvec2(2 * i, 2 * i + 1) : uvec2(i, i + p.rotary / 2);
+}
+// The pair x rotated to token t's position: cos/sin from the host's table.
+vec2 rotated(uint t, uint i, vec2 x) {
+  const uint half_r = p.rotary / 2;
+  const float c = table_ld(t * half_r + i), s = table_ld((p.tokens + t) * half_r + i);
+  return vec2(x.x * c - x.y * s, x.y * c + x.x * s);
 }
 
 // The workgroup's q rows (row r: query head group_head(kvh, (row0 + r) % G),
@@ -120,19 +129,15 @@ void prepare_q(uint b, uint kvh, uint row0, uint rows_total, uint G) {
     const uint r = e / half_r, i = e % half_r;
     const uint t = min(row0 + r, rows_total - 1) / G;
     const uvec2 d = rope_pair(i);
-    float x0 = q_get(r, d.x), x1 = q_get(r, d.y);
-    if (p.norm != 0) {
-      x0 *= mfin_s[r] * norm_weight(true, d.x);
-      x1 *= mfin_s[r] * norm_weight(true, d.y);
-    }
-    const float c = table_ld(t * half_r + i), s = table_ld((p.tokens + t) * half_r + i);
-    q_set(r, d.x, (x0 * c - x1 * s) * p.scale);
-    q_set(r, d.y, (x1 * c + x0 * s) * p.scale);
+    const float inv_rms = mfin_s[r];
+    const vec2 x =
+        rotated(t, i, vec2(normed(true, d.x, q_get(r, d.x), inv_rms), normed(true, d.y, q_get(r, d.y), inv_rms)));
+    q_set(r, d.x, x.x * p.scale);
+    q_set(r, d.y, x.y * p.scale);
   }
   for (uint e = tid; e < R * rest; e += WG) {
     const uint r = e / rest, d = 2 * half_r + e % rest;
-    const float xv = q_get(r, d);
-    q_set(r, d, (p.norm != 0 ? xv * mfin_s[r] * norm_weight(true, d) : xv) * p.scale);
+    q_set(r, d, normed(true, d, q_get(r, d), mfin_s[r]) * p.scale);
   }
 }
 
@@ -160,17 +165,12 @@ void prepare_new_keys(uint b, uint kvh, uint split, uint kv_base) {
     barrier();  // every subgroup has read the raw key
     for (uint i = tid; i < half_r; i += WG) {
       const uvec2 d = rope_pair(i);
-      float x0 = kv_s[d.x], x1 = kv_s[d.y];
-      if (p.norm != 0) {
-        x0 *= inv_rms * norm_weight(false, d.x);
-        x1 *= inv_rms * norm_weight(false, d.y);
-      }
-      const float c = table_ld(t * half_r + i), s = table_ld((p.tokens + t) * half_r + i);
-      kv_s[d.x] = x0 * c - x1 * s;
-      kv_s[d.y] = x1 * c + x0 * s;
+      const vec2 x =
+          rotated(t, i, vec2(normed(false, d.x, kv_s[d.x], inv_rms), normed(false, d.y, kv_s[d.y], inv_rms)));
+      kv_s[d.x] = x.x;
+      kv_s[d.y] = x.y;
     }
-    if (p.norm != 0)
-      for (uint d = 2 * half_r + tid; d < HEAD_DIM; d += WG) kv_s[d] *= inv_rms * norm_weight(false, d);
+    for (uint d = 2 * half_r + tid; d < HEAD_DIM; d += WG) kv_s[d] = normed(false, d, kv_s[d], inv_rms);
     barrier();
     for (uint e = tid; e < 2 * CHUNKS; e += WG) {
       const uint ch = e % CHUNKS, o = e / CHUNKS * HEAD_DIM + 8 * ch;
@@ -377,7 +377,9 @@ void main() {
         float o[MU][DPL];
         [[unroll]] for (uint u = 0; u < MU; ++u)
           [[unroll]] for (uint i = 0; i < DPL; ++i)
-            o[u][i] = j0 + u < n && lane + i * SG < HEAD_DIM ? partial_ld(partial_base(b, t, h, s0 + j0 + u) + lane + i * SG) : 0.0;
+            o[u][i] = j0 + u < n && lane + i * SG < HEAD_DIM
+                          ? partial_ld(partial_base(b, t, h, s0 + j0 + u) + lane + i * SG)
+                          : 0.0;
         [[unroll]] for (uint u = 0; u < MU; ++u) {
           const float wu = j0 + u < n ? p_s[p_base + j0 + u] : 0.0;
           [[unroll]] for (uint i = 0; i < DPL; ++i) num[i] += o[u][i] * wu;
