@@ -56,5 +56,11 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "quickstart: npm not found: the real-tokenizer and serve-client tests are skipped (apt-get install npm)" >&2
 fi
+# Mesa's CPU driver (lavapipe) compiles each pipeline with LLVM when first used,
+# and on the tests' tiny shapes that compiling, not running, is most of a cold
+# run: GALLIVM_PERF=nopt skips LLVM's optimization passes (a third less CPU on
+# the block, flash and decode-kernel tests, measured cold). Other drivers ignore
+# it; an exported GALLIVM_PERF is kept.
+export GALLIVM_PERF=${GALLIVM_PERF-nopt}
 cd "$build"
 exec ctest --output-on-failure --parallel "$(nproc)" "$@"
