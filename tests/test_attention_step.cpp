@@ -14,6 +14,8 @@
 #include "vkgate/dtype.hpp"
 #include "vkgate/reference.hpp"
 
+namespace test_attention_step {
+
 using namespace vkgate;
 
 namespace {
@@ -188,3 +190,5 @@ TEST_CASE_FIXTURE(StepTest, "attention step: the same in fp16 and bf16, and whic
   t->step_attention = false;  // VKGATE_DISABLE_STEP_ATTENTION wins
   CHECK_FALSE(applies({1, 16, 8, 8, 100, 128}, true));
 }
+
+}  // namespace test_attention_step

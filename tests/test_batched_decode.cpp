@@ -24,6 +24,8 @@
 #include "vkgate/model_config.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_batched_decode {
+
 using namespace vkgate;
 
 namespace {
@@ -447,3 +449,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "device top-k: generations choose the same ids 
   CHECK(run({0, 1}, true) == std::vector<std::vector<int64_t>>{whole_rows[0], whole_rows[1]});
   CHECK(ran_top_k(model));
 }
+
+}  // namespace test_batched_decode

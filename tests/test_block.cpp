@@ -8,6 +8,9 @@
 #include "vkgate/block.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
+#include "golden.hpp"
+
+namespace test_block {
 
 using namespace vkgate;
 
@@ -236,7 +239,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: every config validate() refuses is an E
   }
 }
 
-#include "golden.hpp"
 
 TEST_CASE_FIXTURE(test::GpuTest, "block: golden cases from an independent implementation (no cache)") {
   for (const char* name : {"g1_gqa_qwen3next_partial", "g2_gqa_official_headwise", "g3_mqa_separate_bidir_residual"}) {
@@ -529,3 +531,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: statistics with the device-resident cac
     past += step;
   }
 }
+
+}  // namespace test_block

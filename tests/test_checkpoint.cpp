@@ -17,6 +17,8 @@
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
 
+namespace test_checkpoint {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
@@ -251,3 +253,5 @@ TEST_CASE("checkpoint: broken indexes and paths are errors naming the file") {
   expect_error([&] { Checkpoint ck(dir.file("junk.safetensors")); }, ErrorCode::io,
                {dir.file("junk.safetensors")});
 }
+
+}  // namespace test_checkpoint

@@ -28,6 +28,8 @@
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
 
+namespace test_cli {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -724,4 +726,5 @@ TEST_CASE("cli: the demo with validation enabled from the environment passes and
   CHECK(r.out.find("tolerance 1e-9: PASS") != std::string::npos);
 }
 
+}  // namespace test_cli
 #endif  // VKGATE_CLI

@@ -26,6 +26,8 @@
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
 
+namespace test_cli_faults {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -659,4 +661,5 @@ TEST_CASE("cli: VKGATE_PIPELINE_STATS prints each pipeline's compiler statistics
   CHECK_MESSAGE(stats != lacks, "stderr: " << r.err);
 }
 
+}  // namespace test_cli_faults
 #endif  // VKGATE_CLI

@@ -18,6 +18,8 @@
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_gdn.hpp"
 
+namespace test_cli_gdn {
+
 namespace {
 
 using nlohmann::json;
@@ -148,4 +150,5 @@ TEST_CASE("cli gdn: malformed configs, weights and states exit 1 naming the key 
   }
 }
 
+}  // namespace test_cli_gdn
 #endif

@@ -17,6 +17,8 @@
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_gla.hpp"
 
+namespace test_cli_gla {
+
 namespace {
 
 using nlohmann::json;
@@ -114,4 +116,5 @@ TEST_CASE("cli gla: malformed configs, weights and states exit 1 naming the key 
   }
 }
 
+}  // namespace test_cli_gla
 #endif

@@ -14,6 +14,8 @@
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_cli_gla_model {
+
 namespace {
 
 using nlohmann::json;
@@ -130,4 +132,5 @@ TEST_CASE("cli gla model: malformed GLA model directories exit 1 naming the key 
   }
 }
 
+}  // namespace test_cli_gla_model
 #endif  // VKGATE_CLI

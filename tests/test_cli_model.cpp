@@ -20,6 +20,8 @@
 #include "vkgate/reference_model.hpp"
 #include "vkgate/tokenizer.hpp"
 
+namespace test_cli_model {
+
 namespace {
 
 using nlohmann::json;
@@ -539,4 +541,5 @@ TEST_CASE("cli model: malformed model directories and inputs exit 1 or 2 naming 
   }
 }
 
+}  // namespace test_cli_model
 #endif  // VKGATE_CLI

@@ -17,6 +17,8 @@
 #include "model_weights.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_cli_moe_model {
+
 namespace {
 
 using nlohmann::json;
@@ -123,4 +125,5 @@ TEST_CASE("cli moe model: a sharded BF16 qwen3_moe with fused experts, a missing
   CHECK(!fs::exists(out));
 }
 
+}  // namespace test_cli_moe_model
 #endif

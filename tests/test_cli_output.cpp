@@ -25,6 +25,8 @@
 #include "fifo_reader.hpp"
 #include "golden.hpp"
 
+namespace test_cli_output {
+
 namespace {
 
 using namespace vkgate;
@@ -190,4 +192,5 @@ TEST_CASE("cli: bench --write-text: -, a FIFO, a symbolic link (also dangling), 
   CHECK(r.err.find("MB/s") != std::string::npos);
 }
 
+}  // namespace test_cli_output
 #endif  // VKGATE_CLI

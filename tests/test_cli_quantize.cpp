@@ -25,6 +25,8 @@
 #include "vkgate/quant.hpp"
 #include "vkgate/tokenizer.hpp"
 
+namespace test_cli_quantize {
+
 namespace {
 
 using nlohmann::json;
@@ -226,4 +228,5 @@ TEST_CASE("cli quantize: a bad type, a missing directory or tensor, another mode
   }
 }
 
+}  // namespace test_cli_quantize
 #endif

@@ -16,6 +16,8 @@
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_cli_qwen3_next_model {
+
 namespace {
 
 using namespace vkgate;
@@ -87,4 +89,5 @@ TEST_CASE("cli qwen3_5 model: the golden multimodal-form checkpoint through run 
   check_golden_generate(dir, tmp.path);
 }
 
+}  // namespace test_cli_qwen3_next_model
 #endif

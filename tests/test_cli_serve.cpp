@@ -30,6 +30,8 @@
 #include "model_weights.hpp"
 #include "vkgate/tokenizer.hpp"
 
+namespace test_cli_serve {
+
 namespace {
 
 using nlohmann::json;
@@ -648,4 +650,5 @@ TEST_CASE("cli serve: requests that come together while the server is idle run t
   CHECK(end.code == 0);
 }
 
+}  // namespace test_cli_serve
 #endif  // VKGATE_CLI

@@ -13,6 +13,8 @@
 
 #include "cli_harness.hpp"
 
+namespace test_cli_tokenize {
+
 namespace {
 
 using namespace vkgate::cli_test;
@@ -110,4 +112,5 @@ TEST_CASE("cli: tokenize --help and bench --tokenizer (load time, MB/s, the roun
   CHECK(j.out.find("\"encode_mb_per_s\"") != std::string::npos);
 }
 
+}  // namespace test_cli_tokenize
 #endif  // VKGATE_CLI

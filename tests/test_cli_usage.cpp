@@ -22,6 +22,8 @@
 #include "model_weights.hpp"
 #include "vkgate/version.hpp"
 
+namespace test_cli_usage {
+
 namespace {
 
 using nlohmann::json;
@@ -316,4 +318,5 @@ TEST_CASE("cli: VKGATE_MATVEC_ROWS outside 1 to 16 is refused by name") {
                       std::string("VKGATE_MATVEC_ROWS='") + v + "' is not a number from 1 to 16", "matmul 1x8x64");
 }
 
+}  // namespace test_cli_usage
 #endif  // VKGATE_CLI

@@ -12,6 +12,8 @@
 #include "harness.hpp"
 #include "vkgate/block.hpp"
 
+namespace test_concurrency {
+
 using namespace vkgate;
 
 namespace {
@@ -137,3 +139,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "concurrency: two blocks on two threads at once
   // The device memory the two blocks used is back.
   CHECK(vk.allocator->bytes_in_use() == 0);
 }
+
+}  // namespace test_concurrency

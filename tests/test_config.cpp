@@ -19,6 +19,8 @@
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
 
+namespace test_config {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
@@ -364,3 +366,5 @@ TEST_CASE("config: check_layer with layer_types") {
   expect_error([&] { parse(j).check_layer(1); }, ErrorCode::invalid_argument,
                {"no full-attention layers"});
 }
+
+}  // namespace test_config

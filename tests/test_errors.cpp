@@ -11,6 +11,8 @@
 #include "gpu/vk.hpp"
 #include "vkgate/error.hpp"
 
+namespace test_errors {
+
 using namespace vkgate;
 
 namespace {
@@ -118,3 +120,5 @@ TEST_CASE("errors: every VkResult of the Vulkan 1.3 headers has its name") {
     CHECK(code == (oom ? ErrorCode::out_of_memory : v == VK_ERROR_DEVICE_LOST ? ErrorCode::device_lost : ErrorCode::vulkan));
   }
 }
+
+}  // namespace test_errors

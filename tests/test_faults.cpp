@@ -17,6 +17,8 @@
 #include "vkgate/block.hpp"
 #include "vkgate/error.hpp"
 
+namespace test_faults {
+
 using namespace vkgate;
 
 namespace {
@@ -246,3 +248,5 @@ TEST_CASE("faults: no Vulkan driver at all (VK_LOADER_DRIVERS_DISABLE='*') is Er
   CHECK(e.code() == ErrorCode::no_device);
   CHECK(std::string(e.what()).find("device selector: no device name contains 'no such device' (devices: 0: ") == 0);
 }
+
+}  // namespace test_faults

@@ -11,6 +11,8 @@
 #include "ops/attention.hpp"
 #include "vkgate/dtype.hpp"
 
+namespace test_flash {
+
 using namespace vkgate;
 using test::check_close;
 using test::run_once;
@@ -324,3 +326,5 @@ TEST_CASE("flash plan: an NVIDIA device's defaults are its sweep's winners, and 
   d.vendor_id = 0x1002;  // elsewhere the kernels' own rules until a sweep there
   CHECK(gpu::tuning_from_environment(d).flash_split_keys == 0);
 }
+
+}  // namespace test_flash

@@ -14,6 +14,8 @@
 
 #include "fuzz_targets.hpp"
 
+namespace test_fuzz_corpus {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -58,3 +60,5 @@ TEST_CASE("fuzz corpus: check_layer(INT_MAX) with full_attention_interval (found
   CHECK_NOTHROW(c.check_layer(INT_MAX));  // (2^31 − 1 + 1) % 4 == 0: a full-attention layer
   CHECK_THROWS_AS(c.check_layer(INT_MAX - 1), vkgate::Error);
 }
+
+}  // namespace test_fuzz_corpus

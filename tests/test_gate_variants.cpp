@@ -15,6 +15,8 @@
 #include "vkgate/block.hpp"
 #include "vkgate/error.hpp"
 
+namespace test_gate_variants {
+
 using namespace vkgate;
 
 namespace {
@@ -291,3 +293,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: a gate_proj of the wrong shape is an er
     CHECK_THROWS_WITH_AS(GatedAttention(ctx, c, w.map), doctest::Contains("gate_proj.weight"), Error);
   }
 }
+
+}  // namespace test_gate_variants

@@ -24,6 +24,8 @@
 #include "vkgate/reference_gdn.hpp"
 #include "vkgate/safetensors.hpp"
 
+namespace test_gdn {
+
 using namespace vkgate;
 
 namespace {
@@ -640,3 +642,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "gdn layer: misshapen inputs and weights are er
   missing.erase("A_log");
   test::expect_error([&] { GatedDeltaNet bad(ctx, cfg, missing); }, ErrorCode::missing_tensor, {"A_log"});
 }
+
+}  // namespace test_gdn

@@ -14,6 +14,8 @@
 #include "vkgate/reference_model.hpp"
 #include "vkgate/tokenizer.hpp"
 
+namespace test_generate {
+
 using namespace vkgate;
 
 namespace {
@@ -302,3 +304,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "generate: logprobs of the chosen and the most 
   o.logprobs = GenerateOptions::kMaxLogprobs + 1;
   test::expect_error([&] { Generation(model, prompt, o); }, ErrorCode::invalid_argument, {"logprobs 21"});
 }
+
+}  // namespace test_generate

@@ -21,6 +21,8 @@
 #include "vkgate/error.hpp"
 #include "vkgate/gguf.hpp"
 
+namespace test_gguf {
+
 namespace fs = std::filesystem;
 using namespace vkgate;
 using test::expect_error;
@@ -593,3 +595,5 @@ TEST_CASE("gguf: writer refuses bad tensors and values and leaves no file when i
   CHECK(GgufFile::open(path).boolean("only"));
   CHECK(read_text(path) != before);
 }
+
+}  // namespace test_gguf

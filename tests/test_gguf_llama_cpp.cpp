@@ -37,6 +37,8 @@
 #include "vkgate/tokenizer.hpp"
 #ifdef VKGATE_CLI
 #include "cli_harness.hpp"
+
+namespace test_gguf_llama_cpp {
 #endif
 
 using namespace vkgate;
@@ -529,4 +531,6 @@ TEST_CASE("cli gguf llama.cpp: generate --prompt with the file's own tokenizer a
   REQUIRE(text.code == 0);
   CHECK(text.out == texts[0]);
 }
+
+}  // namespace test_gguf_llama_cpp
 #endif

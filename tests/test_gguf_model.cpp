@@ -24,6 +24,8 @@
 #include "vkgate/tokenizer.hpp"
 #ifdef VKGATE_CLI
 #include "cli_harness.hpp"
+
+namespace test_gguf_model {
 #endif
 
 using namespace vkgate;
@@ -252,4 +254,6 @@ TEST_CASE("cli gguf: vkgate generate --weights x.gguf --prompt tokenizes with th
   CHECK(by_ids.code == 0);
   CHECK(by_ids.out == id_line(reference::greedy_generate(m.cfg, m.map, std::vector<int64_t>{5, 17, 42}, 3, false)) + "\n");
 }
+
+}  // namespace test_gguf_model
 #endif

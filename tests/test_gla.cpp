@@ -20,6 +20,8 @@
 #include "vkgate/reference_gla.hpp"
 #include "vkgate/safetensors.hpp"
 
+namespace test_gla {
+
 using namespace vkgate;
 
 namespace {
@@ -303,3 +305,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla: a misshapen input or state and a missing 
   w.map.erase("gk_proj.weight");
   CHECK_THROWS_WITH_AS(GlaLayer(ctx, c, w.map), doctest::Contains("gk_proj"), Error);
 }
+
+}  // namespace test_gla

@@ -12,6 +12,8 @@
 #include "vkgate/model.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_gla_model {
+
 using namespace vkgate;
 
 TEST_CASE_FIXTURE(test::GpuTest, "gla model: logits over the layer's forms, GQA and MHA, tied, batch 2 (fp32 NMSE 1e-8)") {
@@ -169,3 +171,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "gla model: a chunked prefill of 70 tokens, the
     test::check_close(model.extend(seq, test::positions(ids, 1, N, t), 1), test::positions(full.logits, 1, N, t), 1e-8);
   }
 }
+
+}  // namespace test_gla_model

@@ -20,6 +20,8 @@
 #include "golden.hpp"
 #include "test_util.hpp"
 
+namespace test_gla_reference {
+
 using namespace vkgate;
 using reference::GlaInputs;
 using reference::GlaResult;
@@ -569,3 +571,5 @@ TEST_CASE("gla reference: input sizes are checked, naming the input") {
   missing.erase("o_proj.weight");
   expect_error([&] { run(cfg, missing, x, 1, 2); }, ErrorCode::missing_tensor, {"'o_proj.weight'"});
 }
+
+}  // namespace test_gla_reference

@@ -14,6 +14,8 @@
 #include "gpuav_oob_spv.h"
 #include "harness.hpp"
 
+namespace test_gpuav {
+
 using namespace vkgate;
 
 namespace {
@@ -132,3 +134,5 @@ TEST_CASE("gpu-assisted validation: an out-of-bounds shader write is reported, n
   CHECK(oob);
   CHECK(line);
 }
+
+}  // namespace test_gpuav

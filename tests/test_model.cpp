@@ -13,6 +13,8 @@
 #include "vkgate/model.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_model {
+
 using namespace vkgate;
 
 namespace {
@@ -187,3 +189,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "model: ids out of range and misshapen weights 
   missing.erase("model.norm.weight");
   CHECK_THROWS_WITH_AS(Model(ctx, m.cfg, missing), doctest::Contains("model.norm.weight"), Error);
 }
+
+}  // namespace test_model

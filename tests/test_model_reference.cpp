@@ -31,6 +31,8 @@
 #include "vkgate/safetensors.hpp"
 #include "vkgate/weights.hpp"
 
+namespace test_model_reference {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
@@ -833,3 +835,5 @@ TEST_CASE("gla model reference: model_tensors reads the older model.embed_tokens
   const Checkpoint neither(write("neither.safetensors", "model.wte.weight"));
   expect_error([&] { model_tensors(neither, cfg); }, ErrorCode::missing_tensor, {"'model.embeddings.weight'"});
 }
+
+}  // namespace test_model_reference

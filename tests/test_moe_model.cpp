@@ -20,6 +20,8 @@
 #include "vkgate/reference_model.hpp"
 #include "vkgate/safetensors.hpp"
 
+namespace test_moe_model {
+
 using namespace vkgate;
 using nlohmann::json;
 
@@ -238,3 +240,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "moe model: fp16 and bf16 storage, the experts 
   test::check_model(*this, parse(moe), 1, 9, Precision::bf16, 1e-3);
   test::check_model(*this, parse(tiny_next_json()), 2, 1, Precision::fp32, 1e-8);
 }
+
+}  // namespace test_moe_model

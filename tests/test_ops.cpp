@@ -11,6 +11,8 @@
 #include "vkgate/dtype.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_ops {
+
 using namespace vkgate;
 using test::check_close;
 using test::run_once;
@@ -597,8 +599,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "gate: headwise and elementwise sigmoid gates, 
     }
 }
 
-// The bandwidth yardstick of `vkgate bench --peak` must really copy: a
-// ratio to a peak that wrote nothing would be meaningless.
 TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores where the device has them") {
   if (!ctx.device().storage16) {
     MESSAGE("skipped: the device has no 16-bit storage buffers");
@@ -716,3 +716,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: the staged tensor-core kernel at each 
     }
   }
 }
+
+}  // namespace test_ops

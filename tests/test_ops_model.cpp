@@ -11,6 +11,8 @@
 #include "vkgate/quant.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_ops_model {
+
 using namespace vkgate;
 using test::check_close;
 using test::run_once;
@@ -214,3 +216,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "stats: first-token attention per head, gate sc
   CHECK(got[H + 1] == below);
   CHECK(got[H + 2] == 42.5f);
 }
+
+}  // namespace test_ops_model

@@ -17,6 +17,8 @@
 #ifdef VKGATE_CLI
 #include "cli_harness.hpp"
 #include "model_dir.hpp"
+
+namespace test_progress {
 #endif
 
 using namespace vkgate;
@@ -153,4 +155,6 @@ TEST_CASE("cli progress: a terminal's stderr shows the progress line, --quiet an
   CHECK(file.err.find("loading tensors") == std::string::npos);
   CHECK(file.err.find('\033') == std::string::npos);
 }
+
+}  // namespace test_progress
 #endif  // VKGATE_CLI

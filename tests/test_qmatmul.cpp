@@ -15,6 +15,8 @@
 #include "vkgate/quant.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_qmatmul {
+
 using namespace vkgate;
 
 namespace {
@@ -253,3 +255,5 @@ TEST_CASE("qmatmul: decode tiles are named as VKGATE_QROWS_TILE reads them") {
     CHECK_FALSE(gpu::QrowsTile::parse(bad).has_value());
   }
 }
+
+}  // namespace test_qmatmul

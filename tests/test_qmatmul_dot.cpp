@@ -15,6 +15,8 @@
 #include "ops/qmatmul_dot.hpp"
 #include "vkgate/quant.hpp"
 
+namespace test_qmatmul_dot {
+
 using namespace vkgate;
 
 namespace {
@@ -229,3 +231,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "qmatmul_dot: other formats, partial blocks and
                          doctest::Contains("'w' holds 64 bytes"), Error);
   rec.end();
 }
+
+}  // namespace test_qmatmul_dot

@@ -24,6 +24,8 @@
 #include "vkgate/error.hpp"
 #include "vkgate/quant.hpp"
 
+namespace test_quant {
+
 using namespace vkgate;
 using test::expect_error;
 
@@ -630,3 +632,5 @@ TEST_CASE("quant: sizes that are not whole blocks and plain dtypes are rejected 
   dequantize(DType::Q6_K, {}, empty);  // nothing to do is fine
   CHECK(quantize(DType::Q6_K, {}).empty());
 }
+
+}  // namespace test_quant

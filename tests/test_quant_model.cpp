@@ -11,6 +11,8 @@
 #include "model_check.hpp"
 #include "vkgate/quant.hpp"
 
+namespace test_quant_model {
+
 using namespace vkgate;
 
 namespace {
@@ -215,3 +217,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant model: fp16 prefill on the weights dequa
     if (vk.info.timestamps) CHECK_FALSE(ran(model, "dequantize"));
   }
 }
+
+}  // namespace test_quant_model

@@ -15,6 +15,8 @@
 #include "vkgate/error.hpp"
 #include "vkgate/quant.hpp"
 
+namespace test_quant_moe {
+
 using namespace vkgate;
 
 namespace {
@@ -255,3 +257,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant moe: GGUF-style experts in block formats
   Model half(ctx, all, tensors, {.precision = Precision::fp16});
   check_forward(*this, half, all, ref.map, 1e-4, false);
 }
+
+}  // namespace test_quant_moe

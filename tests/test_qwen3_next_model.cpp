@@ -17,6 +17,8 @@
 #include "vkgate/reference_model.hpp"
 #include "vkgate/safetensors.hpp"
 
+namespace test_qwen3_next_model {
+
 using namespace vkgate;
 using nlohmann::json;
 
@@ -187,3 +189,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "qwen3_5 model: the golden wave-3 checkpoint in
   REQUIRE(cfg.linear_attention->separate_projections);
   test::check_model(*this, cfg, 2, 5, Precision::fp32, 1e-8);
 }
+
+}  // namespace test_qwen3_next_model

@@ -11,10 +11,14 @@
 #include "ops/attention.hpp"
 #include "vkgate/dtype.hpp"
 
+namespace test_recorder {
+
 using namespace vkgate;
 using test::check_close;
 using test::run_once;
 
+// The bandwidth yardstick of `vkgate bench --peak` must really copy: a
+// ratio to a peak that wrote nothing would be meaningless.
 TEST_CASE_FIXTURE(test::GpuTest, "copy shader: the bench's bandwidth yardstick copies every element") {
   const size_t n = 4 * 1037;
   const auto src = random(n);
@@ -289,4 +293,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "pipelines: a required subgroup size, where the
     CHECK(download(dst, x.size()) == x);
   }
 }
+
+}  // namespace test_recorder
 

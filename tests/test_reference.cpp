@@ -25,6 +25,8 @@
 #include "block_weights.hpp"
 #include "golden.hpp"
 
+namespace test_reference {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
@@ -776,3 +778,5 @@ TEST_CASE("bf16 conversions: exact round trip and ties to even") {
     REQUIRE(float_to_bf16(bf16_to_float(bits)) == bits);
   }
 }
+
+}  // namespace test_reference

@@ -27,6 +27,8 @@
 #include "vkgate/reference.hpp"
 #include "vkgate/reference_model.hpp"
 
+namespace test_rope_scaling {
+
 using nlohmann::json;
 using namespace vkgate;
 using test::expect_error;
@@ -540,3 +542,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope scaling: the block with each type, with a
     }
   }
 }
+
+}  // namespace test_rope_scaling

@@ -38,6 +38,8 @@
 #include "fifo_reader.hpp"
 #include "golden.hpp"
 
+namespace test_safetensors {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
@@ -597,3 +599,5 @@ TEST_CASE("safetensors: output file: a signal handler of the program's own, or a
   ::sigaction(SIGINT, &old_int, nullptr);
   CHECK(read_text(dir.file("a.txt")) == "x");
 }
+
+}  // namespace test_safetensors

@@ -15,6 +15,8 @@
 #include "vkgate/error.hpp"
 #include "vkgate/sampling.hpp"
 
+namespace test_sampling {
+
 using namespace vkgate;
 
 namespace {
@@ -197,3 +199,5 @@ TEST_CASE("sampling: options outside their ranges are errors naming the option")
     test::expect_error([&] { Sampler s(o); }, ErrorCode::invalid_argument, {std::string("sampling: ") + name});
   }
 }
+
+}  // namespace test_sampling

@@ -27,6 +27,8 @@
 #include "vkgate/block.hpp"
 #include "vkgate/model.hpp"
 
+namespace test_soak {
+
 using namespace vkgate;
 
 namespace {
@@ -225,3 +227,5 @@ TEST_CASE("soak: positive control — a Vulkan object left alive is reported whe
 }
 #endif
 }
+
+}  // namespace test_soak

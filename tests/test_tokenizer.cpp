@@ -22,6 +22,8 @@
 #include "vkgate/error.hpp"
 #include "vkgate/tokenizer.hpp"
 
+namespace test_tokenizer {
+
 namespace {
 
 using nlohmann::json;
@@ -343,3 +345,5 @@ TEST_CASE("tokenizer: Oniguruma's names stay out of the process (regcomp is the 
   CAPTURE(info.dli_fname);
   CHECK(std::string(info.dli_fname).find("libonig") == std::string::npos);
 }
+
+}  // namespace test_tokenizer

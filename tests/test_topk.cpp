@@ -9,6 +9,8 @@
 #include "ops/ops.hpp"
 #include "vkgate/error.hpp"
 
+namespace test_topk {
+
 using namespace vkgate;
 
 namespace {
@@ -76,3 +78,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "top_k: each row's k largest, ties the lower id
   CHECK_THROWS_WITH_AS(ops::top_k(vk, rec, small, 1, 8, 8, 0, out), doctest::Contains("k 0"), Error);
   rec.end();
 }
+
+}  // namespace test_topk

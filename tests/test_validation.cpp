@@ -5,6 +5,8 @@
 #include "gpu/recorder.hpp"
 #include "ops/ops.hpp"
 
+namespace test_validation {
+
 using namespace vkgate;
 
 TEST_CASE("validation: the layer with synchronization validation is active in tests") {
@@ -63,3 +65,5 @@ TEST_CASE("validation: the layer with synchronization validation is active in te
     CHECK(named);
   }
 }
+
+}  // namespace test_validation

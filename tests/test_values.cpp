@@ -14,6 +14,8 @@
 #include "vkgate/dtype.hpp"
 #include "vkgate/error.hpp"
 
+namespace test_values {
+
 using namespace vkgate;
 
 namespace {
@@ -218,3 +220,5 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: an output that overflows is refused al
     CHECK(std::string(e.what()).find("the inputs and weights are finite") != std::string::npos);
   }
 }
+
+}  // namespace test_values
