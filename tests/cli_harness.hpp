@@ -25,6 +25,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -99,11 +100,19 @@ inline Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir
   c.command = "vkgate";
   for (const auto& a : args) c.command += " " + a;
 
-  std::vector<std::string> env;
+  // extra_env's variables replace the inherited ones of the same name (getenv
+  // takes the first): the test command's VKGATE_CPU_GEMM_ROWS=8 once hid a
+  // test's own value.
+  std::vector<std::string> env{"VKGATE_VALIDATION=1"};
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  const auto set_here = [&](const char* e) {
+    const std::string_view name(e, std::strcspn(e, "="));
+    return std::any_of(env.begin(), env.end(), [&](const std::string& v) {
+      return v.size() > name.size() && v.compare(0, name.size(), name) == 0 && v[name.size()] == '=';
+    });
+  };
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "VKGATE_VALIDATION=", 18) != 0) env.emplace_back(*e);
-  env.emplace_back("VKGATE_VALIDATION=1");
-  for (const auto& e : extra_env) env.push_back(e);
+    if (!set_here(*e)) env.emplace_back(*e);
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
