@@ -310,12 +310,17 @@ TEST_CASE("cli: bench --op attention --tiles, and VKGATE_FLASH_TILE, refuse what
                     "VKGATE_FLASH_TILE='4x32x' is not a flash attention tile", "attention");
 }
 
-TEST_CASE("cli: VKGATE_MATVEC_ROWS outside 1 to 16 is refused by name") {
-  TempDir dir("matvec_rows");
+TEST_CASE("cli: VKGATE_MATVEC_ROWS outside 1 to 16 and VKGATE_CPU_GEMM_ROWS not a multiple of 8 to 64 are refused by name") {
+  TempDir dir("tile_rows");
   const std::vector<std::string> product{"bench", "--op", "matmul", "--m", "1", "--n", "8", "--k", "64"};
   for (const char* v : {"0", "17", "8x"})
     check_env_refused(with_args(product, {}), dir.path, std::string("VKGATE_MATVEC_ROWS=") + v,
                       std::string("VKGATE_MATVEC_ROWS='") + v + "' is not a number from 1 to 16", "matmul 1x8x64");
+  for (const char* v : {"0", "72", "x"})
+    check_env_refused(with_args(product, {}), dir.path, std::string("VKGATE_CPU_GEMM_ROWS=") + v,
+                      std::string("VKGATE_CPU_GEMM_ROWS='") + v + "' is not a number from 8 to 64", "matmul 1x8x64");
+  check_env_refused(with_args(product, {}), dir.path, "VKGATE_CPU_GEMM_ROWS=12",
+                    "VKGATE_CPU_GEMM_ROWS='12' is not a multiple of 8", "matmul 1x8x64");
 }
 
 }  // namespace test_cli_usage

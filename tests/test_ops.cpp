@@ -43,6 +43,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: Y = X·Wᵀ (+b) (+residual) on odd sh
                           {16, 40, 256, false, true}, {9, 33, 100, true, false}};
   test::ScopedTuning tuning(ctx);  // GPUs: 9–16 rows in matvec.comp's 16-row form too
   tuning->matvec_rows = gpu::kMatvecMaxRows;
+  // CPU drivers: the register tiles of 8, 32 and 64 rows, whatever the test
+  // command's VKGATE_CPU_GEMM_ROWS (tools/quickstart.sh).
+  tuning->cpu_gemm_rows = gpu::Tuning{}.cpu_gemm_rows;
   // GPU-assisted validation took minutes per instrumented 16-row pipeline on
   // lavapipe: it checks the 8-row form (the other stages run both).
   const uint32_t most_rows = ctx.gpu_assisted_validation_enabled() ? 8 : gpu::kMatvecMaxRows;
@@ -537,6 +540,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "attention: scores, softmax and P·V with MHA, 
   // chunk of 3 tokens after 8 cached (on CPU drivers the products of up to
   // 8 rows take attention.comp's ROWS_CPU, which computes the causally
   // masked scores that the softmax then zeroes).
+  // (CPU drivers: the register tiles of up to 64 rows, whatever the test
+  // command's VKGATE_CPU_GEMM_ROWS.)
+  test::ScopedTuning tuning(ctx);
+  tuning->cpu_gemm_rows = gpu::Tuning{}.cpu_gemm_rows;
   const Case cases[] = {{2, 4, 4, 9, 9, 64, true},    {3, 6, 2, 5, 5, 80, false},  {1, 4, 1, 1, 1, 128, true},
                         {1, 2, 1, 17, 22, 256, true},  {2, 8, 2, 33, 33, 64, false}, {1, 2, 1, 200, 200, 64, true},
                         {1, 2, 2, 130, 300, 64, true}, {2, 12, 3, 1, 70, 80, true},  {1, 8, 1, 1, 37, 48, true},
@@ -619,6 +626,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "matmul: fp16 and bf16 storage, tensor cores wh
                           {128, 384, 64, true, false, false},  {33, 70, 100, false, true, true},
                           {1, 45, 64, true, false, true},      {3, 20, 96, false, true, false},
                           {2, 40, 1096, true, false, true}};
+  // CPU drivers: f16's register tiles of 32 rows, bf16's of 64, whatever the
+  // test command's VKGATE_CPU_GEMM_ROWS (tools/quickstart.sh).
+  test::ScopedTuning tuning(ctx);
+  tuning->cpu_gemm_rows = gpu::Tuning{}.cpu_gemm_rows;
   for (ops::Storage st : {ops::Storage::f16, ops::Storage::bf16})
     for (const Shape& s : shapes) {
       CAPTURE(s.M);

@@ -62,5 +62,11 @@ fi
 # the block, flash and decode-kernel tests, measured cold). Other drivers ignore
 # it; an exported GALLIVM_PERF is kept.
 export GALLIVM_PERF=${GALLIVM_PERF-nopt}
+# The CPU drivers' GEMM tiles 8 rows tall, not up to 64: lavapipe compiles the
+# tall ones far more slowly, each in every test process that meets it (a
+# golden qwen3_next run through the CLI: 407 s cold with 64, 20 s with 8). The
+# op tests of those kernels (tests/test_ops.cpp) still take the taller tiles
+# users get; an exported VKGATE_CPU_GEMM_ROWS is kept.
+export VKGATE_CPU_GEMM_ROWS=${VKGATE_CPU_GEMM_ROWS-8}
 cd "$build"
 exec ctest --output-on-failure --parallel "$(nproc)" "$@"

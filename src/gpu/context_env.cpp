@@ -190,6 +190,10 @@ Tuning tuning_from_environment(const DeviceInfo& device) {
   t.matvec = !env_flag("VKGATE_DISABLE_MATVEC");
   t.matvec_rows = bounded("VKGATE_MATVEC_ROWS", t.matvec_rows, 1, kMatvecMaxRows);
   t.cpu_matmul = !env_flag("VKGATE_DISABLE_CPU_MATMUL");
+  t.cpu_gemm_rows = bounded("VKGATE_CPU_GEMM_ROWS", t.cpu_gemm_rows, 8, 64);
+  if (t.cpu_gemm_rows % 8)
+    throw Error(ErrorCode::invalid_argument, "VKGATE_CPU_GEMM_ROWS='" + std::to_string(t.cpu_gemm_rows) +
+                                                 "' is not a multiple of 8 (the CPU GEMMs' subgroups have 8 lanes) from 8 to 64");
   t.cpu_attention = !env_flag("VKGATE_DISABLE_CPU_ATTENTION");
   t.step_attention = !env_flag("VKGATE_DISABLE_STEP_ATTENTION");
   t.step_attention_gpu = env_flag("VKGATE_STEP_ATTENTION_GPU");

@@ -122,6 +122,16 @@ struct Tuning {
   // projection of 16 rows, 2026-11-28); unmeasured, so 8 until a sweep.
   uint32_t matvec_rows = 8;
   bool cpu_matmul = true;       // !VKGATE_DISABLE_CPU_MATMUL: the CPU-driver GEMMs (gemm_cpu.glsl)
+  // VKGATE_CPU_GEMM_ROWS (a multiple of 8 up to 64): the tallest tile those
+  // GEMMs take (matmul, the attention products, the MoE experts). A taller
+  // tile runs faster, but llvmpipe compiles it far more slowly: once per
+  // machine (its disk cache), and in part again in every process (2–4 s to
+  // create the f32 matmul's 64-row pipeline with the cache warm). Its first
+  // compile took 80 s against 20 s for 32 rows, and a golden qwen3_next run
+  // through the CLI took 407 s with a cold cache against 20 s with 8-row
+  // tiles (2 cores, GALLIVM_PERF=nopt, 2026-11-29). The test command takes 8
+  // (tools/quickstart.sh); the op tests of these kernels take the default.
+  uint32_t cpu_gemm_rows = 64;
   bool cpu_attention = true;    // !VKGATE_DISABLE_CPU_ATTENTION: unfused attention on CPU drivers
   bool step_attention = true;   // !VKGATE_DISABLE_STEP_ATTENTION: attention_step.comp for short steps on CPU drivers
   // VKGATE_STEP_ATTENTION_GPU=1: a batched step's attention in

@@ -57,8 +57,8 @@ void product(Context::Impl& ctx, Recorder& rec, const Buffer& a, const Buffer& b
                (push.N + columns - 1) / columns, 1, true);
       return;
     }
-    const gpu::Grid g = cpu_gemm_grid(push.M, push.N);
-    dispatch(ctx.pipelines->get(variant("attention_cpu", st, tail), cpu_gemm_spec(push.M)), g.x, g.y);
+    const gpu::Grid g = cpu_gemm_grid(rec.tuning(), push.M, push.N);
+    dispatch(ctx.pipelines->get(variant("attention_cpu", st, tail), cpu_gemm_spec(rec.tuning(), push.M)), g.x, g.y);
     return;
   }
   dispatch(ctx.pipelines->get(variant("attention", st, tail), kTiles), (push.N + kTiles[2] - 1) / kTiles[2],

@@ -76,7 +76,7 @@ Route route(const DeviceInfo& d, const Tuning& t, const Push& push, Storage s) {
   }
   // CPU drivers, whatever M (even a decode step: ~25× the matrix-vector kernel on lavapipe).
   if (cpu_gemm(d, t)) {
-    const gpu::Grid g = cpu_gemm_grid(M, N, s);
+    const gpu::Grid g = cpu_gemm_grid(t, M, N, s);
     return {Path::cpu, Coopmat::off, {}, g.x, g.y};
   }
   // A few rows (decode): one subgroup per output column streams W once, in
@@ -136,14 +136,15 @@ bool cpu_gemm(const DeviceInfo& d, const Tuning& t) {
 // computes wrong results from 80 rows up. f16 operands (their conversions
 // take registers) peak lower: the 0.6B shape's f16 products on lavapipe took
 // 546 ms at 16 rows with 16-row tiles against 918 with 32, and 1,743 ms at
-// 64 rows with 32-row tiles against 1,953 with 64.
-std::vector<uint32_t> cpu_gemm_spec(uint32_t M, Storage s) {
-  if (s == Storage::f16) return {8, M > 16 ? 32u : M > 8 ? 16u : 8u, kCpuRN};
-  return {8, M > 32 ? 64u : M > 8 ? 32u : 8u, kCpuRN};
+// 64 rows with 32-row tiles against 1,953 with 64. Never taller than
+// Tuning::cpu_gemm_rows.
+std::vector<uint32_t> cpu_gemm_spec(const Tuning& t, uint32_t M, Storage s) {
+  const uint32_t rows = s == Storage::f16 ? (M > 16 ? 32u : M > 8 ? 16u : 8u) : (M > 32 ? 64u : M > 8 ? 32u : 8u);
+  return {8, std::min(rows, t.cpu_gemm_rows), kCpuRN};
 }
 
-gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N, Storage s) {
-  const uint32_t rm = cpu_gemm_spec(M, s)[1];
+gpu::Grid cpu_gemm_grid(const Tuning& t, uint32_t M, uint32_t N, Storage s) {
+  const uint32_t rm = cpu_gemm_spec(t, M, s)[1];
   // The shaders step through row blocks past the grid's 65535.
   return {(N + 8 * kCpuRN - 1) / (8 * kCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535)};
 }
@@ -246,7 +247,9 @@ void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
       dispatch(ctx.pipelines->get(variant("matmul_rows_cpu", s, y32), {8, M, 8}), "matmul",
                texel4_format(s));
       break;
-    case Path::cpu: dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y32), cpu_gemm_spec(M, s)), "matmul"); break;
+    case Path::cpu:
+      dispatch(ctx.pipelines->get(variant("matmul_cpu", s, y32), cpu_gemm_spec(t, M, s)), "matmul");
+      break;
     case Path::matvec:
       dispatch(ctx.pipelines->get(variant(vec8_rows(push.K, push.ldx, push.ldw) ? "matvec_v8" : "matvec", s, y32),
                                   matvec_spec(M)),

@@ -50,7 +50,8 @@ MoeRouting moe_routing(const DeviceInfo& d, const Tuning& t, uint32_t rows, uint
   // 10 rows computes 54 rows for nothing.
   const uint32_t entries = rows * k, share = entries / std::min(experts, entries);
   const uint32_t tile = share > 48 ? 64 : share > 12 ? 32 : cpu ? 8 : 16;
-  return {rows, experts, k, tile, cpu ? MoeKernel::tiled_cpu : MoeKernel::tiled, shard_experts};
+  if (cpu) return {rows, experts, k, std::min(tile, t.cpu_gemm_rows), MoeKernel::tiled_cpu, shard_experts};
+  return {rows, experts, k, tile, MoeKernel::tiled, shard_experts};
 }
 
 namespace {

@@ -183,8 +183,8 @@ bool cpu_gemm(const DeviceInfo& d, const Tuning& t);
 // Spec constants {workgroup, RM, RN} of those kernels for M rows of
 // operands in `s`, and the grid (x over columns, y over row blocks) for an
 // M×N product.
-std::vector<uint32_t> cpu_gemm_spec(uint32_t M, Storage s = Storage::f32);
-gpu::Grid cpu_gemm_grid(uint32_t M, uint32_t N, Storage s = Storage::f32);
+std::vector<uint32_t> cpu_gemm_spec(const Tuning& t, uint32_t M, Storage s = Storage::f32);
+gpu::Grid cpu_gemm_grid(const Tuning& t, uint32_t M, uint32_t N, Storage s = Storage::f32);
 
 // RMSNorm of `dim` elements for every (bt, head), bt < rows. x and y may be the
 // same buffer. y is stored as `s`; x as `s`, or fp32 when x_f32. w is fp32.
