@@ -63,8 +63,9 @@ fi
 # it; an exported GALLIVM_PERF is kept.
 export GALLIVM_PERF=${GALLIVM_PERF-nopt}
 # The CPU drivers' GEMM tiles 8 rows tall, not up to 64: lavapipe compiles the
-# tall ones far more slowly, each in every test process that meets it (a
-# golden qwen3_next run through the CLI: 407 s cold with 64, 20 s with 8). The
+# tall ones far more slowly, once per machine and in part again in every test
+# process that meets them (a golden qwen3_next run through the CLI: 407 s cold
+# with 64, 20 s with 8; the whole suite 1,525 s cold before, 1,150 after). The
 # op tests of those kernels (tests/test_ops.cpp) still take the taller tiles
 # users get; an exported VKGATE_CPU_GEMM_ROWS is kept.
 export VKGATE_CPU_GEMM_ROWS=${VKGATE_CPU_GEMM_ROWS-8}
