@@ -90,19 +90,11 @@ struct Child {
 
 // Starts `vkgate ARGS...` with VKGATE_VALIDATION=1; stdout and stderr go to
 // files in `dir` (no pipes, so no deadlock however much the child prints).
-inline Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir,
-                const std::vector<std::string>& extra_env = {}) {
-  static std::atomic<unsigned> counter{0};
-  const std::string tag = std::to_string(counter++);
-  Child c;
-  c.out = dir / ("child" + tag + ".stdout");
-  c.err = dir / ("child" + tag + ".stderr");
-  c.command = "vkgate";
-  for (const auto& a : args) c.command += " " + a;
-
-  // extra_env's variables replace the inherited ones of the same name (getenv
-  // takes the first): the test command's VKGATE_CPU_GEMM_ROWS=8 once hid a
-  // test's own value.
+// A child's environment: VKGATE_VALIDATION=1 and extra_env ("NAME=value"), then
+// every inherited variable they do not set. getenv takes the first entry, so
+// appending extra_env after the inherited ones let the test command's
+// VKGATE_CPU_GEMM_ROWS=8 hide a test's own value.
+inline std::vector<std::string> child_env(const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> env{"VKGATE_VALIDATION=1"};
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   const auto set_here = [&](const char* e) {
@@ -113,6 +105,20 @@ inline Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir
   };
   for (char** e = environ; *e; ++e)
     if (!set_here(*e)) env.emplace_back(*e);
+  return env;
+}
+
+inline Child spawn_cli(const std::vector<std::string>& args, const fs::path& dir,
+                const std::vector<std::string>& extra_env = {}) {
+  static std::atomic<unsigned> counter{0};
+  const std::string tag = std::to_string(counter++);
+  Child c;
+  c.out = dir / ("child" + tag + ".stdout");
+  c.err = dir / ("child" + tag + ".stderr");
+  c.command = "vkgate";
+  for (const auto& a : args) c.command += " " + a;
+
+  std::vector<std::string> env = child_env(extra_env);
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);

@@ -88,9 +88,7 @@ std::string run_on_terminal(const std::vector<std::string>& args, const cli_test
   std::vector<char*> argv;
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env{"VKGATE_VALIDATION=1"};
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "VKGATE_VALIDATION=", 18) != 0) env.emplace_back(*e);
+  std::vector<std::string> env = cli_test::child_env();
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
