@@ -9,8 +9,6 @@ namespace vkgate::gpu {
 namespace {
 constexpr VkDeviceSize kDefaultBlock = 64ull << 20;
 
-VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
-
 // Rounded up to MiB (KiB below 1 MiB), without overflowing near 2^64.
 std::string mib(VkDeviceSize b) {
   if (b < (1u << 20)) return std::to_string((b >> 10) + ((b & 1023) != 0)) + " KiB";

@@ -14,6 +14,8 @@
 
 namespace vkgate::gpu {
 
+inline VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
+
 enum class MemoryKind {
   device,    // DEVICE_LOCAL: tensors the shaders read and write
   upload,    // HOST_VISIBLE, written by the host, read by transfers

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gpu/context_impl.hpp"
+#include "gpu/memory.hpp"
 #include "gpu/pipeline.hpp"
 
 namespace vkgate::gpu {
@@ -13,8 +14,6 @@ namespace {
 // holds several layers' parameters even with 256-byte alignment.
 constexpr VkDeviceSize kPageBytes = 64 << 10;
 constexpr VkDeviceSize kCountBytes = 16;  // three uint32 counts, 16-byte aligned
-
-VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
 }  // namespace
 
 ParamArena::ParamArena(Context::Impl& ctx)

@@ -94,11 +94,7 @@ BlockConfig BlockConfig::qwen3_next_attention() {
 }
 
 namespace {
-[[noreturn]] void bad(const std::string& key, const std::string& why) {
-  throw Error(ErrorCode::invalid_config, "config: " + key + " " + why);
-}
-
-std::string number_text(double x) {
+std::string exact_text(double x) {
   std::ostringstream s;
   s.precision(17);
   s << x;
@@ -112,7 +108,7 @@ void validate_rope_scaling(const BlockConfig& c) {
   const std::string with = std::string(" with rope_scaling type '") + to_string(s.type) + "'";
   auto check = [&](const char* field, double value, bool ok, const char* expected) {
     if (!(std::isfinite(value) && ok))
-      bad(std::string("rope_scaling.") + field, std::string("must be ") + expected + ", got " + number_text(value));
+      limits::bad(std::string("rope_scaling.") + field, std::string("must be ") + expected + ", got " + exact_text(value));
   };
   check("factor", s.factor, s.factor >= 1, ">= 1");
   switch (s.type) {
@@ -120,22 +116,22 @@ void validate_rope_scaling(const BlockConfig& c) {
     case RopeType::linear: break;
     case RopeType::dynamic:
       if (c.max_position_embeddings <= 0)
-        bad("max_position_embeddings", "must be positive" + with + " (its θ grows past that length), got " +
-                                           std::to_string(c.max_position_embeddings));
+        limits::bad("max_position_embeddings", "must be positive" + with + " (its θ grows past that length), got " +
+                                                   std::to_string(c.max_position_embeddings));
       // θ' = θ·(...)^(r/(r−2)): undefined for two rotary dims.
-      if (c.rotary_dim() == 2) bad("partial_rotary_factor", "gives 2 rotary dims, too few" + with);
+      if (c.rotary_dim() == 2) limits::bad("partial_rotary_factor", "gives 2 rotary dims, too few" + with);
       break;
     case RopeType::yarn:
     case RopeType::llama3:
       if (s.original_max_position_embeddings < 0)
-        bad("rope_scaling.original_max_position_embeddings",
-            "must be positive, got " + std::to_string(s.original_max_position_embeddings));
+        limits::bad("rope_scaling.original_max_position_embeddings",
+                    "must be positive, got " + std::to_string(s.original_max_position_embeddings));
       if (c.rope_original_max_positions() <= 0)
-        bad("rope_scaling.original_max_position_embeddings", "(or max_position_embeddings) must be given" + with);
+        limits::bad("rope_scaling.original_max_position_embeddings", "(or max_position_embeddings) must be given" + with);
       if (s.type == RopeType::llama3) {
         check("low_freq_factor", s.low_freq_factor, s.low_freq_factor > 0, "positive");
         check("high_freq_factor", s.high_freq_factor, s.high_freq_factor > s.low_freq_factor,
-              ("greater than low_freq_factor (" + number_text(s.low_freq_factor) + ")").c_str());
+              ("greater than low_freq_factor (" + exact_text(s.low_freq_factor) + ")").c_str());
       } else {
         check("beta_fast", s.beta_fast, s.beta_fast > 0, "positive");
         check("beta_slow", s.beta_slow, s.beta_slow > 0, "positive");
@@ -143,7 +139,7 @@ void validate_rope_scaling(const BlockConfig& c) {
         check("mscale", s.mscale, s.mscale >= 0, "non-negative");
         check("mscale_all_dim", s.mscale_all_dim, s.mscale_all_dim >= 0, "non-negative");
         // The ramp's bounds divide by ln θ.
-        if (c.rope_theta == 1) bad("rope_theta", "must not be 1" + with + " (its correction range divides by ln θ)");
+        if (c.rope_theta == 1) limits::bad("rope_theta", "must not be 1" + with + " (its correction range divides by ln θ)");
       }
       break;
   }
@@ -157,34 +153,34 @@ void BlockConfig::validate() const {
   limits::check_range("num_key_value_heads", num_kv_heads, 1, limits::kMaxRows);
   if (num_hidden_layers != 0) limits::check_range("num_hidden_layers", num_hidden_layers, 1, limits::kMaxLayers);
   if (num_heads % num_kv_heads != 0)
-    bad("num_attention_heads", std::string("(") + std::to_string(num_heads) +
-                                   ") must be divisible by num_key_value_heads (" +
-                                   std::to_string(num_kv_heads) + ")");
+    limits::bad("num_attention_heads", std::string("(") + std::to_string(num_heads) +
+                                           ") must be divisible by num_key_value_heads (" +
+                                           std::to_string(num_kv_heads) + ")");
   if (head_dim <= 0 || head_dim > 1024)
-    bad("head_dim", "must be in 1..1024, got " + std::to_string(head_dim));
-  if (!(rms_norm_eps > 0)) bad("rms_norm_eps", "must be positive");
-  if (!(rope_theta > 0 && std::isfinite(rope_theta))) bad("rope_theta", "must be positive");
+    limits::bad("head_dim", "must be in 1..1024, got " + std::to_string(head_dim));
+  if (!(rms_norm_eps > 0)) limits::bad("rms_norm_eps", "must be positive");
+  if (!(rope_theta > 0 && std::isfinite(rope_theta))) limits::bad("rope_theta", "must be positive");
   if (!(partial_rotary_factor >= 0 && partial_rotary_factor <= 1))
-    bad("partial_rotary_factor", "must be in [0, 1]");
+    limits::bad("partial_rotary_factor", "must be in [0, 1]");
   if (q_proj_rows() > limits::kMaxRows || attn_dim() > limits::kMaxRows)
-    bad("num_attention_heads", "× head_dim (" + std::to_string(q_proj_rows()) + " q_proj rows) is too large");
+    limits::bad("num_attention_heads", "× head_dim (" + std::to_string(q_proj_rows()) + " q_proj rows) is too large");
   if (gate_kind != GateKind::none) {
     const std::string where = std::string("with gate_position '") + to_string(gate_position) + "'";
     if (gate_position != GatePosition::sdpa && gate_layout != GateLayout::separate)
-      bad("gate_layout", std::string("'") + to_string(gate_layout) + "' cannot be used " + where +
-                             ": only 'sdpa' gate rows sit in q_proj; the other positions read "
-                             "gate_proj.weight (gate_layout 'separate')");
+      limits::bad("gate_layout", std::string("'") + to_string(gate_layout) + "' cannot be used " + where +
+                                     ": only 'sdpa' gate rows sit in q_proj; the other positions read "
+                                     "gate_proj.weight (gate_layout 'separate')");
     if (gate_position == GatePosition::dense && gate_kind != GateKind::elementwise)
-      bad("gate_kind", std::string("'") + to_string(gate_kind) + "' cannot be used " + where +
-                           ": the dense gate is elementwise only (one score per hidden unit)");
+      limits::bad("gate_kind", std::string("'") + to_string(gate_kind) + "' cannot be used " + where +
+                                   ": the dense gate is elementwise only (one score per hidden unit)");
     if (gate_position == GatePosition::dense && gate_shared_heads)
-      bad("gate_shared_heads", "cannot be true " + where + ": the dense gate has no heads to share over");
+      limits::bad("gate_shared_heads", "cannot be true " + where + ": the dense gate has no heads to share over");
   }
   if (rotary_dim() % 2 != 0)
-    bad("partial_rotary_factor", "gives an odd rotary dimension " + std::to_string(rotary_dim()) +
-                                     " (head_dim " + std::to_string(head_dim) + ")");
+    limits::bad("partial_rotary_factor", "gives an odd rotary dimension " + std::to_string(rotary_dim()) +
+                                             " (head_dim " + std::to_string(head_dim) + ")");
   if (max_position_embeddings < 0)
-    bad("max_position_embeddings", "must not be negative, got " + std::to_string(max_position_embeddings));
+    limits::bad("max_position_embeddings", "must not be negative, got " + std::to_string(max_position_embeddings));
   validate_rope_scaling(*this);
 }
 

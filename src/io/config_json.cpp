@@ -20,6 +20,7 @@
 
 #include "vkgate/config.hpp"
 
+#include "io/config_limits.hpp"
 #include "io/json_keys.hpp"
 #include "vkgate/error.hpp"
 
@@ -39,7 +40,6 @@ std::string rope_type_list() {
 }
 
 bool at_least_one(double x) { return x >= 1; }
-bool positive_number(double x) { return x > 0; }
 bool non_negative(double x) { return x >= 0; }
 
 // One rope_scaling / rope_parameters object (`key`) as transformers reads it:
@@ -82,8 +82,8 @@ std::optional<RopeScaling> read_rope_object(const KeyReader& r, const char* key,
     case RopeType::dynamic: s.factor = required("factor", at_least_one, "a number >= 1"); break;
     case RopeType::llama3:
       s.factor = required("factor", at_least_one, "a number >= 1");
-      s.low_freq_factor = required("low_freq_factor", positive_number, "a positive number");
-      s.high_freq_factor = required("high_freq_factor", positive_number, "a positive number");
+      s.low_freq_factor = required("low_freq_factor", limits::positive, "a positive number");
+      s.high_freq_factor = required("high_freq_factor", limits::positive, "a positive number");
       if (!(s.high_freq_factor > s.low_freq_factor))
         o.fail("key '" + o.name("high_freq_factor") + "' (" + json(s.high_freq_factor).dump() +
                ") must be greater than '" + o.name("low_freq_factor") + "' (" + json(s.low_freq_factor).dump() + ")");
@@ -102,7 +102,7 @@ std::optional<RopeScaling> read_rope_object(const KeyReader& r, const char* key,
       s.beta_slow = o.number("beta_slow", non_negative, "a positive number").value_or(0);
       if (s.beta_fast == 0) s.beta_fast = 32;
       if (s.beta_slow == 0) s.beta_slow = 1;
-      s.attention_factor = o.number("attention_factor", positive_number, "a positive number").value_or(0);
+      s.attention_factor = o.number("attention_factor", limits::positive, "a positive number").value_or(0);
       s.mscale = o.number("mscale", non_negative, "a non-negative number").value_or(0);
       s.mscale_all_dim = o.number("mscale_all_dim", non_negative, "a non-negative number").value_or(0);
       s.truncate = o.boolean("truncate").value_or(true);
@@ -152,7 +152,6 @@ std::optional<double> rope_value(const KeyReader& top, const std::optional<KeyRe
   return a ? a : b;
 }
 
-bool positive(double x) { return x > 0; }
 bool unit_interval(double x) { return x >= 0 && x <= 1; }
 
 constexpr std::array kGateKinds{GateKind::none, GateKind::headwise, GateKind::elementwise};
@@ -234,7 +233,7 @@ BlockConfig block_config_from_json(const json& root, const std::string& source) 
   c.num_kv_heads = r.positive_int("num_key_value_heads").value_or(c.num_heads);
   c.head_dim = r.positive_int("head_dim").value_or(0);
   if (c.head_dim == 0) c.head_dim = default_head_dim(r, c);
-  c.rms_norm_eps = r.number("rms_norm_eps", positive, "a positive number").value_or(c.rms_norm_eps);
+  c.rms_norm_eps = r.number("rms_norm_eps", limits::positive, "a positive number").value_or(c.rms_norm_eps);
 
   c.max_position_embeddings = r.positive_int("max_position_embeddings").value_or(default_max_positions(c));
   std::optional<KeyReader> rope_params;
@@ -243,7 +242,7 @@ BlockConfig block_config_from_json(const json& root, const std::string& source) 
     rope_params.emplace(*p, source, "rope_parameters.");
   }
   c.rope_scaling = read_rope_scaling(r, c.max_position_embeddings);
-  c.rope_theta = rope_value(r, rope_params, "rope_theta", positive, "a positive number")
+  c.rope_theta = rope_value(r, rope_params, "rope_theta", limits::positive, "a positive number")
                      .value_or(c.rope_theta);
   c.partial_rotary_factor =
       rope_value(r, rope_params, "partial_rotary_factor", unit_interval, "a number in [0, 1]")

@@ -4,7 +4,9 @@
 // host or device memory first.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <sstream>
 #include <string>
 
 #include "vkgate/error.hpp"
@@ -29,5 +31,23 @@ inline void check_range(const char* key, int64_t value, int64_t lo, int64_t hi) 
     throw Error(ErrorCode::invalid_config, "config: key '" + std::string(key) + "' must be in " + std::to_string(lo) +
                                                ".." + std::to_string(hi) + ", got " + std::to_string(value));
 }
+
+// validate()'s errors, "config: KEY WHY" and "config: key 'KEY' WHY": the
+// parsers put the file in place of "config".
+[[noreturn]] inline void bad(const std::string& key, const std::string& why) {
+  throw Error(ErrorCode::invalid_config, "config: " + key + " " + why);
+}
+[[noreturn]] inline void bad_key(const std::string& key, const std::string& why) {
+  throw Error(ErrorCode::invalid_config, "config: key '" + key + "' " + why);
+}
+
+// A value as those messages quote it (six significant digits).
+inline std::string number_text(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+inline bool positive(double x) { return x > 0 && std::isfinite(x); }
 
 }  // namespace vkgate::limits

@@ -16,16 +16,6 @@ namespace vkgate {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& key, const std::string& why) {
-  throw Error(ErrorCode::invalid_config, "config: key '" + key + "' " + why);
-}
-
-std::string number_text(double x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
-}
-
 // A value head's state is dk × dv fp32 and the recurrent kernel keeps a column
 // of it (dk floats) per invocation in shared memory; Qwen3-Next uses 128 × 128.
 constexpr int kMaxKeyHeadDim = 512;
@@ -43,23 +33,23 @@ void GdnConfig::validate() const {
   limits::check_range("linear_num_key_heads", num_key_heads, 1, limits::kMaxRows);
   limits::check_range("linear_num_value_heads", num_value_heads, 1, limits::kMaxRows);
   if (num_value_heads % num_key_heads != 0)
-    bad("linear_num_value_heads", std::string("(") + std::to_string(num_value_heads) +
-                                      ") must be a multiple of linear_num_key_heads (" +
-                                      std::to_string(num_key_heads) + ")");
+    limits::bad_key("linear_num_value_heads", std::string("(") + std::to_string(num_value_heads) +
+                                                  ") must be a multiple of linear_num_key_heads (" +
+                                                  std::to_string(num_key_heads) + ")");
   limits::check_range("linear_key_head_dim", key_head_dim, 1, kMaxKeyHeadDim);
   limits::check_range("linear_value_head_dim", value_head_dim, 1, kMaxValueHeadDim);
   limits::check_range("linear_conv_kernel_dim", conv_kernel, 2, kMaxConvKernel);
   // The widest tensor row: in_proj_qkvz's output (C is smaller).
   const int64_t rows = 2 * int64_t(num_key_heads) * key_head_dim + 2 * int64_t(num_value_heads) * value_head_dim;
   if (rows > limits::kMaxRows)
-    bad("linear_num_value_heads", "gives in_proj_qkvz 2·nk·dk + 2·nv·dv = " + std::to_string(rows) +
-                                      " rows, more than " + std::to_string(limits::kMaxRows));
+    limits::bad_key("linear_num_value_heads", "gives in_proj_qkvz 2·nk·dk + 2·nv·dv = " + std::to_string(rows) +
+                                                  " rows, more than " + std::to_string(limits::kMaxRows));
   const int64_t state = int64_t(num_value_heads) * key_head_dim * value_head_dim;
   if (state > kMaxStateFloats)
-    bad("linear_num_value_heads", "gives a state of nv·dk·dv = " + std::to_string(state) +
-                                      " floats per sequence, more than " + std::to_string(kMaxStateFloats));
+    limits::bad_key("linear_num_value_heads", "gives a state of nv·dk·dv = " + std::to_string(state) +
+                                                  " floats per sequence, more than " + std::to_string(kMaxStateFloats));
   if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps))
-    bad("rms_norm_eps", "must be positive, got " + number_text(rms_norm_eps));
+    limits::bad_key("rms_norm_eps", "must be positive, got " + limits::number_text(rms_norm_eps));
 }
 
 GdnConfig GdnConfig::qwen3_next() {
@@ -82,7 +72,6 @@ using nlohmann::json;
 
 constexpr const char* kMixer = "gated_deltanet";
 
-bool positive(double x) { return x > 0 && std::isfinite(x); }
 
 bool names_gdn(const json& root) {
   const auto it = root.find("mixer");
@@ -106,7 +95,7 @@ GdnConfig parse_gdn_config_json(std::string_view json_text, const std::string& s
   c.key_head_dim = r.required_positive_int("linear_key_head_dim");
   c.value_head_dim = r.required_positive_int("linear_value_head_dim");
   c.conv_kernel = r.positive_int("linear_conv_kernel_dim").value_or(c.conv_kernel);
-  c.rms_norm_eps = r.number("rms_norm_eps", positive, "a positive number").value_or(c.rms_norm_eps);
+  c.rms_norm_eps = r.number("rms_norm_eps", limits::positive, "a positive number").value_or(c.rms_norm_eps);
   const std::optional<std::string> type = r.string("model_type");
   c.separate_projections = type && (*type == "qwen3_5_text" || *type == "qwen3_5_moe_text");
   const std::optional<std::string> act = r.string("hidden_act");

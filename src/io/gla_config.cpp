@@ -30,16 +30,6 @@ const char* to_string(KeyCoupling c) noexcept { return c == KeyCoupling::none ? 
 
 namespace {
 
-[[noreturn]] void bad(const std::string& key, const std::string& why) {
-  throw Error(ErrorCode::invalid_config, "config: " + key + " " + why);
-}
-
-std::string number_text(double x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
-}
-
 constexpr double kMaxRows = double(limits::kMaxRows);
 // The state of one head is d_k × d_v. Released GLA models use d_k ≤ 256 and
 // d_v ≤ 512; the bounds leave room while keeping one head's state small.
@@ -50,18 +40,18 @@ constexpr int kMaxHeadVDim = 1024;
 // (fla computes the key and value widths this way, truncating).
 void check_head_width(const char* key, const char* dim, double expand, int hidden_size,
                       int num_heads, int max_dim) {
-  if (!(expand > 0) || !std::isfinite(expand)) bad(key, "must be positive, got " + number_text(expand));
+  if (!(expand > 0) || !std::isfinite(expand)) limits::bad(key, "must be positive, got " + limits::number_text(expand));
   const double width = double(hidden_size) * expand;
   if (width > kMaxRows)
-    bad(key, "× hidden_size (" + number_text(width) + " rows) is too large");
+    limits::bad(key, "× hidden_size (" + limits::number_text(width) + " rows) is too large");
   const int w = int(width);
   if (w % num_heads != 0)
-    bad(key, std::string("gives ") + dim + " not divisible by num_heads: int(hidden_size · " + key + ") = " +
-                 std::to_string(w) + " is not divisible by num_heads (" + std::to_string(num_heads) + ")");
+    limits::bad(key, std::string("gives ") + dim + " not divisible by num_heads: int(hidden_size · " + key + ") = " +
+                         std::to_string(w) + " is not divisible by num_heads (" + std::to_string(num_heads) + ")");
   const int d = w / num_heads;
   if (d < 1 || d > max_dim)
-    bad(key, std::string("gives ") + dim + " = " + std::to_string(d) + ", which must be in 1.." +
-                 std::to_string(max_dim));
+    limits::bad(key, std::string("gives ") + dim + " = " + std::to_string(d) + ", which must be in 1.." +
+                         std::to_string(max_dim));
 }
 
 }  // namespace
@@ -71,18 +61,18 @@ void GlaConfig::validate() const {
   limits::check_range("num_heads", num_heads, 1, limits::kMaxRows);
   limits::check_range("num_kv_heads", num_kv_heads, 1, limits::kMaxRows);
   if (num_heads % num_kv_heads != 0)
-    bad("num_kv_heads", "(" + std::to_string(num_kv_heads) + ") must divide num_heads (" +
-                            std::to_string(num_heads) + ")");
+    limits::bad("num_kv_heads", "(" + std::to_string(num_kv_heads) + ") must divide num_heads (" +
+                                    std::to_string(num_heads) + ")");
   check_head_width("expand_k", "d_k", expand_k, hidden_size, num_heads, kMaxHeadKDim);
   check_head_width("expand_v", "d_v", expand_v, hidden_size, num_heads, kMaxHeadVDim);
   if (!(gate_logit_normalizer > 0) || !std::isfinite(gate_logit_normalizer))
-    bad("gate_logit_normalizer", "must be positive, got " + number_text(gate_logit_normalizer));
+    limits::bad("gate_logit_normalizer", "must be positive, got " + limits::number_text(gate_logit_normalizer));
   // log α = logsigmoid(·)/normalizer is never positive: a positive floor would make α > 1.
   if (clamp_min && !(*clamp_min <= 0))
-    bad("clamp_min", "must be ≤ 0 (it bounds log α, which is ≤ 0), got " + number_text(*clamp_min));
-  if (!(norm_eps > 0)) bad("norm_eps", "must be positive, got " + number_text(norm_eps));
+    limits::bad("clamp_min", "must be ≤ 0 (it bounds log α, which is ≤ 0), got " + limits::number_text(*clamp_min));
+  if (!(norm_eps > 0)) limits::bad("norm_eps", "must be positive, got " + limits::number_text(norm_eps));
   if (gla_scale && (!(*gla_scale > 0) || !std::isfinite(*gla_scale)))
-    bad("gla_scale", "must be positive, got " + number_text(*gla_scale));
+    limits::bad("gla_scale", "must be positive, got " + limits::number_text(*gla_scale));
 }
 
 double GlaConfig::scale() const { return gla_scale ? *gla_scale : 1.0 / std::sqrt(double(head_k_dim())); }
@@ -93,7 +83,6 @@ namespace {
 
 using nlohmann::json;
 
-bool positive(double x) { return x > 0 && std::isfinite(x); }
 bool non_positive(double x) { return x <= 0; }
 
 constexpr std::array kFeatureMaps{FeatureMap::none, FeatureMap::relu, FeatureMap::elu_plus_one};
@@ -134,17 +123,17 @@ GlaConfig parse_gla_config_json(std::string_view json_text, const std::string& s
   if (!heads) r.fail("key 'num_heads' is required (a positive integer)");
   c.num_heads = *heads;
   c.num_kv_heads = aliased_int(r, "num_kv_heads", "num_key_value_heads").value_or(c.num_heads);
-  c.expand_k = r.number("expand_k", positive, "a positive number").value_or(c.expand_k);
-  c.expand_v = r.number("expand_v", positive, "a positive number").value_or(c.expand_v);
+  c.expand_k = r.number("expand_k", limits::positive, "a positive number").value_or(c.expand_k);
+  c.expand_v = r.number("expand_v", limits::positive, "a positive number").value_or(c.expand_v);
   // JSON null (fla's default) reads as absent: no feature map.
   c.feature_map = r.enumeration("feature_map", kFeatureMaps).value_or(FeatureMap::none);
   c.use_output_gate = r.boolean("use_output_gate").value_or(c.use_output_gate);
   c.gate_logit_normalizer =
-      r.number("gate_logit_normalizer", positive, "a positive number").value_or(c.gate_logit_normalizer);
+      r.number("gate_logit_normalizer", limits::positive, "a positive number").value_or(c.gate_logit_normalizer);
   c.clamp_min = r.number("clamp_min", non_positive, "null or a number ≤ 0");
-  c.norm_eps = r.number("norm_eps", positive, "a positive number").value_or(c.norm_eps);
+  c.norm_eps = r.number("norm_eps", limits::positive, "a positive number").value_or(c.norm_eps);
   c.key_coupling = r.enumeration("gla_key_coupling", kKeyCouplings).value_or(KeyCoupling::none);
-  c.gla_scale = r.number("gla_scale", positive, "null or a positive number");
+  c.gla_scale = r.number("gla_scale", limits::positive, "null or a positive number");
   // fla's GLA options vkgate does not implement: read as plain GLA they would
   // give wrong outputs without a word.
   if (r.boolean("use_short_conv").value_or(false))

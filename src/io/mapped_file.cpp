@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/errno_text.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {
@@ -28,8 +29,6 @@ class FileDescriptor {
  private:
   int fd_;
 };
-
-std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 

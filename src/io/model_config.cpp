@@ -40,11 +40,6 @@ using nlohmann::json;
 constexpr std::array kActivations{Activation::silu, Activation::gelu, Activation::gelu_tanh,
                                   Activation::sigmoid};
 
-// validate()'s errors start with "config: "; the parsers put the file in its place.
-[[noreturn]] void bad(const std::string& key, const std::string& why) {
-  throw Error(ErrorCode::invalid_config, "config: key '" + key + "' " + why);
-}
-
 // lm_head's and the MLP's rows are matmul rows, bounded as the attention's are.
 void check_rows(const char* key, int value) { limits::check_range(key, value, 1, limits::kMaxRows); }
 
@@ -175,42 +170,42 @@ void ModelConfig::validate() const {
     if (gla_forms.low_rank_dim != 0) check_rows("gate_low_rank_dim", gla_forms.low_rank_dim);
     if (!gla_forms.output_norm.empty() && gla_forms.output_norm != "g_norm_swish_gate.weight" &&
         gla_forms.output_norm != "g_norm.weight")
-      bad("fuse_norm", "must give the output norm g_norm_swish_gate.weight, g_norm.weight or none");
-    if (!gla_forms.attn_norm) bad("attn_norm", "must be present: a GLA model's layer normalizes its input");
+      limits::bad_key("fuse_norm", "must give the output norm g_norm_swish_gate.weight, g_norm.weight or none");
+    if (!gla_forms.attn_norm) limits::bad_key("attn_norm", "must be present: a GLA model's layer normalizes its input");
   } else {
     attention.validate();
   }
   if (linear_attention) {
     linear_attention->validate();
     if (linear_attention->hidden_size != attention.hidden_size)
-      bad("hidden_size", "differs between the Gated DeltaNet layers (" + std::to_string(linear_attention->hidden_size) +
-                             ") and the attention layers (" + std::to_string(attention.hidden_size) + ")");
+      limits::bad_key("hidden_size", "differs between the Gated DeltaNet layers (" + std::to_string(linear_attention->hidden_size) +
+                                         ") and the attention layers (" + std::to_string(attention.hidden_size) + ")");
   }
   limits::check_range("num_hidden_layers", num_hidden_layers, 1, limits::kMaxLayers);
   check_rows("intermediate_size", intermediate_size);
   if (moe.num_experts > 0) {
-    if (gla) bad("num_experts", "must be 0 in a GLA model");
+    if (gla) limits::bad_key("num_experts", "must be 0 in a GLA model");
     limits::check_range("num_experts", moe.num_experts, 1, limits::kMaxExperts);
     if (moe.num_experts_per_tok < 1 || moe.num_experts_per_tok > moe.num_experts)
-      bad("num_experts_per_tok", "is " + std::to_string(moe.num_experts_per_tok) + ": must be in [1, num_experts " +
-                                     std::to_string(moe.num_experts) + "]");
+      limits::bad_key("num_experts_per_tok", "is " + std::to_string(moe.num_experts_per_tok) + ": must be in [1, num_experts " +
+                                                 std::to_string(moe.num_experts) + "]");
     check_rows("moe_intermediate_size", moe.moe_intermediate_size);
     if (moe.shared_expert_intermediate_size != 0)
       check_rows("shared_expert_intermediate_size", moe.shared_expert_intermediate_size);
     limits::check_range("decoder_sparse_step", moe.decoder_sparse_step, 1, INT_MAX);
     for (int l : moe.mlp_only_layers)
       if (l < 0 || l >= num_hidden_layers)
-        bad("mlp_only_layers", "holds " + std::to_string(l) + ", outside [0, num_hidden_layers " +
-                                   std::to_string(num_hidden_layers) + ")");
+        limits::bad_key("mlp_only_layers", "holds " + std::to_string(l) + ", outside [0, num_hidden_layers " +
+                                               std::to_string(num_hidden_layers) + ")");
   }
   check_rows("vocab_size", vocab_size);
   // A decoder layer adds its input back (h = x + attn(norm(x))) and never sees later tokens.
-  if (!gla && !attention.residual) bad("residual", "must be true in a model: each layer adds its input back");
-  if (!gla && !attention.causal) bad("causal", "must be true in a model: a decoder attends to earlier tokens only");
+  if (!gla && !attention.residual) limits::bad_key("residual", "must be true in a model: each layer adds its input back");
+  if (!gla && !attention.causal) limits::bad_key("causal", "must be true in a model: a decoder attends to earlier tokens only");
   for (int64_t id : eos_token_ids)
     if (id < 0 || id >= vocab_size)
-      bad("eos_token_id", "holds " + std::to_string(id) + ", outside [0, vocab_size " +
-                              std::to_string(vocab_size) + ")");
+      limits::bad_key("eos_token_id", "holds " + std::to_string(id) + ", outside [0, vocab_size " +
+                                          std::to_string(vocab_size) + ")");
 }
 
 int ModelConfig::context_limit() const {

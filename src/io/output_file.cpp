@@ -19,6 +19,7 @@
 #include <mutex>
 #include <utility>
 
+#include "io/errno_text.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {
@@ -116,8 +117,6 @@ void unregister_temp(LiveTemp* t) {
 }
 
 // ---- resolving a path ----
-
-std::string errno_text() { return std::strerror(errno); }
 
 std::string mode_text(mode_t mode) {
   char buf[16];

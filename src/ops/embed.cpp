@@ -8,7 +8,7 @@
 namespace vkgate::ops {
 
 namespace {
-struct Push {
+struct EmbedPush {
   uint32_t rows, dim, ld, first, count;
   uint32_t identity = 0, out0 = 0;  // dequantize_rows: table row r into x row out0 + r
 };
@@ -17,7 +17,7 @@ struct Push {
 void embed(Context::Impl& ctx, Recorder& rec, const EmbedArgs& a) {
   const auto& [ids, table, x, rows, dim, ld, first, count, s] = a;
   const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64;
-  const Push push{rows, dim, ld ? ld : dim, first, count};
+  const EmbedPush push{rows, dim, ld ? ld : dim, first, count};
   const gpu::Grid g = gpu::grid_for(rows);
   // Several chunks write disjoint rows of x: read_write keeps each dispatch's
   // rows of the others (the recorder orders them).
@@ -38,7 +38,7 @@ void embed_blocks(Context::Impl& ctx, Recorder& rec, const EmbedBlocksArgs& a) {
                                                  std::to_string(uint64_t(count) * *row_bytes + qmatmul_padding) +
                                                  " needed");
   const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64;
-  const Push push{rows, dim, uint32_t(*row_bytes), first, count};
+  const EmbedPush push{rows, dim, uint32_t(*row_bytes), first, count};
   const gpu::Grid g = gpu::grid_for(rows);
   rec.dispatch(ctx.pipelines->get("embed_blocks", {wg, ggml_type_of(format)}),
                {{&ids, gpu::Access::read}, {&table, gpu::Access::read}, {&x, gpu::Access::read_write}}, push, g.x, g.y,
@@ -57,7 +57,7 @@ void dequantize_rows(Context::Impl& ctx, Recorder& rec, const DequantizeRowsArgs
     throw Error(ErrorCode::invalid_argument, "dequantize_rows: '" + table.name() + "' or '" + x.name() +
                                                  "' is too small for " + std::to_string(rows) + " rows");
   const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64;
-  const Push push{rows, dim, uint32_t(*row_bytes), 0, rows, 1, out0};
+  const EmbedPush push{rows, dim, uint32_t(*row_bytes), 0, rows, 1, out0};
   const gpu::Grid g = gpu::grid_for(rows);
   // Binding 0 (the ids) is never read: identity rows.
   rec.dispatch(ctx.pipelines->get(s == Storage::f16 ? "embed_blocks_f16" : "embed_blocks", {wg, ggml_type_of(format)}),

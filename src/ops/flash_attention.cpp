@@ -11,7 +11,7 @@
 namespace vkgate::ops {
 
 namespace {
-struct Push {
+struct FlashPush {
   Gate gate;
   uint32_t tokens, keys, kv_stride, heads, kv_heads, past;
   uint32_t causal, has_mask, has_gate, tiled;
@@ -19,9 +19,9 @@ struct Push {
   float scale;
   uint32_t mask_ld, merge;
 };
-// flash_decode_prep.comp's parameters: Push, then PREPARE's (flash_common.glsl).
-struct PreparePush {
-  Push base;
+// flash_decode_prep.comp's parameters: FlashPush, then PREPARE's (flash_common.glsl).
+struct FlashPreparePush {
+  FlashPush base;
   View q, k, v;
   uint32_t rotary, interleaved, norm;
   float eps;
@@ -215,7 +215,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
   // every split instead of filling the first few and leaving the rest empty.
   const uint32_t even = (s.keys + plan.splits - 1) / plan.splits;
   const uint32_t chunk = std::min(plan.chunk, (even + plan.block - 1) / plan.block * plan.block);
-  Push push{a.gating, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
+  FlashPush push{a.gating, s.tokens, s.keys, s.stride(), s.heads, s.kv_heads, s.keys - s.tokens, causal ? 1u : 0u,
             a.mask ? 1u : 0u, a.gate ? 1u : 0u, s.tiled ? 1u : 0u, chunk, plan.splits, scale, s.score_row(),
             plan.merge ? 1u : 0u};
   if (uint64_t(s.batch) * plan.splits > 65535 || s.kv_heads > 65535)
@@ -244,7 +244,7 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
     bindings.push_back({prep.k_norm ? prep.k_norm : &prep.table, gpu::Access::read});
     bindings.push_back({&prep.table, gpu::Access::read});
     const uint32_t norm = !prep.q_norm ? 0u : prep.kind == NormKind::zero_centered ? 2u : 1u;
-    const PreparePush pp{push,        prep.q_view,
+    const FlashPreparePush pp{push,        prep.q_view,
                          prep.k_view, prep.v_view,
                          prep.rotary, prep.rope_style == RopeStyle::interleaved ? 1u : 0u,
                          norm,        prep.eps};

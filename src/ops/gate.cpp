@@ -5,7 +5,7 @@
 namespace vkgate::ops {
 
 namespace {
-struct Push {
+struct GatePush {
   Gate gate;
   View y_view;
   uint32_t tokens, heads, dim, count;
@@ -21,7 +21,7 @@ void gate(Context::Impl& ctx, Recorder& rec, const GateArgs& a) {
   const uint32_t wg = cpu_gemm(ctx.info, rec.tuning()) ? 8 : 64;
   const gpu::Pipeline& p = ctx.pipelines->get(variant("gate", s), {wg});
   const uint64_t count = uint64_t(rows) * heads;
-  const Push push{gating, y_view, tokens, heads, dim, uint32_t(count)};
+  const GatePush push{gating, y_view, tokens, heads, dim, uint32_t(count)};
   const gpu::Grid grid = gpu::grid_for(count);
   // g and y may be one buffer (a gate on the projections), y_view then apart from the scores.
   rec.dispatch(p, {{&g, gpu::Access::read}, {&y, gpu::Access::read_write}}, push, grid.x, grid.y, 1, "gate");

@@ -15,7 +15,7 @@ namespace vkgate::ops {
 
 namespace {
 
-struct PreparePush {
+struct GdnPreparePush {
   uint32_t batch, tokens, nk, nv, dk, dv, kernel;
   uint32_t qkvz_base, qkvz_ld, ba_base, ba_ld;
   uint32_t groups;
@@ -24,7 +24,7 @@ struct PreparePush {
 struct RecurrentPush {
   uint32_t batch, tokens, nk, nv, dv;
 };
-struct ChunkPush {
+struct GdnChunkPush {
   uint32_t batch, tokens, nk, nv, dv, chunks;
 };
 
@@ -102,7 +102,7 @@ uint32_t gdn_recurrent_columns(const DeviceInfo& d, const Tuning& t, uint32_t dk
 void gdn_prepare(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st) {
   check_shape(a, s);
   const uint64_t groups = s.rows() * s.nk;
-  PreparePush push{s.batch,    s.tokens,  s.nk,      s.nv,     s.dk,          s.dv,
+  GdnPreparePush push{s.batch,    s.tokens,  s.nk,      s.nv,     s.dk,          s.dv,
                    s.kernel,   a.qkvz_base, a.qkvz_ld, a.ba_base, a.ba_ld, uint32_t(groups),
                    float(1.0 / std::sqrt(double(s.dk)))};
   // Where row_reduce takes one subgroup per row (CPU drivers), texel reads too.
@@ -175,7 +175,7 @@ void gdn_chunked(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnS
   const uint32_t chunks = (s.tokens + kGdnChunk - 1) / kGdnChunk;
   if (uint64_t(s.batch) * s.nv * chunks * kGdnChunk * kGdnChunk >= (uint64_t(1) << 32))
     throw Error(ErrorCode::unsupported, "gdn_chunked: the chunks' scores need indices beyond 32 bits");
-  const ChunkPush push{s.batch, s.tokens, s.nk, s.nv, s.dv, chunks};
+  const GdnChunkPush push{s.batch, s.tokens, s.nk, s.nv, s.dv, chunks};
   rec.dispatch(ctx.pipelines->get("gdn_chunk_wy", {kGdnChunk, s.dk}),
                {{&x.mixed, gpu::Access::read},
                 {&x.bg, gpu::Access::read_write},

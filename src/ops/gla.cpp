@@ -15,7 +15,7 @@ struct ScanPush {
   float normalizer, clamp_min, scale;
   uint32_t batch_tokens;
 };
-struct ChunkPush {
+struct GlaChunkPush {
   View q, k, v, gk;
   uint32_t tokens, heads, kv_heads, dv, feature_map, convex;
   float normalizer, clamp_min, scale;
@@ -93,7 +93,7 @@ void gla_chunked(Context::Impl& ctx, Recorder& rec, const GlaScan& a, const GlaC
   const bool cpu = cpu_gemm(ctx.info, rec.tuning());
   const uint32_t chunks = (a.tokens + kGlaChunk - 1) / kGlaChunk, rows = chunk_rows(ctx.info, rec.tuning()),
                  parts = gla_chunk_parts(ctx.info, rec.tuning(), a.dk);
-  const ChunkPush push{a.q_view, a.k_view, a.v_view, a.gk_view, a.tokens, a.heads, a.kv_heads, a.dv,
+  const GlaChunkPush push{a.q_view, a.k_view, a.v_view, a.gk_view, a.tokens, a.heads, a.kv_heads, a.dv,
                        uint32_t(a.feature_map), a.convex ? 1u : 0u, a.normalizer,
                        a.clamp_min ? float(*a.clamp_min) : -std::numeric_limits<float>::infinity(), a.scale,
                        a.batch, chunks, parts};

@@ -7,12 +7,9 @@
 namespace vkgate::ops {
 
 namespace {
-// The register tile of matmul.comp's REGISTER_TILED variant (CPU_RM, CPU_RN).
-constexpr uint32_t kCpuRN = 8;
-
 // Every kernel reads the whole struct; k_chunk only the tiled ones (split-K),
 // zero_centered and eps only matvec.comp's NORM_X.
-struct Push {
+struct MatmulPush {
   uint32_t M, N, K, ldx, ldw, ldy, ldr, has_bias, has_residual;
   uint32_t k_chunk = 0;  // set by the dispatch: K, or k per split
   uint32_t zero_centered = 0;
@@ -62,7 +59,7 @@ struct Route {
   gpu::StagedTile tile;  // Path::staged's
   uint32_t gx = 0, gy = 0;
 };
-Route route(const DeviceInfo& d, const Tuning& t, const Push& push, Storage s) {
+Route route(const DeviceInfo& d, const Tuning& t, const MatmulPush& push, Storage s) {
   const uint32_t M = push.M, N = push.N, K = push.K;
   // CPU drivers, up to 8 rows (decode): the lanes split K (ROWS_CPU in matmul.comp).
   // lavapipe, 9216×2048 f32: 4× the 8-row tiles below at 1 row, 1.4× at 8. In f16 the
@@ -204,13 +201,13 @@ std::vector<gpu::StagedTile> staged_tile_candidates() {
 
 uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_t N, uint32_t K, Storage s,
                        uint32_t ldx, uint32_t ldw) {
-  const Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, 0, 0};
+  const MatmulPush push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, 0, 0};
   return split_count(d, t, route(d, t, push, s), K);
 }
 
 void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
   const auto& [x, w, y, M, N, K, s, bias, residual, y_f32, ldx, ldw, partial, gate] = a;
-  Push push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
+  MatmulPush push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
   set_gate(gate, push.gate_act, push.gate_combine, push.gate_at, push.ldg);
   const Tuning& t = rec.tuning();
   const Route r = route(ctx.info, t, push, s);
@@ -301,7 +298,7 @@ void matmul_rmsnorm(Context::Impl& ctx, Recorder& rec, const MatmulRmsnormArgs& 
     throw Error(ErrorCode::invalid_argument, "matmul_rmsnorm: " + std::to_string(M) + " rows of " +
                                                  std::to_string(K) + " (stride " + std::to_string(ldw) +
                                                  ") is not a shape its kernel takes");
-  Push push{M, N, K, K, ldw, ldy, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  MatmulPush push{M, N, K, K, ldw, ldy, N, bias ? 1u : 0u, 0u, K, kind == NormKind::zero_centered ? 1u : 0u, eps};
   if (glu) push.gate_act = uint32_t(*glu);  // matvec.comp's GLU reads its activation there
   const gpu::Grid g = matvec_grid(ctx.info, N);
   rec.dispatch(ctx.pipelines->get(variant(glu ? "matvec_v8_norm_glu" : "matvec_v8_norm", s), matvec_spec(M)),

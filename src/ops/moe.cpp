@@ -13,7 +13,6 @@ namespace {
 // Steps of up to this many tokens take the rows form: an expert then has at
 // most this many rows (a token picks an expert once), one tile.
 constexpr uint32_t kRowsMax = 8;
-constexpr uint32_t kCpuRN = 8;  // columns per lane of the CPU tiles (as matmul's)
 // Workgroups per tile of the CPU rows kernel: llvmpipe launches each at a cost
 // (decode, 512 experts over 4 buffers: 640 workgroups a dispatch, most empty).
 constexpr uint32_t kCpuColumnGroups = 16;
@@ -30,11 +29,11 @@ struct RoutePush {
   uint32_t off_weight, off_pos, off_rows, off_count, off_cursor, off_load;
   uint32_t shards, shard_experts, gx_up, gx_down;
 };
-struct MatmulPush {
+struct MoeMatmulPush {
   uint32_t N, K, ldx, ldy, gather, e_begin, e_end, off_rows;
   uint32_t row_bytes = 0, expert_bytes = 0, w_at = 0, col0 = 0;  // block formats only
 };
-struct CombinePush {
+struct MoeCombinePush {
   uint32_t rows, dim, k, has_shared, ld_logits, gate_at, off_weight, off_pos, chunk;
 };
 }  // namespace
@@ -144,7 +143,7 @@ void moe_route(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const Moe
 }
 
 void moe_matmul(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const MoeMatmulArgs& a) {
-  MatmulPush push{a.N, a.K, a.ldx, a.ldy, a.gather ? 1u : 0u, a.e_begin, a.e_end, r.off_rows()};
+  MoeMatmulPush push{a.N, a.K, a.ldx, a.ldy, a.gather ? 1u : 0u, a.e_begin, a.e_end, r.off_rows()};
   Kernel k;
   VkFormat w_texel = VK_FORMAT_UNDEFINED;
   if (a.blocks) {
@@ -187,7 +186,7 @@ void moe_combine(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const M
   // row) in one workgroup per row took 46 µs of a decode step's layer (2048
   // elements) on an H200.
   const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64, chunk = cpu_gemm(ctx.info, rec.tuning()) ? a.dim : wg;
-  const CombinePush push{r.rows,    a.dim,          r.k,          a.shared ? 1u : 0u, a.ld_logits,
+  const MoeCombinePush push{r.rows,    a.dim,          r.k,          a.shared ? 1u : 0u, a.ld_logits,
                          a.gate_at, r.off_weight(), r.off_pos(), chunk};
   const gpu::Grid g = gpu::grid_for(uint64_t(r.rows) * ((a.dim + chunk - 1) / chunk));
   rec.dispatch(ctx.pipelines->get("moe_combine", {wg}),

@@ -180,6 +180,9 @@ std::vector<std::byte> strided_rows(std::vector<std::byte> dense, size_t rows, s
 // of shaders/gemm_cpu.glsl: cpu_kernels with subgroup shuffles, unless
 // Tuning::cpu_matmul is off.
 bool cpu_gemm(const DeviceInfo& d, const Tuning& t);
+// Columns per lane of gemm_cpu.glsl's register tile (RN), in every kernel that
+// includes it (matmul, the attention products, the MoE experts).
+inline constexpr uint32_t kCpuRN = 8;
 // Spec constants {workgroup, RM, RN} of those kernels for M rows of
 // operands in `s`, and the grid (x over columns, y over row blocks) for an
 // M×N product.

@@ -5,7 +5,7 @@
 namespace vkgate::ops {
 
 namespace {
-struct Push {
+struct QkvPreparePush {
   Gate gate;
   uint32_t gate_target, interleaved;
   View q, k, v;
@@ -28,7 +28,7 @@ void qkv_prepare(Context::Impl& ctx, Recorder& rec, const QkvPrepare& a, uint32_
                                               {r.wg});
   const uint32_t norm = !a.q_norm ? 0u : a.kind == NormKind::zero_centered ? 2u : 1u;
   const uint64_t groups = uint64_t(rows) * (heads + 2 * kv_heads);
-  Push push{a.gating, uint32_t(a.gate_target), a.rope_style == RopeStyle::interleaved ? 1u : 0u,
+  QkvPreparePush push{a.gating, uint32_t(a.gate_target), a.rope_style == RopeStyle::interleaved ? 1u : 0u,
             a.q_view, a.k_view, a.v_view, tokens, heads, kv_heads, dim, a.rotary, a.seq, a.first, norm, a.eps,
             uint32_t(groups), {}, {}};
   for (size_t i = 0; i < a.seqs.size(); ++i) {

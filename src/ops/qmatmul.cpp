@@ -10,7 +10,7 @@ namespace vkgate::ops {
 
 namespace {
 // Mirrors Push in shaders/qmatmul.comp.
-struct Push {
+struct QmatmulPush {
   uint32_t M, N, K, ldx, row_bytes, ldy, ldr, has_bias, has_residual, col0;
   uint32_t gate_act = 0, gate_combine = 0, gate_at = 0, ldg = 0;
   uint32_t zero_centered = 0;
@@ -74,7 +74,7 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
                (ldx && ldx != K) || (glu && col0)))
     throw Error(ErrorCode::invalid_argument, "qmatmul: " + std::to_string(M) + " rows of " + to_string(wtype) +
                                                  " with the input norm folded in is not a product its kernel takes");
-  Push push{M, N, K, ldx ? ldx : K, uint32_t(*row_bytes), ldy ? ldy : N, ldy ? ldy : N,
+  QmatmulPush push{M, N, K, ldx ? ldx : K, uint32_t(*row_bytes), ldy ? ldy : N, ldy ? ldy : N,
             bias ? 1u : 0u, residual ? 1u : 0u, col0};
   set_gate(push, gate);
   if (norm) {

@@ -10,14 +10,14 @@ namespace vkgate::ops {
 
 namespace {
 // Mirrors Push in shaders/qmatmul_dot.comp.
-struct Push {
+struct QmatmulDotPush {
   uint32_t M, N, K, row_bytes, d_at, ldy, ldr, has_bias, has_residual, col0;
   uint32_t gate_act = 0, gate_combine = 0, gate_at = 0, ldg = 0;
 };
-constexpr uint32_t kRows = 8;                 // the ROWS kernels' most rows of X
-constexpr uint32_t kTileM = 32, kTileN = 64;  // the tiled kernel's outputs per workgroup
+constexpr uint32_t kDotRows = 8;                 // the ROWS kernels' most rows of X
+constexpr uint32_t kDotTileM = 32, kDotTileN = 64;  // the tiled kernel's outputs per workgroup
 // The CPU kernels: columns per decode subgroup, and per lane of the register tile.
-constexpr uint32_t kCpuColumns = 8, kCpuRN = 8;
+constexpr uint32_t kDotCpuColumns = 8, kDotCpuRN = 8;
 }  // namespace
 
 bool qmatmul_dot_takes(const DeviceInfo& d, DType wtype, uint32_t K) {
@@ -43,7 +43,7 @@ void qmatmul_dot(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
                                                  std::to_string(x.size()) + " bytes, " +
                                                  std::to_string(q8_bytes(M, K)) + " needed for " +
                                                  std::to_string(M) + " rows of " + std::to_string(K));
-  Push push{M, N, K, uint32_t(row_bytes), q8_scales_at(M, K), ldy ? ldy : N, ldy ? ldy : N,
+  QmatmulDotPush push{M, N, K, uint32_t(row_bytes), q8_scales_at(M, K), ldy ? ldy : N, ldy ? ldy : N,
             bias ? 1u : 0u, residual ? 1u : 0u, col0};
   set_gate(push, gate);
   const uint32_t fmt = ggml_type_of(wtype);
@@ -61,22 +61,22 @@ void qmatmul_dot(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a) {
   };
   // CPU drivers: one-subgroup workgroups reading X's and W's quads as RGBA32UI texels.
   if (cpu_gemm(ctx.info, rec.tuning())) {
-    if (M <= kRows) {
-      const gpu::Grid g = gpu::grid_for((N + kCpuColumns - 1) / kCpuColumns);
-      bind(ctx.pipelines->get(variant("qmatmul_dot_rows_cpu", s, y32), {8, fmt, M, kCpuColumns}), g.x, g.y);
+    if (M <= kDotRows) {
+      const gpu::Grid g = gpu::grid_for((N + kDotCpuColumns - 1) / kDotCpuColumns);
+      bind(ctx.pipelines->get(variant("qmatmul_dot_rows_cpu", s, y32), {8, fmt, M, kDotCpuColumns}), g.x, g.y);
     } else {
       const uint32_t rm = M > 16 ? 32 : 16;
-      bind(ctx.pipelines->get(variant("qmatmul_dot_cpu", s, y32), {8, fmt, rm, kCpuRN}),
-           (N + 8 * kCpuRN - 1) / (8 * kCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535));
+      bind(ctx.pipelines->get(variant("qmatmul_dot_cpu", s, y32), {8, fmt, rm, kDotCpuRN}),
+           (N + 8 * kDotCpuRN - 1) / (8 * kDotCpuRN), std::min<uint32_t>((M + rm - 1) / rm, 65535));
     }
     return;
   }
-  if (M <= kRows && ctx.info.subgroup_arithmetic) {
+  if (M <= kDotRows && ctx.info.subgroup_arithmetic) {
     const uint32_t per_group = 256 / ctx.info.subgroup_size;
     bind(ctx.pipelines->get(variant("qmatmul_dot_rows", s, y32), {256, fmt}), (N + per_group - 1) / per_group, 1);
   } else {
-    bind(ctx.pipelines->get(variant("qmatmul_dot_tiled", s, y32), {256, fmt}), (N + kTileN - 1) / kTileN,
-         (M + kTileM - 1) / kTileM);
+    bind(ctx.pipelines->get(variant("qmatmul_dot_tiled", s, y32), {256, fmt}), (N + kDotTileN - 1) / kDotTileN,
+         (M + kDotTileM - 1) / kDotTileM);
   }
 }
 

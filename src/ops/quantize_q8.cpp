@@ -8,7 +8,7 @@ namespace vkgate::ops {
 
 namespace {
 // Mirrors Push in shaders/quantize_q8.comp.
-struct Push {
+struct QuantizeQ8Push {
   uint32_t M, K, ldx, d_at;
 };
 }  // namespace
@@ -30,7 +30,7 @@ void quantize_q8(Context::Impl& ctx, Recorder& rec, const QuantizeQ8Args& a) {
     throw Error(ErrorCode::invalid_argument, "quantize_q8: buffer '" + a.q.name() + "' holds " +
                                                  std::to_string(a.q.size()) + " bytes, " +
                                                  std::to_string(q8_bytes(a.M, a.K)) + " needed");
-  const Push push{a.M, a.K, ldx, q8_scales_at(a.M, a.K)};
+  const QuantizeQ8Push push{a.M, a.K, ldx, q8_scales_at(a.M, a.K)};
   const uint64_t blocks = uint64_t(a.M) * (a.K / 32);
   // CPU drivers: 8-lane workgroups reading X as RGBA texels (f32, f16; rows 4-aligned).
   const bool texel = cpu_kernels(ctx.info) && a.s != Storage::bf16 && ldx % 4 == 0;

@@ -7,7 +7,7 @@
 namespace vkgate::ops {
 
 namespace {
-struct Push {
+struct RmsnormPush {
   View in, out;
   uint32_t rows, tokens, heads, dim, zero_centered;
   float eps;
@@ -18,7 +18,7 @@ void rmsnorm(Context::Impl& ctx, Recorder& rec, const RmsnormArgs& a) {
   const auto& [x, in, w, y, out, rows, tokens, heads, dim, kind, eps, s, x_f32] = a;
   const RowReduce r = row_reduce(ctx.info, rec.tuning(), dim);
   const gpu::Pipeline& p = ctx.pipelines->get(variant("rmsnorm", s, x_f32 ? "_x32" : "") + r.suffix, {r.wg});
-  Push push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps};
+  RmsnormPush push{in, out, rows * heads, tokens, heads, dim, kind == NormKind::zero_centered ? 1u : 0u, eps};
   const gpu::Grid g = gpu::grid_for(uint64_t(rows) * heads);
   const bool in_place = &x == &y;
   const bool texel = p.texel_bindings != 0;

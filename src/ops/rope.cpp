@@ -9,11 +9,11 @@
 namespace vkgate::ops {
 
 namespace {
-struct Push {
+struct RopePush {
   View in, out;
   uint32_t tokens, heads, dim, rotary, count, interleaved;
 };
-constexpr uint32_t kWorkgroup = 64;
+constexpr uint32_t kRopeWorkgroup = 64;
 }  // namespace
 
 RopeFrequencies rope_frequencies(const BlockConfig& c, int64_t seq_len) {
@@ -94,10 +94,10 @@ std::vector<float> rope_table(const BlockConfig& c, uint32_t tokens, uint32_t fi
 
 void rope(Context::Impl& ctx, Recorder& rec, const RopeArgs& a) {
   const auto& [x, in, table, y, out, rows, tokens, heads, dim, rotary, s, style] = a;
-  const gpu::Pipeline& p = ctx.pipelines->get(variant("rope", s), {kWorkgroup});
+  const gpu::Pipeline& p = ctx.pipelines->get(variant("rope", s), {kRopeWorkgroup});
   const uint64_t count = uint64_t(rows) * heads * (dim - rotary / 2);
-  Push push{in, out, tokens, heads, dim, rotary, uint32_t(count), style == RopeStyle::interleaved ? 1u : 0u};
-  const gpu::Grid g = gpu::grid_for((count + kWorkgroup - 1) / kWorkgroup);
+  RopePush push{in, out, tokens, heads, dim, rotary, uint32_t(count), style == RopeStyle::interleaved ? 1u : 0u};
+  const gpu::Grid g = gpu::grid_for((count + kRopeWorkgroup - 1) / kRopeWorkgroup);
   const bool in_place = &x == &y;
   rec.dispatch(p, {{&x, gpu::Access::read}, {&table, gpu::Access::read}, {&y, in_place ? gpu::Access::read_write : gpu::Access::write}},
                push, g.x, g.y, 1, rotary ? "rope" : "relayout");

@@ -85,12 +85,18 @@ Vec rms_norm_d(std::span<const double> x, std::span<const float> w, int64_t rows
   return y;
 }
 
+std::span<const float> bias_or_empty(const WeightMap& w, bool present, const std::string& name) {
+  return present ? w.at(name) : std::span<const float>{};
+}
+
 }  // namespace internal
 
 using internal::bad_argument;
+using internal::bias_or_empty;
 using internal::check_size;
 using internal::linear_d;
 using internal::rms_norm_d;
+using internal::sigmoid;
 
 namespace {
 
@@ -210,7 +216,6 @@ AttentionOut attention_d(std::span<const double> q, std::span<const double> k,
   return r;
 }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 Vec activate_d(std::span<const double> z, GateActivation activation) {
   Vec s(z.begin(), z.end());
@@ -382,10 +387,6 @@ QueryAndGate split_q_proj(const BlockConfig& cfg, const Vec& qp, int64_t rows) {
     }
   }
   return r;
-}
-
-std::span<const float> bias_or_empty(const WeightMap& w, bool present, const std::string& name) {
-  return present ? w.at(name) : std::span<const float>{};
 }
 
 // x [B, T, N, Dh] -> [B, N, T, Dh]

@@ -7,34 +7,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 #include <string>
 
+#include "reference/internal.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate::reference {
+
+using internal::sigmoid;
 
 namespace {
 
 using Vec = std::vector<double>;
 
-[[noreturn]] void bad_input(const std::string& why) {
-  throw Error(ErrorCode::invalid_argument, "reference::gdn_forward: " + why);
-}
-
-void check_size(const char* name, size_t got, std::initializer_list<int64_t> dims) {
-  int64_t want = 1;
-  for (int64_t d : dims) want *= d;
-  if (int64_t(got) == want) return;
-  std::ostringstream os;
-  os << "'" << name << "' has " << got << " elements, expected [";
-  const char* sep = "";
-  for (int64_t d : dims) os << sep << d, sep = ", ";
-  os << "] = " << want;
-  bad_input(os.str());
-}
-
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double silu(double x) { return x * sigmoid(x); }
 // torch.nn.functional.softplus (beta 1, threshold 20: the input itself above it).
 double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
@@ -62,15 +47,15 @@ GdnResult internal::gdn_forward_d(const GdnConfig& cfg, const WeightMap& weights
   cfg.validate();
   check_gdn_weights(cfg, as_tensors(weights));
   if (in.batch <= 0 || in.tokens <= 0)
-    bad_input("batch (" + std::to_string(in.batch) + ") and tokens (" + std::to_string(in.tokens) +
-              ") must be positive");
+    internal::bad_argument("gdn_forward", "batch (" + std::to_string(in.batch) + ") and tokens (" +
+                                              std::to_string(in.tokens) + ") must be positive");
   const int64_t B = in.batch, T = in.tokens, D = cfg.hidden_size;
   const int64_t nk = cfg.num_key_heads, nv = cfg.num_value_heads, r = cfg.group_size();
   const int64_t dk = cfg.key_head_dim, dv = cfg.value_head_dim, K = cfg.conv_kernel;
   const int64_t C = cfg.conv_channels(), P = cfg.qkvz_group(), keys = nk * dk;
-  check_size("hidden", x.size(), {B, T, D});
-  if (!in.conv_state.empty()) check_size("conv_state", in.conv_state.size(), {B, C, K - 1});
-  if (!in.initial_state.empty()) check_size("initial_state", in.initial_state.size(), {B, nv, dk, dv});
+  internal::check_size("gdn_forward", "hidden", x.size(), {B, T, D});
+  if (!in.conv_state.empty()) internal::check_size("gdn_forward", "conv_state", in.conv_state.size(), {B, C, K - 1});
+  if (!in.initial_state.empty()) internal::check_size("gdn_forward", "initial_state", in.initial_state.size(), {B, nv, dk, dv});
 
   const int64_t rows = B * T;
   Vec mixed, z, b, a;

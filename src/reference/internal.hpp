@@ -5,6 +5,7 @@
 // here is shared with the GPU path.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <span>
@@ -16,6 +17,11 @@
 #include "vkgate/weights.hpp"
 
 namespace vkgate::reference::internal {
+
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// The tensor `name` of `w` when present, else an empty span (no bias).
+std::span<const float> bias_or_empty(const WeightMap& w, bool present, const std::string& name);
 
 // Throws Error(invalid_argument) "reference::OP: WHY".
 [[noreturn]] void bad_argument(const char* op, const std::string& why);

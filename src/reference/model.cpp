@@ -20,6 +20,7 @@
 namespace vkgate::reference {
 
 using internal::bad_argument;
+using internal::bias_or_empty;
 using internal::check_size;
 using internal::linear_d;
 using internal::rms_norm_d;
@@ -41,10 +42,6 @@ void check_model_weights(const ModelConfig& cfg, const WeightMap& weights) {
                                                  shape_text(spec.shape) + " = " + std::to_string(spec.numel()) +
                                                  " elements");
   }
-}
-
-std::span<const float> bias_or_empty(const WeightMap& w, bool present, const std::string& name) {
-  return present ? w.at(name) : std::span<const float>{};
 }
 
 // Rows of the embedding table for ids [B, T]; the first id out of range is named with its position.
