@@ -16,14 +16,6 @@ struct MatmulPush {
   float eps = 0;
   uint32_t gate_act = 0, gate_combine = 0, gate_at = 0, ldg = 0;  // shaders/epilogue.glsl
 };
-// The epilogue's gate fields for `gate` (none: gate_act 0).
-void set_gate(const EpilogueGate* gate, uint32_t& act, uint32_t& combine, uint32_t& at, uint32_t& ld) {
-  if (!gate) return;
-  act = uint32_t(gate->activation) + 1;
-  combine = uint32_t(gate->combine);
-  at = gate->at;
-  ld = gate->ld;
-}
 
 // The subgroup matrix-vector kernel (GPUs, ≤ Tuning::matvec_rows rows), and its 8-wide loads.
 bool matvec_applies(const DeviceInfo& d, const Tuning& t, uint32_t M) {
@@ -208,7 +200,7 @@ uint32_t matmul_splits(const DeviceInfo& d, const Tuning& t, uint32_t M, uint32_
 void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
   const auto& [x, w, y, M, N, K, s, bias, residual, y_f32, ldx, ldw, partial, gate] = a;
   MatmulPush push{M, N, K, ldx ? ldx : K, ldw ? ldw : K, N, N, bias ? 1u : 0u, residual ? 1u : 0u, K};
-  set_gate(gate, push.gate_act, push.gate_combine, push.gate_at, push.ldg);
+  set_gate(push, gate);
   const Tuning& t = rec.tuning();
   const Route r = route(ctx.info, t, push, s);
   const uint32_t splits = partial ? split_count(ctx.info, t, r, K) : 1;
@@ -277,7 +269,7 @@ void matmul(Context::Impl& ctx, Recorder& rec, const MatmulArgs& a) {
     uint32_t M, N, ldy, ldr, has_bias, has_residual, splits;
     uint32_t gate_act = 0, gate_combine = 0, gate_at = 0, ldg = 0;
   } cp{M, N, N, N, bias ? 1u : 0u, residual ? 1u : 0u, splits};
-  set_gate(gate, cp.gate_act, cp.gate_combine, cp.gate_at, cp.ldg);
+  set_gate(cp, gate);
   const gpu::Grid g = gpu::grid_for((uint64_t(M) * N + kCombineWG - 1) / kCombineWG);
   rec.dispatch(ctx.pipelines->get(variant("matmul_combine", s, y_f32 ? "_y32" : ""), {kCombineWG}),
                {{partial, gpu::Access::read}, {bias ? bias : partial, gpu::Access::read},

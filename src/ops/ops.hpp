@@ -106,6 +106,16 @@ struct EpilogueGate {
   GateActivation activation;
   GateCombine combine;
 };
+// Its fields in the push constants of every kernel with shaders/epilogue.glsl
+// (gate_act, gate_combine, gate_at, ldg; gate_act 0: no gate).
+template <class Push>
+void set_gate(Push& push, const EpilogueGate* gate) {
+  if (!gate) return;
+  push.gate_act = uint32_t(gate->activation) + 1;
+  push.gate_combine = uint32_t(gate->combine);
+  push.gate_at = gate->at;
+  push.ldg = gate->ld;
+}
 // y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) (gated) (+ residual[M,N]); bias/residual
 // may be null and are fp32. x and w are stored as `s`; y as `s`, or fp32 when
 // y_f32. Rows of x and w are ldx and ldw elements apart (0: K). With `partial`

@@ -41,16 +41,6 @@ void qmatmul(Context::Impl& ctx, Recorder& rec, const QmatmulArgs& a);
 // over slices (≤ 8 rows, a block format, the slices tile) with
 // Tuning::pass_fusion.
 bool qmatmul_norm_applies(const DeviceInfo& d, const gpu::Tuning& t, DType wtype, uint32_t M, uint32_t K);
-// The dense gate's push constants, shared by the quantized products' Push
-// structs (gate_act 0: no gate).
-template <class Push>
-void set_gate(Push& push, const EpilogueGate* gate) {
-  if (!gate) return;
-  push.gate_act = uint32_t(gate->activation) + 1;
-  push.gate_combine = uint32_t(gate->combine);
-  push.gate_at = gate->at;
-  push.ldg = gate->ld;
-}
 // The GPU decode kernels `vkgate bench --op qmatmul --tiles all` times (and
 // the tests run): the first kernel's chunks, and SLICE_ROWS at 1, 2 or 4
 // columns per subgroup with 1 or 2 slices per lane in flight.
