@@ -24,14 +24,6 @@ constexpr int kMaxLayers = 4096;
 // A sparse MLP's experts (real models have up to 512).
 constexpr int kMaxExperts = 65536;
 
-// "config: key 'KEY' must be in LO..HI, got VALUE" unless lo <= value <= hi;
-// the parsers put the file in place of "config" (validate_as).
-inline void check_range(const char* key, int64_t value, int64_t lo, int64_t hi) {
-  if (value < lo || value > hi)
-    throw Error(ErrorCode::invalid_config, "config: key '" + std::string(key) + "' must be in " + std::to_string(lo) +
-                                               ".." + std::to_string(hi) + ", got " + std::to_string(value));
-}
-
 // validate()'s errors, "config: KEY WHY" and "config: key 'KEY' WHY": the
 // parsers put the file in place of "config".
 [[noreturn]] inline void bad(const std::string& key, const std::string& why) {
@@ -39,6 +31,12 @@ inline void check_range(const char* key, int64_t value, int64_t lo, int64_t hi) 
 }
 [[noreturn]] inline void bad_key(const std::string& key, const std::string& why) {
   throw Error(ErrorCode::invalid_config, "config: key '" + key + "' " + why);
+}
+
+// "config: key 'KEY' must be in LO..HI, got VALUE" unless lo <= value <= hi.
+inline void check_range(const char* key, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi)
+    bad_key(key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + std::to_string(value));
 }
 
 // A value as those messages quote it (six significant digits).

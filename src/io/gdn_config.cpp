@@ -47,7 +47,8 @@ void GdnConfig::validate() const {
   const int64_t state = int64_t(num_value_heads) * key_head_dim * value_head_dim;
   if (state > kMaxStateFloats)
     limits::bad_key("linear_num_value_heads", "gives a state of nv·dk·dv = " + std::to_string(state) +
-                                                  " floats per sequence, more than " + std::to_string(kMaxStateFloats));
+                                                  " floats per sequence, more than " +
+                                                  std::to_string(kMaxStateFloats));
   if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps))
     limits::bad_key("rms_norm_eps", "must be positive, got " + limits::number_text(rms_norm_eps));
 }

@@ -178,8 +178,9 @@ void ModelConfig::validate() const {
   if (linear_attention) {
     linear_attention->validate();
     if (linear_attention->hidden_size != attention.hidden_size)
-      limits::bad_key("hidden_size", "differs between the Gated DeltaNet layers (" + std::to_string(linear_attention->hidden_size) +
-                                         ") and the attention layers (" + std::to_string(attention.hidden_size) + ")");
+      limits::bad_key("hidden_size", "differs between the Gated DeltaNet layers (" +
+                                         std::to_string(linear_attention->hidden_size) + ") and the attention layers (" +
+                                         std::to_string(attention.hidden_size) + ")");
   }
   limits::check_range("num_hidden_layers", num_hidden_layers, 1, limits::kMaxLayers);
   check_rows("intermediate_size", intermediate_size);
@@ -187,8 +188,8 @@ void ModelConfig::validate() const {
     if (gla) limits::bad_key("num_experts", "must be 0 in a GLA model");
     limits::check_range("num_experts", moe.num_experts, 1, limits::kMaxExperts);
     if (moe.num_experts_per_tok < 1 || moe.num_experts_per_tok > moe.num_experts)
-      limits::bad_key("num_experts_per_tok", "is " + std::to_string(moe.num_experts_per_tok) + ": must be in [1, num_experts " +
-                                                 std::to_string(moe.num_experts) + "]");
+      limits::bad_key("num_experts_per_tok", "is " + std::to_string(moe.num_experts_per_tok) +
+                                                 ": must be in [1, num_experts " + std::to_string(moe.num_experts) + "]");
     check_rows("moe_intermediate_size", moe.moe_intermediate_size);
     if (moe.shared_expert_intermediate_size != 0)
       check_rows("shared_expert_intermediate_size", moe.shared_expert_intermediate_size);

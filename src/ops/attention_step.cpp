@@ -50,7 +50,8 @@ void attention_step(Context::Impl& ctx, Recorder& rec, const Buffer& q, std::spa
   if (seqs.empty() || seqs.size() > kStepSequences || (arrays && s.batch != seqs.size()))
     throw Error(ErrorCode::invalid_argument, "attention_step: " + std::to_string(seqs.size()) +
                                                  " caches for a batch of " + std::to_string(s.batch));
-  AttentionStepPush push{s.heads, s.kv_heads, s.tokens, s.tiled ? 1u : 0u, causal ? 1u : 0u, s.out_row(), scale, out_base, {}, {}};
+  AttentionStepPush push{s.heads,   s.kv_heads, s.tokens, s.tiled ? 1u : 0u, causal ? 1u : 0u, s.out_row(),
+                         scale,     out_base,   {},       {}};
   for (size_t i = 0; i < seqs.size(); ++i) {
     push.past[i] = seqs[i].past;
     push.stride[i] = seqs[i].stride;

@@ -245,9 +245,9 @@ void flash_attention(Context::Impl& ctx, Recorder& rec, const FlashArgs& a, cons
     bindings.push_back({&prep.table, gpu::Access::read});
     const uint32_t norm = !prep.q_norm ? 0u : prep.kind == NormKind::zero_centered ? 2u : 1u;
     const FlashPreparePush pp{push,        prep.q_view,
-                         prep.k_view, prep.v_view,
-                         prep.rotary, prep.rope_style == RopeStyle::interleaved ? 1u : 0u,
-                         norm,        prep.eps};
+                              prep.k_view, prep.v_view,
+                              prep.rotary, prep.rope_style == RopeStyle::interleaved ? 1u : 0u,
+                              norm,        prep.eps};
     rec.dispatch(*p, bindings, pp, row_tiles(s, plan), s.kv_heads, s.batch * plan.splits, label);
   } else {
     rec.dispatch(*p, bindings, push, row_tiles(s, plan), s.kv_heads, s.batch * plan.splits, label);

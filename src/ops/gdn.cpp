@@ -102,9 +102,9 @@ uint32_t gdn_recurrent_columns(const DeviceInfo& d, const Tuning& t, uint32_t dk
 void gdn_prepare(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st) {
   check_shape(a, s);
   const uint64_t groups = s.rows() * s.nk;
-  GdnPreparePush push{s.batch,    s.tokens,  s.nk,      s.nv,     s.dk,          s.dv,
-                   s.kernel,   a.qkvz_base, a.qkvz_ld, a.ba_base, a.ba_ld, uint32_t(groups),
-                   float(1.0 / std::sqrt(double(s.dk)))};
+  GdnPreparePush push{s.batch,    s.tokens,    s.nk,      s.nv,      s.dk,    s.dv,
+                      s.kernel,   a.qkvz_base, a.qkvz_ld, a.ba_base, a.ba_ld, uint32_t(groups),
+                      float(1.0 / std::sqrt(double(s.dk)))};
   // Where row_reduce takes one subgroup per row (CPU drivers), texel reads too.
   const RowReduce r = row_reduce(ctx.info, rec.tuning(), 2 * s.dk);
   const bool texel = std::string(r.suffix) == "_sg";

@@ -186,8 +186,8 @@ void moe_combine(Context::Impl& ctx, Recorder& rec, const MoeRouting& r, const M
   // row) in one workgroup per row took 46 µs of a decode step's layer (2048
   // elements) on an H200.
   const uint32_t wg = cpu_kernels(ctx.info) ? 8 : 64, chunk = cpu_gemm(ctx.info, rec.tuning()) ? a.dim : wg;
-  const MoeCombinePush push{r.rows,    a.dim,          r.k,          a.shared ? 1u : 0u, a.ld_logits,
-                         a.gate_at, r.off_weight(), r.off_pos(), chunk};
+  const MoeCombinePush push{r.rows,    a.dim,          r.k,         a.shared ? 1u : 0u, a.ld_logits,
+                            a.gate_at, r.off_weight(), r.off_pos(), chunk};
   const gpu::Grid g = gpu::grid_for(uint64_t(r.rows) * ((a.dim + chunk - 1) / chunk));
   rec.dispatch(ctx.pipelines->get("moe_combine", {wg}),
                {{&a.x, gpu::Access::read},

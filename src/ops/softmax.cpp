@@ -26,7 +26,8 @@ void softmax(Context::Impl& ctx, Recorder& rec, const SoftmaxArgs& a) {
   const gpu::Pipeline& p = vec4 ? ctx.pipelines->get("softmax_sg4", {r.wg, mask ? 1u : 0u})
                                  : ctx.pipelines->get(std::string("softmax") + r.suffix, {r.wg});
   const uint32_t rows = batch * heads * tokens;
-  SoftmaxPush push{rows, keys, tokens, heads, keys - total + first, causal ? 1u : 0u, mask ? 1u : 0u, scale, total, first, ld};
+  SoftmaxPush push{rows,  keys, tokens, heads, keys - total + first, causal ? 1u : 0u, mask ? 1u : 0u,
+                   scale, total, first, ld};
   const gpu::Grid g = gpu::grid_for(rows);
   // The TEXEL variant reads the scores through binding 2 (a texel view of the
   // same buffer); the others ignore that binding.

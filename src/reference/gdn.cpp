@@ -55,7 +55,8 @@ GdnResult internal::gdn_forward_d(const GdnConfig& cfg, const WeightMap& weights
   const int64_t C = cfg.conv_channels(), P = cfg.qkvz_group(), keys = nk * dk;
   internal::check_size("gdn_forward", "hidden", x.size(), {B, T, D});
   if (!in.conv_state.empty()) internal::check_size("gdn_forward", "conv_state", in.conv_state.size(), {B, C, K - 1});
-  if (!in.initial_state.empty()) internal::check_size("gdn_forward", "initial_state", in.initial_state.size(), {B, nv, dk, dv});
+  if (!in.initial_state.empty())
+    internal::check_size("gdn_forward", "initial_state", in.initial_state.size(), {B, nv, dk, dv});
 
   const int64_t rows = B * T;
   Vec mixed, z, b, a;

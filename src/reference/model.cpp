@@ -205,7 +205,7 @@ double activation(Activation a, double x) {
       const double u = std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x);
       return x / (1.0 + std::exp(-2.0 * u));
     }
-    case Activation::sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Activation::sigmoid: return internal::sigmoid(x);
   }
   return 0;  // not reached: every Activation is handled above
 }
