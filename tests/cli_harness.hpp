@@ -34,6 +34,7 @@
 #include "vkgate/config.hpp"
 #include "vkgate/dtype.hpp"
 #include "vkgate/safetensors.hpp"
+#include "test_util.hpp"
 
 extern char** environ;
 
@@ -43,36 +44,9 @@ namespace fs = std::filesystem;
 
 // ---- temporary directories and child processes ----
 
-// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    static std::atomic<unsigned> counter{0};
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    path = fs::temp_directory_path() /
-           ("vkgate_cli_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + "_" +
-            std::to_string(now));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-inline std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-inline void write_text(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary);
-  out << text;
-  REQUIRE(out.good());
-}
+using test::read_text;
+using test::TempDir;
+using test::write_text;
 
 struct CliResult {
   std::string command;  // for messages

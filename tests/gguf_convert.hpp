@@ -8,13 +8,8 @@
 // change or drop keys and tensors before writing.
 #pragma once
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -25,6 +20,7 @@
 #include "vkgate/gguf_model.hpp"
 #include "vkgate/model_config.hpp"
 #include "vkgate/weights.hpp"
+#include "test_util.hpp"
 
 namespace vkgate::test {
 
@@ -77,19 +73,10 @@ inline GgufDraft convert_model(const ModelConfig& cfg, const std::map<std::strin
 // them as files: written to a scratch directory first).
 inline void convert_tokenizer(GgufDraft& g, const nlohmann::json& tok, const nlohmann::json& config, const std::string& pre,
                               int64_t vocab_size) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("vkgate_convert_tokenizer_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "tokenizer.json", std::ios::binary) << tok.dump();
-  if (config.is_object()) std::ofstream(dir / "tokenizer_config.json", std::ios::binary) << config.dump();
-  try {
-    gguf_export_tokenizer(g, (dir / "tokenizer.json").string(), vocab_size, pre);
-  } catch (...) {
-    std::filesystem::remove_all(dir);
-    throw;
-  }
-  std::filesystem::remove_all(dir);
+  const TempDir dir("convert_tokenizer");
+  write_text(dir / "tokenizer.json", tok.dump());
+  if (config.is_object()) write_text(dir / "tokenizer_config.json", config.dump());
+  gguf_export_tokenizer(g, dir / "tokenizer.json", vocab_size, pre);
 }
 
 }  // namespace vkgate::test

@@ -30,6 +30,10 @@ inline std::string golden_dir() {
   return env && *env ? env : VKGATE_GOLDEN_DIR;
 }
 
+// The golden qwen3 model most model tests run (gate elementwise, GQA): a
+// checkpoint directory with config.json and model.safetensors.
+inline std::string w1_dir() { return golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+
 // The whole text of a file (the golden cases are small).
 inline std::string read_file_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -5,6 +5,7 @@
 #include "harness.hpp"
 #include "model_weights.hpp"
 #include "nn/storage.hpp"
+#include "vkgate/error.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/reference_model.hpp"
 
@@ -31,6 +32,24 @@ inline void check_model(GpuTest& t, const ModelConfig& cfg, int batch, int token
   const std::vector<float> got = model.logits(ids, batch, tokens);
   check_close(got, want.logits, nmse);
   CHECK(model.logits(ids, batch, tokens) == got);
+}
+
+// Model::load(path) fails with `code` and a message holding the path and each
+// of `parts`, having allocated nothing.
+inline void check_load_refused(GpuTest& t, const std::string& path, ErrorCode code,
+                               const std::vector<std::string>& parts) {
+  const uint64_t before = t.ctx.device_memory_allocated();
+  try {
+    Model::load(t.ctx, path);
+    FAIL("Model::load accepted " << path);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(e.code() == code);
+    CHECK(what.find(path) != std::string::npos);
+    for (const std::string& p : parts) CHECK(what.find(p) != std::string::npos);
+  }
+  CHECK(t.ctx.device_memory_allocated() == before);
 }
 
 }  // namespace vkgate::test

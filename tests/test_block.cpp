@@ -27,10 +27,7 @@ void run_block(test::GpuTest& t, const BlockConfig& cfg, int batch, int tokens) 
   block.set_poison(true);
   const auto x = t.random(size_t(batch) * tokens * cfg.hidden_size);
   const auto got = block.forward(x, batch, tokens);
-  reference::Inputs in;
-  in.hidden = x;
-  in.batch = batch;
-  in.tokens = tokens;
+  reference::Inputs in{.hidden = x, .batch = batch, .tokens = tokens};
   test::check_close(got, reference::forward(cfg, w.map, in).output);
 }
 
@@ -98,10 +95,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: replaying a recorded shape gives identi
   const auto a2 = block.forward(x1, 2, 5);
   CHECK(block.recorded_shapes() == 2);
   CHECK(std::memcmp(a.data(), a2.data(), a.size() * 4) == 0);
-  reference::Inputs in;
-  in.hidden = x2;
-  in.batch = 1;
-  in.tokens = 3;
+  reference::Inputs in{.hidden = x2, .batch = 1, .tokens = 3};
   test::check_close(b, reference::forward(c, w.map, in).output);
   CHECK(!block.last_timings().empty());
   // replay (what vkgate bench times) resubmits the last forward and leaves
@@ -124,9 +118,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: a switch set later changes new Contexts
   BlockConfig c = small({"GQA", 4, 2}, GateKind::elementwise, true);
   test::RandomWeights w(c, rng);
   const auto x = random(2 * 96);
-  reference::Inputs in;
-  in.hidden = x;
-  in.tokens = 2;
+  reference::Inputs in{.hidden = x, .tokens = 2};
   const auto want = reference::forward(c, w.map, in).output;
   auto fused = [](const GatedAttention& b) {
     bool flash = false;
@@ -257,13 +249,9 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: golden g4, one token after an 11-token 
   test::Golden g("g4_decode_qwen3next_cache");
   GatedAttention block(ctx, g.cfg, g.weights);
   block.set_poison(true);
-  ForwardInputs in;
-  in.hidden = g.f32("hidden_states");
-  in.batch = int(g.dim("hidden_states", 0));
-  in.tokens = int(g.dim("hidden_states", 1));
-  in.past = int(g.dim("past_key", 2));
-  in.past_key = g.f32("past_key");
-  in.past_value = g.f32("past_value");
+  ForwardInputs in{.hidden = g.f32("hidden_states"), .batch = int(g.dim("hidden_states", 0)),
+                   .tokens = int(g.dim("hidden_states", 1)), .past = int(g.dim("past_key", 2)),
+                   .past_key = g.f32("past_key"), .past_value = g.f32("past_value")};
   const auto& want = g.f32("output");
   test::check_close(block.run(in).output, std::vector<double>(want.begin(), want.end()));
 }
@@ -277,10 +265,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: KV cache — chunked prefill and decode
   block.set_poison(true);
   const size_t B = 2, N = 9, D = 96, KV = 2, Dh = 32;
   const auto x = random(B * N * D);
-  reference::Inputs rin;
-  rin.hidden = x;
-  rin.batch = B;
-  rin.tokens = N;
+  reference::Inputs rin{.hidden = x, .batch = B, .tokens = N};
   const auto full = reference::forward(c, w.map, rin);
 
   // Steps of 5 (prefill), 3 (chunk) and 1 (decode) tokens, carrying the cache.
@@ -291,14 +276,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: KV cache — chunked prefill and decode
     std::vector<float> xs;
     for (size_t b = 0; b < B; ++b)
       xs.insert(xs.end(), x.begin() + long((b * N + past) * D), x.begin() + long((b * N + past + step) * D));
-    ForwardInputs in;
-    in.hidden = xs;
-    in.batch = int(B);
-    in.tokens = int(step);
-    in.past = int(past);
-    in.past_key = key;
-    in.past_value = value;
-    in.want_cache = true;
+    ForwardInputs in{.hidden = xs, .batch = int(B), .tokens = int(step), .past = int(past), .past_key = key,
+                     .past_value = value, .want_cache = true};
     auto out = block.run(in);
     std::vector<double> want;
     for (size_t b = 0; b < B; ++b)
@@ -325,24 +304,11 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: additive mask, including a fully masked
   auto mask = random(size_t(B) * T * S);
   for (size_t i = 0; i < mask.size(); i += 5) mask[i] = -std::numeric_limits<float>::infinity();
   for (int s = 0; s < S; ++s) mask[size_t(S + s)] = -std::numeric_limits<float>::infinity();  // b 0, query 1
-  ForwardInputs in;
-  in.hidden = x;
-  in.batch = B;
-  in.tokens = T;
-  in.past = P;
-  in.past_key = pk;
-  in.past_value = pv;
-  in.attention_mask = mask;
-  in.want_stats = true;
+  ForwardInputs in{.hidden = x, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv,
+                   .attention_mask = mask, .want_stats = true};
   const auto out = block.run(in);
-  reference::Inputs rin;
-  rin.hidden = x;
-  rin.batch = B;
-  rin.tokens = T;
-  rin.past = P;
-  rin.past_key = pk;
-  rin.past_value = pv;
-  rin.attention_mask = mask;
+  reference::Inputs rin{.hidden = x, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv,
+                        .attention_mask = mask};
   const auto want = reference::forward(c, w.map, rin);
   test::check_close(out.output, want.output);
   REQUIRE(out.stats.has_value());
@@ -376,22 +342,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: fp16 and bf16 storage with fp32 accumul
     block.set_poison(true);
     const int B = 2, T = 3, P = 4;
     const auto x = random(size_t(B) * T * 96), pk = random(size_t(B) * 2 * P * 32), pv = random(size_t(B) * 2 * P * 32);
-    ForwardInputs in;
-    in.hidden = x;
-    in.batch = B;
-    in.tokens = T;
-    in.past = P;
-    in.past_key = pk;
-    in.past_value = pv;
-    in.want_cache = true;
+    ForwardInputs in{.hidden = x, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv,
+                     .want_cache = true};
     const auto out = block.run(in);
-    reference::Inputs rin;
-    rin.hidden = x;
-    rin.batch = B;
-    rin.tokens = T;
-    rin.past = P;
-    rin.past_key = pk;
-    rin.past_value = pv;
+    reference::Inputs rin{.hidden = x, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv};
     const auto want = reference::forward(c, w.rounded_map, rin);
     test::check_close(out.output, want.output, bound);
     test::check_close(out.present_key, want.k, bound);
@@ -407,10 +361,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: device-resident cache — prefill, deco
   block.set_poison(true);
   const size_t B = 2, N = 8, D = 96;
   const auto x = random(B * N * D);
-  reference::Inputs rin;
-  rin.hidden = x;
-  rin.batch = B;
-  rin.tokens = N;
+  reference::Inputs rin{.hidden = x, .batch = B, .tokens = N};
   const auto full = reference::forward(c, w.map, rin);
   auto tokens = [&](size_t from, size_t count) {
     std::vector<float> xs;
@@ -424,11 +375,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: device-resident cache — prefill, deco
   };
   auto step = [&](size_t from, size_t count) {
     auto [xs, want] = tokens(from, count);
-    ForwardInputs in;
-    in.hidden = xs;
-    in.batch = int(B);
-    in.tokens = int(count);
-    in.use_device_cache = true;
+    ForwardInputs in{.hidden = xs, .batch = int(B), .tokens = int(count), .use_device_cache = true};
     test::check_close(block.run(in).output, want);
   };
   block.reserve_cache(int(B), int(N));
@@ -473,10 +420,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: statistics with the device-resident cac
       xs.insert(xs.end(), x.begin() + long((b * N + from) * D), x.begin() + long((b * N + from + count) * D));
     return xs;
   };
-  reference::Inputs rin;
-  rin.hidden = x;
-  rin.batch = B;
-  rin.tokens = N;
+  reference::Inputs rin{.hidden = x, .batch = B, .tokens = N};
   const auto full = reference::forward(c, w.map, rin);
 
   resident.reserve_cache(int(B), int(N));
@@ -485,12 +429,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: statistics with the device-resident cac
   for (size_t step : {5, 1, 1}) {
     CAPTURE(past);
     const auto xs = rows(past, step);
-    ForwardInputs in;
-    in.hidden = xs;
-    in.batch = int(B);
-    in.tokens = int(step);
-    in.want_stats = true;
-    in.use_device_cache = true;
+    ForwardInputs in{.hidden = xs, .batch = int(B), .tokens = int(step), .want_stats = true, .use_device_cache = true};
     const ForwardOutputs r = resident.run(in);
     in.use_device_cache = false;
     in.past = int(past);
@@ -509,13 +448,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: statistics with the device-resident cac
         rk.push_back(float(full.k[bk * N * Dh + i]));
         rv.push_back(float(full.v[bk * N * Dh + i]));
       }
-    reference::Inputs sin;
-    sin.hidden = xs;
-    sin.batch = B;
-    sin.tokens = step;
-    sin.past = past;
-    sin.past_key = rk;
-    sin.past_value = rv;
+    reference::Inputs sin{.hidden = xs, .batch = B, .tokens = int64_t(step), .past = int64_t(past), .past_key = rk,
+                          .past_value = rv};
     const auto want = reference::forward(c, w.map, sin);
     REQUIRE(r.stats);
     REQUIRE(e.stats);

@@ -521,14 +521,8 @@ Prepared prepare(const Case& k, const TempDir& dir, int index, std::mt19937& rng
   if (k.stats) p.args.push_back("--stats");
   for (const auto& a : device_args()) p.args.push_back(a);
 
-  reference::Inputs in;
-  in.hidden = hidden;
-  in.batch = B;
-  in.tokens = T;
-  in.past = P;
-  in.past_key = pk;
-  in.past_value = pv;
-  in.attention_mask = mask;
+  reference::Inputs in{.hidden = hidden, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv,
+                       .attention_mask = mask};
   p.want = reference::forward(c, w.map, in);
   check_parsed(k, config_path);
   return p;
@@ -641,13 +635,7 @@ TEST_CASE("cli: a sharded Qwen3-Next checkpoint directory: layer 3 in bf16 and f
   const auto pv = ifile.add("past_value", {B, KV, P, Dh}, random_vec(rng, size_t(B * KV * P * Dh)), DType::F32);
   const std::string input = dir / "input.safetensors";
   ifile.write(input);
-  reference::Inputs in;
-  in.hidden = hidden;
-  in.batch = B;
-  in.tokens = T;
-  in.past = P;
-  in.past_key = pk;
-  in.past_value = pv;
+  reference::Inputs in{.hidden = hidden, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv};
   const reference::Result want = reference::forward(c, w.map, in);
 
   const std::string out_bf16 = dir / "out_bf16.safetensors", out_fp32 = dir / "out_fp32.safetensors",

@@ -28,7 +28,7 @@ using nlohmann::json;
 using namespace vkgate;
 using namespace vkgate::cli_test;
 
-std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+using test::w1_dir;
 
 std::vector<double> read_f64(const std::string& path, const std::string& tensor) {
   return SafetensorsFile(path).at(tensor).to_f64();

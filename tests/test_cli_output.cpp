@@ -143,7 +143,7 @@ void check_output_rules(const Writer& w) {
   check_no_temporaries(d);
 }
 
-std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+using test::w1_dir;
 const std::string kTokenizer = std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/qwen_style.json";
 
 }  // namespace

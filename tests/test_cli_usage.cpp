@@ -30,7 +30,7 @@ using nlohmann::json;
 using namespace vkgate;
 using namespace vkgate::cli_test;
 
-std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+using test::w1_dir;
 
 // Rewrites a single-file model's weights with element `index` of `tensor` set to NaN.
 void put_nan(const fs::path& file, const std::string& tensor, size_t index) {

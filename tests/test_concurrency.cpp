@@ -56,11 +56,7 @@ struct Workload {
       if (t > 0) {
         out.push_back(block.forward(inputs[i], b, t));
       } else {
-        ForwardInputs in;
-        in.hidden = inputs[i];
-        in.batch = 1;
-        in.tokens = 1;
-        in.use_device_cache = true;
+        ForwardInputs in{.hidden = inputs[i], .batch = 1, .tokens = 1, .use_device_cache = true};
         out.push_back(block.run(in).output);
       }
     }

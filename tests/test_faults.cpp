@@ -50,10 +50,7 @@ void check_usable(Context& ctx, std::mt19937& rng) {
   std::normal_distribution<float> dist;
   std::vector<float> x(3 * 64);
   for (float& v : x) v = dist(rng);
-  reference::Inputs in;
-  in.hidden = x;
-  in.batch = 1;
-  in.tokens = 3;
+  reference::Inputs in{.hidden = x, .batch = 1, .tokens = 3};
   test::check_close(block.forward(x, 1, 3), reference::forward(c, w.map, in).output);
 }
 
@@ -105,11 +102,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "faults: impossible shapes are refused without 
   CHECK(e.code() == ErrorCode::unsupported);
   CHECK(std::string(e.what()).find("resident key cache") != std::string::npos);
   // A failed reserve leaves no cache (not a stale capacity with freed buffers).
-  ForwardInputs in;
-  in.hidden = x;
-  in.batch = 1;
-  in.tokens = 2;
-  in.use_device_cache = true;
+  ForwardInputs in{.hidden = x, .batch = 1, .tokens = 2, .use_device_cache = true};
   CHECK_THROWS_WITH_AS(block.run(in), doctest::Contains("reserve_cache or load_cache first"), Error);
   // A prefill longer than the plan's buffers allow.
   const int long_T = int(ctx.device().max_storage_buffer_range / (4 * 64)) + 1;
@@ -117,10 +110,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "faults: impossible shapes are refused without 
   CHECK(e.code() == ErrorCode::unsupported);
   CHECK(std::string(e.what()).find("maxStorageBufferRange") != std::string::npos);
   // Still usable, with and without a cache.
-  reference::Inputs r;
-  r.hidden = x;
-  r.batch = 1;
-  r.tokens = 2;
+  reference::Inputs r{.hidden = x, .batch = 1, .tokens = 2};
   test::check_close(block.forward(x, 1, 2), reference::forward(c, w.map, r).output);
   block.reserve_cache(1, 4);
   test::check_close(block.run(in).output, reference::forward(c, w.map, r).output);

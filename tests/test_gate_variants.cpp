@@ -52,11 +52,7 @@ void check_variant(test::GpuTest& t, const BlockConfig& c, int batch, int tokens
   GatedAttention block(t.ctx, c, w.map);
   block.set_poison(true);
   const auto x = t.random(size_t(batch) * tokens * c.hidden_size);
-  ForwardInputs in;
-  in.hidden = x;
-  in.batch = batch;
-  in.tokens = tokens;
-  in.want_stats = true;
+  ForwardInputs in{.hidden = x, .batch = batch, .tokens = tokens, .want_stats = true};
   const auto out = block.run(in);
   const auto want = reference::forward(c, w.map, test::reference_inputs(in));
   test::check_close(out.output, want.output);
@@ -150,10 +146,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: value and key gates with a KV cache —
       const size_t B = 2, N = 8, D = 48, KV = 2, Dh = 16;
       if (resident) block.reserve_cache(int(B), int(N));
       const auto x = random(B * N * D);
-      ForwardInputs whole;
-      whole.hidden = x;
-      whole.batch = int(B);
-      whole.tokens = int(N);
+      ForwardInputs whole{.hidden = x, .batch = int(B), .tokens = int(N)};
       const auto full = reference::forward(c, w.map, test::reference_inputs(whole));
       std::vector<float> key, value;
       size_t past = 0;
@@ -166,10 +159,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: value and key gates with a KV cache —
           want.insert(want.end(), full.output.begin() + long((b * N + past) * D),
                       full.output.begin() + long((b * N + past + step) * D));
         }
-        ForwardInputs in;
-        in.hidden = xs;
-        in.batch = int(B);
-        in.tokens = int(step);
+        ForwardInputs in{.hidden = xs, .batch = int(B), .tokens = int(step)};
         if (resident) {
           in.use_device_cache = true;
         } else {
@@ -197,15 +187,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: golden w2, a G2 value gate decoding 2 t
   CHECK(g.cfg.gate_position == GatePosition::value);
   GatedAttention block(ctx, g.cfg, g.weights);
   block.set_poison(true);
-  ForwardInputs in;
-  in.hidden = g.f32("hidden_states");
-  in.batch = int(g.dim("hidden_states", 0));
-  in.tokens = int(g.dim("hidden_states", 1));
-  in.past = int(g.dim("past_key", 2));
-  in.past_key = g.f32("past_key");
-  in.past_value = g.f32("past_value");
-  in.want_cache = true;
-  in.want_stats = true;
+  ForwardInputs in{.hidden = g.f32("hidden_states"), .batch = int(g.dim("hidden_states", 0)),
+                   .tokens = int(g.dim("hidden_states", 1)), .past = int(g.dim("past_key", 2)),
+                   .past_key = g.f32("past_key"), .past_value = g.f32("past_value"), .want_cache = true,
+                   .want_stats = true};
   const auto out = block.run(in);
   auto wide = [&](const char* name) {
     const auto& v = g.f32(name);
@@ -235,13 +220,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "block: gate variants in fp16 and bf16 storage 
       const int B = 2, T = 3, P = 2;
       const auto x = random(size_t(B) * T * 48), pk = random(size_t(B) * 2 * P * 16),
                  pv = random(size_t(B) * 2 * P * 16);
-      ForwardInputs in;
-      in.hidden = x;
-      in.batch = B;
-      in.tokens = T;
-      in.past = P;
-      in.past_key = pk;
-      in.past_value = pv;
+      ForwardInputs in{.hidden = x, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv};
       test::check_close(block.run(in).output, reference::forward(c, w.rounded_map, test::reference_inputs(in)).output,
                         prec == Precision::fp16 ? 1e-5 : 1e-4);
     }

@@ -27,20 +27,10 @@
 namespace test_gdn {
 
 using namespace vkgate;
+using test::nmse;
 
 namespace {
 
-// NMSE of `got` against `want` (Σ(a−b)² / Σa²); +inf on a size mismatch or a non-finite value.
-double nmse(std::span<const double> got, std::span<const double> want) {
-  if (got.size() != want.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += (got[i] - want[i]) * (got[i] - want[i]);
-    den += want[i] * want[i];
-  }
-  return den > 0 ? num / den : num;
-}
 
 GdnConfig small_gdn(int nk, int r, int K) {
   GdnConfig c;

@@ -42,6 +42,7 @@ namespace test_gguf_llama_cpp {
 #endif
 
 using namespace vkgate;
+using test::check_load_refused;
 
 namespace {
 
@@ -246,21 +247,6 @@ struct Qwen3NextCheckpoint {
   }
 };
 
-struct Scratch {
-  std::filesystem::path path;
-  Scratch() {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("vkgate_gguf_qwen3next_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
 // A file's keys and tensors as a draft to change and write again.
 GgufDraft draft_of(const GgufFile& f) {
   GgufDraft d;
@@ -272,22 +258,6 @@ GgufDraft draft_of(const GgufFile& f) {
 }
 
 std::vector<double> doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
-
-// Model::load(path) fails with `code` and a message holding the path and each of `parts`, having allocated nothing.
-void check_refused(test::GpuTest& t, const std::string& path, ErrorCode code, const std::vector<std::string>& parts) {
-  const uint64_t before = t.ctx.device_memory_allocated();
-  try {
-    Model::load(t.ctx, path);
-    FAIL("Model::load accepted " << path);
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    INFO(what);
-    CHECK(e.code() == code);
-    CHECK(what.find(path) != std::string::npos);
-    for (const std::string& p : parts) CHECK(what.find(p) != std::string::npos);
-  }
-  CHECK(t.ctx.device_memory_allocated() == before);
-}
 
 }  // namespace
 
@@ -379,7 +349,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next Q4_K_M of llama-quan
   // attn_gate in another dtype than attn_qkv (here F32, its dequantized
   // values): the layer reads them apart, with ssm_ba's b and a rows apart too.
   INFO("separate projections");
-  Scratch dir;
+  test::TempDir dir("gguf_qwen3next");
   GgufDraft d = draft_of(f);
   const GgufTensor& gate = f.tensor("blk.0.attn_gate.weight");
   std::vector<float> dense(size_t(gate.host().numel()));
@@ -398,46 +368,48 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next Q4_K_M of llama-quan
 TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next missing or misshapen ssm tensors and keys are errors naming them, MTP blocks and an older ssm_in are read") {
   const GgufFile file = GgufFile::open(data_file("qwen3next-F16.gguf"));
   const GgufDraft good = draft_of(file);
-  Scratch dir;
+  test::TempDir dir("gguf_qwen3next");
 
   GgufDraft g = good;
   g.erase_tensor("blk.0.ssm_a");
   g.write(dir / "no_a.gguf");
-  check_refused(*this, dir / "no_a.gguf", ErrorCode::missing_tensor, {"'blk.0.ssm_a'", "model.layers.0.linear_attn.A_log"});
+  check_load_refused(*this, dir / "no_a.gguf", ErrorCode::missing_tensor,
+                     {"'blk.0.ssm_a'", "model.layers.0.linear_attn.A_log"});
 
   g = good;
   g.erase_tensor("blk.0.attn_gate.weight");
   g.write(dir / "no_gate.gguf");
-  check_refused(*this, dir / "no_gate.gguf", ErrorCode::missing_tensor,
-                {"'blk.0.attn_gate.weight'", "model.layers.0.linear_attn.in_proj_qkvz.weight"});
+  check_load_refused(*this, dir / "no_gate.gguf", ErrorCode::missing_tensor,
+                     {"'blk.0.attn_gate.weight'", "model.layers.0.linear_attn.in_proj_qkvz.weight"});
 
   g = good;
   test::add_floats(g, "blk.0.ssm_conv1d.weight", {128, 3}, std::vector<float>(128 * 3, 0.5f), DType::F32);
   g.write(dir / "conv.gguf");
-  check_refused(*this, dir / "conv.gguf", ErrorCode::shape_mismatch,
-                {"'blk.0.ssm_conv1d.weight'", "model.layers.0.linear_attn.conv1d.weight", "[128, 3]", "[128, 1, 4]"});
+  check_load_refused(*this, dir / "conv.gguf", ErrorCode::shape_mismatch,
+                     {"'blk.0.ssm_conv1d.weight'", "model.layers.0.linear_attn.conv1d.weight", "[128, 3]", "[128, 1, 4]"});
 
   g = good;
   test::add_floats(g, "blk.0.ssm_a", {4}, {-1.0f, -2.0f, 0.5f, -1.0f}, DType::F32);
   g.write(dir / "positive_a.gguf");
-  check_refused(*this, dir / "positive_a.gguf", ErrorCode::invalid_config, {"'blk.0.ssm_a'", "negative"});
+  check_load_refused(*this, dir / "positive_a.gguf", ErrorCode::invalid_config, {"'blk.0.ssm_a'", "negative"});
 
   g = good;
   g.erase("qwen3next.ssm.state_size");
   g.write(dir / "no_key.gguf");
-  check_refused(*this, dir / "no_key.gguf", ErrorCode::invalid_config, {"'qwen3next.ssm.state_size'"});
+  check_load_refused(*this, dir / "no_key.gguf", ErrorCode::invalid_config, {"'qwen3next.ssm.state_size'"});
 
   g = good;
   g.set("qwen3next.ssm.inner_size", GgufValue::of_u32(62));  // not a multiple of the 4 value heads
   g.write(dir / "inner.gguf");
-  check_refused(*this, dir / "inner.gguf", ErrorCode::invalid_config, {"'qwen3next.ssm.inner_size'", "62"});
+  check_load_refused(*this, dir / "inner.gguf", ErrorCode::invalid_config, {"'qwen3next.ssm.inner_size'", "62"});
 
   g = good;
   GgufValue three = *good.find("qwen3next.attention.recurrent_layers");
   three.integers.push_back(0);
   g.set("qwen3next.attention.recurrent_layers", three);
   g.write(dir / "layers.gguf");
-  check_refused(*this, dir / "layers.gguf", ErrorCode::invalid_config, {"'qwen3next.attention.recurrent_layers'", "3"});
+  check_load_refused(*this, dir / "layers.gguf", ErrorCode::invalid_config,
+                     {"'qwen3next.attention.recurrent_layers'", "3"});
 
   TensorBuffers copies;
   const ModelConfig cfg = gguf_model_config(file);

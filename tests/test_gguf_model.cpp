@@ -15,6 +15,7 @@
 
 #include "gguf_convert.hpp"
 #include "harness.hpp"
+#include "model_check.hpp"
 #include "model_weights.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/gguf_model.hpp"
@@ -29,24 +30,11 @@ namespace test_gguf_model {
 #endif
 
 using namespace vkgate;
+using test::check_load_refused;
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("vkgate_gguf_model_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 // Exactly representable in fp32, which is how the converter stores it.
 constexpr double kEps = 1.0 / (1 << 20);
@@ -77,7 +65,7 @@ void check_roundtrip(test::GpuTest& t, const ModelConfig& cfg, const test::Conve
   if (o.f16)
     for (const TensorSpec& spec : expected_model_weights(cfg))
       if (spec.shape.size() > 1) test::round_to_half(m.data.at(spec.name));
-  ScratchDir dir;
+  test::TempDir dir("gguf_model");
   const std::string path = dir / "model.gguf";
   test::convert_model(cfg, m.data, o).write(path);
 
@@ -102,22 +90,6 @@ void check_roundtrip(test::GpuTest& t, const ModelConfig& cfg, const test::Conve
   const std::vector<float> want = from_map.logits(ids, B, T);
   CHECK(got == want);
   test::check_close(got, reference::model_forward(m.cfg, m.map, {ids, B, T}).logits, 1e-8);
-}
-
-// Model::load(path) fails with `code` and a message holding each of `parts`, having allocated nothing.
-void check_refused(test::GpuTest& t, const std::string& path, ErrorCode code, const std::vector<std::string>& parts) {
-  const uint64_t before = t.ctx.device_memory_allocated();
-  try {
-    Model::load(t.ctx, path);
-    FAIL("Model::load accepted " << path);
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    INFO(what);
-    CHECK(e.code() == code);
-    CHECK(what.find(path) != std::string::npos);
-    for (const std::string& p : parts) CHECK(what.find(p) != std::string::npos);
-  }
-  CHECK(t.ctx.device_memory_allocated() == before);
 }
 
 }  // namespace
@@ -164,34 +136,36 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf model: unknown architecture, missing key,
   test::TinyModel s;
   const ModelConfig cfg = gguf_ready(s.config());
   test::RandomModel m(cfg, rng);
-  ScratchDir dir;
+  test::TempDir dir("gguf_model");
   const test::GgufDraft good = test::convert_model(cfg, m.data);
 
   test::GgufDraft g = good;
   g.set("general.architecture", GgufValue::of_string("gemma3"));
   g.write(dir / "arch.gguf");
-  check_refused(*this, dir / "arch.gguf", ErrorCode::invalid_config, {"general.architecture", "gemma3", "llama, qwen3"});
+  check_load_refused(*this, dir / "arch.gguf", ErrorCode::invalid_config,
+                     {"general.architecture", "gemma3", "llama, qwen3"});
 
   g = good;
   g.erase("qwen3.block_count");
   g.write(dir / "key.gguf");
-  check_refused(*this, dir / "key.gguf", ErrorCode::invalid_config, {"'qwen3.block_count'"});
+  check_load_refused(*this, dir / "key.gguf", ErrorCode::invalid_config, {"'qwen3.block_count'"});
 
   g = good;
   g.erase_tensor("blk.1.ffn_down.weight");
   g.write(dir / "missing.gguf");
-  check_refused(*this, dir / "missing.gguf", ErrorCode::missing_tensor,
-                {"'blk.1.ffn_down.weight'", "model.layers.1.mlp.down_proj.weight"});
+  check_load_refused(*this, dir / "missing.gguf", ErrorCode::missing_tensor,
+                     {"'blk.1.ffn_down.weight'", "model.layers.1.mlp.down_proj.weight"});
 
   g = good;
   test::add_floats(g, "blk.0.attn_k.weight", {16, 64}, std::vector<float>(16 * 64, 0.5f), DType::F32);
   g.write(dir / "shape.gguf");
-  check_refused(*this, dir / "shape.gguf", ErrorCode::shape_mismatch, {"'blk.0.attn_k.weight'", "[16, 64]", "[32, 64]"});
+  check_load_refused(*this, dir / "shape.gguf", ErrorCode::shape_mismatch,
+                     {"'blk.0.attn_k.weight'", "[16, 64]", "[32, 64]"});
 
   // A .gguf name on a file that is not GGUF: the reader's error, naming the file.
   std::ofstream(dir / "bad.gguf") << "not a gguf file";
-  check_refused(*this, dir / "bad.gguf", ErrorCode::io, {});
-  check_refused(*this, dir / "absent.gguf", ErrorCode::io, {});  // the reader's error, not "not a directory"
+  check_load_refused(*this, dir / "bad.gguf", ErrorCode::io, {});
+  check_load_refused(*this, dir / "absent.gguf", ErrorCode::io, {});  // the reader's error, not "not a directory"
 }
 
 #ifdef VKGATE_CLI

@@ -23,6 +23,8 @@
 namespace test_gla_reference {
 
 using namespace vkgate;
+using test::nmse;
+using test::max_abs_diff;
 using reference::GlaInputs;
 using reference::GlaResult;
 using test::expect_error;
@@ -42,22 +44,7 @@ std::string golden_path(const std::string& ext) { return test::golden_dir() + "/
 
 using test::random_floats;
 
-double max_abs_diff(const Vec& a, const Vec& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
 
-double nmse(const Vec& got, const Vec& want) {
-  REQUIRE(got.size() == want.size());
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    err += (got[i] - want[i]) * (got[i] - want[i]);
-    ref += want[i] * want[i];
-  }
-  return ref == 0 ? err : err / ref;
-}
 
 // x [B, T, width] -> tokens [from, from + count).
 template <class T>

@@ -19,7 +19,7 @@ using namespace vkgate;
 
 namespace {
 
-std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+using test::w1_dir;
 
 }  // namespace
 

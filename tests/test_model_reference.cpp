@@ -36,6 +36,7 @@ namespace test_model_reference {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
+using test::max_abs_diff;
 using test::expect_error;
 using test::read_text;
 using test::TempDir;
@@ -48,7 +49,7 @@ namespace {
 const std::string kSource = "model/config.json";
 
 
-std::string w1_dir() { return test::golden_dir() + "/wave2/w1_qwen3_elementwise_gqa_model"; }
+using test::w1_dir;
 
 // A model's weights as fp32, keyed by full name (expected_model_weights order), owning their storage.
 struct Weights {
@@ -126,12 +127,6 @@ std::vector<double> rms_norm_by_hand(const std::vector<double>& x, std::span<con
   return y;
 }
 
-double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
 
 
 }  // namespace

@@ -24,12 +24,15 @@
 #include "vkgate/weights.hpp"
 #include "block_weights.hpp"
 #include "golden.hpp"
+#include "test_util.hpp"
 
 namespace test_reference {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace vkgate;
+using test::nmse;
+using test::max_abs_diff;
 using test::Golden;
 
 namespace {
@@ -39,12 +42,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 using test::random_floats;
 
-double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
 
 // ---- golden cases ----
 
@@ -72,11 +69,8 @@ void expect_close(const std::string& what, std::span<const float> golden,
 
 // forward() on a golden case's hidden_states after its cache (if any).
 reference::Result run_golden(Golden& g) {
-  reference::Inputs in;
-  in.hidden = g.f32("hidden_states");
-  in.batch = g.dim("hidden_states", 0);
-  in.tokens = g.dim("hidden_states", 1);
-  in.past = g.meta.at("past_length").get<int64_t>();
+  reference::Inputs in{.hidden = g.f32("hidden_states"), .batch = g.dim("hidden_states", 0),
+                       .tokens = g.dim("hidden_states", 1), .past = g.meta.at("past_length").get<int64_t>()};
   if (in.past > 0) {
     in.past_key = g.f32("past_key");
     in.past_value = g.f32("past_value");
@@ -136,10 +130,7 @@ TEST_CASE("golden g4: the prefix reproduces the cache it ships with") {
   Golden g("g4_decode_qwen3next_cache");
   const TensorView& prefix = g.file.at("prefix_hidden_states");
   const int64_t B = prefix.shape[0], P = prefix.shape[1];
-  reference::Inputs in;
-  in.hidden = g.f32("prefix_hidden_states");
-  in.batch = B;
-  in.tokens = P;
+  reference::Inputs in{.hidden = g.f32("prefix_hidden_states"), .batch = B, .tokens = P};
   const reference::Result r = reference::forward(g.cfg, g.weights, in);
   expect_close("past_key", g.f32("past_key"), r.k);
   expect_close("past_value", g.f32("past_value"), r.v);
@@ -168,10 +159,7 @@ TEST_CASE("golden w2: the whole 8-token sequence without a cache ends in the sam
     all.insert(all.end(), prefix, prefix + P * D);
     all.insert(all.end(), fresh, fresh + T * D);
   }
-  reference::Inputs in;
-  in.hidden = all;
-  in.batch = B;
-  in.tokens = P + T;
+  reference::Inputs in{.hidden = all, .batch = B, .tokens = P + T};
   const reference::Result r = reference::forward(g.cfg, g.weights, in);
   expect_close("present_key", g.f32("present_key"), r.k);
   expect_close("present_value", g.f32("present_value"), r.v);
@@ -181,9 +169,7 @@ TEST_CASE("golden w2: the whole 8-token sequence without a cache ends in the sam
 
 TEST_CASE("golden inputs are rejected when sizes are wrong") {
   Golden g("g1_gqa_qwen3next_partial");
-  reference::Inputs in;
-  in.hidden = g.f32("hidden_states");
-  in.batch = 2;
+  reference::Inputs in{.hidden = g.f32("hidden_states"), .batch = 2};
   in.tokens = 8;  // the file holds 9
   try {
     reference::forward(g.cfg, g.weights, in);
@@ -424,23 +410,10 @@ reference::Result run(const BlockConfig& cfg, const Tensors& w, const reference:
 
 // kB sequences of x's tokens, no cache.
 reference::Result run(const BlockConfig& cfg, const Tensors& w, std::span<const float> x) {
-  reference::Inputs in;
-  in.hidden = x;
-  in.batch = kB;
-  in.tokens = int64_t(x.size()) / (kB * cfg.hidden_size);
+  reference::Inputs in{.hidden = x, .batch = kB, .tokens = int64_t(x.size()) / (kB * cfg.hidden_size)};
   return run(cfg, w, in);
 }
 
-// Σ(want − got)² / Σwant².
-double nmse(const std::vector<double>& want, const std::vector<double>& got) {
-  REQUIRE(want.size() == got.size());
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err += (want[i] - got[i]) * (want[i] - got[i]);
-    ref += want[i] * want[i];
-  }
-  return err / ref;
-}
 
 // `blocks` blocks of `width`: entry i of block b comes from entry within[i] of
 // block outer[b] (an empty map is the identity).
@@ -655,9 +628,9 @@ TEST_CASE("reference block: q_norm and k_norm cancel a headwise multiply gate on
     ungated.gate_kind = GateKind::none;
     const std::vector<float> x = block_input(cfg, 42);
     // Only eps keeps it from exact: RMSNorm(s·y) = y / sqrt(mean(y²) + eps/s²).
-    CHECK(nmse(run(ungated, w, x).output, run(cfg, w, x).output) < 1e-6);
+    CHECK(nmse(run(cfg, w, x).output, run(ungated, w, x).output) < 1e-6);
     cfg.use_qk_norm = ungated.use_qk_norm = false;  // now the scale reaches the scores
-    CHECK(nmse(run(ungated, w, x).output, run(cfg, w, x).output) > 1e-4);
+    CHECK(nmse(run(cfg, w, x).output, run(ungated, w, x).output) > 1e-4);
   }
 }
 
@@ -687,9 +660,9 @@ TEST_CASE("reference block: a constant gate folds into the weights (activations,
             const std::vector<float> x = block_input(cfg, 53);
             const reference::Result r = run(cfg, w, x);
             const reference::Result want = run(ungated, fold_constant_gate(cfg, w), x);
-            CHECK(nmse(want.output, r.output) < 1e-12);
-            CHECK(nmse(want.k, r.k) < 1e-12);
-            CHECK(nmse(want.v, r.v) < 1e-12);
+            CHECK(nmse(r.output, want.output) < 1e-12);
+            CHECK(nmse(r.k, want.k) < 1e-12);
+            CHECK(nmse(r.v, want.v) < 1e-12);
             // Result::gate holds every token's scores before the head mean.
             std::vector<double> scores;
             for (int64_t row = 0; row < kB * kT; ++row)
@@ -719,17 +692,12 @@ TEST_CASE("reference block: prefill then cached decode equals the whole sequence
 
     const std::vector<float> fresh = seq_slice(x, kB, 1, kT, D, P, T);
     const std::vector<float> past_key = to_floats(prefill.k), past_value = to_floats(prefill.v);
-    reference::Inputs in;
-    in.hidden = fresh;
-    in.batch = kB;
-    in.tokens = T;
-    in.past = P;
-    in.past_key = past_key;
-    in.past_value = past_value;
+    reference::Inputs in{.hidden = fresh, .batch = kB, .tokens = T, .past = P, .past_key = past_key,
+                         .past_value = past_value};
     const reference::Result step = run(cfg, w, in);
-    CHECK(nmse(seq_slice(whole.output, kB, 1, kT, D, P, T), step.output) < 1e-12);
-    CHECK(nmse(whole.k, step.k) < 1e-12);
-    CHECK(nmse(whole.v, step.v) < 1e-12);
+    CHECK(nmse(step.output, seq_slice(whole.output, kB, 1, kT, D, P, T)) < 1e-12);
+    CHECK(nmse(step.k, whole.k) < 1e-12);
+    CHECK(nmse(step.v, whole.v) < 1e-12);
   }
 }
 

@@ -521,8 +521,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope scaling: the block with each type, with a
     const int B = 1, P = 7, T = 3, D = c.hidden_size, KV = c.num_kv_heads, Dh = c.head_dim;
     const auto x = random(size_t(B * T * D));
     const auto pk = random(size_t(B * KV * P * Dh)), pv = random(size_t(B * KV * P * Dh));
-    ForwardInputs in;
-    in.hidden = x, in.batch = B, in.tokens = T, in.past = P, in.past_key = pk, in.past_value = pv;
+    ForwardInputs in{.hidden = x, .batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv};
     const auto want = reference::forward(c, w.map, {x, B, T, P, pk, pv});
     test::check_close(block.run(in).output, want.output, 1e-9);
 
@@ -533,8 +532,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "rope scaling: the block with each type, with a
     for (int at = 0, n = P; at < P + T; at += n, n = 1) {
       CAPTURE(at);
       std::vector<float> xt(xs.begin() + long(at) * D, xs.begin() + long(at + n) * D);
-      ForwardInputs step;
-      step.hidden = xt, step.batch = B, step.tokens = n, step.use_device_cache = true;
+      ForwardInputs step{.hidden = xt, .batch = B, .tokens = n, .use_device_cache = true};
       const auto r = reference::forward(c, w.map, {xt, B, n, at, keys, values});
       test::check_close(block.run(step).output, r.output, 1e-9);
       keys.assign(r.k.begin(), r.k.end());

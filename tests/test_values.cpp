@@ -37,13 +37,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: NaN and Inf in hidden_states, the cach
   auto x = random(size_t(B) * T * D);
   auto pk = random(size_t(B) * KV * P * Dh), pv = random(size_t(B) * KV * P * Dh);
   auto mask = random(size_t(B) * T * (P + T));
-  ForwardInputs in;
-  in.batch = B;
-  in.tokens = T;
-  in.past = P;
-  in.past_key = pk;
-  in.past_value = pv;
-  in.attention_mask = mask;
+  ForwardInputs in{.batch = B, .tokens = T, .past = P, .past_key = pk, .past_value = pv, .attention_mask = mask};
 
   auto refused = [&](const std::vector<float>& xs, const char* what) {
     in.hidden = xs;
@@ -156,11 +150,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: rows of 1e-30, rows of 1e15 and fully 
     std::vector<float> mask(size_t(B) * T * T, 0.0f);
     for (int s = 0; s < T; ++s) mask[size_t((0 * T + 1) * T + s)] = -kInf;  // b 0, query 1: every key masked
     for (int s = 0; s < T; ++s) mask[size_t((1 * T + 3) * T + s)] = -1e30f;  // b 1, query 3: huge but finite
-    ForwardInputs in;
-    in.hidden = x;
-    in.batch = B;
-    in.tokens = T;
-    in.attention_mask = mask;
+    ForwardInputs in{.hidden = x, .batch = B, .tokens = T, .attention_mask = mask};
     const auto y = block.run(in).output;
     const auto want = reference_output(c, w.map, in);
     test::check_close(y, want);
@@ -189,10 +179,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "values: a row whose squares overflow fp32 (1e3
   off.check_finite = false;
   GatedAttention unchecked(ctx, c, w.map, off);
   const auto y = unchecked.forward(x, 1, 3);
-  reference::Inputs r;
-  r.hidden = x;
-  r.batch = 1;
-  r.tokens = 3;
+  reference::Inputs r{.hidden = x, .batch = 1, .tokens = 3};
   const auto want = reference::forward(c, w.map, r).output;
   double row_err = 0;
   for (int d = 0; d < 64; ++d) row_err = std::max(row_err, std::abs(double(y[size_t(64 + d)]) - want[size_t(64 + d)]));
