@@ -132,6 +132,36 @@ TEST_CASE("cli: bench with a size of zero (or below) is bad usage for every op: 
   }
 }
 
+TEST_CASE("cli: bench refuses what its flags alone make wrong before it opens a device (exit 2, not the device's error)") {
+  // A device no selector matches: an argument checked only after the device
+  // opened would end in the selector's error (exit 1) instead.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--op", "matmull"}, "unknown --op 'matmull'"},
+      {{"--model-shape", "qwen3-7b"}, "unknown --model-shape 'qwen3-7b' (qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b)"},
+      {{"--model-shape", "qwen3-0.6b", "--experts", "8"}, "--experts needs a sparse model (qwen3-0.6b is dense)"},
+      {{"--model-shape", "qwen3-30b-a3b", "--experts", "4"}, "--experts 4 is fewer than the model's top-8"},
+      {{"--op", "gdn", "--T", "4", "--mode", "chunked"}, "--mode must be recurrent, chunk, auto or both, got 'chunked'"},
+      {{"--op", "qmatmul", "--m", "1", "--n", "8", "--k", "256"}, "--op qmatmul needs --quant T"},
+      {{"--op", "matmul", "--m", "8", "--n", "8", "--k", "8", "--tiles", "all"}, "add --dtype f16"},
+  };
+  TempDir dir("bench_early");
+  std::vector<std::vector<std::string>> jobs;
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> a{"bench", "--device", "no device is named this"};
+    a.insert(a.end(), args.begin(), args.end());
+    jobs.push_back(a);
+  }
+  const std::vector<CliResult> results = run_all(jobs, dir.path);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const CliResult& r = results[i];
+    INFO(r.command << "\nstderr: " << r.err);
+    check_clean_exit(r);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(cases[i].second) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}
+
 TEST_CASE("cli: generate on a NaN weight names the weights directory and --no-check-finite, which lets it through") {
   std::mt19937 rng(25);
   test::TinyModel shape;

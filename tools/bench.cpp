@@ -1,5 +1,6 @@
 // `vkgate bench`: ops, the block and whole models timed with GPU timestamps,
 // each checked against the CPU reference first.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -220,6 +221,25 @@ int cmd_bench(Args& args) {
     throw UsageError("bench: --int8 applies to --op qmatmul, --model and --model-shape");
   if (!tiles.empty() && op != "matmul" && op != "qmatmul" && op != "attention")
     throw UsageError("bench: --tiles applies to --op matmul, qmatmul and attention");
+  namespace b = vkgate::bench;
+  // What the flags alone can refuse is refused before a device opens (seconds on a GPU, more under validation).
+  static const std::vector<std::string> kOps{"matmul", "qmatmul", "attention", "rmsnorm", "topk",
+                                             "rope",   "softmax", "gate",      "gla",     "gdn"};
+  if (!op.empty() && std::find(kOps.begin(), kOps.end(), op) == kOps.end())
+    throw UsageError("bench: unknown --op '" + op + "' (matmul, qmatmul, attention, rmsnorm, topk, rope, softmax, gate, gla, gdn)");
+  if (op == "qmatmul" && !model.quant) throw UsageError("bench: --op qmatmul needs --quant T");
+  if (op == "matmul" && !tiles.empty() && prec != vkgate::Precision::fp16)
+    throw UsageError("bench: --tiles times the fp16 tensor-core kernels: add --dtype f16");
+  if (op == "attention" && !tiles.empty() && (prec != vkgate::Precision::fp16 || unfused))
+    throw UsageError("bench: --tiles times the fused fp16 tensor-core kernel: add --dtype f16, leave out --unfused");
+  if (op == "qmatmul" && !tiles.empty() && model.int8)
+    throw UsageError("bench: --tiles sweeps the decode kernels of fp activations: leave out --int8");
+  std::vector<b::GlaForm> forms;  // --op gla / gdn
+  if (gla_mode == "both") forms = {b::GlaForm::recurrent, b::GlaForm::chunk};
+  else if (gla_mode == "recurrent") forms = {b::GlaForm::recurrent};
+  else if (gla_mode == "chunk") forms = {b::GlaForm::chunk};
+  else if (gla_mode == "auto") forms = {b::GlaForm::automatic};
+  else throw UsageError("bench: --mode must be recurrent, chunk, auto or both, got '" + gla_mode + "'");
   if (!text.tokenizer.empty() || !text.text_file.empty() || !text.write_text.empty()) {
     if (!op.empty() || block || !model.dir.empty() || !model.shape.empty())
       throw UsageError("bench: --tokenizer does not combine with --op, --block or --model");
@@ -246,18 +266,14 @@ int cmd_bench(Args& args) {
     cases.push_back(std::move(c));
   };
   if (!json) std::printf("device: %s\n", ctx.device().summary().c_str());
-  namespace b = vkgate::bench;
   if (op == "matmul" && !tiles.empty()) {
-    if (prec != vkgate::Precision::fp16) throw UsageError("bench: --tiles times the fp16 tensor-core kernels: add --dtype f16");
     for (auto& c : b::matmul_tiles(ctx, get("m", -1), get("n", -1), get("k", -1), opt, tiles)) add(std::move(c));
     if (!json) print_fastest(cases, 0);
   } else if (op == "matmul") {
     add(b::matmul(ctx, get("m", -1), get("n", -1), get("k", -1), prec, opt));
   } else if (op == "qmatmul") {
-    if (!model.quant) throw UsageError("bench: --op qmatmul needs --quant T");
     const int64_t M = get("m", -1), N = get("n", -1), K = get("k", -1);
     if (!tiles.empty()) {
-      if (model.int8) throw UsageError("bench: --tiles sweeps the decode kernels of fp activations: leave out --int8");
       for (auto& c : b::qmatmul_tiles(ctx, M, N, K, *model.quant, prec, opt, tiles)) add(std::move(c));
       if (!json) print_fastest(cases, 0);
     }
@@ -277,8 +293,6 @@ int cmd_bench(Args& args) {
   } else if (op == "attention") {
     const int64_t H = get("heads", -1);
     if (!tiles.empty()) {
-      if (prec != vkgate::Precision::fp16 || unfused)
-        throw UsageError("bench: --tiles times the fused fp16 tensor-core kernel: add --dtype f16, leave out --unfused");
       for (auto& c : b::attention_tiles(ctx, get("batch", 1), get("T", -1), H, get("kv-heads", H), get("head-dim", -1),
                                         get("causal", 1) != 0, opt, tiles))
         add(std::move(c));
@@ -300,12 +314,6 @@ int cmd_bench(Args& args) {
     const int64_t Dh = get("head-dim", -1);
     add(b::gate(ctx, get("rows", -1), get("heads", -1), Dh, get("gate-width", Dh), opt));
   } else if (op == "gla" || op == "gdn") {
-    std::vector<b::GlaForm> forms;
-    if (gla_mode == "both") forms = {b::GlaForm::recurrent, b::GlaForm::chunk};
-    else if (gla_mode == "recurrent") forms = {b::GlaForm::recurrent};
-    else if (gla_mode == "chunk") forms = {b::GlaForm::chunk};
-    else if (gla_mode == "auto") forms = {b::GlaForm::automatic};
-    else throw UsageError("bench: --mode must be recurrent, chunk, auto or both, got '" + gla_mode + "'");
     std::function<b::Case(int64_t, b::GlaForm)> run;
     if (op == "gla") {
       vkgate::GlaConfig g;
@@ -338,8 +346,6 @@ int cmd_bench(Args& args) {
                     double(rec.device_bytes) / (1 << 20), double(chunk.device_bytes) / (1 << 20));
       }
     }
-  } else if (!op.empty()) {
-    throw UsageError("bench: unknown --op '" + op + "' (matmul, qmatmul, attention, rmsnorm, topk, rope, softmax, gate, gla, gdn)");
   } else if (block) {
     const vkgate::BlockConfig cfg = config.empty() ? vkgate::BlockConfig::qwen3_next_attention() : vkgate::load_config(config);
     if (sweep) {

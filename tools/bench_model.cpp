@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,23 +142,27 @@ double self_check(Model& model, const std::vector<int64_t>& ids) {
 }  // namespace
 
 int bench_model(const ContextOptions& copts, const ModelBench& b) {
+  // A shape's config before the device opens: an unknown --model-shape or a bad --experts is bad usage, told at once.
+  std::optional<ModelConfig> shape;
+  std::string name = b.dir;
+  if (b.dir.empty()) {
+    shape = model_shape(b);
+    const ModelConfig full = model_shape(ModelBench{.shape = b.shape});
+    name = b.shape + " (random weights";
+    if (b.layers) name += "; " + std::to_string(shape->num_hidden_layers) + " of " + std::to_string(full.num_hidden_layers) + " layers";
+    if (b.experts) name += "; " + std::to_string(shape->moe.num_experts) + " of " + std::to_string(full.moe.num_experts) + " experts";
+    if (b.hidden) name += "; hidden " + std::to_string(shape->hidden_size()) + " of " + std::to_string(full.hidden_size());
+    if (b.vocab) name += "; vocab " + std::to_string(shape->vocab_size) + " of " + std::to_string(full.vocab_size);
+    name += ")";
+  }
   Context ctx(copts);
   const DType dtype = b.precision == Precision::fp32 ? DType::F32 : DType::F16;
   std::unique_ptr<Model> model;
-  std::string name = b.dir;
-  if (!b.dir.empty()) {
+  if (!shape) {
     model = std::make_unique<Model>(Model::load(ctx, b.dir, {b.precision, true, false, b.quant, b.int8}));
   } else {
-    const ModelConfig cfg = model_shape(b);
-    const ModelConfig full = model_shape(ModelBench{.shape = b.shape});
-    name = b.shape + " (random weights";
-    if (b.layers) name += "; " + std::to_string(cfg.num_hidden_layers) + " of " + std::to_string(full.num_hidden_layers) + " layers";
-    if (b.experts) name += "; " + std::to_string(cfg.moe.num_experts) + " of " + std::to_string(full.moe.num_experts) + " experts";
-    if (b.hidden) name += "; hidden " + std::to_string(cfg.hidden_size()) + " of " + std::to_string(full.hidden_size());
-    if (b.vocab) name += "; vocab " + std::to_string(cfg.vocab_size) + " of " + std::to_string(full.vocab_size);
-    name += ")";
-    const RandomTensors w(cfg, dtype);
-    model = std::make_unique<Model>(ctx, cfg, w.map, ModelOptions{b.precision, false, false, b.quant, b.int8});
+    const RandomTensors w(*shape, dtype);
+    model = std::make_unique<Model>(ctx, *shape, w.map, ModelOptions{b.precision, false, false, b.quant, b.int8});
   }
   const ModelConfig& cfg = model->config();
   if (!b.json) {
