@@ -225,8 +225,11 @@ int cmd_bench(Args& args) {
   // What the flags alone can refuse is refused before a device opens (seconds on a GPU, more under validation).
   static const std::vector<std::string> kOps{"matmul", "qmatmul", "attention", "rmsnorm", "topk",
                                              "rope",   "softmax", "gate",      "gla",     "gdn"};
-  if (!op.empty() && std::find(kOps.begin(), kOps.end(), op) == kOps.end())
-    throw UsageError("bench: unknown --op '" + op + "' (matmul, qmatmul, attention, rmsnorm, topk, rope, softmax, gate, gla, gdn)");
+  if (!op.empty() && std::find(kOps.begin(), kOps.end(), op) == kOps.end()) {
+    std::string names;
+    for (const std::string& o : kOps) names += (names.empty() ? "" : ", ") + o;
+    throw UsageError("bench: unknown --op '" + op + "' (" + names + ")");
+  }
   if (op == "qmatmul" && !model.quant) throw UsageError("bench: --op qmatmul needs --quant T");
   if (op == "matmul" && !tiles.empty() && prec != vkgate::Precision::fp16)
     throw UsageError("bench: --tiles times the fp16 tensor-core kernels: add --dtype f16");
