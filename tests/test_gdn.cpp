@@ -31,7 +31,6 @@ using test::nmse;
 
 namespace {
 
-
 GdnConfig small_gdn(int nk, int r, int K) {
   GdnConfig c;
   c.hidden_size = 40;

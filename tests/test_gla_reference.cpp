@@ -44,8 +44,6 @@ std::string golden_path(const std::string& ext) { return test::golden_dir() + "/
 
 using test::random_floats;
 
-
-
 // x [B, T, width] -> tokens [from, from + count).
 template <class T>
 std::vector<T> token_slice(const std::vector<T>& x, int64_t B, int64_t tokens, int64_t width, int64_t from,

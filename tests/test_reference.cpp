@@ -42,7 +42,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 using test::random_floats;
 
-
 // ---- golden cases ----
 
 // x [B, N, S, Dh] -> positions [from, from + count) of the sequence axis.
@@ -413,7 +412,6 @@ reference::Result run(const BlockConfig& cfg, const Tensors& w, std::span<const 
   reference::Inputs in{.hidden = x, .batch = kB, .tokens = int64_t(x.size()) / (kB * cfg.hidden_size)};
   return run(cfg, w, in);
 }
-
 
 // `blocks` blocks of `width`: entry i of block b comes from entry within[i] of
 // block outer[b] (an empty map is the identity).

@@ -73,7 +73,6 @@ using nlohmann::json;
 
 constexpr const char* kMixer = "gated_deltanet";
 
-
 bool names_gdn(const json& root) {
   const auto it = root.find("mixer");
   return it != root.end() && *it == kMixer;

@@ -216,7 +216,6 @@ AttentionOut attention_d(std::span<const double> q, std::span<const double> k,
   return r;
 }
 
-
 Vec activate_d(std::span<const double> z, GateActivation activation) {
   Vec s(z.begin(), z.end());
   for (double& v : s) {
