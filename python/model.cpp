@@ -61,7 +61,7 @@ ModelOptions model_options(const py::handle& precision, const py::handle& check_
     o.quant = parse_quant(name);
     if (!o.quant)
       fail(ErrorCode::invalid_argument, "quant: expected None or one of 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', "
-                                        "'q4_k', 'q5_k', 'q6_k', got '" + name + "'");
+                                        "'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', got '" + name + "'");
   }
   return o;
 }
@@ -246,8 +246,8 @@ void bind_model(py::module_& m) {
                       "Model(ctx, config, weights, precision='fp32', check_finite=True, ignore_context_limit=False,\n"
                       "quant=None): a vkgate.ModelConfig and a dict {full Hugging Face name: float32/float16 array}\n"
                       "(vkgate.expected_model_weights). ignore_context_limit: run past context_limit. quant: None or\n"
-                      "'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q4_k', 'q5_k', 'q6_k': the float linear weights\n"
-                      "(projections, experts, an untied lm_head) quantized to that block format on load.\n"
+                      "'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs':\n"
+                      "the float linear weights (projections, experts, an untied lm_head) quantized to that block format on load.\n"
                       "One Model is used by one thread at a time.")
       .def_static(
           "load",

@@ -6,7 +6,8 @@
 // The includer provides, before `#include "blocks.glsl"`:
 //   FMT            a constant uint (a specialization constant): ggml's type id
 //                  — F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8,
-//                  Q4_K 12, Q5_K 13, Q6_K 14, BF16 30
+//                  Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20,
+//                  IQ4_XS 23, BF16 30
 //   BLOCK_WORD(i)  a macro: word i of the weights (a storage-buffer element,
 //                  or texelFetch of an R32_UINT texel view)
 //   BLOCK_PRECISE  (optional) `precise` to keep the driver from fusing
@@ -20,7 +21,7 @@
 //                              at byte `row`, as two vec4
 //   block_byte, block_half, block_u32   the byte readers dequant8 uses
 //
-// Alignment: blocks of 18, 22, 34 or 210 bytes leave a row only 2-byte
+// Alignment: blocks of 18, 22, 34, 110 or 210 bytes leave a row only 2-byte
 // aligned, so 4-byte reads take the bytes from the words around them, and
 // may read past a row's last block (slices: the 16-byte units around it):
 // the host pads the buffer (ops::qmatmul_padding). Rows of F32, F16 and BF16
@@ -28,17 +29,23 @@
 #ifndef VKGATE_BLOCKS_GLSL
 #define VKGATE_BLOCKS_GLSL
 
-const uint BLOCK_ELEMS = (FMT == 0u || FMT == 1u || FMT == 30u) ? 8u : (FMT >= 12u && FMT <= 14u) ? 256u : 32u;
+const uint BLOCK_ELEMS = (FMT == 0u || FMT == 1u || FMT == 30u)            ? 8u
+                       : ((FMT >= 10u && FMT <= 14u) || FMT == 23u) ? 256u
+                                                                    : 32u;
 const uint BLOCK_BYTES = FMT == 0u  ? 32u
                        : FMT == 1u  ? 16u
                        : FMT == 30u ? 16u
                        : FMT == 2u  ? 18u
+                       : FMT == 20u ? 18u
                        : FMT == 3u  ? 20u
                        : FMT == 6u  ? 22u
                        : FMT == 7u  ? 24u
                        : FMT == 8u  ? 34u
                        : FMT == 12u ? 144u
                        : FMT == 13u ? 176u
+                       : FMT == 10u ? 84u
+                       : FMT == 11u ? 110u
+                       : FMT == 23u ? 136u
                                     : 210u;
 
 // Byte b, the fp16 at (even) byte b, the 4 bytes from b (little-endian, any alignment).
@@ -74,6 +81,35 @@ vec2 block_scale_min_k4(uint at, uint sub) {
   if (sub < 4u) return vec2(block_byte(at + sub) & 63u, block_byte(at + sub + 4u) & 63u);
   const uint packed = block_byte(at + sub + 4u);
   return vec2((packed & 15u) | ((block_byte(at + sub - 4u) >> 6) << 4), (packed >> 4) | ((block_byte(at + sub) >> 6) << 4));
+}
+
+// Q3_K's 6-bit scale of sub-block s (0..15) from its 12 bytes at `at`: the
+// low 4 bits in the low (s < 8) or high nibble of byte s % 8, the top 2 at
+// bit 2·(s / 4) of byte 8 + s % 4; stored with an offset of 32.
+float block_q3k_scale(uint at, uint s) {
+  const uint low = (block_byte(at + (s & 7u)) >> ((s >> 3) << 2)) & 15u;
+  const uint high = (block_byte(at + 8u + (s & 3u)) >> ((s >> 2) << 1)) & 3u;
+  return float(int(low | (high << 4)) - 32);
+}
+
+// IQ4_NL and IQ4_XS: a 4-bit code is an index into a table of 16 int8
+// (ggml's kvalues_iq4nl: −127, −104, −83, −65, −49, −35, −22, −10, 1, 13, 25,
+// 38, 53, 69, 89, 113), a grid denser near zero. Packed 4 per word in one
+// vector, so a lookup is a dynamic component and a shift: an array indexed
+// at run time would go to per-lane memory on some GPUs.
+const uvec4 IQ4_VALUES = uvec4(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
+float block_iq4_value(uint code) { return float(int(IQ4_VALUES[code >> 2] << (24u - ((code & 3u) << 3))) >> 24); }
+// The table values of the nibbles at `shift` (0 or 4) of the four bytes of u.
+vec4 block_iq4(uint u, uint shift) {
+  const uvec4 i = (uvec4(u, u >> 8, u >> 16, u >> 24) >> shift) & 15u;
+  return vec4(block_iq4_value(i.x), block_iq4_value(i.y), block_iq4_value(i.z), block_iq4_value(i.w));
+}
+// IQ4_XS's 6-bit scale of sub-block s (0..7) of the block at b, less its offset of 32:
+// the low nibble of byte 4 + s / 2 (the high one for odd s), the top 2 bits at bit 2s of the uint16 at 2.
+float block_iq4xs_scale(uint b, uint s) {
+  const uint low = (block_byte(b + 4u + (s >> 1)) >> ((s & 1u) << 2)) & 15u;
+  const uint high = (block_u32(b + 2u) >> (2u * s)) & 3u;
+  return float(int(low | (high << 4)) - 32);
 }
 
 #ifndef BLOCK_PRECISE
@@ -144,6 +180,38 @@ void dequant8(uint row, uint c, BLOCK_PRECISE out vec4 lo, BLOCK_PRECISE out vec
     }
     lo = scale * q0 - shift;
     hi = scale * q1 - shift;
+  } else if (FMT == 10u || FMT == 11u) {
+    // Q2_K (scales[16], qs[64], fp16 d, dmin) and Q3_K (hmask[32], qs[64],
+    // scales[12], fp16 d): two halves of 128 elements, quarter t of half h
+    // taking bits 2t, 2t+1 of qs[32h + l] for element l (0..31); its two
+    // sub-blocks of 16 are 8h + 2t and 8h + 2t + 1. Q2_K: x = d·(sc & 15)·q
+    // − dmin·(sc >> 4). Q3_K: x = d·(sc − 32)·(q − 4), q's third bit at bit
+    // 4h + t of hmask[l].
+    const uint half_ = j >> 4, quarter = (j >> 2) & 3u, l = (j & 3u) << 3, sub = 8u * half_ + 2u * quarter + (l >> 4);
+    const uint qs = b + (FMT == 10u ? 16u : 32u) + 32u * half_ + l;
+    vec4 q0 = block_crumbs(block_u32(qs), 2u * quarter), q1 = block_crumbs(block_u32(qs + 4u), 2u * quarter);
+    if (FMT == 10u) {
+      const uint sc = block_byte(b + sub);
+      const float dl = block_half(b + 80u) * float(sc & 15u), ml = block_half(b + 82u) * float(sc >> 4);
+      lo = dl * q0 - ml;
+      hi = dl * q1 - ml;
+    } else {
+      const uint bit = 4u * half_ + quarter;
+      q0 += 4.0 * block_bit_of_bytes(block_u32(b + l), bit) - 4.0;
+      q1 += 4.0 * block_bit_of_bytes(block_u32(b + l + 4u), bit) - 4.0;
+      const float dl = block_half(b + 108u) * block_q3k_scale(b + 96u, sub);
+      lo = dl * q0;
+      hi = dl * q1;
+    }
+  } else if (FMT == 20u || FMT == 23u) {
+    // IQ4_NL (d, qs[16]) is Q4_0's block with x = d·table[q]; IQ4_XS (d,
+    // scales_h, scales_l[4], qs[128]) 8 such sub-blocks of 32 under one d,
+    // x = d·(sc − 32)·table[q].
+    const uint sub = FMT == 20u ? 0u : j >> 2, k = j & 3u;
+    const uint qs = b + (FMT == 20u ? 2u : 8u + 16u * sub) + 8u * (k & 1u), shift = k < 2u ? 0u : 4u;
+    const float dl = FMT == 20u ? block_half(b) : block_half(b) * block_iq4xs_scale(b, sub);
+    lo = dl * block_iq4(block_u32(qs), shift);
+    hi = dl * block_iq4(block_u32(qs + 4u), shift);
   } else {
     // Q6_K: ql[128], qh[64], int8 scales[16], fp16 d. Two halves of 128
     // elements (ql 64 bytes, qh 32, scales 8 each); quarter q of a half takes
@@ -268,6 +336,39 @@ void block_slice(uint row, uint s, out vec4 q[8], out vec2 a, out vec2 c) {
         q[i + 4u] += 16.0 * block_bit_of_bytes(h1[i], sub);
       }
     }
+  } else if (FMT == 10u || FMT == 11u) {
+    // Q2_K, Q3_K (see dequant8): slice t of a super-block is quarter t % 4 of
+    // half t / 4, its halves sub-blocks 2t and 2t + 1. Q3_K's q − 4 is taken
+    // as q + 4·bit with c = −4a.
+    const uint b = row + BLOCK_BYTES * (s >> 3), t = s & 7u, half_ = t >> 2, crumb = 2u * (t & 3u);
+    const uint qs = b + (FMT == 10u ? 16u : 32u) + 32u * half_;
+    slice_load(qs, 9u);
+    [[unroll]] for (uint i = 0; i < 8u; ++i) q[i] = block_crumbs(slice_u32(qs, 4u * i), crumb);
+    if (FMT == 10u) {
+      const uint sc = block_u32(b + 2u * t);
+      const vec2 dm = unpackHalf2x16(block_u32(b + 80u));
+      a = dm.x * vec2(sc & 15u, (sc >> 8) & 15u);
+      c = -dm.y * vec2((sc >> 4) & 15u, (sc >> 12) & 15u);
+    } else {
+      slice_load(b, 9u);
+      [[unroll]] for (uint i = 0; i < 8u; ++i) q[i] += 4.0 * block_bit_of_bytes(slice_u32(b, 4u * i), t);
+      a = block_half(b + 108u) * vec2(block_q3k_scale(b + 96u, 2u * t), block_q3k_scale(b + 96u, 2u * t + 1u));
+      c = -4.0 * a;
+    }
+  } else if (FMT == 20u || FMT == 23u) {
+    // IQ4_NL, IQ4_XS (see dequant8): slice s is block s (IQ4_NL) or
+    // sub-block s % 8 of super-block s / 8: 16 bytes of codes, low nibbles
+    // the first 16 elements, high nibbles the rest.
+    const uint b = row + BLOCK_BYTES * (FMT == 20u ? s : s >> 3), t = s & 7u;
+    const uint qs = b + (FMT == 20u ? 2u : 8u + 16u * t);
+    slice_load(qs, 5u);
+    [[unroll]] for (uint i = 0; i < 4u; ++i) {
+      const uint u = slice_u32(qs, 4u * i);
+      q[i] = block_iq4(u, 0u);
+      q[i + 4u] = block_iq4(u, 4u);
+    }
+    a = vec2(FMT == 20u ? block_half(b) : block_half(b) * block_iq4xs_scale(b, t));
+    c = vec2(0.0);
   } else {
     // Q6_K (see dequant8): slice t of a super-block is quarter t % 4 of half
     // t / 4: 32 bytes of ql (low or high nibbles), 32 of qh (bits 2·quarter),

@@ -28,6 +28,10 @@ const char* to_string(DType dtype) noexcept {
     case DType::Q4_K: return "Q4_K";
     case DType::Q5_K: return "Q5_K";
     case DType::Q6_K: return "Q6_K";
+    case DType::Q2_K: return "Q2_K";
+    case DType::Q3_K: return "Q3_K";
+    case DType::IQ4_NL: return "IQ4_NL";
+    case DType::IQ4_XS: return "IQ4_XS";
   }
   return "?";
 }
@@ -51,12 +55,27 @@ size_t dtype_size(DType dtype) noexcept {
 }
 
 size_t block_elements(DType dtype) noexcept {
-  if (!is_quantized(dtype)) return 1;
-  return dtype >= DType::Q4_K ? 256 : 32;
+  switch (dtype) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL: return 32;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_XS: return 256;
+    default: return 1;
+  }
 }
 
 // ggml's block structs: fp16 scale (and min) then the packed quants; the
-// k-quants' super-blocks add 6-bit sub-block scales (Q4_K, Q5_K) or 8-bit ones (Q6_K).
+// k-quants' super-blocks add 6-bit sub-block scales (Q4_K, Q5_K, Q3_K),
+// 8-bit ones (Q6_K) or 4-bit scale and min pairs (Q2_K); IQ4_NL is Q4_0's
+// layout, IQ4_XS a super-block of 6-bit scales over IQ4_NL's nibbles.
 size_t block_bytes(DType dtype) noexcept {
   switch (dtype) {
     case DType::Q8_0: return 2 + 32;
@@ -67,6 +86,10 @@ size_t block_bytes(DType dtype) noexcept {
     case DType::Q4_K: return 4 + 12 + 128;
     case DType::Q5_K: return 4 + 12 + 32 + 128;
     case DType::Q6_K: return 128 + 64 + 16 + 2;
+    case DType::Q2_K: return 16 + 64 + 2 + 2;
+    case DType::Q3_K: return 32 + 64 + 12 + 2;
+    case DType::IQ4_NL: return 2 + 16;
+    case DType::IQ4_XS: return 2 + 2 + 4 + 128;
     default: return dtype_size(dtype);
   }
 }

@@ -17,6 +17,8 @@
 //   NaNs keep their payload here where ggml gives 0x7e00.
 // - nearest_int (the k-quants): x + 1.5·2^23 in fp32 then the low mantissa
 //   bits, i.e. round half to even for |x| < 2^22; reproduced by round_even().
+// - best_index_int8 (IQ4_NL, IQ4_XS): the nearest value of the 16-entry table,
+//   a tie going to the larger; nearest_iq4_index().
 // - Q8_0 uses roundf (half away from zero), Q4_*/Q5_* truncate x + 8.5 etc.,
 //   through C's float -> int8_t/uint8_t conversions: x86 compilers emit a
 //   32-bit cvttss2si and keep the low byte. to_byte() does the same without
@@ -272,15 +274,19 @@ void dequant_k_4_5(const uint8_t* b, float* y) {
   }
 }
 
-// ggml's make_qkx2_quants (use_mad = false): fit x ≈ scale·L − min over
-// 32 elements with weights w, L in [0, nmax], trying nstep + 1 inverse scales
+// ggml's make_qkx2_quants: fit x ≈ scale·L − min over n elements with
+// weights w, L in [0, nmax], trying nstep + 1 inverse scales
 // (rmin + rdelta·i + nmax)/(max − min) by weighted least squares and keeping
-// each trial that lowers the weighted squared error. Returns the scale;
-// `min_out` gets the (non-negative) subtracted min. The trials run in order:
-// a kept trial's min shifts the grid of every later one.
+// each trial that lowers the weighted error, squared (Q4_K, Q5_K) or absolute
+// (Q2_K: ggml's use_mad). Returns the scale; `min_out` gets the
+// (non-negative) subtracted min. The trials run in order: a kept trial's min
+// shifts the grid of every later one.
+enum class Loss { squared, absolute };
+
+template <int n, Loss kLoss>
 float fit_scale_min(const float* x, const float* w, int nmax, float rmin, float rdelta, int nstep, uint8_t* L,
                     float* min_out) {
-  constexpr int n = 32;
+  auto loss = [](float diff) { return kLoss == Loss::squared ? diff * diff : std::fabs(diff); };
   float min = x[0], max = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -301,8 +307,7 @@ float fit_scale_min(const float* x, const float* w, int nmax, float rmin, float 
   float best_error = 0;
   for (int i = 0; i < n; ++i) {
     L[i] = uint8_t(std::clamp(round_even(iscale * (x[i] - min)), 0, nmax));
-    const float diff = scale * float(L[i]) + min - x[i];
-    best_error += w[i] * (diff * diff);
+    best_error += w[i] * loss(scale * float(L[i]) + min - x[i]);
   }
   uint8_t trial[n];
   for (int step = 0; step <= nstep; ++step) {
@@ -325,10 +330,7 @@ float fit_scale_min(const float* x, const float* w, int nmax, float rmin, float 
       this_scale = sum_xl / sum_l2;
     }
     float error = 0;
-    for (int i = 0; i < n; ++i) {
-      const float diff = this_scale * float(trial[i]) + this_min - x[i];
-      error += w[i] * (diff * diff);
-    }
+    for (int i = 0; i < n; ++i) error += w[i] * loss(this_scale * float(trial[i]) + this_min - x[i]);
     if (error < best_error) {
       std::copy(trial, trial + n, L);
       best_error = error;
@@ -357,7 +359,7 @@ void quant_k_4_5(const float* x, uint8_t* b) {
     for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-    scales[s] = fit_scale_min(xs, w, nmax, rmin, 0.1f, nstep, L + 32 * s, &mins[s]);
+    scales[s] = fit_scale_min<32, Loss::squared>(xs, w, nmax, rmin, 0.1f, nstep, L + 32 * s, &mins[s]);
     if (scales[s] > max_scale) max_scale = scales[s];
     if (mins[s] > max_min) max_min = mins[s];
   }
@@ -509,31 +511,374 @@ void quant_q6_k(const float* x, uint8_t* b) {
   }
 }
 
+// ---- Q2_K: 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit quants, fp16 d, dmin ----
+// Sub-block s (16 elements) is x = d·(sc[s] & 15)·q − dmin·(sc[s] >> 4).
+// Each 128 elements share 32 bytes of qs: element 128·h + 32·j + l has its
+// 2 bits at bit 2j of qs[32·h + l]; its sub-block is 8·h + 2·j + l / 16.
+
+// The 2-bit quants (0..3) in that layout; Q3_K's low 2 bits use it too.
+void pack_2bit(const uint8_t* L, uint8_t* qs) {
+  for (int h = 0; h < 2; ++h, L += 128, qs += 32) {
+    for (int l = 0; l < 32; ++l) qs[l] = uint8_t(L[l] | (L[l + 32] << 2) | (L[l + 64] << 4) | (L[l + 96] << 6));
+  }
+}
+
+void dequant_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* qs = b + 16;
+  const float d = load_half(b + 80), dmin = load_half(b + 82);
+  for (int h = 0; h < 2; ++h, qs += 32) {
+    for (int j = 0; j < 4; ++j) {
+      for (int part = 0; part < 2; ++part) {
+        const uint8_t sc = *scales++;
+        const float dl = d * float(sc & 0x0f), ml = dmin * float(sc >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * float((qs[16 * part + l] >> (2 * j)) & 3) - ml;
+      }
+    }
+  }
+}
+
+// quantize_row_q2_K_ref for one super-block: fit each 16-element sub-block by
+// weighted absolute error (weights |x|), quantize the 16 scales and 16 mins to
+// 4 bits against their maxima, then requantize against the stored ones.
+void quant_q2_k(const float* x, uint8_t* b) {
+  uint8_t L[kSuperBlock];
+  float scales[16], mins[16], w[16];
+  float max_scale = 0, max_min = 0;
+  for (int s = 0; s < 16; ++s) {
+    const float* xs = x + 16 * s;
+    for (int l = 0; l < 16; ++l) w[l] = std::fabs(xs[l]);
+    scales[s] = fit_scale_min<16, Loss::absolute>(xs, w, 3, -0.5f, 0.1f, 15, L + 16 * s, &mins[s]);
+    if (scales[s] > max_scale) max_scale = scales[s];
+    if (mins[s] > max_min) max_min = mins[s];
+  }
+  // As ggml: nearest_int's results go in unclamped, the scale's as the low
+  // byte and the min's shifted left by 4 and ORed in.
+  uint8_t* sc = b;
+  std::memset(sc, 0, 16);
+  if (max_scale > 0) {
+    const float iscale = 15.f / max_scale;
+    for (int s = 0; s < 16; ++s) sc[s] = uint8_t(round_even(iscale * scales[s]));
+  }
+  if (max_min > 0) {
+    const float iscale = 15.f / max_min;
+    for (int s = 0; s < 16; ++s) sc[s] = uint8_t(sc[s] | (uint32_t(round_even(iscale * mins[s])) << 4));
+  }
+  store_half(b + 80, max_scale / 15.f);
+  store_half(b + 82, max_min / 15.f);
+
+  const float d_super = load_half(b + 80), dmin_super = load_half(b + 82);
+  for (int s = 0; s < 16; ++s) {
+    const float d = d_super * float(sc[s] & 0x0f);
+    if (d == 0.0f) continue;  // keeps the fit's quants, as ggml does
+    const float dm = dmin_super * float(sc[s] >> 4);
+    for (int l = 0; l < 16; ++l) L[16 * s + l] = uint8_t(std::clamp(round_even((x[16 * s + l] + dm) / d), 0, 3));
+  }
+  pack_2bit(L, b + 16);
+}
+
+// ---- Q3_K: 32 bytes hmask, 64 bytes of 2-bit quants, 12 bytes of 6-bit scales, fp16 d ----
+// Sub-block s (16 elements) is x = d·(sc[s] − 32)·(q − 4), q of 3 bits:
+// the low 2 as Q2_K's, the third bit of element e at bit e / 32 of
+// hmask[e % 32]. sc[s]'s low 4 bits are the low (s < 8) or high nibble of
+// byte s % 8, its top 2 bits at bit 2·(s / 4) of byte 8 + s % 4.
+
+int q3_k_scale(const uint8_t* scales, int s) {
+  const int low = (scales[s % 8] >> (4 * (s / 8))) & 0x0f, high = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+void dequant_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* qs = b + 32;
+  const float d = load_half(b + 108);
+  for (int h = 0; h < 2; ++h, qs += 32) {
+    for (int j = 0; j < 4; ++j) {
+      for (int part = 0; part < 2; ++part) {
+        const float dl = d * float(q3_k_scale(b + 96, 8 * h + 2 * j + part));
+        for (int l = 16 * part; l < 16 * part + 16; ++l) {
+          const int high = (hmask[l] >> (4 * h + j)) & 1;
+          *y++ = dl * float(((qs[l] >> (2 * j)) & 3) - (high ? 0 : 4));
+        }
+      }
+    }
+  }
+}
+
+// ggml's make_q3_quants with do_rmse: L = nearest(−nmax/max · x) in
+// [−nmax, nmax), then up to 5 passes of coordinate descent on the weighted
+// (x²) least-squares fit, each element in turn moved to its best level while
+// that improves the fit. Returns the scale; L gets values in [0, 2·nmax)
+// (all 0 for a sub-block below GROUP_MAX_EPS).
+float fit_q3_scale(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 4;
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t(0));
+    return 0.0f;
+  }
+  const float iscale = float(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::clamp(round_even(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = int8_t(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * float(l);
+    suml2 += w * float(l) * float(l);
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * float(L[i]);
+      if (!(slx > 0)) continue;
+      float sl2 = suml2 - w * float(L[i]) * float(L[i]);
+      const int l = std::clamp(round_even(x[i] * sl2 / slx), -nmax, nmax - 1);
+      if (l == L[i]) continue;
+      slx += w * x[i] * float(l);
+      sl2 += w * float(l) * float(l);
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = int8_t(l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = int8_t(L[i] + nmax);
+  return suml2 > 0 ? sumlx / suml2 : 0.0f;
+}
+
+// quantize_row_q3_K_ref for one super-block: fit each 16-element sub-block,
+// quantize the 16 scales to 6 bits against the one of largest magnitude
+// (d = −max/32, so that one is −32), then requantize against the stored ones.
+void quant_q3_k(const float* x, uint8_t* b) {
+  int8_t L[kSuperBlock];
+  float scales[16];
+  float max_scale = 0, amax = 0;
+  for (int s = 0; s < 16; ++s) {
+    scales[s] = fit_q3_scale(x + 16 * s, L + 16 * s);
+    if (std::fabs(scales[s]) > amax) {
+      amax = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  std::memset(b, 0, 110);
+  uint8_t* packed = b + 96;
+  if (max_scale != 0.0f) {
+    const float iscale = -32.f / max_scale;
+    for (int s = 0; s < 16; ++s) {
+      // ggml stores nearest_int's result in an int8_t before clamping.
+      const int l = std::clamp(int(int8_t(round_even(iscale * scales[s]))), -32, 31) + 32;
+      packed[s % 8] = uint8_t(packed[s % 8] | ((l & 0x0f) << (4 * (s / 8))));
+      packed[8 + s % 4] = uint8_t(packed[8 + s % 4] | ((l >> 4) << (2 * (s / 4))));
+    }
+    store_half(b + 108, 1 / iscale);
+  }
+
+  const float d_super = load_half(b + 108);
+  for (int s = 0; s < 16; ++s) {
+    const float d = d_super * float(q3_k_scale(packed, s));
+    if (d == 0.0f) continue;  // keeps the fit's quants, as ggml does
+    for (int l = 0; l < 16; ++l) L[16 * s + l] = int8_t(std::clamp(round_even(x[16 * s + l] / d), -4, 3) + 4);
+  }
+
+  uint8_t low[kSuperBlock];
+  for (int e = 0; e < kSuperBlock; ++e) {
+    low[e] = uint8_t(L[e] & 3);
+    if (L[e] > 3) b[e % 32] = uint8_t(b[e % 32] | (1 << (e / 32)));
+  }
+  pack_2bit(low, b + 32);
+}
+
+// ---- IQ4_NL, IQ4_XS: 4-bit codes into ggml's kvalues_iq4nl ----
+// IQ4_NL is Q4_0's block (fp16 d, 16 bytes of nibbles) with x = d·table[q].
+// IQ4_XS: fp16 d, a uint16 of the scales' top 2 bits (bits 2s, 2s + 1),
+// 4 bytes of their low nibbles (sub-block s in byte s / 2, low nibble for
+// even s), then 8 sub-blocks of IQ4_NL nibbles: x = d·(sc[s] − 32)·table[q].
+
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+void dequant_iq4_nibbles(float dl, const uint8_t* qs, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = dl * float(kIq4Values[qs[j] & 0x0f]);
+    y[j + 16] = dl * float(kIq4Values[qs[j] >> 4]);
+  }
+}
+
+void dequant_iq4_nl(const uint8_t* b, float* y) { dequant_iq4_nibbles(load_half(b), b + 2, y); }
+
+int iq4_xs_scale(const uint8_t* b, int s) {
+  const int high = ((b[2] | (b[3] << 8)) >> (2 * s)) & 3, low = (b[4 + s / 2] >> (4 * (s % 2))) & 0x0f;
+  return (low | (high << 4)) - 32;
+}
+
+void dequant_iq4_xs(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int s = 0; s < 8; ++s) dequant_iq4_nibbles(d * float(iq4_xs_scale(b, s)), b + 8 + 16 * s, y + 32 * s);
+}
+
+// ggml's best_index_int8 over the table: the nearest value's index, a tie
+// going to the larger value.
+int nearest_iq4_index(float x) {
+  if (x <= float(kIq4Values[0])) return 0;
+  if (x >= float(kIq4Values[15])) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (x < float(kIq4Values[mid])) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return x - float(kIq4Values[hi - 1]) < float(kIq4Values[hi]) - x ? hi - 1 : hi;
+}
+
+// One 32-element block of ggml's quantize_row_iq4_nl_impl without importance
+// weights (w = x²): codes for d = max/−127 (ntry ≤ 0) or −max/−127, the
+// least-squares d for them, then for t in [−ntry, ntry] the least-squares d of
+// the codes for inverse scale (t − 127)/max, keeping the best fit. Returns d
+// and (from the first fit only) the codes in L; a block below GROUP_MAX_EPS
+// returns 0 and leaves L as it was.
+float fit_iq4_block(const float* x, int ntry, uint8_t* L) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  if (amax < kGroupMaxEps) return 0.0f;
+  const float table0 = kIq4Values[0];
+  float d = ntry > 0 ? -max / table0 : max / table0;
+  float id = 1 / d;
+  float sumqx = 0, sumq2 = 0;
+  for (int j = 0; j < 32; ++j) {
+    L[j] = uint8_t(nearest_iq4_index(id * x[j]));
+    const float q = kIq4Values[L[j]], w = x[j] * x[j];
+    sumqx += w * q * x[j];
+    sumq2 += w * q * q;
+  }
+  d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+  float best = d * sumqx;
+  for (int t = -ntry; t <= ntry; ++t) {
+    id = float(t + kIq4Values[0]) / max;
+    sumqx = sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float q = kIq4Values[nearest_iq4_index(id * x[j])], w = x[j] * x[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+void pack_iq4_nibbles(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = pack_nibbles(L[j], L[j + 16]);
+}
+
+// quantize_row_iq4_nl_ref: each block fitted alone (ntry = −1: no trials, no
+// requantization). ggml keeps one code buffer for the whole row and a block
+// below GROUP_MAX_EPS does not write it, so such a block stores d = 0 with the
+// codes of the block before it (uninitialized memory in ggml for a row's
+// first block; zeros here).
+void quant_iq4_nl_row(const float* x, uint8_t* b, size_t blocks) {
+  uint8_t L[32] = {};
+  for (size_t i = 0; i < blocks; ++i, x += 32, b += 18) {
+    store_half(b, fit_iq4_block(x, -1, L));
+    pack_iq4_nibbles(L, b + 2);
+  }
+}
+
+// quantize_row_iq4_xs_ref (quantize_iq4_xs without importance weights) for
+// one super-block: fit each block (ntry = 7), quantize the 8 scales to 6 bits
+// against the one of largest magnitude (d = −max/32), then recode every block
+// against its 6-bit scale times d in fp32, not the stored fp16 d.
+void quant_iq4_xs(const float* x, uint8_t* b) {
+  uint8_t L[32];
+  float scales[8];
+  float max_scale = 0, amax_scale = 0;
+  for (int s = 0; s < 8; ++s) {
+    scales[s] = fit_iq4_block(x + 32 * s, 7, L);
+    if (std::fabs(scales[s]) > amax_scale) {
+      amax_scale = std::fabs(scales[s]);
+      max_scale = scales[s];
+    }
+  }
+  const float d = -max_scale / 32;  // −0 for an all-zero super-block: stored as 0x8000
+  store_half(b, d);
+  const float id = d != 0.0f ? 1 / d : 0.0f;
+  uint32_t scales_h = 0;
+  std::memset(b + 4, 0, 4);
+  for (int s = 0; s < 8; ++s) {
+    const int l = std::clamp(round_even(id * scales[s]), -32, 31);
+    const float dl = d * float(l);
+    const float idl = dl != 0.0f ? 1 / dl : 0.0f;
+    for (int j = 0; j < 32; ++j) L[j] = uint8_t(nearest_iq4_index(idl * x[32 * s + j]));
+    pack_iq4_nibbles(L, b + 8 + 16 * s);
+    b[4 + s / 2] = uint8_t(b[4 + s / 2] | (((l + 32) & 0x0f) << (4 * (s % 2))));
+    scales_h |= uint32_t((l + 32) >> 4) << (2 * s);
+  }
+  b[2] = uint8_t(scales_h & 0xff);
+  b[3] = uint8_t(scales_h >> 8);
+}
+
 // ---- dispatch ----
 
+// ggml's reference quantizers run over a row; all but IQ4_NL's treat each block alone.
+template <DType kType, void (*kQuantBlock)(const float*, uint8_t*)>
+void each_block(const float* x, uint8_t* b, size_t blocks) {
+  const size_t n = block_elements(kType), bytes = block_bytes(kType);
+  for (size_t i = 0; i < blocks; ++i) kQuantBlock(x + i * n, b + i * bytes);
+}
+
 struct Codec {
-  void (*dequant)(const uint8_t*, float*);
-  void (*quant)(const float*, uint8_t*);
+  void (*dequant)(const uint8_t* block, float* y);
+  void (*quant)(const float* x, uint8_t* blocks, size_t count);
 };
 
 Codec codec_of(DType dtype) {
-  switch (dtype) {
-    case DType::Q8_0: return {dequant_q8_0, quant_q8_0};
-    case DType::Q4_0: return {dequant_q4_0, quant_q4_0};
-    case DType::Q4_1: return {dequant_q4_1, quant_q4_1};
-    case DType::Q5_0: return {dequant_q5_0, quant_q5_0};
-    case DType::Q5_1: return {dequant_q5_1, quant_q5_1};
-    case DType::Q4_K: return {dequant_k_4_5<false>, quant_k_4_5<false>};
-    case DType::Q5_K: return {dequant_k_4_5<true>, quant_k_4_5<true>};
-    case DType::Q6_K: return {dequant_q6_k, quant_q6_k};
-    default: return {nullptr, nullptr};
+  switch (dtype) {  // no default: -Wswitch names a DType added without its codec
+    case DType::Q8_0: return {dequant_q8_0, each_block<DType::Q8_0, quant_q8_0>};
+    case DType::Q4_0: return {dequant_q4_0, each_block<DType::Q4_0, quant_q4_0>};
+    case DType::Q4_1: return {dequant_q4_1, each_block<DType::Q4_1, quant_q4_1>};
+    case DType::Q5_0: return {dequant_q5_0, each_block<DType::Q5_0, quant_q5_0>};
+    case DType::Q5_1: return {dequant_q5_1, each_block<DType::Q5_1, quant_q5_1>};
+    case DType::Q4_K: return {dequant_k_4_5<false>, each_block<DType::Q4_K, quant_k_4_5<false>>};
+    case DType::Q5_K: return {dequant_k_4_5<true>, each_block<DType::Q5_K, quant_k_4_5<true>>};
+    case DType::Q6_K: return {dequant_q6_k, each_block<DType::Q6_K, quant_q6_k>};
+    case DType::Q2_K: return {dequant_q2_k, each_block<DType::Q2_K, quant_q2_k>};
+    case DType::Q3_K: return {dequant_q3_k, each_block<DType::Q3_K, quant_q3_k>};
+    case DType::IQ4_NL: return {dequant_iq4_nl, quant_iq4_nl_row};
+    case DType::IQ4_XS: return {dequant_iq4_xs, each_block<DType::IQ4_XS, quant_iq4_xs>};
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::F64:
+    case DType::I64:
+    case DType::I32: break;
   }
+  return {nullptr, nullptr};  // not a block format: require_block_format refuses it first
 }
 
 void require_block_format(DType dtype, const char* what) {
   if (!is_quantized(dtype)) {
     throw Error(ErrorCode::invalid_argument, std::string(what) + ": " + to_string(dtype) +
-                                                 " is not a block format (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
+                                                 " is not a block format (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
   }
 }
 
@@ -575,9 +920,7 @@ std::vector<std::byte> quantize(DType dtype, std::span<const float> values) {
                                                  std::to_string(per_block) + " (its block size)");
   }
   std::vector<std::byte> blocks(values.size() / per_block * bytes);
-  const auto encode = codec_of(dtype).quant;
-  auto* out = reinterpret_cast<uint8_t*>(blocks.data());
-  for (size_t i = 0; i < values.size() / per_block; ++i) encode(values.data() + i * per_block, out + i * bytes);
+  codec_of(dtype).quant(values.data(), reinterpret_cast<uint8_t*>(blocks.data()), values.size() / per_block);
   return blocks;
 }
 

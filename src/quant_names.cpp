@@ -13,6 +13,7 @@ std::optional<DType> parse_quant(std::string_view name) noexcept {
   static constexpr std::pair<std::string_view, DType> kNames[] = {
       {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0},
       {"q5_1", DType::Q5_1}, {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K},
+      {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS},
   };
   for (const auto& [spelling, dtype] : kNames) {
     if (name.size() == spelling.size() &&
@@ -45,7 +46,8 @@ struct GgmlId {
 
 constexpr GgmlId kGgmlIds[] = {
     {DType::F32, 0},   {DType::F16, 1},   {DType::Q4_0, 2},  {DType::Q4_1, 3},  {DType::Q5_0, 6},
-    {DType::Q5_1, 7},  {DType::Q8_0, 8},  {DType::Q4_K, 12}, {DType::Q5_K, 13}, {DType::Q6_K, 14},
+    {DType::Q5_1, 7},  {DType::Q8_0, 8},  {DType::Q2_K, 10}, {DType::Q3_K, 11}, {DType::Q4_K, 12},
+    {DType::Q5_K, 13}, {DType::Q6_K, 14}, {DType::IQ4_NL, 20}, {DType::IQ4_XS, 23},
     {DType::I32, 26},  {DType::I64, 27},  {DType::F64, 28},  {DType::BF16, 30},
 };
 

@@ -32,8 +32,9 @@ using test::write_text;
 
 namespace {
 
-constexpr DType kEveryDType[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                                 DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kEveryDType[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,
+                                 DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
+                                 DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 // Arbitrary bytes of the size `shape` of `dtype` takes (the reader never looks inside).
 std::vector<std::byte> random_bytes(DType dtype, const std::vector<int64_t>& shape, uint32_t seed) {
@@ -515,10 +516,11 @@ TEST_CASE("gguf: malformed headers are Error naming the file and the key or tens
         {"tensor 'tensor.one'", "[3, 1099511627776] of F32 needs more bytes than the"});
     bad([&](std::string& b) { poke<uint64_t>(b, two + 4, 48); }, io,
         {"tensor 'tensor.two'", "rows of 48 elements are not a whole number of Q8_0 blocks of 32"});
-    bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 23); }, ErrorCode::unsupported,
-        {"tensor 'tensor.one' has type iq4_xs, which vkgate does not read (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-         "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"});
-    bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 10); }, ErrorCode::unsupported, {"tensor 'tensor.one'", "q2_K"});
+    bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 21); }, ErrorCode::unsupported,
+        {"tensor 'tensor.one' has type iq3_s, which vkgate does not read (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+         "Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)"});
+    bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 16); }, ErrorCode::unsupported, {"tensor 'tensor.one'", "iq2_xxs"});
+    bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 39); }, ErrorCode::unsupported, {"tensor 'tensor.one'", "mxfp4"});
     bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 26); }, ErrorCode::unsupported, {"tensor 'tensor.one' has type i32"});
     bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 28); }, ErrorCode::unsupported, {"tensor 'tensor.one' has type f64"});
     bad([&](std::string& b) { poke<uint32_t>(b, one + 20, 4000); }, ErrorCode::unsupported, {"tensor 'tensor.one'", "type 4000"});

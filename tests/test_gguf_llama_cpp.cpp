@@ -4,7 +4,8 @@
 // the file's own tensors dequantized (the blocks' values, so the bound
 // measures the device's products, not the quantization error), greedy ids
 // included; the Q4_K_M files mix Q4_K, Q5_0, Q6_K and Q8_0 (Q4_K q/k beside a
-// Q6_K v in one fused projection). `vkgate generate --prompt` with the file's
+// Q6_K v in one fused projection); a Q2_K file and a Qwen3-Next IQ4_XS one
+// bring Q2_K, Q3_K, IQ4_XS and IQ4_NL. `vkgate generate --prompt` with the file's
 // own tokenizer and `vkgate run` run on them as child processes. Qwen3-Next:
 // the F16 file llama.cpp's own convert_hf_to_gguf.py writes of a random
 // checkpoint reads back as that checkpoint (rebuilt here from its generator's
@@ -49,7 +50,7 @@ namespace {
 const char* const kFiles[] = {"qwen3-Q4_K_M.gguf", "qwen3-Q8_0.gguf", "llama-Q4_K_M.gguf", "llama-Q8_0.gguf"};
 // The CLI runs on these and on Qwen3-Next's (Gated DeltaNet, sparse MoE with a shared expert).
 const char* const kCliFiles[] = {"qwen3-Q4_K_M.gguf", "qwen3-Q8_0.gguf", "llama-Q4_K_M.gguf", "llama-Q8_0.gguf",
-                                 "qwen3next-Q4_K_M.gguf"};
+                                 "qwen3next-Q4_K_M.gguf", "qwen3-Q2_K.gguf"};
 
 std::string data_file(const std::string& name) { return std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/" + name; }
 
@@ -451,6 +452,51 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next missing or misshapen
   g.add_tensor("blk.0.ssm_in.weight", qkvz.dtype, qkvz.shape, std::vector<std::byte>(qkvz.bytes.begin(), qkvz.bytes.end()));
   g.write(dir / "ssm_in.gguf");
   same_tensors(dir / "ssm_in.gguf");
+}
+// The smaller files users download: llama-quantize's Q2_K of the qwen3 model
+// (Q2_K q and k beside a Q3_K v in one fused projection, Q4_0 for rows of 64)
+// and its IQ4_XS of the Qwen3-Next one (IQ4_XS in the Gated DeltaNet, the
+// attention and the experts, IQ4_NL for rows of 64 and 32).
+TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: Q2_K and IQ4_XS files of llama-quantize match the reference on their dequantized tensors") {
+  struct Expect {
+    const char* file;
+    int64_t file_type;
+    std::vector<std::pair<const char*, DType>> tensors;
+  };
+  const Expect files[] = {
+      {"qwen3-Q2_K.gguf", 10,  // LLAMA_FTYPE_MOSTLY_Q2_K
+       {{"blk.1.attn_q.weight", DType::Q2_K}, {"blk.1.attn_k.weight", DType::Q2_K},
+        {"blk.1.attn_v.weight", DType::Q3_K}, {"blk.0.ffn_up.weight", DType::Q2_K},
+        {"blk.0.ffn_down.weight", DType::Q4_0}, {"token_embd.weight", DType::Q6_K}}},
+      {"qwen3next-IQ4_XS.gguf", 30,  // LLAMA_FTYPE_MOSTLY_IQ4_XS
+       {{"blk.0.attn_qkv.weight", DType::IQ4_XS}, {"blk.0.ssm_ba.weight", DType::IQ4_XS},
+        {"blk.0.ffn_gate_exps.weight", DType::IQ4_XS}, {"blk.1.attn_q.weight", DType::IQ4_XS},
+        {"blk.0.ssm_out.weight", DType::IQ4_NL}, {"blk.1.attn_output.weight", DType::IQ4_NL},
+        {"blk.0.ffn_down_exps.weight", DType::F16}}},
+  };
+  for (const Expect& e : files) {
+    CAPTURE(e.file);
+    const std::string path = data_file(e.file);
+    const FileWeights w(path);
+    CHECK(w.file.integer("general.file_type") == e.file_type);
+    for (const auto& [name, dtype] : e.tensors) {
+      CAPTURE(name);
+      CHECK(w.file.tensor(name).dtype == dtype);
+    }
+    const int B = 2, T = 6;
+    const auto ids = test::random_ids(rng, size_t(B) * T, w.cfg.vocab_size);
+    const auto want = reference::model_forward(w.cfg, w.map, {ids, B, T});
+    Model model = Model::load(ctx, path);
+    model.set_poison(true);
+    test::check_close(model.logits(ids, B, T), want.logits, 1e-7);
+    const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 4);
+    CHECK(model.generate(prompt, {.max_new_tokens = 6, .stop_at_eos = false}).ids ==
+          reference::greedy_generate(w.cfg, w.map, prompt, 6, false));
+    if (vk.info.storage16 && w.cfg.model_type == "qwen3") {
+      Model half = Model::load(ctx, path, {Precision::fp16});
+      test::check_close(half.logits(ids, B, T), want.logits, 1e-4);
+    }
+  }
 }
 
 #ifdef VKGATE_CLI

@@ -114,8 +114,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "embed: rows gathered by id from a table in chu
 // qmatmul reads; ids on the first and last row of the table and of each
 // chunk, one repeated; x poisoned with NaN first.
 TEST_CASE_FIXTURE(test::GpuTest, "embed_blocks: rows gathered from a table in each block format equal the host's dequantize exactly") {
-  const DType formats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                           DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const DType formats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K,
+                           DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
   const uint32_t V = 37, per_chunk = 10;
   const std::vector<int32_t> ids = {0, 36, 9, 10, 19, 20, 29, 30, 5, 36, 17, 0, 33};
   const uint32_t n = uint32_t(ids.size());

@@ -21,8 +21,9 @@ using namespace vkgate;
 
 namespace {
 
-const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                          DType::Q5_K, DType::Q6_K, DType::F32,  DType::F16,  DType::BF16};
+const DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0,   DType::Q5_1, DType::Q2_K,
+                          DType::Q3_K, DType::Q4_K, DType::Q5_K,   DType::Q6_K,   DType::F32,  DType::F16,
+                          DType::BF16, DType::IQ4_NL, DType::IQ4_XS};
 
 // w [rows, K] in `f` (a block format via quantize, or a float format) and the
 // values the device should see, padded as ops::qmatmul reads.

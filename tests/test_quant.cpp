@@ -31,8 +31,8 @@ using test::expect_error;
 
 namespace {
 
-constexpr DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                              DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kFormats[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q4_K,
+                              DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS};
 
 using Bytes = std::vector<uint8_t>;
 
@@ -67,6 +67,34 @@ int nibble32(const Bytes& b, size_t qs, int i) { return i < 16 ? b[qs + i] & 15 
 
 // Bit i of the little-endian uint32 at `offset`.
 int bit32(const Bytes& b, size_t offset, int i) { return (b[offset + i / 8] >> (i % 8)) & 1; }
+
+// ggml's kvalues_iq4nl: the 16 values an IQ4 code stands for.
+constexpr int kIq4Table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// Q2_K's and Q3_K's 2-bit quant of element i (0..255) from the 64 bytes at
+// `qs`: each 128 elements use 32 bytes, the element 32·j + l of them (j < 4)
+// sitting in bits 2j, 2j+1 of byte l.
+int two_bits(const Bytes& b, size_t qs, int i) {
+  return (b[qs + 32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
+}
+
+// Q3_K's sub-block s scale (6 bits, stored + 32) from the 12 bytes at `at`:
+// its low 4 bits in byte s mod 8 (low nibble for s < 8, high for the rest),
+// its top 2 bits in byte 8 + s mod 4 at bit 2·(s div 4).
+int q3_scale(const Bytes& b, size_t at, int s) {
+  const int low = s < 8 ? b[at + s] % 16 : b[at + s - 8] / 16;
+  const int top = (b[at + 8 + s % 4] >> (2 * (s / 4))) % 4;
+  return low + 16 * top - 32;
+}
+
+// IQ4_XS's sub-block s scale (6 bits, stored + 32): the low 4 bits in byte
+// s div 2 of scales_l (bytes 4..7; low nibble for even s), the top 2 bits in
+// bits 2s, 2s+1 of the little-endian uint16 scales_h (bytes 2, 3).
+int iq4_xs_scale(const Bytes& b, int s) {
+  const int low = s % 2 == 0 ? b[4 + s / 2] % 16 : b[4 + s / 2] / 16;
+  const int top = ((b[2] + 256 * b[3]) >> (2 * s)) % 4;
+  return low + 16 * top - 32;
+}
 
 // Sub-block s's 6-bit scale and min from the 12 packed bytes at `at`: s < 4
 // sit in the low 6 bits of bytes s and s + 4; s ≥ 4 have their low 4 bits in
@@ -110,6 +138,24 @@ std::vector<double> reference_block(DType dtype, const Bytes& b) {
         y[i] = half_at(b, 208) * int8_t(b[192 + i / 16]) * (q - 32);
         break;
       }
+      case DType::Q2_K: {
+        // Byte s (sub-block s of 16 elements): scale in the low nibble, min in the high one.
+        const int s = i / 16;
+        y[i] = half_at(b, 80) * (b[s] % 16) * two_bits(b, 16, i) - half_at(b, 82) * (b[s] / 16);
+        break;
+      }
+      case DType::Q3_K: {
+        // 3-bit q = low 2 bits + 4·(bit i div 32 of hmask[i mod 32]), stored offset by 4.
+        const int q = two_bits(b, 32, i) + 4 * ((b[i % 32] >> (i / 32)) & 1) - 4;
+        y[i] = half_at(b, 108) * q3_scale(b, 96, i / 16) * q;
+        break;
+      }
+      case DType::IQ4_NL: y[i] = half_at(b, 0) * kIq4Table[nibble32(b, 2, i)]; break;
+      case DType::IQ4_XS: {
+        const int s = i / 32;
+        y[i] = half_at(b, 0) * iq4_xs_scale(b, s) * kIq4Table[nibble32(b, 8 + 16 * s, i % 32)];
+        break;
+      }
       default: FAIL("not a block format");
     }
   }
@@ -124,7 +170,9 @@ std::vector<size_t> half_fields(DType dtype) {
     case DType::Q4_K:
     case DType::Q5_K: return {0, 2};
     case DType::Q6_K: return {208};
-    default: return {0};
+    case DType::Q2_K: return {80, 82};
+    case DType::Q3_K: return {108};
+    default: return {0};  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS
   }
 }
 
@@ -136,7 +184,8 @@ void put_half(Bytes& b, size_t offset, uint16_t h) {
 // Every element of `blocks` dequantized equals the reference rounded once to
 // fp32: each format's products of fp16 scales and small integers are exact in
 // double, and ggml's fp32 arithmetic rounds the exact value once (the
-// products d·q, d·sc·q of Q8_0…Q5_K are exact in fp32; Q6_K's d·sc·q and the
+// products d·q, d·sc·q of Q8_0…Q5_K, Q2_K, Q3_K and the IQ4 forms are exact in
+// fp32, IQ4_XS's d·sc·table[q] just so: 11 + 6 + 7 bits; Q6_K's d·sc·q and the
 // final "+ m" / "− dmin·mn" round once).
 void check_against_reference(DType dtype, const Bytes& blocks) {
   const std::vector<float> got = dequantized(dtype, blocks);
@@ -194,8 +243,18 @@ std::vector<float> mixed_row(uint32_t seed, int blocks) {
 //   to 7/15), plus |q|·|d − d₁₆| for the stored scale.
 // - Q4_1, Q5_1: d = (max − min)/15 or 31, m = min: ≤ d/2 + qmax·|d − d₁₆| + |min − m₁₆|.
 // - the k-quants store each sub-block's grid d₁₆·sc·q − dmin₁₆·mn (Q6_K:
-//   d₁₆·sc·(q − 32)) and put every element on the nearest point of it:
-//   |x − x̂| ≤ the distance to that nearest point (≤ half a step inside the grid).
+//   d₁₆·sc·(q − 32); Q3_K: d₁₆·sc·q, q in [−4, 3]) and put every element on
+//   the nearest point of it: |x − x̂| ≤ the distance to that nearest point
+//   (≤ half a step inside the grid).
+// - IQ4_NL picks each code as the nearest table value for d₀ = max/−127, then
+//   stores the least-squares d₁₆ for those codes: |x − x̂| ≤ the distance
+//   from x to the grid d₀·table plus |d₀ − d₁₆|·|table[q]|.
+// - IQ4_XS codes each element against the nearest point of dl·table, where
+//   dl = d·sc with d in fp32; the block stores d₁₆, within half an fp16 ulp
+//   of d (δ). Each code moves by at most |sc|·δ·|table[q]|, the grid's
+//   nearest point by at most |sc|·δ·127: |x − x̂| ≤ the distance from x to
+//   d₁₆·sc·table plus |sc|·δ·(127 + |table[q]|).
+// - An IQ4 block (sub-block) below ggml's GROUP_MAX_EPS (1e-15) stores d = 0 (sc = 0).
 // Each bound has a relative slack of 1e-5 for the fp32 rounding on the way.
 std::vector<double> error_bounds(DType dtype, const float* x, const Bytes& b) {
   const int n = int(block_elements(dtype));
@@ -226,6 +285,12 @@ std::vector<double> error_bounds(DType dtype, const float* x, const Bytes& b) {
       bound[i] = std::fabs(x[i] - (step * q + offset));
     }
   };
+  // The distance from v to the nearest point of step·table.
+  auto table_distance = [](double v, double step) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int t : kIq4Table) best = std::min(best, std::fabs(v - step * t));
+    return best;
+  };
   switch (dtype) {
     case DType::Q8_0: symmetric(float(float(amax) / 127), 127, 1e9); break;
     case DType::Q4_0: symmetric(float(float(max) / -8), 8, 7.5); break;
@@ -242,6 +307,27 @@ std::vector<double> error_bounds(DType dtype, const float* x, const Bytes& b) {
     case DType::Q6_K:
       for (int s = 0; s < 16; ++s) grid(16 * s, 16, half_at(b, 208) * int8_t(b[192 + s]), 0, -32, 31);
       break;
+    case DType::Q2_K:
+      for (int s = 0; s < 16; ++s) grid(16 * s, 16, half_at(b, 80) * (b[s] % 16), -half_at(b, 82) * (b[s] / 16), 0, 3);
+      break;
+    case DType::Q3_K:
+      for (int s = 0; s < 16; ++s) grid(16 * s, 16, half_at(b, 108) * q3_scale(b, 96, s), 0, -4, 3);
+      break;
+    case DType::IQ4_NL: {
+      const double d0 = amax < 1e-15f ? 0.0 : max / -127;
+      for (int i = 0; i < n; ++i) {
+        bound[i] = table_distance(x[i], d0) + std::fabs(d0 - half_at(b, 0)) * std::abs(kIq4Table[nibble32(b, 2, i)]);
+      }
+      break;
+    }
+    case DType::IQ4_XS: {
+      const double d16 = half_at(b, 0), delta = std::max(std::fabs(d16) * 0x1p-11, 0x1p-25);
+      for (int i = 0; i < n; ++i) {
+        const int sc = iq4_xs_scale(b, i / 32), q = nibble32(b, 8 + 16 * (i / 32), i % 32);
+        bound[i] = table_distance(x[i], d16 * sc) + std::abs(sc) * delta * (127 + std::abs(kIq4Table[q]));
+      }
+      break;
+    }
     default: FAIL("not a block format");
   }
   for (int i = 0; i < n; ++i) bound[i] = bound[i] * (1 + 1e-5) + 1e-5 * std::fabs(x[i]) + 1e-30;
@@ -325,6 +411,7 @@ TEST_CASE("quant: block sizes and stored bytes follow ggml's block structs") {
   const std::pair<DType, std::pair<size_t, size_t>> expected[] = {
       {DType::Q8_0, {32, 34}},   {DType::Q4_0, {32, 18}},   {DType::Q4_1, {32, 20}},   {DType::Q5_0, {32, 22}},
       {DType::Q5_1, {32, 24}},   {DType::Q4_K, {256, 144}}, {DType::Q5_K, {256, 176}}, {DType::Q6_K, {256, 210}},
+      {DType::Q2_K, {256, 84}},  {DType::Q3_K, {256, 110}}, {DType::IQ4_NL, {32, 18}},  {DType::IQ4_XS, {256, 136}},
   };
   for (const auto& entry : expected) {  // no structured bindings: INFO captures in a lambda
     const DType dtype = entry.first;
@@ -364,8 +451,9 @@ TEST_CASE("quant: dequantize equals a double-precision reference of each format,
     for (uint8_t fill : {uint8_t(0x00), uint8_t(0xff), uint8_t(0x88), uint8_t(0x0f)}) {
       for (uint16_t h : {uint16_t(0x7bff), uint16_t(0xfbff), uint16_t(0x0001), uint16_t(0x8000), uint16_t(0x3c00)}) {
         Bytes b(bb, fill);
-        for (size_t f : half_fields(dtype)) put_half(b, f, h);
-        if (half_fields(dtype).size() == 2) put_half(b, 2, uint16_t(h ^ 0x8000));  // min of the other sign
+        const std::vector<size_t> fields = half_fields(dtype);
+        for (size_t f : fields) put_half(b, f, h);
+        if (fields.size() == 2) put_half(b, fields[1], uint16_t(h ^ 0x8000));  // min of the other sign
         blocks.insert(blocks.end(), b.begin(), b.end());
       }
     }
@@ -420,6 +508,60 @@ TEST_CASE("quant: hand-built blocks dequantize to the values their layout descri
   CHECK(y[167] == 53.0f * 9 - 0.5f * 42);
   CHECK(y[160] == -0.5f * 42);
   CHECK(y[128 + 7] == 0.0f);  // sub-block 4: scale 0, min 0
+
+  // Q2_K: d = 0.5, dmin = 0.25. Sub-block 5 (elements 80..95: the third
+  // 32 of the first 128, second half) has scale 3 and min 4; element 83 is
+  // bits 4-5 of qs[19]. Sub-block 13 (element 211 = 128 + 2·32 + 19) has
+  // scale 15, min 0; its 2 bits are bits 4-5 of qs[32 + 19].
+  Bytes q2(84, 0);
+  put_half(q2, 80, 0x3800);
+  put_half(q2, 82, 0x3400);
+  q2[5] = 0x43;
+  q2[13] = 0x0f;
+  q2[16 + 19] = 0x30;       // q = 3 for element 83 (19 and 51, bits 0-3, stay 0)
+  q2[16 + 32 + 19] = 0x20;  // q = 2 for element 211
+  y = dequantized(DType::Q2_K, q2);
+  CHECK(y[83] == 0.5f * 3 * 3 - 0.25f * 4);
+  CHECK(y[80] == -1.0f);
+  CHECK(y[19] == 0.0f);
+  CHECK(y[211] == 0.5f * 15 * 2);
+
+  // Q3_K: d = 2. Sub-block 9 (elements 144..159) stores 29 = 0b01'1101
+  // (scale −3): low bits in the high nibble of byte 1 of the scales, top
+  // bits at bits 4-5 of their byte 9. Element 150 (the second 128, l = 22):
+  // low bits 01 in qs[32 + 22], hmask[22] bit 150 / 32 = 4 set: q = 1.
+  Bytes q3(110, 0);
+  put_half(q3, 108, 0x4000);
+  q3[96 + 1] = 0xd0;
+  q3[96 + 9] = 0x10;
+  q3[32 + 32 + 22] = 0x01;
+  q3[22] = 0x10;
+  y = dequantized(DType::Q3_K, q3);
+  CHECK(y[150] == 2.0f * -3 * 1);
+  CHECK(y[151] == 2.0f * -3 * -4);  // hmask bit clear: q = 0 − 4
+  CHECK(y[0] == 2.0f * -32 * -4);   // stored scale 0 is −32
+
+  // IQ4_NL, d = 0.5: byte 3 of the codes holds elements 3 (low nibble) and 19.
+  Bytes nl(18, 0);
+  put_half(nl, 0, 0x3800);
+  nl[2 + 3] = 0x9f;
+  y = dequantized(DType::IQ4_NL, nl);
+  CHECK(y[3] == 0.5f * 113);
+  CHECK(y[19] == 0.5f * 13);
+  CHECK(y[0] == 0.5f * -127);
+
+  // IQ4_XS, d = 0.25: sub-block 5 stores 39 = 0b10'0111 (scale 7), low bits
+  // in the high nibble of scales_l[2], top bits at bits 10-11 of scales_h.
+  // Element 180 = 5·32 + 20: high nibble of the sub-block's code byte 4.
+  Bytes xs(136, 0);
+  put_half(xs, 0, 0x3400);
+  xs[4 + 2] = 0x70;
+  xs[3] = 0x08;
+  xs[8 + 16 * 5 + 4] = 0xe0;
+  y = dequantized(DType::IQ4_XS, xs);
+  CHECK(y[180] == 0.25f * 7 * 89);
+  CHECK(y[164] == 0.25f * 7 * -127);
+  CHECK(y[0] == 0.25f * -32 * -127);
 }
 
 TEST_CASE("quant: round trips stay within each format's error bound") {
@@ -455,15 +597,18 @@ TEST_CASE("quant: round trips stay within each format's error bound") {
 
 TEST_CASE("quant: normal data round trips with the relative RMS error of the format's step") {
   // In 32 normal samples the largest magnitude is about 2.4σ and the range
-  // about 4.2σ, so a grid step is about 2.4σ/(levels/2) for the symmetric
-  // formats and 4.2σ/(levels − 1) for those with a min; rounding to it leaves
-  // step/√12. Bounds: that estimate with a 25% margin (the k-quants' fitted
-  // scales do better than their plain step).
+  // about 4.2σ (in 16, Q2_K's and Q3_K's sub-blocks: 2.1σ and 3.5σ), so a
+  // grid step is about 2.4σ/(levels/2) for the symmetric formats and
+  // 4.2σ/(levels − 1) for those with a min; rounding to it leaves step/√12.
+  // The IQ4 tables' 16 levels span about twice the largest magnitude, as
+  // Q4_0's do. Bounds: that estimate with a 25% margin (the k-quants' and
+  // the IQ4 forms' fitted scales do better than their plain step).
   const double k = 1.25 / std::sqrt(12.0);
   const std::pair<DType, double> bounds[] = {
       {DType::Q8_0, k * 2.4 / 127}, {DType::Q4_0, k * 2.4 / 8},  {DType::Q4_1, k * 4.2 / 15},
       {DType::Q5_0, k * 2.4 / 16},  {DType::Q5_1, k * 4.2 / 31}, {DType::Q4_K, k * 4.2 / 15},
-      {DType::Q5_K, k * 4.2 / 31},  {DType::Q6_K, k * 2.4 / 32},
+      {DType::Q5_K, k * 4.2 / 31},  {DType::Q6_K, k * 2.4 / 32}, {DType::Q2_K, k * 3.5 / 3},
+      {DType::Q3_K, k * 2.1 / 4},   {DType::IQ4_NL, k * 2.4 / 8}, {DType::IQ4_XS, k * 2.4 / 8},
   };
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
@@ -549,7 +694,7 @@ TEST_CASE("quant: a large generated row quantizes and dequantizes to ggml's and 
     CHECK(hex64(fnv1a64(y.data(), y.size() * 4)) == want_y);
     ++formats;
   }
-  CHECK(formats == 8);
+  CHECK(formats == int(std::size(kFormats)));
 }
 
 TEST_CASE("quant: non-finite inputs quantize without undefined behaviour") {
@@ -567,6 +712,31 @@ TEST_CASE("quant: non-finite inputs quantize without undefined behaviour") {
   }
 }
 
+TEST_CASE("quant: IQ4 blocks below ggml's GROUP_MAX_EPS encode as ggml's reference quantizers leave them") {
+  // quantize_row_iq4_nl_ref keeps one code buffer for the row and does not
+  // write it for such a block: the block stores d = 0 and the codes of the
+  // block before it (checked against ggml); a row's first block gets zeros
+  // here (ggml leaves it uninitialized).
+  std::vector<float> x(96, 0.0f);
+  for (int i = 0; i < 32; ++i) x[32 + i] = float(i - 13);
+  x[64] = 1e-16f;
+  const Bytes nl = to_bytes(quantize(DType::IQ4_NL, x));
+  CHECK(Bytes(nl.begin(), nl.begin() + 18) == Bytes(18, 0));
+  CHECK(half_at(nl, 36) == 0.0);
+  CHECK(Bytes(nl.begin() + 38, nl.end()) == Bytes(nl.begin() + 20, nl.begin() + 36));
+  CHECK(Bytes(nl.begin() + 20, nl.begin() + 36) != Bytes(16, 0));
+
+  // An all-zero IQ4_XS super-block: d = −0/32 (fp16 0x8000), every scale
+  // stored as 32 (scale 0; top bits 0b10) and every code 8, the table's 1.
+  const Bytes xs = to_bytes(quantize(DType::IQ4_XS, std::vector<float>(256, 0.0f)));
+  Bytes want(136, 0x88);
+  want[0] = 0x00;
+  want[1] = 0x80;
+  want[2] = want[3] = 0xaa;
+  want[4] = want[5] = want[6] = want[7] = 0x00;
+  CHECK(xs == want);
+}
+
 TEST_CASE("quant: parse_quant reads the --quant spellings, case-insensitively") {
   CHECK(parse_quant("q8_0") == DType::Q8_0);
   CHECK(parse_quant("Q4_0") == DType::Q4_0);
@@ -576,18 +746,26 @@ TEST_CASE("quant: parse_quant reads the --quant spellings, case-insensitively") 
   CHECK(parse_quant("q4_K") == DType::Q4_K);
   CHECK(parse_quant("Q5_K") == DType::Q5_K);
   CHECK(parse_quant("q6_k") == DType::Q6_K);
-  for (const char* bad : {"", "q4", "q4_0 ", "f16", "q2_k", "iq4_xs", "q8_0x"}) {
+  CHECK(parse_quant("q2_K") == DType::Q2_K);
+  CHECK(parse_quant("Q3_K") == DType::Q3_K);
+  CHECK(parse_quant("iq4_nl") == DType::IQ4_NL);
+  CHECK(parse_quant("IQ4_xs") == DType::IQ4_XS);
+  for (const char* bad : {"", "q4", "q4_0 ", "f16", "q3_k_m", "iq4", "iq4_x", "iq2_xxs", "q8_0x"}) {
     INFO("spelling \"" << std::string(bad) << "\"");
     CHECK(!parse_quant(bad));
   }
   for (DType dtype : kFormats) CHECK(parse_quant(to_string(dtype)) == dtype);
+  CHECK(std::string(to_string(DType::Q2_K)) == "Q2_K");
+  CHECK(std::string(to_string(DType::Q3_K)) == "Q3_K");
+  CHECK(std::string(to_string(DType::IQ4_NL)) == "IQ4_NL");
+  CHECK(std::string(to_string(DType::IQ4_XS)) == "IQ4_XS");
 }
 
 TEST_CASE("quant: ggml type ids map both ways and every ggml id has its name") {
   const std::pair<uint32_t, DType> ids[] = {
       {0, DType::F32},   {1, DType::F16},   {2, DType::Q4_0},  {3, DType::Q4_1},  {6, DType::Q5_0},
-      {7, DType::Q5_1},  {8, DType::Q8_0},  {12, DType::Q4_K}, {13, DType::Q5_K}, {14, DType::Q6_K},
-      {30, DType::BF16},
+      {7, DType::Q5_1},  {8, DType::Q8_0},  {10, DType::Q2_K}, {11, DType::Q3_K}, {12, DType::Q4_K},
+      {13, DType::Q5_K}, {14, DType::Q6_K}, {20, DType::IQ4_NL}, {23, DType::IQ4_XS}, {30, DType::BF16},
   };
   for (const auto& entry : ids) {
     const uint32_t id = entry.first;
@@ -596,7 +774,8 @@ TEST_CASE("quant: ggml type ids map both ways and every ggml id has its name") {
     CHECK(dtype_from_ggml(id) == dtype);
     CHECK(ggml_type_of(dtype) == id);
   }
-  for (uint32_t unread : {9u, 10u, 11u, 15u, 16u, 20u, 23u, 24u, 25u, 29u, 34u, 35u, 39u, 40u, 41u, 42u, 43u, 1000u}) {
+  for (uint32_t unread :
+       {9u, 15u, 16u, 17u, 18u, 19u, 21u, 22u, 24u, 25u, 29u, 34u, 35u, 39u, 40u, 41u, 42u, 43u, 1000u}) {
     CAPTURE(unread);
     CHECK(!dtype_from_ggml(unread));
   }
@@ -617,6 +796,8 @@ TEST_CASE("quant: sizes that are not whole blocks and plain dtypes are rejected 
   expect_error([&] { quantize(DType::Q8_0, x); }, ErrorCode::invalid_argument, {"Q8_0", "40", "32"});
   expect_error([&] { quantize(DType::Q4_K, std::span<const float>(x).first(32)); }, ErrorCode::invalid_argument,
                {"Q4_K", "32", "256"});
+  expect_error([&] { quantize(DType::IQ4_XS, std::span<const float>(x).first(32)); }, ErrorCode::invalid_argument,
+               {"IQ4_XS", "32", "256"});
   expect_error([&] { quantize(DType::F16, x); }, ErrorCode::invalid_argument, {"F16", "not a block format"});
 
   const Bytes blocks(34 * 2, 0);
@@ -626,6 +807,9 @@ TEST_CASE("quant: sizes that are not whole blocks and plain dtypes are rejected 
   std::vector<float> ragged(50);
   expect_error([&] { dequantize(DType::Q8_0, as_bytes(blocks), ragged); }, ErrorCode::shape_mismatch,
                {"Q8_0", "50 elements", "multiple of 32"});
+  std::vector<float> super_block(256);
+  expect_error([&] { dequantize(DType::Q2_K, as_bytes(blocks), super_block); }, ErrorCode::shape_mismatch,
+               {"Q2_K", "68 bytes", "256 elements", "84"});
   expect_error([&] { dequantize(DType::BF16, as_bytes(blocks), out); }, ErrorCode::invalid_argument,
                {"BF16", "not a block format"});
   std::vector<float> empty;

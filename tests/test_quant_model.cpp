@@ -133,7 +133,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant model: qwen3 in every block format, fp32
   s.head_dim = 64;
   s.inter = 512;
   s.vocab = 160;
-  for (DType q : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType q : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS})
     check_quantized(*this, s.config(), q, Precision::fp32, 1e-7);
   if (!vk.info.storage16) return;
   check_quantized(*this, s.config(), DType::Q4_K, Precision::fp16, 1e-4);

@@ -184,9 +184,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant moe: the GPU kernels (rows and tiles), f
 
 // The other block formats through the experts' kernels (blocks.glsl's
 // dequant8): a prefill (tiles) and a decode step (rows) each.
-TEST_CASE_FIXTURE(test::GpuTest, "quant moe: Q4_1, Q5_0, Q5_1, Q5_K and Q6_K experts") {
+TEST_CASE_FIXTURE(test::GpuTest, "quant moe: Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS experts") {
   const ModelConfig cfg = parse(tiny_moe_json());
-  for (DType q : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q6_K}) {
+  for (DType q : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                  DType::IQ4_XS}) {
     CAPTURE(to_string(q));
     test::RandomModel m(cfg, rng);
     std::vector<std::vector<std::byte>> blocks;

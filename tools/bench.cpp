@@ -33,7 +33,8 @@ CASE:
           tile of matmul_staged.comp, WMxWNxFMxFNxTK[s1][h] (VKGATE_MATMUL_TILE); "all": the
           direct kernel and every candidate tile; tiles the device cannot take are skipped
   --op qmatmul --m M --n N --k K --quant T [--dtype f32|f16] [--int8] [--tiles all|LIST]
-          W in block format T (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k) read as stored and
+          W in block format T (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl,
+          iq4_xs) read as stored and
           X at --dtype, then the matmul case with W at --dtype too, and the ratio of their times;
           over 8 rows of f16 on tensor cores W is dequantized to f16 first, as a model does
           (both passes timed, "dequantized");

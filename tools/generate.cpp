@@ -60,7 +60,8 @@ sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one 
   --device SEL           device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
   --quant T              quantize the float projections and an untied lm_head on load to the
-                         block format T: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k
+                         block format T: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k,
+                         q5_k, q6_k, iq4_nl, iq4_xs
   --int8                 int8 activations: Q8_0 and Q4_0 projections quantize their input per
                          32-element block to int8 and multiply with integer dot products, where
                          the device has them (else the fp32 product; see vkgate run --help)

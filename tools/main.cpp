@@ -172,7 +172,7 @@ Precision parse_precision(const std::string& flag, const std::string& v) {
 
 DType parse_quant_flag(const std::string& flag, const std::string& v) {
   if (const std::optional<DType> q = parse_quant(v)) return *q;
-  throw UsageError(flag + " must be q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k, got '" + v + "'");
+  throw UsageError(flag + " must be q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs, got '" + v + "'");
 }
 
 bool validation_failed(const Context& ctx) {

@@ -29,14 +29,15 @@ GPT-2 style) as tokenizer.ggml.* when there is one. No device is used.
   DIR            the checkpoint directory (config.json, model.safetensors or an index and
                  its shards, optionally tokenizer.json and tokenizer_config.json)
   --type T       what the weights become:
-                   q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k: the projections
+                   q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl,
+                   iq4_xs: the projections
                    (attention and MLP) and an untied lm_head, quantized by ggml's
                    reference quantizers exactly as `vkgate run --quant T` quantizes them
                    on load; rows that are not whole blocks (32 values, 256 for the
-                   k-quants), the embeddings and the routed experts F16
+                   k-quants and iq4_xs), the embeddings and the routed experts F16
                    f16, bf16, f32: every matrix in that type (llama.cpp's --outtype)
                  norms, biases and MoE routers are F32 in every case. general.file_type
-                 is llama.cpp's (q4_k: Q4_K_S, q5_k: Q5_K_S)
+                 is llama.cpp's (q3_k: Q3_K_S, q4_k: Q4_K_S, q5_k: Q5_K_S)
   --output FILE  the GGUF file, replaced atomically (a temporary file beside it, removed
                  on an error or SIGINT/SIGTERM/SIGHUP; no file on an error) keeping its
                  mode; a read-only file or a directory is refused
@@ -67,7 +68,7 @@ int cmd_quantize(Args& args) {
   else if (type == "bf16" || type == "BF16") o.float_type = DType::BF16;
   else if (type == "f32" || type == "F32") o.float_type = DType::F32;
   else if (const std::optional<DType> q = parse_quant(type)) o.quant = *q;
-  else throw UsageError("--type must be q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16 or f32, got '" + type + "'");
+  else throw UsageError("--type must be q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f16, bf16 or f32, got '" + type + "'");
   vkgate::check_output_path(output);  // a read-only file or a directory is refused before the work
 
   std::error_code ec;

@@ -109,7 +109,7 @@ endpoints:
   --device SEL           device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
   --quant T              quantize the float projections on load: q8_0, q4_0, q4_1, q5_0, q5_1,
-                         q4_k, q5_k, q6_k
+                         q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs
   --quiet                no progress line on stderr while the model loads
 
 Requests are at most 1 MiB (else 413). Errors are OpenAI's shape:

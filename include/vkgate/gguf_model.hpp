@@ -151,7 +151,8 @@ struct GgufExportOptions {
 
 // llama.cpp's enum llama_ftype for a file of these options, written as
 // general.file_type: F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9,
-// Q4_K 14 (Q4_K_S), Q5_K 16 (Q5_K_S), Q6_K 18, BF16 32.
+// Q2_K 10, Q3_K 11 (Q3_K_S), Q4_K 14 (Q4_K_S), Q5_K 16 (Q5_K_S), Q6_K 18,
+// IQ4_NL 25, IQ4_XS 30, BF16 32.
 uint32_t gguf_file_type(const GgufExportOptions& options);
 
 // The model (`cfg`, architectures llama, qwen3 and qwen3_moe; `weights`

@@ -82,6 +82,10 @@ uint32_t gguf_file_type(const GgufExportOptions& o) {
       case DType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S: every quantized tensor Q4_K
       case DType::Q5_K: return 16;  // LLAMA_FTYPE_MOSTLY_Q5_K_S
       case DType::Q6_K: return 18;
+      case DType::Q2_K: return 10;
+      case DType::Q3_K: return 11;  // LLAMA_FTYPE_MOSTLY_Q3_K_S
+      case DType::IQ4_NL: return 25;
+      case DType::IQ4_XS: return 30;
       default: break;
     }
   switch (o.float_type) {

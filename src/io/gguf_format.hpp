@@ -15,7 +15,7 @@ constexpr uint32_t kVersion = 3;
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 inline const char* const kAlignmentKey = "general.alignment";
-inline const char* const kReadable = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+inline const char* const kReadable = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
 
 // The tensor types vkgate reads from and writes to GGUF. ggml's I32, I64 and
 // F64 have DTypes too, but no model weight is stored so.
