@@ -2,8 +2,8 @@
 //
 // The layouts and the reference quantizers follow ggml (llama.cpp de3ff81:
 // ggml/src/ggml-common.h for the block structs, ggml/src/ggml-quants.c for
-// dequantize_row_* and quantize_row_*_ref); this is our own code for the same
-// algorithms. Agreement is bit for bit, so every float operation below keeps
+// dequantize_row_*, quantize_row_*_ref and quantize_iq4_nl); this is our own
+// code for the same algorithms. Agreement is bit for bit, so every float operation below keeps
 // ggml's order and precision: fp32 throughout, sums accumulated left to
 // right, int -> float conversions where ggml's C promotions put them.
 //
@@ -743,13 +743,13 @@ int nearest_iq4_index(float x) {
   return x - float(kIq4Values[hi - 1]) < float(kIq4Values[hi]) - x ? hi - 1 : hi;
 }
 
-// One 32-element block of ggml's quantize_row_iq4_nl_impl without importance
-// weights (w = x²): codes for d = max/−127 (ntry ≤ 0) or −max/−127, the
-// least-squares d for them, then for t in [−ntry, ntry] the least-squares d of
-// the codes for inverse scale (t − 127)/max, keeping the best fit. Returns d
-// and (from the first fit only) the codes in L; a block below GROUP_MAX_EPS
-// returns 0 and leaves L as it was.
-float fit_iq4_block(const float* x, int ntry, uint8_t* L) {
+// The scale of one 32-element block by ggml's quantize_row_iq4_nl_impl with
+// ntry = 7 and no importance weights (w = x²): the least-squares d of the
+// codes for d = −max/−127, then of the codes for each inverse scale
+// (t − 127)/max, t in [−7, 7], keeping the best fit; 0 for a block below
+// GROUP_MAX_EPS. The codes are picked again for the d the caller stores.
+float fit_iq4_scale(const float* x) {
+  constexpr int ntry = 7;
   float amax = 0, max = 0;
   for (int j = 0; j < 32; ++j) {
     const float ax = std::fabs(x[j]);
@@ -760,12 +760,11 @@ float fit_iq4_block(const float* x, int ntry, uint8_t* L) {
   }
   if (amax < kGroupMaxEps) return 0.0f;
   const float table0 = kIq4Values[0];
-  float d = ntry > 0 ? -max / table0 : max / table0;
+  float d = -max / table0;
   float id = 1 / d;
   float sumqx = 0, sumq2 = 0;
   for (int j = 0; j < 32; ++j) {
-    L[j] = uint8_t(nearest_iq4_index(id * x[j]));
-    const float q = kIq4Values[L[j]], w = x[j] * x[j];
+    const float q = kIq4Values[nearest_iq4_index(id * x[j])], w = x[j] * x[j];
     sumqx += w * q * x[j];
     sumq2 += w * q * q;
   }
@@ -791,17 +790,16 @@ void pack_iq4_nibbles(const uint8_t* L, uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = pack_nibbles(L[j], L[j + 16]);
 }
 
-// quantize_row_iq4_nl_ref: each block fitted alone (ntry = −1: no trials, no
-// requantization). ggml keeps one code buffer for the whole row and a block
-// below GROUP_MAX_EPS does not write it, so such a block stores d = 0 with the
-// codes of the block before it (uninitialized memory in ggml for a row's
-// first block; zeros here).
-void quant_iq4_nl_row(const float* x, uint8_t* b, size_t blocks) {
-  uint8_t L[32] = {};
-  for (size_t i = 0; i < blocks; ++i, x += 32, b += 18) {
-    store_half(b, fit_iq4_block(x, -1, L));
-    pack_iq4_nibbles(L, b + 2);
-  }
+// IQ4_NL as llama-quantize writes it without an importance matrix
+// (quantize_iq4_nl: ntry 7, the codes picked again for the fp32 d). ggml's
+// quantize_row_iq4_nl_ref takes no trials and keeps the first fit's codes.
+void quant_iq4_nl(const float* x, uint8_t* b) {
+  const float d = fit_iq4_scale(x);
+  store_half(b, d);
+  const float id = d != 0.0f ? 1 / d : 0.0f;
+  uint8_t L[32];
+  for (int j = 0; j < 32; ++j) L[j] = uint8_t(nearest_iq4_index(id * x[j]));
+  pack_iq4_nibbles(L, b + 2);
 }
 
 // quantize_row_iq4_xs_ref (quantize_iq4_xs without importance weights) for
@@ -813,7 +811,7 @@ void quant_iq4_xs(const float* x, uint8_t* b) {
   float scales[8];
   float max_scale = 0, amax_scale = 0;
   for (int s = 0; s < 8; ++s) {
-    scales[s] = fit_iq4_block(x + 32 * s, 7, L);
+    scales[s] = fit_iq4_scale(x + 32 * s);
     if (std::fabs(scales[s]) > amax_scale) {
       amax_scale = std::fabs(scales[s]);
       max_scale = scales[s];
@@ -839,32 +837,25 @@ void quant_iq4_xs(const float* x, uint8_t* b) {
 
 // ---- dispatch ----
 
-// ggml's reference quantizers run over a row; all but IQ4_NL's treat each block alone.
-template <DType kType, void (*kQuantBlock)(const float*, uint8_t*)>
-void each_block(const float* x, uint8_t* b, size_t blocks) {
-  const size_t n = block_elements(kType), bytes = block_bytes(kType);
-  for (size_t i = 0; i < blocks; ++i) kQuantBlock(x + i * n, b + i * bytes);
-}
-
 struct Codec {
   void (*dequant)(const uint8_t* block, float* y);
-  void (*quant)(const float* x, uint8_t* blocks, size_t count);
+  void (*quant)(const float* x, uint8_t* block);
 };
 
 Codec codec_of(DType dtype) {
   switch (dtype) {  // no default: -Wswitch names a DType added without its codec
-    case DType::Q8_0: return {dequant_q8_0, each_block<DType::Q8_0, quant_q8_0>};
-    case DType::Q4_0: return {dequant_q4_0, each_block<DType::Q4_0, quant_q4_0>};
-    case DType::Q4_1: return {dequant_q4_1, each_block<DType::Q4_1, quant_q4_1>};
-    case DType::Q5_0: return {dequant_q5_0, each_block<DType::Q5_0, quant_q5_0>};
-    case DType::Q5_1: return {dequant_q5_1, each_block<DType::Q5_1, quant_q5_1>};
-    case DType::Q4_K: return {dequant_k_4_5<false>, each_block<DType::Q4_K, quant_k_4_5<false>>};
-    case DType::Q5_K: return {dequant_k_4_5<true>, each_block<DType::Q5_K, quant_k_4_5<true>>};
-    case DType::Q6_K: return {dequant_q6_k, each_block<DType::Q6_K, quant_q6_k>};
-    case DType::Q2_K: return {dequant_q2_k, each_block<DType::Q2_K, quant_q2_k>};
-    case DType::Q3_K: return {dequant_q3_k, each_block<DType::Q3_K, quant_q3_k>};
-    case DType::IQ4_NL: return {dequant_iq4_nl, quant_iq4_nl_row};
-    case DType::IQ4_XS: return {dequant_iq4_xs, each_block<DType::IQ4_XS, quant_iq4_xs>};
+    case DType::Q8_0: return {dequant_q8_0, quant_q8_0};
+    case DType::Q4_0: return {dequant_q4_0, quant_q4_0};
+    case DType::Q4_1: return {dequant_q4_1, quant_q4_1};
+    case DType::Q5_0: return {dequant_q5_0, quant_q5_0};
+    case DType::Q5_1: return {dequant_q5_1, quant_q5_1};
+    case DType::Q4_K: return {dequant_k_4_5<false>, quant_k_4_5<false>};
+    case DType::Q5_K: return {dequant_k_4_5<true>, quant_k_4_5<true>};
+    case DType::Q6_K: return {dequant_q6_k, quant_q6_k};
+    case DType::Q2_K: return {dequant_q2_k, quant_q2_k};
+    case DType::Q3_K: return {dequant_q3_k, quant_q3_k};
+    case DType::IQ4_NL: return {dequant_iq4_nl, quant_iq4_nl};
+    case DType::IQ4_XS: return {dequant_iq4_xs, quant_iq4_xs};
     case DType::F32:
     case DType::F16:
     case DType::BF16:
@@ -920,7 +911,9 @@ std::vector<std::byte> quantize(DType dtype, std::span<const float> values) {
                                                  std::to_string(per_block) + " (its block size)");
   }
   std::vector<std::byte> blocks(values.size() / per_block * bytes);
-  codec_of(dtype).quant(values.data(), reinterpret_cast<uint8_t*>(blocks.data()), values.size() / per_block);
+  const auto encode = codec_of(dtype).quant;
+  auto* out = reinterpret_cast<uint8_t*>(blocks.data());
+  for (size_t i = 0; i < values.size() / per_block; ++i) encode(values.data() + i * per_block, out + i * bytes);
   return blocks;
 }
 

@@ -499,6 +499,31 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: Q2_K and IQ4_XS files of llama
   }
 }
 
+// vkgate::quantize of the F16 file's tensors gives llama-quantize's own bytes
+// for every IQ4_XS and IQ4_NL tensor of its IQ4_XS file (no importance
+// matrix): the same codes and scales, not only the same values.
+TEST_CASE("gguf llama.cpp: quantize gives the bytes llama-quantize wrote for the IQ4_XS and IQ4_NL tensors") {
+  const GgufFile f16 = GgufFile::open(data_file("qwen3next-F16.gguf"));
+  const GgufFile iq4 = GgufFile::open(data_file("qwen3next-IQ4_XS.gguf"));
+  int compared = 0;
+  for (const GgufTensor& t : iq4.tensors()) {
+    if (t.dtype != DType::IQ4_XS && t.dtype != DType::IQ4_NL) continue;
+    CAPTURE(t.name);
+    const GgufTensor& source = f16.tensor(t.name);
+    REQUIRE(source.dtype == DType::F16);
+    std::vector<float> values(source.bytes.size() / 2);
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, source.bytes.data() + 2 * i, 2);
+      values[i] = half_to_float(h);
+    }
+    const std::vector<std::byte> q = quantize(t.dtype, values);
+    CHECK(std::equal(q.begin(), q.end(), t.bytes.begin(), t.bytes.end()));
+    ++compared;
+  }
+  CHECK(compared == 16);  // 14 IQ4_XS, 2 IQ4_NL (ssm_out, attn_output)
+}
+
 #ifdef VKGATE_CLI
 TEST_CASE("cli gguf llama.cpp: generate --prompt with the file's own tokenizer and run on llama-quantize's files") {
   using namespace vkgate::cli_test;

@@ -246,14 +246,12 @@ std::vector<float> mixed_row(uint32_t seed, int blocks) {
 //   d₁₆·sc·(q − 32); Q3_K: d₁₆·sc·q, q in [−4, 3]) and put every element on
 //   the nearest point of it: |x − x̂| ≤ the distance to that nearest point
 //   (≤ half a step inside the grid).
-// - IQ4_NL picks each code as the nearest table value for d₀ = max/−127, then
-//   stores the least-squares d₁₆ for those codes: |x − x̂| ≤ the distance
-//   from x to the grid d₀·table plus |d₀ − d₁₆|·|table[q]|.
-// - IQ4_XS codes each element against the nearest point of dl·table, where
-//   dl = d·sc with d in fp32; the block stores d₁₆, within half an fp16 ulp
-//   of d (δ). Each code moves by at most |sc|·δ·|table[q]|, the grid's
-//   nearest point by at most |sc|·δ·127: |x − x̂| ≤ the distance from x to
-//   d₁₆·sc·table plus |sc|·δ·(127 + |table[q]|).
+// - IQ4_NL and IQ4_XS code each element against the nearest point of
+//   dl·table, where dl = d (IQ4_NL) or d·sc with d in fp32; the block stores
+//   d₁₆, within half an fp16 ulp of d (δ). Each code moves by at most
+//   |sc|·δ·|table[q]|, the grid's nearest point by at most |sc|·δ·127:
+//   |x − x̂| ≤ the distance from x to d₁₆·sc·table plus |sc|·δ·(127 + |table[q]|)
+//   (sc = 1 for IQ4_NL).
 // - An IQ4 block (sub-block) below ggml's GROUP_MAX_EPS (1e-15) stores d = 0 (sc = 0).
 // Each bound has a relative slack of 1e-5 for the fp32 rounding on the way.
 std::vector<double> error_bounds(DType dtype, const float* x, const Bytes& b) {
@@ -313,17 +311,12 @@ std::vector<double> error_bounds(DType dtype, const float* x, const Bytes& b) {
     case DType::Q3_K:
       for (int s = 0; s < 16; ++s) grid(16 * s, 16, half_at(b, 108) * q3_scale(b, 96, s), 0, -4, 3);
       break;
-    case DType::IQ4_NL: {
-      const double d0 = amax < 1e-15f ? 0.0 : max / -127;
-      for (int i = 0; i < n; ++i) {
-        bound[i] = table_distance(x[i], d0) + std::fabs(d0 - half_at(b, 0)) * std::abs(kIq4Table[nibble32(b, 2, i)]);
-      }
-      break;
-    }
+    case DType::IQ4_NL:
     case DType::IQ4_XS: {
+      const bool xs = dtype == DType::IQ4_XS;
       const double d16 = half_at(b, 0), delta = std::max(std::fabs(d16) * 0x1p-11, 0x1p-25);
       for (int i = 0; i < n; ++i) {
-        const int sc = iq4_xs_scale(b, i / 32), q = nibble32(b, 8 + 16 * (i / 32), i % 32);
+        const int sc = xs ? iq4_xs_scale(b, i / 32) : 1, q = xs ? nibble32(b, 8 + 16 * (i / 32), i % 32) : nibble32(b, 2, i);
         bound[i] = table_distance(x[i], d16 * sc) + std::abs(sc) * delta * (127 + std::abs(kIq4Table[q]));
       }
       break;
@@ -712,19 +705,18 @@ TEST_CASE("quant: non-finite inputs quantize without undefined behaviour") {
   }
 }
 
-TEST_CASE("quant: IQ4 blocks below ggml's GROUP_MAX_EPS encode as ggml's reference quantizers leave them") {
-  // quantize_row_iq4_nl_ref keeps one code buffer for the row and does not
-  // write it for such a block: the block stores d = 0 and the codes of the
-  // block before it (checked against ggml); a row's first block gets zeros
-  // here (ggml leaves it uninitialized).
+TEST_CASE("quant: IQ4 blocks below ggml's GROUP_MAX_EPS encode as ggml's quantizers leave them") {
+  // An IQ4_NL block below it stores d = +0 and every code 8 (the table's 1,
+  // the nearest to 0·x), whatever the blocks around it hold.
   std::vector<float> x(96, 0.0f);
   for (int i = 0; i < 32; ++i) x[32 + i] = float(i - 13);
   x[64] = 1e-16f;
   const Bytes nl = to_bytes(quantize(DType::IQ4_NL, x));
-  CHECK(Bytes(nl.begin(), nl.begin() + 18) == Bytes(18, 0));
-  CHECK(half_at(nl, 36) == 0.0);
-  CHECK(Bytes(nl.begin() + 38, nl.end()) == Bytes(nl.begin() + 20, nl.begin() + 36));
-  CHECK(Bytes(nl.begin() + 20, nl.begin() + 36) != Bytes(16, 0));
+  Bytes zero_block(18, 0x88);
+  zero_block[0] = zero_block[1] = 0x00;
+  CHECK(Bytes(nl.begin(), nl.begin() + 18) == zero_block);
+  CHECK(Bytes(nl.begin() + 36, nl.end()) == zero_block);
+  CHECK(half_at(nl, 18) != 0.0);
 
   // An all-zero IQ4_XS super-block: d = −0/32 (fp16 0x8000), every scale
   // stored as 32 (scale 0; top bits 0b10) and every code 8, the table's 1.

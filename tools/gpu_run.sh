@@ -189,10 +189,10 @@ if [ "$what" = sweep ]; then
     qmatmul)
       stamp "llama.cpp's own kernels: test-backend-ops perf, MUL_MAT 4096 x {1, 512} x 14336"
       timeout 60 .peer/xzrun test-backend-ops perf -o MUL_MAT -b Vulkan0 \
-        -p 'type_a=(f16|q8_0|q4_K),type_b=f32,m=4096,n=(1|512),k=14336,' 2>&1 | grep -E "MUL_MAT|Device desc" \
+        -p 'type_a=(f16|q8_0|q4_K|q3_K|iq4_xs),type_b=f32,m=4096,n=(1|512),k=14336,' 2>&1 | grep -E "MUL_MAT|Device desc" \
         | tee -a "$out/peer_ops.txt"
       stamp "vkgate's quantized kernels at the same shapes: decode at every decode tile (--tiles all), prefill as a model runs it (dequantized, then the f16 matmul)"
-      for m in 1 512; do for q in q8_0 q4_k; do
+      for m in 1 512; do for q in q8_0 q4_k q3_k iq4_xs; do
         tiles=(); [ $m = 1 ] && tiles=(--tiles all)
         timeout 60 $cli bench --device nvidia --quiet --op qmatmul --m $m --n 4096 --k 14336 --quant $q --dtype f16 \
           "${tiles[@]}" --reps 20 2>&1 | grep -E "^(q?matmul|q|fastest)" | tee -a "$out/peer_ops.txt"

@@ -33,8 +33,10 @@ std::optional<size_t> stored_bytes(DType dtype, int64_t elements) noexcept;
 void dequantize(DType dtype, std::span<const std::byte> blocks, std::span<float> out);
 
 // `values` (a whole number of blocks) quantized to `dtype` by ggml's
-// reference quantizers (quantize_row_*_ref): deterministic, so a test can
-// compare bytes with ggml's. Throws Error(invalid_argument) for a dtype that
+// reference quantizers (quantize_row_*_ref; for IQ4_NL quantize_iq4_nl,
+// which llama-quantize runs where the _ref takes no trials): the bytes
+// llama-quantize writes without an importance matrix, deterministic, so a
+// test can compare bytes with ggml's. Throws Error(invalid_argument) for a dtype that
 // is not a block format or a length that is not whole blocks.
 std::vector<std::byte> quantize(DType dtype, std::span<const float> values);
 
