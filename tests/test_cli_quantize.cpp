@@ -77,7 +77,8 @@ TEST_CASE("cli quantize: qwen3 and llama directories read back as GGUF and run w
   const Case cases[] = {{"qwen3", true, "q4_k", DType::Q4_K},
                         {"qwen3", false, "q8_0", DType::Q8_0},
                         {"llama", false, "q6_k", DType::Q6_K},
-                        {"llama", true, "Q5_1", DType::Q5_1}};
+                        {"llama", true, "Q5_1", DType::Q5_1},
+                        {"qwen3", false, "iq4_xs", DType::IQ4_XS}};
   for (const Case& c : cases) {
     CAPTURE(c.model_type);
     CAPTURE(c.type);

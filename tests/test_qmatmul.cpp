@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <span>
 
@@ -122,6 +123,16 @@ TEST_CASE_FIXTURE(QmatmulTest, "qmatmul: the GPU decode kernel at every tile") {
     else
       check_formats({{1, 70, 2304}, {8, 9, 768}}, some, {ops::Storage::f16});
   }
+}
+
+// The GPUs' prefill tiles (shared memory, dequant8 per 8-element chunk),
+// which CPU drivers leave to their own kernels: every block format once.
+TEST_CASE_FIXTURE(QmatmulTest, "qmatmul: the GPU prefill tiles in every block format") {
+  test::ScopedTuning tuning(ctx);
+  tuning->cpu_matmul = false;
+  std::vector<DType> blocks;
+  std::copy_if(std::begin(kFormats), std::end(kFormats), std::back_inserter(blocks), is_quantized);
+  check_formats({{40, 70, 512}}, blocks, {ops::Storage::f32});
 }
 
 // The quantized decode step's passes: RMSNorm(X)·Wᵀ (+ b), and with the GLU
