@@ -201,7 +201,7 @@ TEST_CASE("cli quantize: a bad type, a missing directory or tensor, another mode
     for (const std::string& p : parts) CHECK(r.err.find(p) != std::string::npos);
     CHECK(!fs::exists(out));
   };
-  fails({"quantize", m.path(), "--type", "q3_k", "--output", out}, 2, {"--type", "q3_k"});
+  fails({"quantize", m.path(), "--type", "iq3_s", "--output", out}, 2, {"--type", "iq3_s"});
   fails({"quantize", m.path(), "--output", out}, 2, {"--type is required"});
   fails({"quantize", m.path(), "--type", "q8_0"}, 2, {"--output is required"});
   fails({"quantize", "--type", "q8_0", "--output", out}, 2, {"directory is required"});

@@ -143,6 +143,12 @@ TEST_CASE("cli: bench refuses what its flags alone make wrong before it opens a 
       {{"--op", "gdn", "--T", "4", "--mode", "chunked"}, "--mode must be recurrent, chunk, auto or both, got 'chunked'"},
       {{"--op", "qmatmul", "--m", "1", "--n", "8", "--k", "256"}, "--op qmatmul needs --quant T"},
       {{"--op", "matmul", "--m", "8", "--n", "8", "--k", "8", "--tiles", "all"}, "add --dtype f16"},
+      {{"--op", "matmul", "--m", "8", "--n", "8", "--k", "8", "--dtype", "f16", "--tiles", "direct,2x2"},
+       "--tiles: '2x2' is neither all, direct nor a tile WMxWNxFMxFNxTK[s1][h]"},
+      {{"--op", "qmatmul", "--m", "1", "--n", "8", "--k", "256", "--quant", "q4_k", "--tiles", "slices9"},
+       "--tiles: 'slices9' is neither all, chunks nor a tile slicesCxU"},
+      {{"--op", "attention", "--T", "8", "--heads", "2", "--head-dim", "64", "--dtype", "f16", "--tiles", "all,,"},
+       "--tiles: '' is neither all nor a tile SxK[p|h]"},
   };
   TempDir dir("bench_early");
   std::vector<std::vector<std::string>> jobs;

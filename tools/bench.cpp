@@ -238,6 +238,8 @@ int cmd_bench(Args& args) {
     throw UsageError("bench: --tiles times the fused fp16 tensor-core kernel: add --dtype f16, leave out --unfused");
   if (op == "qmatmul" && !tiles.empty() && model.int8)
     throw UsageError("bench: --tiles sweeps the decode kernels of fp activations: leave out --int8");
+  if (!tiles.empty())
+    if (const std::string problem = b::tile_list_problem(op, tiles); !problem.empty()) throw UsageError(problem);
   std::vector<b::GlaForm> forms;  // --op gla / gdn
   if (gla_mode == "both") forms = {b::GlaForm::recurrent, b::GlaForm::chunk};
   else if (gla_mode == "recurrent") forms = {b::GlaForm::recurrent};

@@ -291,7 +291,7 @@ def test_quant_on_load(ctx, tmp_path):
 
 def test_quant_refuses_a_bad_value(ctx, tiny_model):
     d, cfg, w = tiny_model
-    for bad in ("q3_k", "", "fp16"):
+    for bad in ("iq3_s", "", "fp16"):
         with pytest.raises(vkgate.Error, match="quant: expected None or one of 'q8_0'.*got '%s'" % bad) as e:
             vkgate.Model.load(ctx, d, quant=bad)
         assert e.value.code == "invalid_argument"

@@ -82,6 +82,11 @@ Case attention(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv
 // emulation on CPU drivers. Tiles that do not fit are named on stderr and skipped.
 std::vector<Case> attention_tiles(Context& ctx, int64_t batch, int64_t T, int64_t heads, int64_t kv_heads,
                                   int64_t head_dim, bool causal, const Options& opt, const std::string& list);
+// Why `--op OP --tiles LIST` names no kernel the sweep knows (an item that is
+// neither "all" nor, per op, "direct" or a StagedTile, "chunks" or a
+// QrowsTile, a FlashTile), or "" when every item parses: the CLI refuses
+// before a device opens, and the sweeps above with the same words.
+std::string tile_list_problem(const std::string& op, const std::string& list);
 Case rmsnorm(Context& ctx, int64_t rows, int64_t dim, const Options& opt);
 // Each row's k largest of fp32 logits [rows, n] (ops::top_k: what a sampler reads instead of the row).
 Case top_k(Context& ctx, int64_t rows, int64_t n, int64_t k, const Options& opt);

@@ -120,7 +120,7 @@ std::vector<Case> attention_tiles(Context& ctx, int64_t B, int64_t T, int64_t H,
     } else if (const auto tile = gpu::FlashTile::parse(item)) {
       tiles.push_back(*tile);
     } else {
-      throw Error(ErrorCode::invalid_argument, "bench: --tiles: '" + item + "' is neither all nor a tile SxK[p|h]");
+      throw Error(ErrorCode::invalid_argument, tile_list_problem("attention", item));
     }
   }
   std::vector<std::pair<std::string, gpu::Tuning>> runs;

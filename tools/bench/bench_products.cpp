@@ -63,6 +63,19 @@ Case matmul(Context& ctx, int64_t M, int64_t N, int64_t K, Precision dtype, cons
   return matmul_tunings(ctx, M, N, K, dtype, opt, {{"", ctx.impl().tuning}})[0];
 }
 
+std::string tile_list_problem(const std::string& op, const std::string& list) {
+  for (const std::string& item : split_list(list)) {
+    if (item == "all") continue;
+    if (op == "matmul" && item != "direct" && !gpu::StagedTile::parse(item))
+      return "bench: --tiles: '" + item + "' is neither all, direct nor a tile WMxWNxFMxFNxTK[s1][h]";
+    if (op == "qmatmul" && !gpu::QrowsTile::parse(item))
+      return "bench: --tiles: '" + item + "' is neither all, chunks nor a tile slicesCxU";
+    if (op == "attention" && !gpu::FlashTile::parse(item))
+      return "bench: --tiles: '" + item + "' is neither all nor a tile SxK[p|h]";
+  }
+  return "";
+}
+
 namespace {
 // --tiles: (name suffix, tuning) per kernel of `list` that takes an M×N×K
 // product here; the others are named on stderr as skipped.
@@ -97,7 +110,7 @@ std::vector<std::pair<std::string, gpu::Tuning>> tile_tunings(Context& ctx, cons
       continue;
     }
     const auto tile = gpu::StagedTile::parse(name);
-    if (!tile) throw Error(ErrorCode::invalid_argument, "bench: --tiles: '" + name + "' is neither direct nor a tile WMxWNxFMxFNxTK[s1][h]");
+    if (!tile) throw Error(ErrorCode::invalid_argument, tile_list_problem("matmul", name));
     const gpu::StagedTile used = ops::staged_tile_run(*tile, kind);
     const std::string why = ops::staged_tile_misfit(d, used, kind, uint32_t(M), uint32_t(N), uint32_t(K),
                                                     uint32_t(K), uint32_t(K));
@@ -212,7 +225,7 @@ std::vector<Case> qmatmul_tiles(Context& ctx, int64_t M, int64_t N, int64_t K, D
     } else if (const auto tile = gpu::QrowsTile::parse(item)) {
       tiles.push_back(*tile);
     } else {
-      throw Error(ErrorCode::invalid_argument, "bench: --tiles: '" + item + "' is neither all, chunks nor a tile slicesCxU");
+      throw Error(ErrorCode::invalid_argument, tile_list_problem("qmatmul", item));
     }
     for (const gpu::QrowsTile& tile : tiles) {
       gpu::Tuning t = ctx.impl().tuning;
