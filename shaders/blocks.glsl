@@ -83,12 +83,13 @@ vec2 block_scale_min_k4(uint at, uint sub) {
   return vec2((packed & 15u) | ((block_byte(at + sub - 4u) >> 6) << 4), (packed >> 4) | ((block_byte(at + sub) >> 6) << 4));
 }
 
-// Q3_K's 6-bit scale of sub-block s (0..15) from its 12 bytes at `at`: the
-// low 4 bits in the low (s < 8) or high nibble of byte s % 8, the top 2 at
-// bit 2·(s / 4) of byte 8 + s % 4; stored with an offset of 32.
-float block_q3k_scale(uint at, uint s) {
-  const uint low = (block_byte(at + (s & 7u)) >> ((s >> 3) << 2)) & 15u;
-  const uint high = (block_byte(at + 8u + (s & 3u)) >> ((s >> 2) << 1)) & 3u;
+// Q3_K's 6-bit scale of sub-block s (0..15) from its 12 bytes, as three
+// little-endian words: the low 4 bits in the low (s < 8) or high nibble of
+// byte s % 8, the top 2 at bit 2·(s / 4) of byte 8 + s % 4 (word 2); stored
+// with an offset of 32.
+float block_q3k_scale(uvec3 w, uint s) {
+  const uint low = (w[(s & 7u) >> 2] >> (((s & 3u) << 3) + ((s >> 3) << 2))) & 15u;
+  const uint high = (w.z >> (((s & 3u) << 3) + ((s >> 2) << 1))) & 3u;
   return float(int(low | (high << 4)) - 32);
 }
 
@@ -199,7 +200,8 @@ void dequant8(uint row, uint c, BLOCK_PRECISE out vec4 lo, BLOCK_PRECISE out vec
       const uint bit = 4u * half_ + quarter;
       q0 += 4.0 * block_bit_of_bytes(block_u32(b + l), bit) - 4.0;
       q1 += 4.0 * block_bit_of_bytes(block_u32(b + l + 4u), bit) - 4.0;
-      const float dl = block_half(b + 108u) * block_q3k_scale(b + 96u, sub);
+      const uvec3 scales = uvec3(block_u32(b + 96u), block_u32(b + 100u), block_u32(b + 104u));
+      const float dl = block_half(b + 108u) * block_q3k_scale(scales, sub);
       lo = dl * q0;
       hi = dl * q1;
     }
@@ -352,7 +354,11 @@ void block_slice(uint row, uint s, out vec4 q[8], out vec2 a, out vec2 c) {
     } else {
       slice_load(b, 9u);
       [[unroll]] for (uint i = 0; i < 8u; ++i) q[i] += 4.0 * block_bit_of_bytes(slice_u32(b, 4u * i), t);
-      a = block_half(b + 108u) * vec2(block_q3k_scale(b + 96u, 2u * t), block_q3k_scale(b + 96u, 2u * t + 1u));
+      // The 12 bytes of scales and d (bytes 96 to 109) in one load.
+      const uint sb = b + 96u;
+      slice_load(sb, 5u);
+      const uvec3 scales = uvec3(slice_u32(sb, 0u), slice_u32(sb, 4u), slice_u32(sb, 8u));
+      a = unpackHalf2x16(slice_u32(sb, 12u)).x * vec2(block_q3k_scale(scales, 2u * t), block_q3k_scale(scales, 2u * t + 1u));
       c = -4.0 * a;
     }
   } else if (FMT == 20u || FMT == 23u) {
