@@ -66,7 +66,8 @@ out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
   --quant T          (a model) quantize the float projections and an untied lm_head on load to
                      the block format T: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k,
                      q6_k, iq4_nl, iq4_xs (ggml's layouts and reference quantizers); --precision
-                     stays the activations' storage. Weights already in a block format (a GGUF) are kept as they are
+                     stays the activations' storage. Weights already in a block format (a GGUF)
+                     are kept as they are
   --int8             (a model) int8 activations: Q8_0 and Q4_0 projections quantize their input
                      per 32-element block to int8 (scale max|x|/127) and multiply with integer
                      dot products, where the device has them (`vkgate devices`: int8_dot=yes;

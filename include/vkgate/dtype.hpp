@@ -12,9 +12,9 @@ namespace vkgate {
 // (F8_E4M3, U8, IQ2_XXS, ...) is rejected when opened, naming the tensor and
 // dtype. The integer types hold token ids (input_ids); activations are always
 // one of the floating-point types. Weights may also be in one of ggml's block
-// formats (Q8_0 ... Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, bit for bit as GGUF stores them: vkgate/quant.hpp),
-// where `block_elements` consecutive elements of a row share one block of
-// `block_bytes` bytes.
+// formats (Q8_0 ... Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, bit for bit as GGUF
+// stores them: vkgate/quant.hpp), where `block_elements` consecutive
+// elements of a row share one block of `block_bytes` bytes.
 enum class DType {
   F32, F16, BF16, F64, I64, I32,
   Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS
