@@ -354,7 +354,7 @@ void block_slice(uint row, uint s, out vec4 q[8], out vec2 a, out vec2 c) {
     } else {
       slice_load(b, 9u);
       [[unroll]] for (uint i = 0; i < 8u; ++i) q[i] += 4.0 * block_bit_of_bytes(slice_u32(b, 4u * i), t);
-      // The 12 bytes of scales and d (bytes 96 to 109) in one load.
+      // The 12 bytes of scales and d (bytes 96 to 109) in two 16-byte loads.
       const uint sb = b + 96u;
       slice_load(sb, 5u);
       const uvec3 scales = uvec3(slice_u32(sb, 0u), slice_u32(sb, 4u), slice_u32(sb, 8u));
