@@ -62,25 +62,21 @@ float fit_iq4_scale(const float* x) {
   constexpr int ntry = 7;
   const float max = signed_absmax(x, 32);
   if (std::fabs(max) < kGroupMaxEps) return 0.0f;
-  const float table0 = kIq4Values[0];
-  float d = -max / table0;
-  float id = 1 / d;
-  float sumqx = 0, sumq2 = 0;
-  for (int j = 0; j < 32; ++j) {
-    const float q = kIq4Values[nearest_iq4_index(id * x[j])], w = x[j] * x[j];
-    sumqx += w * q * x[j];
-    sumq2 += w * q * q;
-  }
-  d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
-  float best = d * sumqx;
-  for (int t = -ntry; t <= ntry; ++t) {
-    id = float(t + kIq4Values[0]) / max;
+  // Σ w·q·x and Σ w·q² over the codes for inverse scale id.
+  float sumqx, sumq2;
+  auto fit = [&](float id) {
     sumqx = sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
       const float q = kIq4Values[nearest_iq4_index(id * x[j])], w = x[j] * x[j];
       sumqx += w * q * x[j];
       sumq2 += w * q * q;
     }
+  };
+  fit(1 / (-max / float(kIq4Values[0])));
+  float d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
+  float best = d * sumqx;
+  for (int t = -ntry; t <= ntry; ++t) {
+    fit(float(t + kIq4Values[0]) / max);
     if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
       d = sumqx / sumq2;
       best = d * sumqx;
@@ -112,14 +108,8 @@ void quant_iq4_nl(const float* x, uint8_t* b) {
 void quant_iq4_xs(const float* x, uint8_t* b) {
   uint8_t L[32];
   float scales[8];
-  float max_scale = 0, amax_scale = 0;
-  for (int s = 0; s < 8; ++s) {
-    scales[s] = fit_iq4_scale(x + 32 * s);
-    if (std::fabs(scales[s]) > amax_scale) {
-      amax_scale = std::fabs(scales[s]);
-      max_scale = scales[s];
-    }
-  }
+  for (int s = 0; s < 8; ++s) scales[s] = fit_iq4_scale(x + 32 * s);
+  const float max_scale = signed_absmax(scales, 8);
   const float d = -max_scale / 32;  // −0 for an all-zero super-block: stored as 0x8000
   store_half(b, d);
   const float id = d != 0.0f ? 1 / d : 0.0f;

@@ -249,15 +249,9 @@ float fit_symmetric_scale(const float* x, int nmax, int8_t* L) {
 void quant_q6_k(const float* x, uint8_t* b) {
   int8_t L[kSuperBlock];
   float scales[16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int s = 0; s < 16; ++s) {
-    scales[s] = fit_symmetric_scale(x + 16 * s, 32, L + 16 * s);
-    if (std::fabs(scales[s]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[s]);
-      max_scale = scales[s];
-    }
-  }
-  if (max_abs_scale < kGroupMaxEps) {  // all zero
+  for (int s = 0; s < 16; ++s) scales[s] = fit_symmetric_scale(x + 16 * s, 32, L + 16 * s);
+  const float max_scale = signed_absmax(scales, 16);
+  if (std::fabs(max_scale) < kGroupMaxEps) {  // all zero
     std::memset(b, 0, 210);
     return;
   }
@@ -430,14 +424,8 @@ float fit_q3_scale(const float* x, int8_t* L) {
 void quant_q3_k(const float* x, uint8_t* b) {
   int8_t L[kSuperBlock];
   float scales[16];
-  float max_scale = 0, amax = 0;
-  for (int s = 0; s < 16; ++s) {
-    scales[s] = fit_q3_scale(x + 16 * s, L + 16 * s);
-    if (std::fabs(scales[s]) > amax) {
-      amax = std::fabs(scales[s]);
-      max_scale = scales[s];
-    }
-  }
+  for (int s = 0; s < 16; ++s) scales[s] = fit_q3_scale(x + 16 * s, L + 16 * s);
+  const float max_scale = signed_absmax(scales, 16);
   std::memset(b, 0, 110);
   uint8_t* packed = b + 96;
   if (max_scale != 0.0f) {
