@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "converter_checkpoint.hpp"
 #include "gguf_convert.hpp"
 #include "harness.hpp"
 #include "model_check.hpp"
@@ -44,42 +45,24 @@ namespace test_gguf_llama_cpp {
 
 using namespace vkgate;
 using test::check_load_refused;
+using test::draft_of;
+using test::FileWeights;
+using test::llama_cpp_file;
 
 namespace {
 
 const char* const kFiles[] = {"qwen3-Q4_K_M.gguf", "qwen3-Q8_0.gguf", "llama-Q4_K_M.gguf", "llama-Q8_0.gguf"};
-// The CLI runs on these and on Qwen3-Next's (Gated DeltaNet, sparse MoE with a shared expert).
+// The CLI runs on these, on Qwen3-Next's (Gated DeltaNet, sparse MoE with a
+// shared expert) and on Qwen3.5's (its value heads reordered: test_gguf_qwen35.cpp).
 const char* const kCliFiles[] = {"qwen3-Q4_K_M.gguf", "qwen3-Q8_0.gguf", "llama-Q4_K_M.gguf", "llama-Q8_0.gguf",
-                                 "qwen3next-Q4_K_M.gguf", "qwen3-Q2_K.gguf"};
-
-std::string data_file(const std::string& name) { return std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/" + name; }
-
-// The file's tensors under their Hugging Face names (llama's q/k rows
-// un-permuted by gguf_model_tensors), every one as fp32 for the reference.
-struct FileWeights {
-  GgufFile file;
-  ModelConfig cfg;
-  std::map<std::string, std::vector<float>> data;
-  WeightMap map;
-  std::set<DType> types;  // of the projections
-
-  explicit FileWeights(const std::string& path) : file(GgufFile::open(path)), cfg(gguf_model_config(file)) {
-    TensorBuffers copies;
-    const TensorMap tensors = gguf_model_tensors(file, cfg, copies);
-    for (const auto& [name, t] : tensors)
-      if (name.find("_proj.") != std::string::npos) types.insert(t.dtype);
-    const test::Dequantized d(tensors);
-    data = d.data;
-    for (const auto& [name, v] : data) map[name] = v;
-  }
-};
+                                 "qwen3next-Q4_K_M.gguf", "qwen3-Q2_K.gguf", "qwen35-Q4_K_M.gguf"};
 
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: Q4_K_M and Q8_0 files of llama-quantize match the reference on their dequantized tensors") {
   for (const char* name : kFiles) {
     CAPTURE(name);
-    const std::string path = data_file(name);
+    const std::string path = llama_cpp_file(name);
     const FileWeights w(path);
     const bool q4 = std::string(name).find("Q4_K_M") != std::string::npos;
     if (q4) {
@@ -130,7 +113,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: Q4_K_M and Q8_0 files of llama
 TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: a quantized token_embd is gathered from its blocks, one copy, the same logits") {
   for (const char* name : kFiles) {
     CAPTURE(name);
-    const std::string path = data_file(name);
+    const std::string path = llama_cpp_file(name);
     const GgufFile file = GgufFile::open(path);
     const ModelConfig cfg = gguf_model_config(file);
     TensorBuffers copies;
@@ -205,110 +188,21 @@ ModelConfig qwen3next_checkpoint_config() {
   return parse_model_config_json(j.dump(), "make_qwen3next.py config.json");
 }
 
-// make_qwen3next.py's value(): element i of tensor `name` from
-// splitmix64(fnv1a64(name) + i), so the checkpoint is rebuilt here without
-// being read (the same double operations in the same order).
-double qwen3next_value(const std::string& name, const std::vector<int64_t>& shape, uint64_t i) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
-  uint64_t x = h + i + 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x = x ^ (x >> 31);
-  const double r = double(x >> 11) * 0x1p-52 - 1.0;
-  if (name.ends_with("linear_attn.norm.weight")) return 1.0 + 0.2 * r;
-  if (name.ends_with("norm.weight")) return 0.2 * r;
-  if (name.ends_with("A_log")) return r;
-  if (name.ends_with("dt_bias")) return 0.5 + 0.5 * r;
-  if (name.ends_with("embed_tokens.weight")) return r;
-  return r / std::sqrt(double(shape.back()));
-}
-
-// The checkpoint make_qwen3next.py writes (model.safetensors): matrices F16, vectors F32.
-struct Qwen3NextCheckpoint {
-  ModelConfig cfg = qwen3next_checkpoint_config();
-  std::map<std::string, std::vector<std::byte>> bytes;
-  TensorMap tensors;
-  Qwen3NextCheckpoint() {
-    for (const TensorSpec& spec : expected_model_weights(cfg)) {
-      const bool matrix = spec.shape.size() > 1;
-      std::vector<std::byte>& b = bytes[spec.name];
-      b.resize(size_t(spec.numel()) * (matrix ? 2 : 4));
-      for (int64_t i = 0; i < spec.numel(); ++i) {
-        const float v = float(qwen3next_value(spec.name, spec.shape, uint64_t(i)));
-        if (matrix) {
-          const uint16_t h = float_to_half(v);
-          std::memcpy(b.data() + 2 * i, &h, 2);
-        } else {
-          std::memcpy(b.data() + 4 * i, &v, 4);
-        }
-      }
-      tensors[spec.name] = HostTensor{matrix ? DType::F16 : DType::F32, spec.shape, b};
-    }
-  }
-};
-
-// A file's keys and tensors as a draft to change and write again.
-GgufDraft draft_of(const GgufFile& f) {
-  GgufDraft d;
-  for (const auto& [key, value] : f.metadata())
-    if (key != "general.alignment") d.set(key, value);
-  for (const GgufTensor& t : f.tensors())
-    d.add_tensor(t.name, t.dtype, t.shape, std::vector<std::byte>(t.bytes.begin(), t.bytes.end()));
-  return d;
-}
-
 std::vector<double> doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next F16 of convert_hf_to_gguf.py reads back as its checkpoint, the same config and logits") {
-  const Qwen3NextCheckpoint ckpt;
-  const std::string path = data_file("qwen3next-F16.gguf");
-  const GgufFile file = GgufFile::open(path);
-  const ModelConfig cfg = gguf_model_config(file);
-  ModelConfig want = ckpt.cfg;
-  want.attention.rms_norm_eps = want.linear_attention->rms_norm_eps = double(float(1e-6));  // the key is f32
+  // in_proj_qkvz's rows gathered from attn_qkv and attn_gate, routers F32 of the F16 values.
+  const ModelConfig cfg =
+      test::check_converted(*this, llama_cpp_file("qwen3next-F16.gguf"), test::ConverterCheckpoint(qwen3next_checkpoint_config()));
   CHECK(cfg.model_type == "qwen3_next");
-  CHECK(cfg.attention == want.attention);
-  REQUIRE(cfg.linear_attention);
-  CHECK(*cfg.linear_attention == *want.linear_attention);
-  CHECK(!cfg.linear_attention->separate_projections);  // attn_qkv and attn_gate both F16: in_proj_qkvz again
-  CHECK(cfg.moe == want.moe);
   CHECK(cfg.num_hidden_layers == 2);
-  CHECK(cfg.intermediate_size == want.intermediate_size);
-  CHECK(cfg.vocab_size == 272);
-  CHECK(cfg.tie_word_embeddings);
-  CHECK(cfg.eos_token_ids == std::vector<int64_t>{268});
-
-  // Every tensor the checkpoint's: matrices bit for bit (in_proj_qkvz's rows
-  // gathered from attn_qkv and attn_gate, routers F32 of the F16 values),
-  // 1 + w norms and −exp(A_log) undone to fp32 rounding.
-  TensorBuffers copies;
-  const test::Dequantized got(gguf_model_tensors(file, cfg, copies));
-  const test::Dequantized expected(ckpt.tensors);
-  for (const TensorSpec& spec : expected_model_weights(cfg)) {
-    CAPTURE(spec.name);
-    const std::vector<float>& a = got.data.at(spec.name);
-    const std::vector<float>& b = expected.data.at(spec.name);
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
-    CHECK(worst <= (spec.shape.size() > 1 ? 0.0 : 1e-6));
-  }
-
-  const int B = 2, T = 6;
-  const auto ids = test::random_ids(rng, size_t(B) * T, cfg.vocab_size);
-  Model from_file = Model::load(ctx, path);
-  from_file.set_poison(true);
-  Model from_checkpoint(ctx, ckpt.cfg, ckpt.tensors);
-  const std::vector<float> logits = from_file.logits(ids, B, T);
-  test::check_close(logits, doubles(from_checkpoint.logits(ids, B, T)), 1e-10);
-  test::check_close(logits, reference::model_forward(ckpt.cfg, expected.map, {ids, B, T}).logits, 1e-7);
+  CHECK(!cfg.linear_attention->separate_projections);  // attn_qkv and attn_gate both F16: in_proj_qkvz again
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next Q4_K_M of llama-quantize matches the reference on its dequantized tensors, its Gated DeltaNet projections interleaved or apart") {
-  const std::string path = data_file("qwen3next-Q4_K_M.gguf");
+  const std::string path = llama_cpp_file("qwen3next-Q4_K_M.gguf");
   const FileWeights w(path);
   const GgufFile& f = w.file;
   CHECK(f.integer("general.file_type") == 15);
@@ -324,17 +218,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next Q4_K_M of llama-quan
   CHECK(!w.cfg.linear_attention->separate_projections);
   CHECK(w.cfg.moe_layers() == std::vector<int>{0, 1});
 
-  const int B = 2, T = 6;
-  const auto ids = test::random_ids(rng, size_t(B) * T, w.cfg.vocab_size);
-  const auto want = reference::model_forward(w.cfg, w.map, {ids, B, T});
-  Model model = Model::load(ctx, path);
-  model.set_poison(true);
-  const std::vector<float> got = model.logits(ids, B, T);
-  test::check_close(got, want.logits, 1e-7);
-  CHECK(model.logits(ids, B, T) == got);
-  const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 4);
-  CHECK(model.generate(prompt, {.max_new_tokens = 6, .stop_at_eos = false}).ids ==
-        reference::greedy_generate(w.cfg, w.map, prompt, 6, false));
+  const test::FileRun run = test::check_file_model(*this, path, w);
+  const std::vector<int64_t>& ids = run.ids;
+  const std::vector<float>& got = run.logits;
+  const int B = run.B, T = run.T;
 
   if (vk.info.storage16) {
     // fp16: every token to every expert, so that no routing choice can flip
@@ -367,7 +254,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next Q4_K_M of llama-quan
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next missing or misshapen ssm tensors and keys are errors naming them, MTP blocks and an older ssm_in are read") {
-  const GgufFile file = GgufFile::open(data_file("qwen3next-F16.gguf"));
+  const GgufFile file = GgufFile::open(llama_cpp_file("qwen3next-F16.gguf"));
   const GgufDraft good = draft_of(file);
   test::TempDir dir("gguf_qwen3next");
 
@@ -476,25 +363,17 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: Q2_K and IQ4_XS files of llama
   };
   for (const Expect& e : files) {
     CAPTURE(e.file);
-    const std::string path = data_file(e.file);
+    const std::string path = llama_cpp_file(e.file);
     const FileWeights w(path);
     CHECK(w.file.integer("general.file_type") == e.file_type);
     for (const auto& [name, dtype] : e.tensors) {
       CAPTURE(name);
       CHECK(w.file.tensor(name).dtype == dtype);
     }
-    const int B = 2, T = 6;
-    const auto ids = test::random_ids(rng, size_t(B) * T, w.cfg.vocab_size);
-    const auto want = reference::model_forward(w.cfg, w.map, {ids, B, T});
-    Model model = Model::load(ctx, path);
-    model.set_poison(true);
-    test::check_close(model.logits(ids, B, T), want.logits, 1e-7);
-    const std::vector<int64_t> prompt(ids.begin(), ids.begin() + 4);
-    CHECK(model.generate(prompt, {.max_new_tokens = 6, .stop_at_eos = false}).ids ==
-          reference::greedy_generate(w.cfg, w.map, prompt, 6, false));
+    const test::FileRun run = test::check_file_model(*this, path, w);
     if (vk.info.storage16 && w.cfg.model_type == "qwen3") {
       Model half = Model::load(ctx, path, {Precision::fp16});
-      test::check_close(half.logits(ids, B, T), want.logits, 1e-4);
+      test::check_close(half.logits(run.ids, run.B, run.T), run.want, 1e-4);
     }
   }
 }
@@ -503,8 +382,8 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: Q2_K and IQ4_XS files of llama
 // for every IQ4_XS and IQ4_NL tensor of its IQ4_XS file (no importance
 // matrix): the same codes and scales, not only the same values.
 TEST_CASE("gguf llama.cpp: quantize gives the bytes llama-quantize wrote for the IQ4_XS and IQ4_NL tensors") {
-  const GgufFile f16 = GgufFile::open(data_file("qwen3next-F16.gguf"));
-  const GgufFile iq4 = GgufFile::open(data_file("qwen3next-IQ4_XS.gguf"));
+  const GgufFile f16 = GgufFile::open(llama_cpp_file("qwen3next-F16.gguf"));
+  const GgufFile iq4 = GgufFile::open(llama_cpp_file("qwen3next-IQ4_XS.gguf"));
   int compared = 0;
   for (const GgufTensor& t : iq4.tensors()) {
     if (t.dtype != DType::IQ4_XS && t.dtype != DType::IQ4_NL) continue;
@@ -534,7 +413,7 @@ TEST_CASE("cli gguf llama.cpp: generate --prompt with the file's own tokenizer a
   std::vector<std::string> texts;
   std::vector<std::vector<double>> want_logits;
   for (const char* name : kCliFiles) {
-    const std::string path = data_file(name);
+    const std::string path = llama_cpp_file(name);
     const FileWeights w(path);
     const Tokenizer tok = Tokenizer::load(path);
     const std::vector<int32_t> ids32 = tok.encode(prompt);
@@ -567,7 +446,7 @@ TEST_CASE("cli gguf llama.cpp: generate --prompt with the file's own tokenizer a
     test::check_close(SafetensorsFile(dir / (stem + ".out.safetensors")).at("logits").to_f32(), want_logits[i], 1e-7);
   }
   // And the text itself, once.
-  const CliResult text = run_cli(with_device({"generate", "--weights", data_file(kFiles[0]), "--prompt", prompt,
+  const CliResult text = run_cli(with_device({"generate", "--weights", llama_cpp_file(kFiles[0]), "--prompt", prompt,
                                               "--max-new-tokens", "4", "--ignore-eos"}),
                                  dir.path);
   check_clean_exit(text);

@@ -141,7 +141,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant model: qwen3 in every block format, fp32
   check_quantized(*this, s.config(), DType::Q8_0, Precision::bf16, 1e-3);
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "quant model: llama with biases and tied embeddings, a gated qwen3, qwen3_next and GLA") {
+TEST_CASE_FIXTURE(test::GpuTest, "quant model: llama with biases and tied embeddings, a gated qwen3, qwen3_next, qwen3_5 and GLA") {
   test::TinyModel llama;
   llama.model_type = "llama";
   llama.bias = true;
@@ -152,6 +152,16 @@ TEST_CASE_FIXTURE(test::GpuTest, "quant model: llama with biases and tied embedd
   check_quantized(*this, gated.config(), DType::Q4_0, Precision::fp32, 1e-7);
   const ModelConfig next = parse_model_config_json(test::tiny_qwen3_next_json().dump(), "config.json");
   check_quantized(*this, next, DType::Q8_0, Precision::fp32, 1e-7);
+  nlohmann::json text = test::tiny_qwen3_next_json();
+  text["model_type"] = "qwen3_5_text";
+  const ModelConfig qwen35 = parse_model_config_json(text.dump(), "config.json");
+  REQUIRE(qwen35.linear_attention->separate_projections);
+  check_quantized(*this, qwen35, DType::Q8_0, Precision::fp32, 1e-7);
+  // Its four Gated DeltaNet input projections keep their blocks, as
+  // Qwen3-Next's two do: the same bytes on the device.
+  const Model m35(ctx, qwen35, test::RandomModel(qwen35, rng).tensors, {.quant = DType::Q8_0});
+  const Model m_next(ctx, next, test::RandomModel(next, rng).tensors, {.quant = DType::Q8_0});
+  CHECK(m35.memory().weights == m_next.memory().weights);
   test::TinyGla gla;
   check_quantized(*this, gla.config(), DType::Q5_1, Precision::fp32, 1e-7);
 }

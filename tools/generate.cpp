@@ -33,10 +33,11 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
 (tokenizer_config.json) are not applied: the prompt is tokenized as given.
 
   --weights DIR          a model checkpoint directory: config.json (model_type qwen3, llama,
-                         gla, qwen3_next or qwen3_moe), model.safetensors or model.safetensors.index.json and shards,
-                         optionally generation_config.json and tokenizer.json; or a GGUF file
-                         (.gguf: llama, qwen3, qwen3moe), which holds the config, the eos ids
-                         and the tokenizer (tokenizer.ggml.*) too
+                         gla, qwen3_next, qwen3_moe, qwen3_5 or qwen3_5_moe), model.safetensors or
+                         model.safetensors.index.json and shards, optionally generation_config.json
+                         and tokenizer.json; or a GGUF file (.gguf: llama, qwen3, qwen3moe, qwen3next,
+                         qwen35, qwen35moe), which holds the config, the eos ids and the tokenizer
+                         (tokenizer.ggml.*) too
   --prompt TEXT          the prompt as text (UTF-8), tokenized with DIR/tokenizer.json (a GGUF:
                          its own tokenizer) and the special tokens its post-processor adds
                          (e.g. Llama 3.1's BOS; a GGUF's add_bos_token)

@@ -39,13 +39,14 @@ out, F32; VKGATE_GDN_MODE=recurrent|chunk forces a form).
 
   --weights PATH     a checkpoint directory (model.safetensors, or model.safetensors.index.json
                      and its shards) or a .safetensors file (then --config is required), or
-                     for a whole model a GGUF file (.gguf: llama, qwen3, qwen3moe; its own config)
+                     for a whole model a GGUF file (.gguf: llama, qwen3, qwen3moe, qwen3next, qwen35,
+                     qwen35moe; its own config)
   --config FILE      Hugging Face config.json (default: PATH/config.json for a directory; a
                      model also reads PATH/generation_config.json)
   --input FILE       safetensors with either
                        input_ids [B, T] (I64 or I32): the whole model (model_type qwen3,
-                       llama, gla: fla's GLA models, qwen3_next or qwen3_moe; recurrent
-                       layers from a zero state) runs,
+                       llama, gla: fla's GLA models, qwen3_next, qwen3_moe, qwen3_5 or
+                       qwen3_5_moe; recurrent layers from a zero state) runs,
                        each row causal from its first token; or
                        hidden_states [B, T, D] and optionally past_key and past_value
                        [B, KV, P, Dh] (keys after k_norm and RoPE) and an additive

@@ -7,7 +7,8 @@
 //   vkgate::Tokenizer tok = vkgate::Tokenizer::load("Qwen3-0.6B-F16.gguf");
 //
 // Architectures (general.architecture → model_type): llama → llama,
-// qwen3 → qwen3, qwen3moe → qwen3_moe, qwen3next → qwen3_next. Keys read, under "<arch>.":
+// qwen3 → qwen3, qwen3moe → qwen3_moe, qwen3next → qwen3_next, qwen35 →
+// qwen3_5_text, qwen35moe → qwen3_5_moe_text. Keys read, under "<arch>.":
 //   block_count, context_length, embedding_length, attention.head_count,
 //   attention.layer_norm_rms_epsilon                      required
 //   feed_forward_length                                   required (qwen3moe: default expert_feed_forward_length)
@@ -18,11 +19,12 @@
 //   rope.scaling.type (none, linear, yarn), .factor, .original_context_length,
 //   .yarn_beta_fast, .yarn_beta_slow, .yarn_attn_factor   RoPE scaling; llama's Llama-3 scaling
 //                                                         comes as the tensor rope_freqs (read back into llama3 parameters)
-//   expert_count, expert_used_count, expert_feed_forward_length   qwen3moe (required)
-//   expert_weights_norm                                   qwen3moe, qwen3next: norm_topk_prob (default true:
+//   expert_count, expert_used_count, expert_feed_forward_length   qwen3moe, qwen3next, qwen35moe (required)
+//   expert_weights_norm                                   those: norm_topk_prob (default true:
 //                                                         llama.cpp always normalises their top-k weights)
 //   expert_weights_scale                                  when present, 0 or 1 (vkgate does not scale routed weights)
-//   qwen3next (Qwen3-Next; every layer's MLP sparse, as llama.cpp reads it):
+//   qwen3next, qwen35, qwen35moe (Qwen3-Next, Qwen3.5; qwen3next's and qwen35moe's
+//   every layer's MLP sparse, as llama.cpp reads them):
 //   expert_shared_feed_forward_length                     the shared expert (absent: feed_forward_length, as
 //                                                         llama.cpp; 0: none)
 //   ssm.state_size, ssm.group_count, ssm.time_step_rank,  the Gated DeltaNet layers: dk, nk, nv, nv·dv, K
@@ -58,6 +60,16 @@
 // (each head's query then its gate) is attn_q unchanged;
 // post_attention_layernorm is post_attention_norm; the shared expert
 // ffn_{gate,up,down}_shexp and its gate ffn_gate_inp_shexp ([1, D] or [D]).
+// qwen35 and qwen35moe as qwen3next, with the projections apart as the
+// checkpoint has them (in_proj_qkv → attn_qkv, in_proj_z → attn_gate,
+// in_proj_b → ssm_beta, in_proj_a → ssm_alpha: GdnConfig::separate_projections),
+// and their value heads reordered (_LinearAttentionVReorderBase): grouped by
+// key head in the checkpoint (value head j·r + i reads key head j), tiled in
+// the file (position i·nk + j), in the v rows of attn_qkv and the conv,
+// attn_gate's, ssm_beta's and ssm_alpha's rows, ssm_a, ssm_dt and ssm_out's
+// column blocks. They are put back in grouped order: whole rows of bytes, and
+// ssm_out's columns by whole blocks where a value head is whole blocks of its
+// format, else (a k-quant block of 256 over heads of 128) as fp32 values.
 //
 // Everything is checked before anything goes to a device: Error(invalid_config)
 // names the file and the key (an unknown architecture: the file, it and the
@@ -97,7 +109,8 @@ bool is_gguf_file(const std::string& path);
 ModelConfig gguf_model_config(const GgufFile& file);
 
 // Bytes that some returned tensors view (the un-permuted q/k rows of llama;
-// qwen3next's norms, A_log and regathered Gated DeltaNet projection rows);
+// qwen3next's norms, A_log and regathered Gated DeltaNet projection rows,
+// qwen35's value heads in order again);
 // must outlive the TensorMap.
 using TensorBuffers = std::vector<std::vector<std::byte>>;
 

@@ -22,7 +22,7 @@ namespace vkgate {
 
 namespace {
 
-constexpr const char* kArchitectures = "llama, qwen3, qwen3moe and qwen3next";
+constexpr const char* kArchitectures = "llama, qwen3, qwen3moe, qwen3next, qwen35 and qwen35moe";
 
 // Typed reads of "<arch>.<key>" with errors naming the file and the full key.
 class Hparams {
@@ -270,18 +270,21 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   else if (arch == "qwen3") m.model_type = "qwen3";
   else if (arch == "qwen3moe") m.model_type = "qwen3_moe";
   else if (arch == "qwen3next") m.model_type = "qwen3_next";
+  else if (arch == "qwen35") m.model_type = "qwen3_5_text";
+  else if (arch == "qwen35moe") m.model_type = "qwen3_5_moe_text";
   else
     throw Error(ErrorCode::invalid_config, path + ": key 'general.architecture' is \"" + arch +
                                                "\": vkgate reads the architectures " + kArchitectures);
   const Hparams h(f, arch);
-  const bool next = arch == "qwen3next";
-  const bool moe = arch == "qwen3moe" || next;
+  // Qwen3-Next and Qwen3.5: Gated DeltaNet layers beside gated attention.
+  const bool hybrid = arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
+  const bool moe = arch == "qwen3moe" || arch == "qwen3next" || arch == "qwen35moe";
 
   BlockConfig& a = m.attention;
   a.model_type = m.model_type;
   const int blocks = h.required("block_count", "the number of layers");
   m.num_hidden_layers = blocks;
-  // Qwen3-Next's multi-token-prediction blocks follow the model's (blk.L...): not run.
+  // Qwen3-Next's and Qwen3.5's multi-token-prediction blocks follow the model's (blk.L...): not run.
   if (const std::optional<int64_t> mtp = f.integer_or(h.key("nextn_predict_layers")); mtp && *mtp != 0) {
     if (*mtp < 0 || *mtp >= blocks)
       h.fail(ErrorCode::invalid_config, "nextn_predict_layers",
@@ -327,8 +330,8 @@ ModelConfig gguf_model_config(const GgufFile& f) {
   a.use_qk_norm = arch != "llama";
   a.residual = true;
   a.causal = true;
-  if (next) {
-    // transformers' Qwen3NextAttention: q_proj holds each head's query and
+  if (hybrid) {
+    // transformers' Qwen3NextAttention (Qwen3_5Attention the same): q_proj holds each head's query and
     // its elementwise gate (the converter keeps that layout, as llama.cpp
     // reads it); Qwen3NextRMSNorm scales by (1 + w), and the converter stores
     // 1 + w (gguf_model_tensors takes the 1 off again).
@@ -363,11 +366,11 @@ ModelConfig gguf_model_config(const GgufFile& f) {
       h.fail(ErrorCode::unsupported, "expert_weights_scale",
              "is " + std::to_string(*scale) + ": vkgate does not scale the routed experts' weights");
     m.intermediate_size = h.positive("feed_forward_length").value_or(m.moe.moe_intermediate_size);
-    if (!next) {
+    if (!hybrid) {
       if (h.positive("expert_shared_feed_forward_length"))
         h.fail(ErrorCode::unsupported, "expert_shared_feed_forward_length", "is set: a qwen3moe model has no shared expert");
     } else {
-      // Every layer sparse (llama.cpp reads no dense MLP for qwen3next), each with a
+      // Every layer sparse (llama.cpp reads no dense MLP for qwen3next, qwen35moe), each with a
       // shared expert of expert_shared_feed_forward_length (absent: feed_forward_length,
       // as llama.cpp takes it; 0: none).
       const std::optional<int64_t> shared = f.integer_or(h.key("expert_shared_feed_forward_length"));
@@ -375,14 +378,18 @@ ModelConfig gguf_model_config(const GgufFile& f) {
         h.fail(ErrorCode::invalid_config, "expert_shared_feed_forward_length",
                "is " + std::to_string(*shared) + ", expected a width (0: no shared expert)");
       m.moe.shared_expert_intermediate_size = shared ? int(*shared) : m.intermediate_size;
-      m.linear_attention = read_gdn(h, a);
-      m.linear_attention->separate_projections = separate_gdn_projections(f, m);
     }
   } else {
     if (const std::optional<int64_t> e = f.integer_or(h.key("expert_count")); e && *e > 0)
       h.fail(ErrorCode::unsupported, "expert_count",
              "is " + std::to_string(*e) + ": vkgate runs " + arch + " models with dense MLPs only");
     m.intermediate_size = h.required("feed_forward_length", "the MLP width");
+  }
+  if (hybrid) {
+    m.linear_attention = read_gdn(h, a);
+    // Qwen3.5's converter keeps its four input projections apart (attn_qkv,
+    // attn_gate, ssm_beta, ssm_alpha), as the checkpoint has them.
+    m.linear_attention->separate_projections = arch != "qwen3next" || separate_gdn_projections(f, m);
   }
   m.mlp_bias = arch == "llama" && f.find_tensor("blk.0.ffn_gate.bias") != nullptr;
 

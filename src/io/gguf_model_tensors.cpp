@@ -2,7 +2,8 @@
 // (vkgate/gguf_model.hpp's gguf_model_tensors): llama.cpp's converter's
 // names (gguf-py's tensor_mapping.py) mapped back, and its layout changes
 // (llama's permuted q/k rows, stacked experts, split Gated DeltaNet
-// projections) undone. gguf_model.cpp reads the config.
+// projections, Qwen3.5's reordered value heads) undone. gguf_model.cpp reads
+// the config.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -67,15 +68,19 @@ class TensorReader {
   TensorReader(const GgufFile& f, const ModelConfig& cfg, TensorBuffers& copies) : f_(f), cfg_(cfg), copies_(copies) {}
 
   HostTensor read(const TensorSpec& spec) {
-    // Qwen3-Next: the converter stores 1 + w for every norm named "*norm.weight"
-    // but the Gated DeltaNet's own (linear_attn.norm.weight, a plain weight).
-    if (next() && spec.name.ends_with("norm.weight") && !spec.name.ends_with("linear_attn.norm.weight"))
+    // Qwen3-Next and Qwen3.5: the converter stores 1 + w for every norm named
+    // "*norm.weight" but the Gated DeltaNet's own (linear_attn.norm.weight, a plain weight).
+    if (hybrid() && spec.name.ends_with("norm.weight") && !spec.name.ends_with("linear_attn.norm.weight"))
       return minus_one(mapped(spec));
     return mapped(spec);
   }
 
  private:
-  bool next() const { return cfg_.model_type == "qwen3_next"; }
+  bool hybrid() const { return cfg_.linear_attention.has_value(); }
+  // Qwen3.5's converter (_LinearAttentionVReorderBase) reorders the value
+  // heads from grouped by key head (value head g = j·r + i reads key head j)
+  // to tiled (position i·nk + j), so that ggml broadcasts the key heads.
+  bool tiled() const { return cfg_.model_type == "qwen3_5_text" || cfg_.model_type == "qwen3_5_moe_text"; }
 
   HostTensor mapped(const TensorSpec& spec) {
     if (spec.name == "model.embed_tokens.weight") return checked("token_embd.weight", spec.name, spec.shape);
@@ -89,8 +94,8 @@ class TensorReader {
     const std::string blk = "blk." + layer + ".";
     if (bare.starts_with("mlp.experts.")) return expert(blk, bare, spec);
     if (bare.starts_with("linear_attn.")) return gdn(blk, bare.substr(12), spec);
-    // Qwen3-Next's MLP norm is the converter's ATTN_POST_NORM (its tensor list has no FFN_NORM).
-    if (next() && bare == "post_attention_layernorm.weight")
+    // Qwen3-Next's and Qwen3.5's MLP norm is the converter's ATTN_POST_NORM (their tensor lists have no FFN_NORM).
+    if (hybrid() && bare == "post_attention_layernorm.weight")
       return checked(blk + "post_attention_norm.weight", spec.name, spec.shape);
     // A [1, D] matrix, stored as such ({D, 1}) or as the vector llama.cpp reads ({D}).
     if (bare == "mlp.shared_expert_gate.weight") return vector_or_row(blk + "ffn_gate_inp_shexp.weight", spec);
@@ -224,23 +229,82 @@ class TensorReader {
   //   in_proj_ba    → ssm_ba, unchanged      conv1d [C, 1, K] → ssm_conv1d [C, K]
   //   A_log         → ssm_a = −exp(A_log)    dt_bias → ssm_dt.bias
   //   norm          → ssm_norm (not shifted)  out_proj → ssm_out
+  // and Qwen3.5's: in_proj_qkv → attn_qkv, in_proj_z → attn_gate, in_proj_b →
+  // ssm_beta, in_proj_a → ssm_alpha, each value-head-indexed row (v, z, b, a,
+  // the v channels of the conv, A_log, dt_bias) and out_proj's column blocks
+  // in tiled order (tiled()), put back here.
   HostTensor gdn(const std::string& blk, const std::string& bare, const TensorSpec& spec) {
     const GdnConfig& g = *cfg_.linear_attention;
-    const int64_t D = g.hidden_size, C = g.conv_channels(), Z = g.value_dim(), nv = g.num_value_heads;
+    const int64_t D = g.hidden_size, C = g.conv_channels(), Z = g.value_dim(), nv = g.num_value_heads,
+                  dv = g.value_head_dim, keys = 2 * int64_t(g.key_dim());
     if (bare == "in_proj_qkvz.weight") {
       if (f_.find_tensor(blk + "ssm_in.weight")) return checked(blk + "ssm_in.weight", spec.name, spec.shape);
       return qkvz(blk, spec);  // errors name attn_qkv and attn_gate, the converter's names now
     }
-    if (bare == "in_proj_qkv.weight") return checked(blk + "attn_qkv.weight", spec.name, {C, D});
-    if (bare == "in_proj_z.weight") return checked(blk + "attn_gate.weight", spec.name, {Z, D});
+    if (bare == "in_proj_qkv.weight") return untiled_rows(checked(blk + "attn_qkv.weight", spec.name, {C, D}), keys, dv);
+    if (bare == "in_proj_z.weight") return untiled_rows(checked(blk + "attn_gate.weight", spec.name, {Z, D}), 0, dv);
     if (bare == "in_proj_ba.weight") return checked(blk + "ssm_ba.weight", spec.name, spec.shape);
-    if (bare == "in_proj_b.weight" || bare == "in_proj_a.weight") return ba_part(blk, spec, bare == "in_proj_a.weight");
-    if (bare == "conv1d.weight") return reshaped(blk + "ssm_conv1d.weight", spec, {C, int64_t(g.conv_kernel)});
+    if (bare == "in_proj_b.weight" || bare == "in_proj_a.weight") {
+      if (!tiled()) return ba_part(blk, spec, bare == "in_proj_a.weight");
+      return untiled_rows(checked(blk + (bare == "in_proj_a.weight" ? "ssm_alpha.weight" : "ssm_beta.weight"),
+                                  spec.name, spec.shape), 0, 1);
+    }
+    if (bare == "conv1d.weight")
+      return untiled_rows(reshaped(blk + "ssm_conv1d.weight", spec, {C, int64_t(g.conv_kernel)}), keys, dv);
     if (bare == "A_log") return a_log(blk + "ssm_a", spec);
-    if (bare == "dt_bias") return checked(blk + "ssm_dt.bias", spec.name, {nv});
+    if (bare == "dt_bias") return untiled_rows(checked(blk + "ssm_dt.bias", spec.name, {nv}), 0, 1);
     if (bare == "norm.weight") return checked(blk + "ssm_norm.weight", spec.name, spec.shape);
-    if (bare == "out_proj.weight") return checked(blk + "ssm_out.weight", spec.name, spec.shape);
+    if (bare == "out_proj.weight") return untiled_columns(checked(blk + "ssm_out.weight", spec.name, spec.shape));
     unknown(spec.name);
+  }
+
+  // The grouped position of tiled value head t: t = i·nk + j holds g = j·r + i.
+  int64_t grouped(int64_t t) const {
+    const GdnConfig& g = *cfg_.linear_attention;
+    return (t % g.num_key_heads) * g.group_size() + t / g.num_key_heads;
+  }
+  bool reordered() const {
+    const GdnConfig& g = *cfg_.linear_attention;
+    return tiled() && g.num_key_heads > 1 && g.group_size() > 1;
+  }
+
+  // t (rows along its first dimension; a vector's elements) with the nv
+  // blocks of `unit` rows from row `first` on put back in grouped order:
+  // whole rows of bytes, so block formats too.
+  HostTensor untiled_rows(const HostTensor& t, int64_t first, int64_t unit) {
+    if (!reordered()) return t;
+    const int64_t total = t.shape[0], nv = cfg_.linear_attention->num_value_heads;
+    const size_t row = t.bytes.size() / size_t(total), block = size_t(unit) * row;
+    std::vector<std::byte>& out = copies_.emplace_back(t.bytes.begin(), t.bytes.end());
+    for (int64_t h = 0; h < nv; ++h)
+      std::memcpy(out.data() + size_t(first) * row + size_t(grouped(h)) * block,
+                  t.bytes.data() + size_t(first) * row + size_t(h) * block, block);
+    return HostTensor{t.dtype, t.shape, std::span<const std::byte>(out)};
+  }
+
+  // out_proj [D, nv·dv] with its columns' value-head blocks put back in
+  // grouped order: bytes when a head's dv columns are whole blocks of its
+  // format, else (a k-quant block of 256 across heads of 128) its values as
+  // fp32, exact but no longer in the file's format.
+  HostTensor untiled_columns(const HostTensor& t) {
+    if (!reordered()) return t;
+    const GdnConfig& g = *cfg_.linear_attention;
+    const int64_t D = t.shape[0], nv = g.num_value_heads, dv = g.value_head_dim;
+    if (dv % block_elements(t.dtype) == 0) {
+      const size_t head = size_t(dv / block_elements(t.dtype)) * block_bytes(t.dtype), row = head * size_t(nv);
+      std::vector<std::byte>& out = copies_.emplace_back(t.bytes.size());
+      for (int64_t d = 0; d < D; ++d)
+        for (int64_t h = 0; h < nv; ++h)
+          std::memcpy(out.data() + size_t(d) * row + size_t(grouped(h)) * head,
+                      t.bytes.data() + size_t(d) * row + size_t(h) * head, head);
+      return HostTensor{t.dtype, t.shape, std::span<const std::byte>(out)};
+    }
+    const std::vector<float> v = floats(t);
+    std::vector<float> out(v.size());
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t h = 0; h < nv; ++h)
+        std::copy_n(v.begin() + (d * nv + h) * dv, dv, out.begin() + (d * nv + grouped(h)) * dv);
+    return owned(out, t.shape);
   }
 
   // in_proj_qkvz's rows (per key head j: q_j, k_j, the v and then z rows of
@@ -293,7 +357,7 @@ class TensorReader {
 
   // A_log = log(−ssm_a): the converter stores A = −exp(A_log), negative.
   HostTensor a_log(const std::string& name, const TensorSpec& spec) {
-    std::vector<float> v = floats(checked(name, spec.name, spec.shape));
+    std::vector<float> v = floats(untiled_rows(checked(name, spec.name, spec.shape), 0, 1));
     for (size_t i = 0; i < v.size(); ++i) {
       if (!(v[i] < 0) || !std::isfinite(v[i]))
         throw Error(ErrorCode::invalid_config, f_.path() + ": tensor '" + name + "' (" + spec.name + " as −exp(A_log)) holds " +

@@ -8,28 +8,29 @@
 namespace vkgate::nn {
 
 namespace {
-// Qwen3.5's separate projections as [in_proj_qkvz ; in_proj_ba] rows, each
-// `row` bytes: per key head j, q_j, k_j, the v and z rows of its value heads,
-// then per key head its value heads' b and a rows (gdn_config.hpp).
-std::vector<std::byte> grouped_projections(const GdnConfig& c, const std::vector<std::byte>& qkv,
-                                           const std::vector<std::byte>& z, const std::vector<std::byte>& b,
-                                           const std::vector<std::byte>& a, size_t row) {
-  const size_t nk = size_t(c.num_key_heads), r = size_t(c.group_size()), dk = size_t(c.key_head_dim),
-               dv = size_t(c.value_head_dim), keys = nk * dk;
-  std::vector<std::byte> out;
-  out.reserve(qkv.size() + z.size() + b.size() + a.size());
-  auto rows = [&](const std::vector<std::byte>& from, size_t first, size_t count) {
-    out.insert(out.end(), from.begin() + long(first * row), from.begin() + long((first + count) * row));
+// Qwen3.5's separate projections as views of their rows in in_proj_qkvz's and
+// in_proj_ba's order: per key head j, q_j, k_j, the v and z rows of its value
+// heads, then per key head its value heads' b and a rows (gdn_config.hpp).
+// Whole rows, so a block format stays as stored: Projection makes one run of
+// the consecutive views that share a format.
+std::vector<HostTensor> grouped_projections(const GdnConfig& c, const TensorMap& w) {
+  const int64_t nk = c.num_key_heads, r = c.group_size(), dk = c.key_head_dim, dv = c.value_head_dim,
+                keys = nk * dk, D = c.hidden_size;
+  std::vector<HostTensor> out;
+  auto rows = [&](const char* name, int64_t first, int64_t count) {
+    const HostTensor& t = w.at(name);
+    const size_t row = t.bytes.size() / size_t(t.numel() / D);
+    out.push_back({t.dtype, {count, D}, t.bytes.subspan(size_t(first) * row, size_t(count) * row)});
   };
-  for (size_t j = 0; j < nk; ++j) {
-    rows(qkv, j * dk, dk);
-    rows(qkv, keys + j * dk, dk);
-    rows(qkv, 2 * keys + j * r * dv, r * dv);
-    rows(z, j * r * dv, r * dv);
+  for (int64_t j = 0; j < nk; ++j) {
+    rows("in_proj_qkv.weight", j * dk, dk);
+    rows("in_proj_qkv.weight", keys + j * dk, dk);
+    rows("in_proj_qkv.weight", 2 * keys + j * r * dv, r * dv);
+    rows("in_proj_z.weight", j * r * dv, r * dv);
   }
-  for (size_t j = 0; j < nk; ++j) {
-    rows(b, j * r, r);
-    rows(a, j * r, r);
+  for (int64_t j = 0; j < nk; ++j) {
+    rows("in_proj_b.weight", j * r, r);
+    rows("in_proj_a.weight", j * r, r);
   }
   return out;
 }
@@ -42,22 +43,21 @@ Gdn::Gdn(Context::Impl& vk, const gpu::Tuning& tuning, const GdnMixer& cfg, cons
   D_ = uint32_t(c.hidden_size);
   qkvz_ = uint32_t(c.qkvz_rows());
   cols_ = qkvz_ + 2 * uint32_t(c.num_value_heads);
-  const size_t e = ops::element_bytes(act);
   ld_hidden_ = ops::operand_stride(vk.info, tuning, D_, act);
   ld_value_ = ops::operand_stride(vk.info, tuning, uint32_t(c.value_dim()), act);
-  auto weight = [&](const char* name) { return stored(w.at(name), act); };
   auto f32 = [&](const char* name) { return stored(w.at(name), Storage::f32); };
   if (cfg.input_norm) norm_w_ = upload(vk, f32("input_layernorm.weight"), "input_layernorm.weight");
   // One product gives both projections, in_proj_ba's columns after in_proj_qkvz's.
-  // Qwen3.5's four projections are regrouped into that order, in float.
-  if (c.separate_projections)
-    w_in_ = Projection::from_dense(vk, tuning,
-                                   grouped_projections(c, weight("in_proj_qkv.weight"), weight("in_proj_z.weight"),
-                                                       weight("in_proj_b.weight"), weight("in_proj_a.weight"), D_ * e),
-                                   cols_, D_, act, "in_proj_qkv+z+b+a.weight");
-  else
+  // Qwen3.5's four projections are regrouped into that order.
+  if (c.separate_projections) {
+    const std::vector<HostTensor> parts = grouped_projections(c, w);
+    std::vector<const HostTensor*> pointers;
+    for (const HostTensor& t : parts) pointers.push_back(&t);
+    w_in_ = Projection(vk, tuning, pointers, D_, act, "in_proj_qkv+z+b+a.weight");
+  } else {
     w_in_ = Projection(vk, tuning, {&w.at("in_proj_qkvz.weight"), &w.at("in_proj_ba.weight")}, D_, act,
                        "in_proj_qkvz+in_proj_ba.weight");
+  }
   conv_w_ = upload(vk, f32("conv1d.weight"), "conv1d.weight");  // [C, 1, K] is [C, K]
   a_log_ = upload(vk, f32("A_log"), "A_log");
   dt_bias_ = upload(vk, f32("dt_bias"), "dt_bias");

@@ -71,10 +71,8 @@ def value(name, shape):
 
 def tensors(c):
     D, V, L = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"]
-    H, KV, Dh = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
     nk, nv = c["linear_num_key_heads"], c["linear_num_value_heads"]
     dk, dv, K = c["linear_key_head_dim"], c["linear_value_head_dim"], c["linear_conv_kernel_dim"]
-    E, Im, Is = c["num_experts"], c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
     specs = [("model.embed_tokens.weight", (V, D))]
     for l in range(L):
         p = f"model.layers.{l}."
@@ -85,19 +83,35 @@ def tensors(c):
                       (a + "conv1d.weight", (2 * nk * dk + nv * dv, 1, K)), (a + "A_log", (nv,)), (a + "dt_bias", (nv,)),
                       (a + "norm.weight", (dv,)), (a + "out_proj.weight", (D, nv * dv))]
         else:
-            a = p + "self_attn."
-            specs += [(a + "q_proj.weight", (2 * H * Dh, D)), (a + "k_proj.weight", (KV * Dh, D)),
-                      (a + "v_proj.weight", (KV * Dh, D)), (a + "o_proj.weight", (D, H * Dh)),
-                      (a + "q_norm.weight", (Dh,)), (a + "k_norm.weight", (Dh,))]
+            specs += attention_specs(c, p + "self_attn.")
         specs.append((p + "post_attention_layernorm.weight", (D,)))
-        m = p + "mlp."
-        specs.append((m + "gate.weight", (E, D)))
-        for e in range(E):
-            specs += [(m + f"experts.{e}.gate_proj.weight", (Im, D)), (m + f"experts.{e}.up_proj.weight", (Im, D)),
-                      (m + f"experts.{e}.down_proj.weight", (D, Im))]
-        specs += [(m + "shared_expert.gate_proj.weight", (Is, D)), (m + "shared_expert.up_proj.weight", (Is, D)),
-                  (m + "shared_expert.down_proj.weight", (D, Is)), (m + "shared_expert_gate.weight", (1, D))]
+        specs += moe_specs(c, p + "mlp.")
     specs.append(("model.norm.weight", (D,)))
+    return stored(specs)
+
+
+def attention_specs(c, a):
+    """The gated attention's tensors under `a` (q_proj: each head's query, then its gate)."""
+    D, H, KV, Dh = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    return [(a + "q_proj.weight", (2 * H * Dh, D)), (a + "k_proj.weight", (KV * Dh, D)),
+            (a + "v_proj.weight", (KV * Dh, D)), (a + "o_proj.weight", (D, H * Dh)),
+            (a + "q_norm.weight", (Dh,)), (a + "k_norm.weight", (Dh,))]
+
+
+def moe_specs(c, m):
+    """The sparse MLP's tensors under `m`: router, experts, shared expert and its gate."""
+    D, E = c["hidden_size"], c["num_experts"]
+    Im, Is = c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
+    specs = [(m + "gate.weight", (E, D))]
+    for e in range(E):
+        specs += [(m + f"experts.{e}.gate_proj.weight", (Im, D)), (m + f"experts.{e}.up_proj.weight", (Im, D)),
+                  (m + f"experts.{e}.down_proj.weight", (D, Im))]
+    return specs + [(m + "shared_expert.gate_proj.weight", (Is, D)), (m + "shared_expert.up_proj.weight", (Is, D)),
+                    (m + "shared_expert.down_proj.weight", (D, Is)), (m + "shared_expert_gate.weight", (1, D))]
+
+
+def stored(specs):
+    """Each (name, shape)'s values as the checkpoint stores them: matrices F16, vectors F32."""
     out = {}
     for name, shape in specs:
         v = value(name, shape).astype(np.float32)
@@ -122,10 +136,10 @@ def write_safetensors(path, ts):
             f.write(b)
 
 
-def checkpoint(tokenizer_json, out):
+def checkpoint(tokenizer_json, out, config=CONFIG, make=tensors):
     os.makedirs(out, exist_ok=True)
-    write_safetensors(os.path.join(out, "model.safetensors"), tensors(CONFIG))
-    json.dump(CONFIG, open(os.path.join(out, "config.json"), "w"), indent=1)
+    write_safetensors(os.path.join(out, "model.safetensors"), make(config))
+    json.dump(config, open(os.path.join(out, "config.json"), "w"), indent=1)
     tok = json.load(open(tokenizer_json))
     tok["pre_tokenizer"]["add_prefix_space"] = False
     tok["post_processor"] = None
@@ -134,7 +148,9 @@ def checkpoint(tokenizer_json, out):
               open(os.path.join(out, "tokenizer_config.json"), "w"))
 
 
-def convert(llama_cpp, model_dir, outfile):
+def convert(llama_cpp, model_dir, outfile, mtp=False):
+    """convert_hf_to_gguf.py MODEL_DIR --outtype f16 [--no-mtp] --outfile OUTFILE (the MTP
+    blocks, where the checkpoint has them, are the converter's default)."""
     import types
     transformers = types.ModuleType("transformers")
 
@@ -190,7 +206,7 @@ def convert(llama_cpp, model_dir, outfile):
         return tokens, types_, "gpt-2"
 
     base.TextModel.get_vocab_base = get_vocab_base
-    sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outtype", "f16", "--no-mtp", "--outfile", outfile]
+    sys.argv = ["convert_hf_to_gguf.py", model_dir, "--outtype", "f16"] + ([] if mtp else ["--no-mtp"]) + ["--outfile", outfile]
     convert_hf_to_gguf.main()
 
 
