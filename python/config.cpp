@@ -167,6 +167,8 @@ void bind_block_config(py::module_& m) {
       .field("rope_theta", &BlockConfig::rope_theta, "RoPE base")
       .field("partial_rotary_factor", &BlockConfig::partial_rotary_factor, "rotary dims = int(head_dim * factor)")
       .field("rope_scaling", &BlockConfig::rope_scaling, "RoPE's frequency scaling (RopeScaling; type 'default': none)")
+      .field("mrope_section", &BlockConfig::mrope_section,
+             "Qwen3.5's multimodal RoPE sections (moot for text positions; written to GGUF)")
       .field("max_position_embeddings", &BlockConfig::max_position_embeddings,
              "the model's context length (0: unknown); dynamic RoPE's threshold, yarn's and llama3's fallback")
       .enum_field("gate_kind", &BlockConfig::gate_kind,
@@ -326,10 +328,10 @@ void bind_moe_config(py::module_& m) {
 
 void bind_model_config(py::module_& m) {
   py::class_<ModelConfig> cls(m, "ModelConfig",
-                              "A whole decoder-only model: qwen3, llama, gla, qwen3_next or qwen3_moe "
+                              "A whole decoder-only model: qwen3, llama, gla, qwen3_next, qwen3_moe, qwen3_5_text or qwen3_5_moe_text "
                               "(include/vkgate/model_config.hpp).");
   Fields<ModelConfig> f{cls, "ModelConfig"};
-  f.field("model_type", &ModelConfig::model_type, "'qwen3', 'llama', 'gla', 'qwen3_next' or 'qwen3_moe'")
+  f.field("model_type", &ModelConfig::model_type, "'qwen3', 'llama', 'gla', 'qwen3_next', 'qwen3_moe', 'qwen3_5_text' or 'qwen3_5_moe_text'")
       .field("attention", &ModelConfig::attention, "every layer's attention block (BlockConfig)")
       .field("gla", &ModelConfig::gla, "every layer's GLA mixer (GlaConfig) for a gla model, else None")
       .field("linear_attention", &ModelConfig::linear_attention,

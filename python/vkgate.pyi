@@ -68,6 +68,7 @@ class BlockConfig:
     rope_theta: float
     partial_rotary_factor: float
     rope_scaling: RopeScaling
+    mrope_section: list[int]
     max_position_embeddings: int
     gate_kind: str  # 'none' | 'headwise' | 'elementwise'
     gate_layout: str  # 'qwen3_next' | 'official_grouped' | 'separate'

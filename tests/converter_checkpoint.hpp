@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,6 +49,45 @@ struct FileWeights {
     for (const auto& [name, v] : data) map[name] = v;
   }
 };
+
+// make_qwen3next.py's CONFIG, the checkpoint's config.json.
+inline ModelConfig qwen3next_checkpoint_config() {
+  const nlohmann::json j = {
+      {"architectures", {"Qwen3NextForCausalLM"}}, {"model_type", "qwen3_next"}, {"hidden_size", 256},
+      {"num_hidden_layers", 2}, {"vocab_size", 272}, {"num_attention_heads", 2}, {"num_key_value_heads", 1},
+      {"head_dim", 16}, {"partial_rotary_factor", 0.25}, {"rope_theta", 10000000.0},
+      {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"}, {"attention_bias", false},
+      {"intermediate_size", 64}, {"full_attention_interval", 2}, {"layer_types", {"linear_attention", "full_attention"}},
+      {"linear_num_key_heads", 2}, {"linear_num_value_heads", 4}, {"linear_key_head_dim", 16},
+      {"linear_value_head_dim", 16}, {"linear_conv_kernel_dim", 4}, {"num_experts", 4}, {"num_experts_per_tok", 2},
+      {"moe_intermediate_size", 16}, {"shared_expert_intermediate_size", 16}, {"norm_topk_prob", true},
+      {"decoder_sparse_step", 1}, {"mlp_only_layers", nlohmann::json::array()}, {"tie_word_embeddings", true},
+      {"bos_token_id", 268}, {"eos_token_id", 268}, {"torch_dtype", "float16"}};
+  return parse_model_config_json(j.dump(), "make_qwen3next.py config.json");
+}
+
+// make_qwen35.py's CONFIGS: the checkpoint's config.json.
+inline ModelConfig qwen35_checkpoint_config(bool moe) {
+  nlohmann::json j = {
+      {"vocab_size", 272}, {"num_hidden_layers", 2}, {"num_attention_heads", 2}, {"num_key_value_heads", 1},
+      {"head_dim", 32}, {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"},
+      {"attention_bias", false}, {"full_attention_interval", 2}, {"layer_types", {"linear_attention", "full_attention"}},
+      {"linear_num_key_heads", 2}, {"linear_conv_kernel_dim", 4},
+      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25},
+                           {"mrope_section", {2, 1, 1}}, {"mrope_interleaved", true}}},
+      {"tie_word_embeddings", true}, {"bos_token_id", 268}, {"eos_token_id", 268}, {"torch_dtype", "float16"},
+      {"linear_key_head_dim", 32}, {"linear_value_head_dim", 32}, {"intermediate_size", 64}};
+  if (moe) {
+    j.update({{"architectures", {"Qwen3_5MoeForCausalLM"}}, {"model_type", "qwen3_5_moe_text"}, {"hidden_size", 128},
+              {"linear_num_value_heads", 4}, {"num_experts", 4}, {"num_experts_per_tok", 2},
+              {"moe_intermediate_size", 16}, {"shared_expert_intermediate_size", 16}, {"norm_topk_prob", true},
+              {"mtp_num_hidden_layers", 1}});
+  } else {
+    j.update({{"architectures", {"Qwen3_5ForCausalLM"}}, {"model_type", "qwen3_5_text"}, {"hidden_size", 256},
+              {"linear_num_value_heads", 8}});
+  }
+  return parse_model_config_json(j.dump(), "make_qwen35.py config.json");
+}
 
 // value(): element i of tensor `name` from splitmix64(fnv1a64(name) + i), the
 // same double operations in the same order.

@@ -172,22 +172,6 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: a quantized token_embd is gath
 
 namespace {
 
-// make_qwen3next.py's CONFIG, the checkpoint's config.json.
-ModelConfig qwen3next_checkpoint_config() {
-  const nlohmann::json j = {
-      {"architectures", {"Qwen3NextForCausalLM"}}, {"model_type", "qwen3_next"}, {"hidden_size", 256},
-      {"num_hidden_layers", 2}, {"vocab_size", 272}, {"num_attention_heads", 2}, {"num_key_value_heads", 1},
-      {"head_dim", 16}, {"partial_rotary_factor", 0.25}, {"rope_theta", 10000000.0},
-      {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"}, {"attention_bias", false},
-      {"intermediate_size", 64}, {"full_attention_interval", 2}, {"layer_types", {"linear_attention", "full_attention"}},
-      {"linear_num_key_heads", 2}, {"linear_num_value_heads", 4}, {"linear_key_head_dim", 16},
-      {"linear_value_head_dim", 16}, {"linear_conv_kernel_dim", 4}, {"num_experts", 4}, {"num_experts_per_tok", 2},
-      {"moe_intermediate_size", 16}, {"shared_expert_intermediate_size", 16}, {"norm_topk_prob", true},
-      {"decoder_sparse_step", 1}, {"mlp_only_layers", nlohmann::json::array()}, {"tie_word_embeddings", true},
-      {"bos_token_id", 268}, {"eos_token_id", 268}, {"torch_dtype", "float16"}};
-  return parse_model_config_json(j.dump(), "make_qwen3next.py config.json");
-}
-
 std::vector<double> doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 }  // namespace
@@ -195,7 +179,7 @@ std::vector<double> doubles(const std::vector<float>& v) { return std::vector<do
 TEST_CASE_FIXTURE(test::GpuTest, "gguf llama.cpp: qwen3next F16 of convert_hf_to_gguf.py reads back as its checkpoint, the same config and logits") {
   // in_proj_qkvz's rows gathered from attn_qkv and attn_gate, routers F32 of the F16 values.
   const ModelConfig cfg =
-      test::check_converted(*this, llama_cpp_file("qwen3next-F16.gguf"), test::ConverterCheckpoint(qwen3next_checkpoint_config()));
+      test::check_converted(*this, llama_cpp_file("qwen3next-F16.gguf"), test::ConverterCheckpoint(test::qwen3next_checkpoint_config()));
   CHECK(cfg.model_type == "qwen3_next");
   CHECK(cfg.num_hidden_layers == 2);
   CHECK(!cfg.linear_attention->separate_projections);  // attn_qkv and attn_gate both F16: in_proj_qkvz again

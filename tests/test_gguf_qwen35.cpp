@@ -9,7 +9,9 @@
 // tensors, and each tensor the checkpoint to within Q4_K's error (a value
 // head out of place would be 100× that); its Gated DeltaNet input
 // projections stay Q4_K on the device. Broken files are errors naming the
-// tensor.
+// tensor. The way back: gguf_export_model of the Qwen3-Next and Qwen3.5 MoE
+// checkpoints writes the converter's tensors and keys, and a Q4_K export of
+// the dense one reads back as its blocks.
 #include "doctest.hpp"
 
 #include <cstring>
@@ -30,35 +32,12 @@ using test::llama_cpp_file;
 
 namespace {
 
-// make_qwen35.py's CONFIGS: the checkpoint's config.json.
-ModelConfig checkpoint_config(bool moe) {
-  nlohmann::json j = {
-      {"vocab_size", 272}, {"num_hidden_layers", 2}, {"num_attention_heads", 2}, {"num_key_value_heads", 1},
-      {"head_dim", 32}, {"max_position_embeddings", 512}, {"rms_norm_eps", 1e-6}, {"hidden_act", "silu"},
-      {"attention_bias", false}, {"full_attention_interval", 2}, {"layer_types", {"linear_attention", "full_attention"}},
-      {"linear_num_key_heads", 2}, {"linear_conv_kernel_dim", 4},
-      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25},
-                           {"mrope_section", {2, 1, 1}}, {"mrope_interleaved", true}}},
-      {"tie_word_embeddings", true}, {"bos_token_id", 268}, {"eos_token_id", 268}, {"torch_dtype", "float16"},
-      {"linear_key_head_dim", 32}, {"linear_value_head_dim", 32}, {"intermediate_size", 64}};
-  if (moe) {
-    j.update({{"architectures", {"Qwen3_5MoeForCausalLM"}}, {"model_type", "qwen3_5_moe_text"}, {"hidden_size", 128},
-              {"linear_num_value_heads", 4}, {"num_experts", 4}, {"num_experts_per_tok", 2},
-              {"moe_intermediate_size", 16}, {"shared_expert_intermediate_size", 16}, {"norm_topk_prob", true},
-              {"mtp_num_hidden_layers", 1}});
-  } else {
-    j.update({{"architectures", {"Qwen3_5ForCausalLM"}}, {"model_type", "qwen3_5_text"}, {"hidden_size", 256},
-              {"linear_num_value_heads", 8}});
-  }
-  return parse_model_config_json(j.dump(), "make_qwen35.py config.json");
-}
-
 std::vector<double> doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35moe F16 of convert_hf_to_gguf.py, its MTP block included, reads back as its checkpoint, value heads grouped again, the same logits") {
-  const test::ConverterCheckpoint ckpt(checkpoint_config(true));
+  const test::ConverterCheckpoint ckpt(test::qwen35_checkpoint_config(true));
   const std::string path = llama_cpp_file("qwen35moe-F16.gguf");
   const ModelConfig cfg = test::check_converted(*this, path, ckpt);
   CHECK(cfg.model_type == "qwen3_5_moe_text");
@@ -87,7 +66,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35 Q4_K_M of llama-quantize m
   for (const char* name : {"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_beta.weight",
                            "blk.0.ssm_alpha.weight", "blk.0.ssm_out.weight", "blk.1.attn_q.weight"})
     CHECK(f.tensor(name).dtype == DType::Q4_K);
-  const test::ConverterCheckpoint ckpt(checkpoint_config(false));
+  const test::ConverterCheckpoint ckpt(test::qwen35_checkpoint_config(false));
   CHECK(w.cfg.model_type == "qwen3_5_text");
   ModelConfig want_cfg = ckpt.cfg;
   want_cfg.attention.rms_norm_eps = want_cfg.linear_attention->rms_norm_eps = double(float(1e-6));  // the key is f32
@@ -152,6 +131,99 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: a missing or misshapen ssm_alpha 
   g.write(dir / "beta.gguf");
   test::check_load_refused(*this, dir / "beta.gguf", ErrorCode::shape_mismatch,
                            {"'blk.0.ssm_beta.weight'", "model.layers.0.linear_attn.in_proj_b.weight", "[2, 128]", "[4, 128]"});
+}
+
+// gguf_export_model (`vkgate quantize --type f16`) of make_qwen3next.py's and
+// make_qwen35.py's checkpoints writes what llama.cpp's converter wrote of
+// them: every tensor's type, shape and bytes, and every <arch>.* key (the
+// qwen35moe file's MTP block aside: vkgate writes none).
+TEST_CASE("gguf qwen35: gguf_export_model writes the tensors and keys convert_hf_to_gguf.py wrote for qwen3next and qwen35moe") {
+  auto same = [](const GgufValue& a, const GgufValue& b) {
+    return a.type == b.type && a.element == b.element && a.integer == b.integer && a.real == b.real &&
+           a.text == b.text && a.integers == b.integers && a.reals == b.reals && a.texts == b.texts;
+  };
+  for (const auto& [file, cfg] : {std::pair{"qwen3next-F16.gguf", test::qwen3next_checkpoint_config()},
+                                  std::pair{"qwen35moe-F16.gguf", test::qwen35_checkpoint_config(true)}}) {
+    CAPTURE(file);
+    const test::ConverterCheckpoint ckpt(cfg);
+    const GgufFile f = GgufFile::open(llama_cpp_file(file));
+    const GgufDraft d = gguf_export_model(ckpt.cfg, ckpt.tensors, {.float_type = DType::F16});
+    const std::string arch = f.string("general.architecture");
+    const bool mtp = f.contains(arch + ".nextn_predict_layers");
+    size_t compared = 0;
+    for (const GgufTensor& t : f.tensors()) {
+      if (mtp && t.name.starts_with("blk.2.")) continue;
+      CAPTURE(t.name);
+      const GgufDraft::Tensor* w = d.find_tensor(t.name);
+      REQUIRE(w);
+      CHECK(to_string(w->dtype) == std::string(to_string(t.dtype)));
+      CHECK(w->shape == t.shape);
+      CHECK(std::equal(w->bytes.begin(), w->bytes.end(), t.bytes.begin(), t.bytes.end()));
+      ++compared;
+    }
+    CHECK(d.tensors.size() == compared);
+    // What llama.cpp could not load is refused, naming it.
+    ModelConfig wide = ckpt.cfg;
+    wide.linear_attention->value_head_dim *= 2;
+    try {
+      gguf_export_model(wide, ckpt.tensors);
+      FAIL("exported value heads larger than the key heads");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::unsupported);
+      CHECK(std::string(e.what()).find("value heads of " + std::to_string(wide.linear_attention->value_head_dim)) !=
+            std::string::npos);
+    }
+    for (const auto& [key, value] : f.metadata()) {
+      if (!(key.starts_with(arch + ".") || key == "general.architecture" || key == "general.file_type")) continue;
+      CAPTURE(key);
+      const GgufValue* v = d.find(key);
+      if (mtp && (key.ends_with(".nextn_predict_layers") || key.ends_with(".block_count"))) continue;
+      REQUIRE(v);
+      if (mtp && key.ends_with(".attention.recurrent_layers")) {
+        CHECK(std::vector<int64_t>(value.integers.begin(), value.integers.end() - 1) == v->integers);
+        continue;
+      }
+      CHECK(same(*v, value));
+    }
+  }
+}
+
+// A Q4_K export of the dense checkpoint reads back as quantize_weights'
+// blocks of it (the value heads tiled and put back as whole rows), but
+// out_proj: its columns were tiled before its blocks were made, each block
+// across all eight heads, so it comes back fp32 within Q4_K's error.
+TEST_CASE("gguf qwen35: a Q4_K export of a qwen3_5_text checkpoint reads back as its blocks, out_proj as fp32 values") {
+  const test::ConverterCheckpoint ckpt(test::qwen35_checkpoint_config(false));
+  test::TempDir dir("gguf_qwen35");
+  gguf_export_model(ckpt.cfg, ckpt.tensors, {.quant = DType::Q4_K}).write(dir / "q4_k.gguf");
+  const GgufFile f = GgufFile::open(dir / "q4_k.gguf");
+  CHECK(f.string("general.architecture") == "qwen35");
+  const ModelConfig cfg = gguf_model_config(f);
+  CHECK(cfg.attention.mrope_section == std::vector<int>{2, 1, 1});
+  GdnConfig gdn = *ckpt.cfg.linear_attention;
+  gdn.rms_norm_eps = double(float(gdn.rms_norm_eps));  // the key is f32
+  CHECK(*cfg.linear_attention == gdn);
+  TensorBuffers copies;
+  const TensorMap got = gguf_model_tensors(f, cfg, copies);
+  std::vector<std::vector<std::byte>> blocks;
+  const TensorMap want = quantize_weights(ckpt.cfg, ckpt.tensors, DType::Q4_K, blocks);
+  const test::Dequantized expected(ckpt.tensors);
+  for (const TensorSpec& spec : expected_model_weights(cfg)) {
+    CAPTURE(spec.name);
+    const HostTensor& a = got.at(spec.name);
+    const HostTensor& b = want.at(spec.name);
+    if (spec.name.ends_with("out_proj.weight")) {
+      CHECK(a.dtype == DType::F32);
+      CHECK(test::nmse(doubles(nn::to_f32(a)), doubles(expected.data.at(spec.name))) <= 1e-2);
+    } else if (spec.shape.size() > 1 && !spec.name.ends_with("conv1d.weight")) {
+      CHECK(to_string(a.dtype) == std::string(to_string(b.dtype)));
+      CHECK(std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin(), b.bytes.end()));
+    } else {  // norms (1 + w and back), A_log (−exp and back), the conv (F32): to fp32 rounding
+      const std::vector<float> x = nn::to_f32(a), y = nn::to_f32(b);
+      REQUIRE(x.size() == y.size());
+      for (size_t i = 0; i < x.size(); ++i) CHECK(std::abs(double(x[i]) - double(y[i])) <= 1e-6);
+    }
+  }
 }
 
 }  // namespace test_gguf_qwen35

@@ -20,11 +20,13 @@ namespace {
 
 constexpr const char* kQuantizeUsage = R"(usage: vkgate quantize DIR --type T --output FILE [--quiet]
 
-Writes a Hugging Face checkpoint directory (model_type llama, qwen3 or qwen3_moe) as a
-GGUF file that llama.cpp and vkgate load: the tensor names, metadata keys and layouts of
-llama.cpp's convert_hf_to_gguf.py (llama's q/k rows permuted for its RoPE, the experts
-stacked), the tokenizer.json beside the weights (byte-level BPE: Qwen2/Qwen3, Llama 3,
-GPT-2 style) as tokenizer.ggml.* when there is one. No device is used.
+Writes a Hugging Face checkpoint directory (model_type llama, qwen3, qwen3_moe, qwen3_next,
+qwen3_5 or qwen3_5_moe) as a GGUF file that llama.cpp and vkgate load: the tensor names,
+metadata keys and layouts of llama.cpp's convert_hf_to_gguf.py (llama's q/k rows permuted
+for its RoPE, the experts stacked, Qwen3-Next's 1 + w norms and split in_proj_qkvz,
+Qwen3.5's value heads reordered; no multi-token-prediction block), the tokenizer.json beside
+the weights (byte-level BPE: Qwen2/Qwen3, Llama 3, GPT-2 style) as tokenizer.ggml.* when
+there is one. No device is used.
 
   DIR            the checkpoint directory (config.json, model.safetensors or an index and
                  its shards, optionally tokenizer.json and tokenizer_config.json)

@@ -99,6 +99,11 @@ struct BlockConfig {
   double rope_theta = 10000.0;
   double partial_rotary_factor = 1.0;  // rotary dims = int(Dh · factor)
   RopeScaling rope_scaling;            // none: plain RoPE
+  // Qwen3.5's multimodal RoPE sections (rope_parameters.mrope_section, GGUF
+  // rope.dimension_sections): which rotary pairs take the t, h and w position.
+  // Text positions give all three the token's index, so the RoPE is the
+  // plain one above; kept so that a GGUF written of the model carries them.
+  std::vector<int> mrope_section;
   // The context length the model declares (config.json's, else its
   // transformers class default: 2048 for llama, 32768 for the others); 0:
   // unknown. Read by dynamic RoPE (where θ starts to grow) and as yarn's and

@@ -168,7 +168,9 @@ struct GgufExportOptions {
 // IQ4_NL 25, IQ4_XS 30, BF16 32.
 uint32_t gguf_file_type(const GgufExportOptions& options);
 
-// The model (`cfg`, architectures llama, qwen3 and qwen3_moe; `weights`
+// The model (`cfg`: llama, qwen3, qwen3_moe, qwen3_next, qwen3_5_text and
+// qwen3_5_moe_text, whose Gated DeltaNet value heads must be as large as
+// its key heads, as llama.cpp's loaders take them; `weights`
 // holding every tensor of expected_model_weights(cfg) in any float or block
 // dtype) as the converter writes it: general.* and <arch>.* keys,
 // general.quantization_version 2, tokenizer.ggml.eos_token_id from

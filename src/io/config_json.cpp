@@ -247,6 +247,12 @@ BlockConfig block_config_from_json(const json& root, const std::string& source) 
   c.partial_rotary_factor =
       rope_value(r, rope_params, "partial_rotary_factor", unit_interval, "a number in [0, 1]")
           .value_or(qwen3_next_family(c.model_type) ? 0.25 : c.partial_rotary_factor);  // Qwen3NextConfig's default
+  if (const json* sections = rope_params ? rope_params->find("mrope_section") : nullptr) {
+    auto pairs = [](const json& x) { return x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() <= 65536; };
+    if (!sections->is_array() || !std::all_of(sections->begin(), sections->end(), pairs))
+      rope_params->wrong("mrope_section", "a list of rotary pair counts", *sections);
+    for (const json& x : *sections) c.mrope_section.push_back(int(x.get<int64_t>()));
+  }
 
   // transformers' Qwen3/Qwen3-Next put attention_bias on q, k, v and o; the paper's code
   // puts qkv_bias on o_proj too (DESIGN.md §3). So either key means bias on all four.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "io/json_error.hpp"
+#include "io/value_heads.hpp"
 #include "nn/storage.hpp"
 #include "tokenizer/tokenizer_impl.hpp"
 #include "vkgate/error.hpp"
@@ -113,22 +114,59 @@ const std::map<std::string, std::string>& layer_names() {
       {"mlp.gate_proj.weight", "ffn_gate.weight"},      {"mlp.gate_proj.bias", "ffn_gate.bias"},
       {"mlp.up_proj.weight", "ffn_up.weight"},          {"mlp.up_proj.bias", "ffn_up.bias"},
       {"mlp.down_proj.weight", "ffn_down.weight"},      {"mlp.down_proj.bias", "ffn_down.bias"},
-      {"mlp.gate.weight", "ffn_gate_inp.weight"}};
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"}};
   return names;
 }
+
+// general.architecture for a model_type vkgate writes; empty for the others.
+std::string architecture(const std::string& type) {
+  if (type == "llama" || type == "qwen3") return type;
+  if (type == "qwen3_moe") return "qwen3moe";
+  if (type == "qwen3_next") return "qwen3next";
+  if (type == "qwen3_5_text") return "qwen35";
+  if (type == "qwen3_5_moe_text") return "qwen35moe";
+  return "";
+}
+
+// Qwen3-Next and Qwen3.5: Gated DeltaNet layers beside gated attention, zero-centred norms.
+bool hybrid(const ModelConfig& cfg) { return cfg.linear_attention.has_value(); }
+// Qwen3.5: the converter tiles the value heads (io/value_heads.hpp).
+bool tiles_value_heads(const ModelConfig& cfg) { return cfg.model_type.starts_with("qwen3_5"); }
 
 // What the GGUF keys (and llama.cpp) cannot say about `cfg`: refused by name.
 void check_expressible(const ModelConfig& cfg) {
   const BlockConfig& a = cfg.attention;
   const std::string& type = cfg.model_type;
-  if (type != "llama" && type != "qwen3" && type != "qwen3_moe")
-    unsupported("model_type \"" + type + "\": vkgate writes GGUF files of llama, qwen3 and qwen3_moe models");
+  if (architecture(type).empty())
+    unsupported("model_type \"" + type + "\": vkgate writes GGUF files of llama, qwen3, qwen3_moe, qwen3_next, "
+                "qwen3_5_text and qwen3_5_moe_text models");
   auto refuse = [&](const std::string& what) { unsupported(type + " model with " + what + ": a GGUF file cannot say so"); };
   if (cfg.hidden_act != Activation::silu) refuse(std::string("hidden_act ") + to_string(cfg.hidden_act));
   if (a.gate_position != GatePosition::sdpa) refuse(std::string("gate position ") + to_string(a.gate_position));
-  if (a.gate_kind != GateKind::none && (type != "qwen3" || a.gate_layout != GateLayout::official_grouped))
-    refuse(std::string("gate ") + to_string(a.gate_kind) + " in layout " + to_string(a.gate_layout));
-  if (a.norm_kind != NormKind::plain) refuse("zero-centred norms");
+  if (hybrid(cfg)) {
+    if (a.gate_kind != GateKind::elementwise || a.gate_layout != GateLayout::qwen3_next)
+      refuse(std::string("gate ") + to_string(a.gate_kind) + " in layout " + to_string(a.gate_layout));
+    if (a.norm_kind != NormKind::zero_centered) refuse("plain norms");
+    const GdnConfig& g = *cfg.linear_attention;
+    // llama.cpp's loaders take the value head size to be ssm.state_size, the key head size's.
+    if (g.value_head_dim != g.key_head_dim)
+      refuse("Gated DeltaNet value heads of " + std::to_string(g.value_head_dim) + " and key heads of " +
+             std::to_string(g.key_head_dim));
+    if (g.separate_projections != tiles_value_heads(cfg))
+      refuse(g.separate_projections ? "separate Gated DeltaNet projections" : "fused Gated DeltaNet projections");
+    for (int l = 0; l < cfg.num_hidden_layers; ++l)
+      if ((cfg.moe.num_experts > 0) != cfg.sparse_mlp(l))
+        refuse((cfg.sparse_mlp(l) ? "sparse" : "dense") + std::string(" layer ") + std::to_string(l) +
+               " among the others (llama.cpp reads every MLP of the model one way)");
+  } else {
+    if (a.gate_kind != GateKind::none && (type != "qwen3" || a.gate_layout != GateLayout::official_grouped))
+      refuse(std::string("gate ") + to_string(a.gate_kind) + " in layout " + to_string(a.gate_layout));
+    if (a.norm_kind != NormKind::plain) refuse("zero-centred norms");
+  }
   if (a.rope_style != RopeStyle::rotate_half) refuse("interleaved RoPE");
   if (a.gqa_mapping != GqaMapping::grouped) refuse("tiled GQA");
   if (a.use_qk_norm != (type != "llama")) refuse(a.use_qk_norm ? "q/k norms" : "no q/k norms");
@@ -149,7 +187,7 @@ void check_expressible(const ModelConfig& cfg) {
 // the block format for the weights quantize_weights takes; else float_type.
 DType target_type(const TensorSpec& spec, const std::string& gguf_name, const GgufExportOptions& o) {
   if (spec.shape.size() <= 1 || gguf_name.ends_with("_norm.weight") || !gguf_name.ends_with(".weight") ||
-      gguf_name.find("ffn_gate_inp") != std::string::npos)
+      gguf_name.find("ffn_gate_inp") != std::string::npos || gguf_name.ends_with("ssm_conv1d.weight"))
     return DType::F32;
   if (o.quant && quantizable_weight(spec.name) && spec.shape.size() == 2 &&
       spec.shape[1] % int64_t(block_elements(*o.quant)) == 0)
@@ -207,6 +245,33 @@ std::vector<float> llama3_rope_freqs(const RopeScaling& s, double theta, int dim
   return factors;
 }
 
+// Qwen3NextModel.set_gguf_parameters' keys (and Qwen3.5's RoPE sections).
+template <class Key>
+void write_hybrid_hparams(GgufDraft& g, const ModelConfig& cfg, Key key) {
+  auto u32 = [](int64_t v) { return GgufValue::of_u32(uint32_t(v)); };
+  const BlockConfig& a = cfg.attention;
+  const GdnConfig& d = *cfg.linear_attention;
+  if (cfg.moe.num_experts > 0) g.set(key("expert_shared_feed_forward_length"), u32(cfg.moe.shared_expert_intermediate_size));
+  g.set(key("ssm.conv_kernel"), u32(d.conv_kernel));
+  g.set(key("ssm.state_size"), u32(d.key_head_dim));
+  g.set(key("ssm.group_count"), u32(d.num_key_heads));
+  g.set(key("ssm.time_step_rank"), u32(d.num_value_heads));
+  g.set(key("ssm.inner_size"), u32(d.value_dim()));
+  GgufValue recurrent;
+  recurrent.type = GgufType::ARRAY;
+  recurrent.element = GgufType::BOOL;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) recurrent.integers.push_back(a.is_full_attention(l) ? 0 : 1);
+  g.set(key("attention.recurrent_layers"), recurrent);
+  g.set(key("full_attention_interval"), u32(a.full_attention_interval));
+  if (tiles_value_heads(cfg)) {
+    // llama.cpp requires four; the converter's default where the config names none.
+    std::vector<int64_t> sections(a.mrope_section.begin(), a.mrope_section.end());
+    if (sections.empty()) sections = {11, 11, 10};
+    sections.resize(4, 0);
+    g.set(key("rope.dimension_sections"), GgufValue::of_i32s(sections));
+  }
+}
+
 void write_hparams(GgufDraft& g, const ModelConfig& cfg, const std::string& arch, const GgufExportOptions& o) {
   const BlockConfig& a = cfg.attention;
   auto key = [&](const char* k) { return arch + "." + k; };
@@ -242,13 +307,99 @@ void write_hparams(GgufDraft& g, const ModelConfig& cfg, const std::string& arch
   g.set(key("attention.key_length"), u32(a.head_dim));
   g.set(key("attention.value_length"), u32(a.head_dim));
   g.set("general.file_type", GgufValue::of_u32(gguf_file_type(o)));
-  if (cfg.model_type == "llama" || a.rotary_dim() != a.head_dim) g.set(key("rope.dimension_count"), u32(a.rotary_dim()));
+  if (cfg.model_type == "llama" || hybrid(cfg) || a.rotary_dim() != a.head_dim)
+    g.set(key("rope.dimension_count"), u32(a.rotary_dim()));
   if (cfg.moe.num_experts > 0) {
     g.set(key("expert_feed_forward_length"), u32(cfg.moe.moe_intermediate_size));
     if (!cfg.moe.norm_topk_prob) g.set(key("expert_weights_norm"), GgufValue::of_bool(false));
   }
+  if (hybrid(cfg)) write_hybrid_hparams(g, cfg, key);
   g.set("general.quantization_version", GgufValue::of_u32(2));  // GGML_QUANT_VERSION
   if (!cfg.eos_token_ids.empty()) g.set("tokenizer.ggml.eos_token_id", u32(cfg.eos_token_ids[0]));
+}
+
+// fp32 values stored as `dtype`.
+std::vector<std::byte> encoded(const std::vector<float>& f, DType dtype) {
+  return encoded(HostTensor{DType::F32, {int64_t(f.size())}, std::as_bytes(std::span(f))}, dtype);
+}
+
+// A Gated DeltaNet tensor (`bare` under model.layers.N.linear_attn.) as the
+// converter writes it (Qwen3NextModel.modify_tensors, and Qwen3.5's
+// _LinearAttentionVReorderBase): the inverse of gguf_model_tensors' gdn().
+void put_gdn(GgufDraft& g, const ModelConfig& cfg, const std::string& blk, const std::string& bare, const TensorSpec& spec,
+             const HostTensor& t, const GgufExportOptions& o) {
+  const GdnConfig& d = *cfg.linear_attention;
+  const int64_t D = d.hidden_size, dk = d.key_head_dim, dv = d.value_head_dim, keys = d.key_dim(),
+                r = d.group_size(), C = d.conv_channels();
+  const value_heads::Order order{d.num_key_heads, r};
+  const bool tile = tiles_value_heads(cfg) && !order.identity();
+  auto to_tiled = [&](int64_t h) { return order.tiled(h); };
+  // `bytes` (rows of `shape`) with the value heads' blocks of `unit` rows
+  // from `first` on tiled (unit 0: a tensor not indexed by value head).
+  auto tiled_rows = [&](std::vector<std::byte> bytes, const std::vector<int64_t>& shape, int64_t first, int64_t unit) {
+    if (!tile || unit == 0) return bytes;
+    return value_heads::move_row_blocks(bytes, bytes.size() / size_t(shape[0]), first, unit, order, to_tiled);
+  };
+  auto put = [&](const std::string& name, std::vector<int64_t> shape, int64_t first, int64_t unit) {
+    const DType dtype = target_type(spec, blk + name, o);
+    g.add_tensor(blk + name, dtype, shape, tiled_rows(encoded(t, dtype), shape, first, unit));
+  };
+  if (bare == "in_proj_qkvz.weight") {
+    // Per key head j: q_j, k_j, its value heads' v and z rows → [all q | all k | all v] and [all z].
+    const DType dtype = target_type(spec, blk + "attn_qkv.weight", o);
+    const std::vector<std::byte> bytes = encoded(t, dtype);
+    const size_t row = bytes.size() / size_t(spec.shape[0]);
+    std::vector<std::byte> parts[4];  // q, k, v, z
+    const int64_t sizes[4] = {dk, dk, r * dv, r * dv};
+    auto at = bytes.begin();
+    for (int64_t j = 0; j < d.num_key_heads; ++j)
+      for (int p = 0; p < 4; ++p) {
+        parts[p].insert(parts[p].end(), at, at + long(size_t(sizes[p]) * row));
+        at += long(size_t(sizes[p]) * row);
+      }
+    for (int p = 1; p < 3; ++p) parts[0].insert(parts[0].end(), parts[p].begin(), parts[p].end());
+    g.add_tensor(blk + "attn_qkv.weight", dtype, {C, D}, std::move(parts[0]));
+    g.add_tensor(blk + "attn_gate.weight", dtype, {d.value_dim(), D}, std::move(parts[3]));
+  } else if (bare == "in_proj_ba.weight") {
+    put("ssm_ba.weight", spec.shape, 0, 0);
+  } else if (bare == "in_proj_qkv.weight") {
+    put("attn_qkv.weight", spec.shape, 2 * keys, dv);
+  } else if (bare == "in_proj_z.weight") {
+    put("attn_gate.weight", spec.shape, 0, dv);
+  } else if (bare == "in_proj_b.weight" || bare == "in_proj_a.weight") {
+    put(bare == "in_proj_b.weight" ? "ssm_beta.weight" : "ssm_alpha.weight", spec.shape, 0, 1);
+  } else if (bare == "conv1d.weight") {
+    put("ssm_conv1d.weight", {C, int64_t(d.conv_kernel)}, 2 * keys, dv);
+  } else if (bare == "A_log") {
+    std::vector<float> a = nn::to_f32(t);
+    for (float& x : a) x = -std::exp(x);
+    g.add_tensor(blk + "ssm_a", DType::F32, spec.shape, tiled_rows(encoded(a, DType::F32), spec.shape, 0, 1));
+  } else if (bare == "dt_bias") {
+    put("ssm_dt.bias", spec.shape, 0, 1);
+  } else if (bare == "norm.weight") {
+    put("ssm_norm.weight", spec.shape, 0, 0);  // per value head's element, shared; a plain weight: no 1 + w
+  } else if (bare == "out_proj.weight") {
+    // Its input columns by value head: whole blocks of the stored format
+    // moved as bytes, else (a k-quant block across heads) tiled before encoding.
+    const DType dtype = target_type(spec, blk + "ssm_out.weight", o);
+    std::vector<std::byte> bytes;
+    if (!tile) {
+      bytes = encoded(t, dtype);
+    } else if (dv % int64_t(block_elements(dtype)) == 0) {
+      const size_t chunk = size_t(dv) / block_elements(dtype) * block_bytes(dtype);
+      bytes = value_heads::move_column_blocks(encoded(t, dtype), chunk, order, to_tiled);
+    } else {
+      const std::vector<float> f = nn::to_f32(t);
+      const std::vector<std::byte> moved =
+          value_heads::move_column_blocks(std::as_bytes(std::span(f)), size_t(dv) * sizeof(float), order, to_tiled);
+      std::vector<float> tiled(f.size());
+      std::memcpy(tiled.data(), moved.data(), moved.size());
+      bytes = encoded(tiled, dtype);
+    }
+    g.add_tensor(blk + "ssm_out.weight", dtype, spec.shape, std::move(bytes));
+  } else {
+    unsupported("no GGUF tensor is known to hold '" + spec.name + "'");
+  }
 }
 
 }  // namespace
@@ -261,7 +412,7 @@ GgufDraft gguf_export_model(const ModelConfig& cfg, const TensorMap& weights, co
     throw Error(ErrorCode::invalid_argument, std::string(kWhere) + ": " + to_string(*o.quant) + " is not a block format");
   cfg.validate();
   check_expressible(cfg);
-  const std::string arch = cfg.model_type == "qwen3_moe" ? "qwen3moe" : cfg.model_type;
+  const std::string arch = architecture(cfg.model_type);
   const BlockConfig& a = cfg.attention;
   const bool llama = cfg.model_type == "llama";
 
@@ -289,6 +440,13 @@ GgufDraft gguf_export_model(const ModelConfig& cfg, const TensorMap& weights, co
   }
   auto convert = [&](const TensorSpec& spec, const std::string& name) {
     const DType dtype = target_type(spec, name, o);
+    // Qwen3-Next's and Qwen3.5's (1 + w) norms: the converter stores 1 + w (fp32),
+    // but for the Gated DeltaNet's own (linear_attn.norm, a plain weight).
+    if (hybrid(cfg) && spec.name.ends_with("norm.weight")) {
+      std::vector<float> w = nn::to_f32(weights.at(spec.name));
+      for (float& x : w) x += 1.0f;
+      return std::pair{dtype, encoded(w, dtype)};
+    }
     return std::pair{dtype, encoded(weights.at(spec.name), dtype)};
   };
   auto put = [&](const TensorSpec& spec, const std::string& name) {
@@ -314,9 +472,15 @@ GgufDraft gguf_export_model(const ModelConfig& cfg, const TensorMap& weights, co
       if (!spec.name.starts_with(hf)) continue;
       const std::string bare = spec.name.substr(hf.size());
       if (bare.starts_with("mlp.experts.")) continue;  // stacked below
+      if (bare.starts_with("linear_attn.")) {
+        put_gdn(g, cfg, blk, bare.substr(12), spec, weights.at(spec.name), o);
+        continue;
+      }
       const auto known = layer_names().find(bare);
       if (known == layer_names().end()) unsupported("no GGUF tensor is known to hold '" + spec.name + "'");
-      const std::string name = blk + known->second;
+      // Qwen3-Next's and Qwen3.5's MLP norm is the converter's ATTN_POST_NORM.
+      const std::string name =
+          blk + (hybrid(cfg) && bare == "post_attention_layernorm.weight" ? "post_attention_norm.weight" : known->second);
       auto [dtype, bytes] = convert(spec, name);
       const bool q = bare.starts_with("self_attn.q_proj."), k = bare.starts_with("self_attn.k_proj.");
       if (llama && (q || k)) bytes = llama_permuted(bytes, spec.shape[0], q ? a.num_heads : a.num_kv_heads);

@@ -95,6 +95,18 @@ void read_layer_types(const GgufFile& f, const Hparams& h, int blocks, BlockConf
     a.layer_types.push_back(recurrent[size_t(l)] ? "linear_attention" : "full_attention");
 }
 
+// Qwen3.5's multimodal RoPE sections, which the converter pads to four with
+// zeros ([11, 11, 10, 0]): the config's three again. Moot for text.
+void read_mrope_sections(const GgufFile& f, const Hparams& h, BlockConfig& a) {
+  const GgufValue* v = f.find(h.key("rope.dimension_sections"));
+  if (!v) return;
+  if (v->type != GgufType::ARRAY || !gguf_format::is_integer_type(v->element) ||
+      std::any_of(v->integers.begin(), v->integers.end(), [](int64_t x) { return x < 0 || x > 65536; }))
+    h.fail(ErrorCode::invalid_config, "rope.dimension_sections", "is not an array of rotary pair counts");
+  a.mrope_section.assign(v->integers.begin(), v->integers.end());
+  while (a.mrope_section.size() > 3 && a.mrope_section.back() == 0) a.mrope_section.pop_back();
+}
+
 // The Gated DeltaNet layers' shape from the ssm.* keys as the converter writes
 // them: state_size dk, group_count nk, time_step_rank nv, inner_size nv·dv,
 // conv_kernel K (all required, as llama.cpp reads them).
@@ -339,6 +351,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     a.gate_layout = GateLayout::qwen3_next;
     a.norm_kind = NormKind::zero_centered;
     read_layer_types(f, h, blocks, a);
+    read_mrope_sections(f, h, a);
   }
   // Biases as the first full-attention layer has them (Qwen3-Next's first layers are Gated DeltaNet).
   int first_attention = 0;

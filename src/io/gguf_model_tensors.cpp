@@ -11,6 +11,7 @@
 #include <string>
 
 #include "io/gguf_format.hpp"
+#include "io/value_heads.hpp"
 #include "vkgate/error.hpp"
 #include "vkgate/gguf_model.hpp"
 
@@ -258,53 +259,42 @@ class TensorReader {
     unknown(spec.name);
   }
 
-  // The grouped position of tiled value head t: t = i·nk + j holds g = j·r + i.
-  int64_t grouped(int64_t t) const {
+  value_heads::Order order() const {
     const GdnConfig& g = *cfg_.linear_attention;
-    return (t % g.num_key_heads) * g.group_size() + t / g.num_key_heads;
+    return {g.num_key_heads, g.group_size()};
   }
-  bool reordered() const {
-    const GdnConfig& g = *cfg_.linear_attention;
-    return tiled() && g.num_key_heads > 1 && g.group_size() > 1;
-  }
+  bool reordered() const { return tiled() && !order().identity(); }
 
-  // t (rows along its first dimension; a vector's elements) with the nv
-  // blocks of `unit` rows from row `first` on put back in grouped order:
+  // t (rows along its first dimension; a vector's elements) with the value
+  // heads' blocks of `unit` rows from row `first` on in grouped order again:
   // whole rows of bytes, so block formats too.
   HostTensor untiled_rows(const HostTensor& t, int64_t first, int64_t unit) {
     if (!reordered()) return t;
-    const int64_t total = t.shape[0], nv = cfg_.linear_attention->num_value_heads;
-    const size_t row = t.bytes.size() / size_t(total), block = size_t(unit) * row;
-    std::vector<std::byte>& out = copies_.emplace_back(t.bytes.begin(), t.bytes.end());
-    for (int64_t h = 0; h < nv; ++h)
-      std::memcpy(out.data() + size_t(first) * row + size_t(grouped(h)) * block,
-                  t.bytes.data() + size_t(first) * row + size_t(h) * block, block);
+    const value_heads::Order o = order();
+    std::vector<std::byte>& out = copies_.emplace_back(value_heads::move_row_blocks(
+        t.bytes, t.bytes.size() / size_t(t.shape[0]), first, unit, o, [&](int64_t h) { return o.grouped(h); }));
     return HostTensor{t.dtype, t.shape, std::span<const std::byte>(out)};
   }
 
-  // out_proj [D, nv·dv] with its columns' value-head blocks put back in
-  // grouped order: bytes when a head's dv columns are whole blocks of its
-  // format, else (a k-quant block of 256 across heads of 128) its values as
-  // fp32, exact but no longer in the file's format.
+  // out_proj [D, nv·dv] with its columns' value-head blocks in grouped order
+  // again: bytes where a head's dv columns are whole blocks of its format,
+  // else (a k-quant block of 256 across heads of 128) its values as fp32,
+  // exact but no longer in the file's format.
   HostTensor untiled_columns(const HostTensor& t) {
     if (!reordered()) return t;
-    const GdnConfig& g = *cfg_.linear_attention;
-    const int64_t D = t.shape[0], nv = g.num_value_heads, dv = g.value_head_dim;
-    if (dv % block_elements(t.dtype) == 0) {
-      const size_t head = size_t(dv / block_elements(t.dtype)) * block_bytes(t.dtype), row = head * size_t(nv);
-      std::vector<std::byte>& out = copies_.emplace_back(t.bytes.size());
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t h = 0; h < nv; ++h)
-          std::memcpy(out.data() + size_t(d) * row + size_t(grouped(h)) * head,
-                      t.bytes.data() + size_t(d) * row + size_t(h) * head, head);
+    const value_heads::Order o = order();
+    auto grouped = [&](int64_t h) { return o.grouped(h); };
+    const int64_t dv = cfg_.linear_attention->value_head_dim;
+    if (dv % int64_t(block_elements(t.dtype)) == 0) {
+      const size_t chunk = size_t(dv) / block_elements(t.dtype) * block_bytes(t.dtype);
+      std::vector<std::byte>& out = copies_.emplace_back(value_heads::move_column_blocks(t.bytes, chunk, o, grouped));
       return HostTensor{t.dtype, t.shape, std::span<const std::byte>(out)};
     }
     const std::vector<float> v = floats(t);
-    std::vector<float> out(v.size());
-    for (int64_t d = 0; d < D; ++d)
-      for (int64_t h = 0; h < nv; ++h)
-        std::copy_n(v.begin() + (d * nv + h) * dv, dv, out.begin() + (d * nv + grouped(h)) * dv);
-    return owned(out, t.shape);
+    const std::vector<std::byte> moved = value_heads::move_column_blocks(
+        std::as_bytes(std::span(v)), size_t(dv) * sizeof(float), o, grouped);
+    std::vector<std::byte>& out = copies_.emplace_back(moved);
+    return HostTensor{DType::F32, t.shape, std::span<const std::byte>(out)};
   }
 
   // in_proj_qkvz's rows (per key head j: q_j, k_j, the v and then z rows of
