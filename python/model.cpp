@@ -59,9 +59,11 @@ ModelOptions model_options(const py::handle& precision, const py::handle& check_
   if (!quant.is_none()) {
     const std::string name = str_arg(quant, "quant");
     o.quant = parse_quant(name);
-    if (!o.quant)
-      fail(ErrorCode::invalid_argument, "quant: expected None or one of 'q8_0', 'q4_0', 'q4_1', 'q5_0', 'q5_1', "
-                                        "'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs', got '" + name + "'");
+    if (!o.quant) {
+      std::string names;
+      for (std::string_view s : quant_spellings()) names += (names.empty() ? "'" : ", '") + std::string(s) + "'";
+      fail(ErrorCode::invalid_argument, "quant: expected None or one of " + names + ", got '" + name + "'");
+    }
   }
   return o;
 }

@@ -9,13 +9,22 @@
 
 namespace vkgate {
 
+namespace {
+constexpr std::pair<std::string_view, DType> kQuantNames[] = {
+    {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0},
+    {"q5_1", DType::Q5_1}, {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"q4_k", DType::Q4_K},
+    {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}, {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS},
+};
+}  // namespace
+
+std::vector<std::string_view> quant_spellings() {
+  std::vector<std::string_view> out;
+  for (const auto& [spelling, dtype] : kQuantNames) out.push_back(spelling);
+  return out;
+}
+
 std::optional<DType> parse_quant(std::string_view name) noexcept {
-  static constexpr std::pair<std::string_view, DType> kNames[] = {
-      {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1}, {"q5_0", DType::Q5_0},
-      {"q5_1", DType::Q5_1}, {"q4_k", DType::Q4_K}, {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K},
-      {"q2_k", DType::Q2_K}, {"q3_k", DType::Q3_K}, {"iq4_nl", DType::IQ4_NL}, {"iq4_xs", DType::IQ4_XS},
-  };
-  for (const auto& [spelling, dtype] : kNames) {
+  for (const auto& [spelling, dtype] : kQuantNames) {
     if (name.size() == spelling.size() &&
         std::equal(name.begin(), name.end(), spelling.begin(),
                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; })) {

@@ -137,7 +137,7 @@ TEST_CASE("cli: bench refuses what its flags alone make wrong before it opens a 
   // opened would end in the selector's error (exit 1) instead.
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{"--op", "matmull"}, "unknown --op 'matmull'"},
-      {{"--model-shape", "qwen3-7b"}, "unknown --model-shape 'qwen3-7b' (qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b)"},
+      {{"--model-shape", "qwen3-7b"}, "unknown --model-shape 'qwen3-7b' (qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, qwen3.5-35b-a3b)"},
       {{"--model-shape", "qwen3-0.6b", "--experts", "8"}, "--experts needs a sparse model (qwen3-0.6b is dense)"},
       {{"--model-shape", "qwen3-30b-a3b", "--experts", "4"}, "--experts 4 is fewer than the model's top-8"},
       {{"--op", "gdn", "--T", "4", "--mode", "chunked"}, "--mode must be recurrent, chunk, auto or both, got 'chunked'"},

@@ -77,7 +77,7 @@ CASE:
           [--prompts 64,512] [--decode N] [--sequences LIST] [--precision ...] [--quant T] [--int8]
           (--weights is --model, as run's) a whole model (a checkpoint directory or a GGUF
           file — its weights then also against the file's tensor bytes — or a built-in shape with seeded random
-          weights: qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, their real configs; where
+          weights: qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, qwen3.5-35b-a3b, their real configs; where
           the device cannot hold them, --layers keeps the first N layers (Qwen3-Next's 3:1
           pattern stays), --experts E routes among E experts at the same top-k, --hidden D
           and --vocab V narrow the residual stream and the vocabulary; the model line says

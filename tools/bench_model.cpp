@@ -45,10 +45,22 @@ ModelConfig model_shape(const ModelBench& b) {
          "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
          "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 512,
          "num_experts_per_tok": 10, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
-         "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": []})"}};
+         "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": []})"},
+      // Qwen3.5-35B-A3B's text model: Qwen3-Next's stack with separate Gated
+      // DeltaNet projections, 40 layers, 256 experts (top 8), vocabulary 248,320.
+      {"qwen3.5-35b-a3b", R"({"model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_attention_heads": 16,
+         "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 512, "num_hidden_layers": 40,
+         "vocab_size": 248320, "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+         "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10], "mrope_interleaved": true},
+         "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "max_position_embeddings": 262144,
+         "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+         "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+         "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+         "shared_expert_intermediate_size": 512, "norm_topk_prob": true})"}};
   const auto it = kShapes.find(b.shape);
   if (it == kShapes.end())
-    throw UsageError("bench: unknown --model-shape '" + b.shape + "' (qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b)");
+    throw UsageError("bench: unknown --model-shape '" + b.shape + "' (qwen3-0.6b, qwen3-30b-a3b, qwen3-next-80b-a3b, "
+                     "qwen3.5-35b-a3b)");
   nlohmann::json j = nlohmann::json::parse(it->second);
   if (b.layers) j["num_hidden_layers"] = b.layers;
   if (b.hidden) j["hidden_size"] = b.hidden;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vkgate/block.hpp"
@@ -64,6 +65,8 @@ bool wants_help(const std::vector<std::string>& args);
 Precision parse_precision(const std::string& flag, const std::string& v);
 // A block format for --quant (vkgate::parse_quant's spellings), else a UsageError.
 DType parse_quant_flag(const std::string& flag, const std::string& v);
+// "a, b or c"
+std::string one_of(const std::vector<std::string_view>& names);
 // Text in and out (cli_text.cpp). Errors name the path or the flag.
 std::string read_file(const std::string& path);
 // Files are written with vkgate::write_file / OutputFile (vkgate/output_file.hpp):

@@ -274,6 +274,10 @@ if [ "$what" = sweep ]; then
       # Quantized experts (moe_experts reading Q4_K as stored). The host makes
       # and quantizes the random experts single-threaded: about 0.4 s per
       # expert here, so 2 layers of 64.
+      stamp "Qwen3.5-35B-A3B's shape, 4 layers, 64 of 256 experts, Q4_K (its four Gated DeltaNet projections one Q4_K product)"
+      timeout 120 $cli bench --device nvidia --quiet --model-shape qwen3.5-35b-a3b --layers 4 --experts 64 \
+        --vocab 32000 --precision fp16 --quant q4_k --prompts 512 --decode 64 2>&1 | grep -vE "^device" \
+        | tee -a "$out/models.txt"
       stamp "Qwen3-30B-A3B's shape, 2 layers, 64 of 128 experts, Q4_K"
       timeout 120 $cli bench --device nvidia --quiet --model-shape qwen3-30b-a3b --layers 2 --experts 64 \
         --vocab 32000 --precision fp16 --quant q4_k --prompts 512 --decode 64 2>&1 | grep -vE "^device" \

@@ -170,9 +170,16 @@ Precision parse_precision(const std::string& flag, const std::string& v) {
   throw UsageError(flag + " must be fp32, fp16 or bf16, got '" + v + "'");
 }
 
+std::string one_of(const std::vector<std::string_view>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
+  return out;
+}
+
 DType parse_quant_flag(const std::string& flag, const std::string& v) {
   if (const std::optional<DType> q = parse_quant(v)) return *q;
-  throw UsageError(flag + " must be q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs, got '" + v + "'");
+  throw UsageError(flag + " must be " + one_of(quant_spellings()) + ", got '" + v + "'");
 }
 
 bool validation_failed(const Context& ctx) {

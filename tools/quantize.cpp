@@ -70,7 +70,11 @@ int cmd_quantize(Args& args) {
   else if (type == "bf16" || type == "BF16") o.float_type = DType::BF16;
   else if (type == "f32" || type == "F32") o.float_type = DType::F32;
   else if (const std::optional<DType> q = parse_quant(type)) o.quant = *q;
-  else throw UsageError("--type must be q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, f16, bf16 or f32, got '" + type + "'");
+  else {
+    std::vector<std::string_view> types = quant_spellings();
+    types.insert(types.end(), {"f16", "bf16", "f32"});
+    throw UsageError("--type must be " + one_of(types) + ", got '" + type + "'");
+  }
   vkgate::check_output_path(output);  // a read-only file or a directory is refused before the work
 
   std::error_code ec;

@@ -41,9 +41,11 @@ void dequantize(DType dtype, std::span<const std::byte> blocks, std::span<float>
 std::vector<std::byte> quantize(DType dtype, std::span<const float> values);
 
 // The block format a `--quant` / `--type` spelling names: "q8_0", "q4_0",
-// "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl",
+// "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl",
 // "iq4_xs" (case-insensitive); nullopt otherwise.
 std::optional<DType> parse_quant(std::string_view name) noexcept;
+// Those spellings, in the order the help and error texts list them.
+std::vector<std::string_view> quant_spellings();
 
 // ggml's type ids (enum ggml_type: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6,
 // Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20,
