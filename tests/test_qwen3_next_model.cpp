@@ -133,7 +133,7 @@ std::string qwen3_5_dir() { return test::golden_dir() + "/wave3/models/qwen3_5_t
 }  // namespace
 
 TEST_CASE("qwen3_5 model config: the text_config of Qwen3_5ForConditionalGeneration, Gated DeltaNet's separate "
-          "projections, refusals naming the key") {
+          "projections, its RoPE sections, refusals naming the key") {
   const ModelConfig c = load_model_config(qwen3_5_dir());
   CHECK(c.model_type == "qwen3_5_text");
   CHECK(c.checkpoint_prefix == "model.language_model.");
@@ -143,6 +143,7 @@ TEST_CASE("qwen3_5 model config: the text_config of Qwen3_5ForConditionalGenerat
   CHECK(c.linear_attention->separate_projections);
   CHECK(c.moe.num_experts == 0);
   CHECK(c.attention.partial_rotary_factor == 0.25);
+  CHECK(c.attention.mrope_section == std::vector<int>{2, 1, 1});  // kept for GGUF; moot for text
   CHECK(c.attention.gate_kind == GateKind::elementwise);
   CHECK(c.norm_kind() == NormKind::zero_centered);
   CHECK(std::holds_alternative<GdnMixer>(c.mixer(0)));
@@ -156,6 +157,9 @@ TEST_CASE("qwen3_5 model config: the text_config of Qwen3_5ForConditionalGenerat
   j = json::parse(test::read_file_text(qwen3_5_dir() + "/config.json"));
   j["text_config"]["model_type"] = "qwen3_next";
   test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"text_config.model_type"});
+  j = json::parse(test::read_file_text(qwen3_5_dir() + "/config.json"));
+  j["text_config"]["rope_parameters"]["mrope_section"] = {2, -1, 1};
+  test::expect_error([&] { parse(j); }, ErrorCode::invalid_config, {"rope_parameters.mrope_section"});
 }
 
 TEST_CASE_FIXTURE(test::GpuTest, "qwen3_5 model: the golden wave-3 checkpoint in its multimodal form (logits in fp32 "
