@@ -14,16 +14,19 @@
 // the dense one reads back as its blocks.
 #include "doctest.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "converter_checkpoint.hpp"
+#include "gguf_convert.hpp"
 #include "harness.hpp"
 #include "model_check.hpp"
 #include "test_util.hpp"
 #include "vkgate/gguf_model.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/reference_model.hpp"
+#include "vkgate/tokenizer.hpp"
 
 namespace test_gguf_qwen35 {
 
@@ -222,6 +225,51 @@ TEST_CASE("gguf qwen35: a Q4_K export of a qwen3_5_text checkpoint reads back as
       const std::vector<float> x = nn::to_f32(a), y = nn::to_f32(b);
       REQUIRE(x.size() == y.size());
       for (size_t i = 0; i < x.size(); ++i) CHECK(std::abs(double(x[i]) - double(y[i])) <= 1e-6);
+    }
+  }
+}
+
+// Qwen3.5's tokenizer (tokenizer.ggml.pre "qwen35"): Qwen2's split with
+// combining marks kept in their word. A tokenizer.json with its Split regex
+// (qwen_style.json's vocabulary, a merge across "x" + U+0301, which NFC
+// leaves apart) converts to pre "qwen35", and its GGUF encodes as the
+// tokenizer.json does; under "qwen2" the mark is a piece of its own.
+TEST_CASE("gguf qwen35: tokenizer.ggml.pre qwen35 keeps a combining mark in its word, as Qwen3.5's tokenizer.json") {
+  nlohmann::json tok = nlohmann::json::parse(test::read_text(std::string(VKGATE_TOKENIZER_UNIT_DIR) + "/qwen_style.json"));
+  tok["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  nlohmann::json& model = tok["model"];
+  model["ignore_merges"] = false;
+  // U+0301 is the bytes CC 81: byte-level "Ì" and "ģ". The two merged
+  // tokens follow the vocabulary (268, 269), the added tokens after them.
+  const int64_t xig = 269;
+  model["vocab"]["x\u00cc"] = 268;
+  model["vocab"]["x\u00cc\u0123"] = xig;
+  for (nlohmann::json& added : tok["added_tokens"]) added["id"] = added["id"].get<int64_t>() + 2;
+  tok["post_processor"] = nullptr;  // its template names the added tokens' old ids
+  model["merges"].push_back({"x", "\u00cc"});
+  model["merges"].push_back({"x\u00cc", "\u0123"});
+  test::TempDir dir("gguf_qwen35_tok");
+  test::write_text(dir / "tokenizer.json", tok.dump());
+  const Tokenizer from_json = Tokenizer::load(dir / "tokenizer.json");
+  const std::string text = "ax\u0301 x\u0301y";  // pieces "ax\u0301" and " x\u0301y", each merging x\u0301
+  const std::vector<int32_t> ids = from_json.encode(text, false);
+  CHECK(std::count(ids.begin(), ids.end(), int32_t(xig)) == 2);
+
+  for (const char* pre : {"", "qwen2"}) {  // "": as the tokenizer.json's pre-tokenizer says
+    CAPTURE(pre);
+    GgufDraft g;
+    g.set("general.architecture", GgufValue::of_string("qwen35"));
+    test::convert_tokenizer(g, tok, nlohmann::json(), pre, from_json.vocab_size());
+    g.write(dir / "t.gguf");
+    const Tokenizer from_gguf = Tokenizer::load(dir / "t.gguf");
+    if (*pre == 0) {
+      CHECK(g.find("tokenizer.ggml.pre")->text == "qwen35");
+      CHECK(from_gguf.encode(text, false) == ids);
+    } else {
+      const std::vector<int32_t> split = from_gguf.encode(text, false);
+      CHECK(std::count(split.begin(), split.end(), int32_t(xig)) == 0);
+      CHECK(from_gguf.decode(split) == text);
     }
   }
 }

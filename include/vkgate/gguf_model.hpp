@@ -189,7 +189,7 @@ GgufDraft gguf_export_model(const ModelConfig& cfg, const TensorMap& weights, co
 // ids and add_bos_token/add_eos_token of the tokenizer_config.json beside it
 // (when there is one). `pre` names the pre-tokenizer (tokenizer.ggml.pre);
 // empty: the family whose pre-tokenizer and normalizer the file has
-// ("qwen2", "llama-bpe", "gpt-2"), else Error(unsupported) naming the file.
+// ("qwen2", "qwen35", "llama-bpe", "gpt-2"), else Error(unsupported) naming the file.
 // Errors name the file and the key.
 void gguf_export_tokenizer(GgufDraft& draft, const std::string& tokenizer_json, int64_t vocab_size,
                            const std::string& pre = "");

@@ -71,8 +71,8 @@ class Tokenizer {
   // [PADn] padding, are not tokens), the pre-tokenizer named by
   // tokenizer.ggml.pre as the model's tokenizer.json has it ("llama-bpe" and
   // the other Llama 3 names: Llama 3's split, ignore_merges; "qwen2",
-  // "deepseek-r1-qwen", "qwen35": Qwen's split after NFC; "gpt-2" and its
-  // aliases: GPT-2's), and add_special_tokens from tokenizer.ggml.add_bos_token
+  // "deepseek-r1-qwen": Qwen's split after NFC; "qwen35": Qwen3.5's, which
+  // keeps combining marks in their word; "gpt-2": GPT-2's), and add_special_tokens from tokenizer.ggml.add_bos_token
   // / add_eos_token (absent: llama.cpp's default, BOS for the Llama 3 names)
   // with bos_token_id / eos_token_id. load() also takes a .gguf file.
   // Errors name the file and the key: unsupported for another tokenizer

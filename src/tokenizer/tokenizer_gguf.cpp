@@ -41,6 +41,11 @@ const std::vector<PreTokenizerSpec>& pre_tokenizers() {
       {{"qwen2", "deepseek-r1-qwen"},
        R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
        false, true, false, false},
+      // Qwen3.5's (transformers' Qwen3_5Tokenizer): Qwen2's, with combining marks
+      // (\p{M}) kept in a word instead of split off, NFC.
+      {{"qwen35"},
+       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+       false, true, false, false},
       // GPT-2's: the ByteLevel pre-tokenizer's own split.
       {{"gpt-2"}, nullptr, true, false, false, false},
   };
