@@ -81,7 +81,7 @@ class TensorReader {
   // Qwen3.5's converter (_LinearAttentionVReorderBase) reorders the value
   // heads from grouped by key head (value head g = j·r + i reads key head j)
   // to tiled (position i·nk + j), so that ggml broadcasts the key heads.
-  bool tiled() const { return cfg_.model_type == "qwen3_5_text" || cfg_.model_type == "qwen3_5_moe_text"; }
+  bool tiled() const { return value_heads::tiled_in_gguf(cfg_.model_type); }
 
   HostTensor mapped(const TensorSpec& spec) {
     if (spec.name == "model.embed_tokens.weight") return checked("token_embd.weight", spec.name, spec.shape);
@@ -259,10 +259,7 @@ class TensorReader {
     unknown(spec.name);
   }
 
-  value_heads::Order order() const {
-    const GdnConfig& g = *cfg_.linear_attention;
-    return {g.num_key_heads, g.group_size()};
-  }
+  value_heads::Order order() const { return value_heads::Order::of(*cfg_.linear_attention); }
   bool reordered() const { return tiled() && !order().identity(); }
 
   // t (rows along its first dimension; a vector's elements) with the value

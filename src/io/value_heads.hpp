@@ -9,11 +9,20 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "vkgate/gdn_config.hpp"
 
 namespace vkgate::value_heads {
 
+// The model types whose GGUF files hold their value heads tiled.
+inline bool tiled_in_gguf(const std::string& model_type) {
+  return model_type == "qwen3_5_text" || model_type == "qwen3_5_moe_text";
+}
+
 struct Order {
+  static Order of(const GdnConfig& g) { return {g.num_key_heads, g.group_size()}; }
   int64_t nk = 1, r = 1;  // key heads, value heads per key head
   int64_t heads() const { return nk * r; }
   bool identity() const { return nk == 1 || r == 1; }
