@@ -284,7 +284,11 @@ void bind_gdn_config(py::module_& m) {
       .field("key_head_dim", &GdnConfig::key_head_dim, "dk (linear_key_head_dim)")
       .field("value_head_dim", &GdnConfig::value_head_dim, "dv (linear_value_head_dim)")
       .field("conv_kernel", &GdnConfig::conv_kernel, "K (linear_conv_kernel_dim)")
-      .field("rms_norm_eps", &GdnConfig::rms_norm_eps, "epsilon of the output norm");
+      .field("rms_norm_eps", &GdnConfig::rms_norm_eps, "epsilon of the output norm")
+      .field("separate_projections", &GdnConfig::separate_projections,
+             "Qwen3.5's in_proj_qkv/z/b/a instead of in_proj_qkvz and in_proj_ba")
+      .field("out_proj_tiled", &GdnConfig::out_proj_tiled,
+             "out_proj's columns hold the value heads in llama.cpp's tiled order (a Qwen3.5 GGUF)");
   f.finish();
   cls.def("validate", &GdnConfig::validate)
       .def_static("qwen3_next", &GdnConfig::qwen3_next, "Qwen3-Next-80B-A3B's layer: hidden 2048, nk 16, nv 32, dk = dv = 128, K 4.")

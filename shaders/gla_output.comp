@@ -21,7 +21,7 @@
 RO(0, o, F32)
 RO(1, x, T)   // the projections (g)
 RO(2, w, F32) // the norm's weight (a stand-in without a norm)
-RW(3, y, T)   // [B·T, y_ld], head h at h·d_v
+RW(3, y, T)   // [B·T, y_ld], head h at h·d_v (y_tile: see main)
 
 #include "params.glsl"
 struct Push {
@@ -29,6 +29,7 @@ struct Push {
   uint tokens, heads, dv, rows;  // rows: B·T·H
   uint has_norm, has_gate, y_ld, parts;
   float eps;
+  uint y_tile;
 };
 PARAMS(Push)
 
@@ -54,6 +55,9 @@ void main() {
     scale = 1.0 / sqrt(wg_sum(ss) / float(p.dv) + p.eps);
   }
   const uint g0 = view_offset(p.g_view, p.tokens, bt, h, 0);
+  // Head h = j·y_tile + i goes to position i·(heads / y_tile) + j: a Qwen3.5
+  // GGUF's out_proj takes the Gated DeltaNet's value heads tiled (y_tile = r).
+  const uint y0 = bt * p.y_ld + ((h % p.y_tile) * (p.heads / p.y_tile) + h / p.y_tile) * p.dv;
   for (uint d = tid; d < p.dv; d += WG) {
     float v = o_at(row, d) * scale;
     if (p.has_norm != 0) v *= w_ld(d);
@@ -61,6 +65,6 @@ void main() {
       const float g = x_ld(g0 + d);
       v *= g / (1.0 + exp(-g));
     }
-    y_st(bt * p.y_ld + h * p.dv + d, v);
+    y_st(y0 + d, v);
   }
 }

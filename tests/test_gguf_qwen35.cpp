@@ -7,11 +7,12 @@
 // checkpoint bit for bit, with its config and logits. qwen35-Q4_K_M.gguf,
 // llama-quantize's of the dense one, matches the reference on its dequantized
 // tensors, and each tensor the checkpoint to within Q4_K's error (a value
-// head out of place would be 100× that); its Gated DeltaNet input
-// projections stay Q4_K on the device. Broken files are errors naming the
-// tensor. The way back: gguf_export_model of the Qwen3-Next and Qwen3.5 MoE
+// head out of place would be 100× that); its Gated DeltaNet projections
+// stay Q4_K on the device, out_proj with its value heads tiled as stored
+// (GdnConfig::out_proj_tiled). Broken files are errors naming the tensor.
+// The way back: gguf_export_model of the Qwen3-Next and Qwen3.5 MoE
 // checkpoints writes the converter's tensors and keys, and a Q4_K export of
-// the dense one reads back as its blocks.
+// the dense one reads back as its blocks and exports again as it was.
 #include "doctest.hpp"
 
 #include <algorithm>
@@ -37,6 +38,21 @@ namespace {
 
 std::vector<double> doubles(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
+// out_proj [D, nv·dv] values with the value heads' column blocks moved from
+// llama.cpp's tiled order (block i·nk + j) to the checkpoint's grouped one
+// (head j·r + i).
+std::vector<float> grouped_columns(const std::vector<float>& v, const GdnConfig& g) {
+  const size_t nk = size_t(g.num_key_heads), r = size_t(g.group_size()), dv = size_t(g.value_head_dim);
+  const size_t width = nk * r * dv;
+  std::vector<float> out(v.size());
+  for (size_t row = 0; row < v.size() / width; ++row)
+    for (size_t j = 0; j < nk; ++j)
+      for (size_t i = 0; i < r; ++i)
+        std::copy_n(v.begin() + ptrdiff_t(row * width + (i * nk + j) * dv), dv,
+                    out.begin() + ptrdiff_t(row * width + (j * r + i) * dv));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35moe F16 of convert_hf_to_gguf.py, its MTP block included, reads back as its checkpoint, value heads grouped again, the same logits") {
@@ -61,7 +77,7 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35moe F16 of convert_hf_to_gg
   CHECK(std::memcmp(gate.bytes.data() + head, z.data() + head, head) != 0);
 }
 
-TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35 Q4_K_M of llama-quantize matches the reference and its checkpoint to Q4_K's error, the Gated DeltaNet input projections Q4_K on the device") {
+TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35 Q4_K_M of llama-quantize matches the reference and its checkpoint to Q4_K's error, the Gated DeltaNet projections Q4_K on the device, out_proj's value heads tiled as stored") {
   const std::string path = llama_cpp_file("qwen35-Q4_K_M.gguf");
   const test::FileWeights w(path);
   const GgufFile& f = w.file;
@@ -73,10 +89,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35 Q4_K_M of llama-quantize m
   CHECK(w.cfg.model_type == "qwen3_5_text");
   ModelConfig want_cfg = ckpt.cfg;
   want_cfg.attention.rms_norm_eps = want_cfg.linear_attention->rms_norm_eps = double(float(1e-6));  // the key is f32
+  // out_proj's Q4_K blocks span all eight value heads of 32: its columns stay tiled.
+  want_cfg.linear_attention->out_proj_tiled = true;
   CHECK(w.cfg.attention == want_cfg.attention);
   REQUIRE(w.cfg.linear_attention);
-  CHECK(*w.cfg.linear_attention == *want_cfg.linear_attention);
-  CHECK(w.cfg.linear_attention->separate_projections);
+  const GdnConfig& g = *w.cfg.linear_attention;
+  CHECK(g == *want_cfg.linear_attention);
+  CHECK(g.separate_projections);
+  CHECK(g.out_proj_tiled);
   CHECK(w.cfg.moe_layers().empty());
 
   // Q4_K of these values is off by an NMSE of about 5e-3 (Q5_0, Q6_K and Q8_0
@@ -87,28 +107,44 @@ TEST_CASE_FIXTURE(test::GpuTest, "gguf qwen35: qwen35 Q4_K_M of llama-quantize m
     const std::vector<float>& a = w.data.at(spec.name);
     const std::vector<float>& b = expected.data.at(spec.name);
     REQUIRE(a.size() == b.size());
-    CHECK(test::nmse(doubles(a), doubles(b)) <= (spec.shape.size() > 1 ? 1e-2 : 1e-12));
+    const bool tiled = spec.name.ends_with("out_proj.weight");
+    CHECK(test::nmse(doubles(tiled ? grouped_columns(a, g) : a), doubles(b)) <= (spec.shape.size() > 1 ? 1e-2 : 1e-12));
+    if (tiled) CHECK(test::nmse(doubles(a), doubles(b)) > 0.5);  // as stored, not grouped
   }
-  // out_proj's Q4_K blocks span all eight value heads: it is read as fp32
-  // values to be put in order; the four input projections keep their blocks.
+  // Every Gated DeltaNet projection keeps the file's blocks, out_proj its very bytes.
   TensorBuffers copies;
   const TensorMap tensors = gguf_model_tensors(f, w.cfg, copies);
-  CHECK(tensors.at("model.layers.0.linear_attn.out_proj.weight").dtype == DType::F32);
-  for (const char* p : {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"})
+  for (const char* p : {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"})
     CHECK(tensors.at(std::string("model.layers.0.linear_attn.") + p + ".weight").dtype == DType::Q4_K);
+  const std::span<const std::byte> out = tensors.at("model.layers.0.linear_attn.out_proj.weight").bytes;
+  const std::span<const std::byte> stored = f.tensor("blk.0.ssm_out.weight").bytes;
+  CHECK(std::equal(out.begin(), out.end(), stored.begin(), stored.end()));
+
+  // What out_proj_tiled means, in the reference: the tiled columns with it
+  // give the logits of the grouped columns without it.
+  {
+    ModelConfig grouped_cfg = w.cfg;
+    grouped_cfg.linear_attention->out_proj_tiled = false;
+    WeightMap grouped = w.map;
+    const std::string name = "model.layers.0.linear_attn.out_proj.weight";
+    const std::vector<float> columns = grouped_columns(w.data.at(name), g);
+    grouped[name] = columns;
+    const std::vector<int64_t> ids = test::random_ids(rng, 6, w.cfg.vocab_size);
+    const std::vector<double> a = reference::model_forward(w.cfg, w.map, {ids, 1, 6}).logits;
+    const std::vector<double> b = reference::model_forward(grouped_cfg, grouped, {ids, 1, 6}).logits;
+    CHECK(test::nmse(a, b) <= 1e-20);
+    CHECK(test::nmse(a, reference::model_forward(grouped_cfg, w.map, {ids, 1, 6}).logits) > 1e-4);
+  }
 
   const test::FileRun run = test::check_file_model(*this, path, w);
 
-  // On the device: the file's tensor bytes, but out_proj as fp32 (its rows
-  // padded to the matmul's operand stride: 16 KiB more on lavapipe) and 48
-  // bytes of padding per block buffer. in_proj_qkv+z+b+a in fp32 would add 564 KiB.
+  // On the device: the file's tensor bytes and 48 bytes of padding per block
+  // buffer. out_proj in fp32 would add 48 KiB, in_proj_qkv+z+b+a 564 KiB.
   uint64_t file_bytes = 0;
   for (const GgufTensor& t : f.tensors()) file_bytes += t.bytes.size();
-  const GgufTensor& out = f.tensor("blk.0.ssm_out.weight");
-  const uint64_t expect = file_bytes - out.bytes.size() + uint64_t(out.host().numel()) * 4;
   const uint64_t weights = Model::load(ctx, path).memory().weights;
   INFO("weights " << weights << " bytes, file tensors " << file_bytes);
-  CHECK(weights <= expect + 32768);
+  CHECK(weights <= file_bytes + 16384);
 
   if (vk.info.storage16) {
     INFO("fp16");
@@ -165,16 +201,26 @@ TEST_CASE("gguf qwen35: gguf_export_model writes the tensors and keys convert_hf
       ++compared;
     }
     CHECK(d.tensors.size() == compared);
-    // What llama.cpp could not load is refused, naming it.
+    // What llama.cpp could not load is refused, naming it: value heads wider
+    // than the key heads; out_proj's columns tiled where the architecture
+    // holds them grouped.
+    auto refused = [&](const ModelConfig& c, const std::string& names) {
+      CAPTURE(names);
+      try {
+        gguf_export_model(c, ckpt.tensors);
+        FAIL("exported");
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::unsupported);
+        CHECK(std::string(e.what()).find(names) != std::string::npos);
+      }
+    };
     ModelConfig wide = ckpt.cfg;
     wide.linear_attention->value_head_dim *= 2;
-    try {
-      gguf_export_model(wide, ckpt.tensors);
-      FAIL("exported value heads larger than the key heads");
-    } catch (const Error& e) {
-      CHECK(e.code() == ErrorCode::unsupported);
-      CHECK(std::string(e.what()).find("value heads of " + std::to_string(wide.linear_attention->value_head_dim)) !=
-            std::string::npos);
+    refused(wide, "value heads of " + std::to_string(wide.linear_attention->value_head_dim));
+    if (arch == "qwen3next") {
+      ModelConfig tiled = ckpt.cfg;
+      tiled.linear_attention->out_proj_tiled = true;
+      refused(tiled, "out_proj's value heads tiled");
     }
     for (const auto& [key, value] : f.metadata()) {
       if (!(key.starts_with(arch + ".") || key == "general.architecture" || key == "general.file_type")) continue;
@@ -194,8 +240,9 @@ TEST_CASE("gguf qwen35: gguf_export_model writes the tensors and keys convert_hf
 // A Q4_K export of the dense checkpoint reads back as quantize_weights'
 // blocks of it (the value heads tiled and put back as whole rows), but
 // out_proj: its columns were tiled before its blocks were made, each block
-// across all eight heads, so it comes back fp32 within Q4_K's error.
-TEST_CASE("gguf qwen35: a Q4_K export of a qwen3_5_text checkpoint reads back as its blocks, out_proj as fp32 values") {
+// across all eight heads, so it comes back tiled (out_proj_tiled), within
+// Q4_K's error. Exported again, its blocks are written as they are.
+TEST_CASE("gguf qwen35: a Q4_K export of a qwen3_5_text checkpoint reads back as its blocks, out_proj tiled, and exports again as it was") {
   const test::ConverterCheckpoint ckpt(test::qwen35_checkpoint_config(false));
   test::TempDir dir("gguf_qwen35");
   gguf_export_model(ckpt.cfg, ckpt.tensors, {.quant = DType::Q4_K}).write(dir / "q4_k.gguf");
@@ -205,6 +252,7 @@ TEST_CASE("gguf qwen35: a Q4_K export of a qwen3_5_text checkpoint reads back as
   CHECK(cfg.attention.mrope_section == std::vector<int>{2, 1, 1});
   GdnConfig gdn = *ckpt.cfg.linear_attention;
   gdn.rms_norm_eps = double(float(gdn.rms_norm_eps));  // the key is f32
+  gdn.out_proj_tiled = true;
   CHECK(*cfg.linear_attention == gdn);
   TensorBuffers copies;
   const TensorMap got = gguf_model_tensors(f, cfg, copies);
@@ -216,8 +264,8 @@ TEST_CASE("gguf qwen35: a Q4_K export of a qwen3_5_text checkpoint reads back as
     const HostTensor& a = got.at(spec.name);
     const HostTensor& b = want.at(spec.name);
     if (spec.name.ends_with("out_proj.weight")) {
-      CHECK(a.dtype == DType::F32);
-      CHECK(test::nmse(doubles(nn::to_f32(a)), doubles(expected.data.at(spec.name))) <= 1e-2);
+      CHECK(a.dtype == DType::Q4_K);
+      CHECK(test::nmse(doubles(grouped_columns(nn::to_f32(a), gdn)), doubles(expected.data.at(spec.name))) <= 1e-2);
     } else if (spec.shape.size() > 1 && !spec.name.ends_with("conv1d.weight")) {
       CHECK(to_string(a.dtype) == std::string(to_string(b.dtype)));
       CHECK(std::equal(a.bytes.begin(), a.bytes.end(), b.bytes.begin(), b.bytes.end()));
@@ -226,6 +274,18 @@ TEST_CASE("gguf qwen35: a Q4_K export of a qwen3_5_text checkpoint reads back as
       REQUIRE(x.size() == y.size());
       for (size_t i = 0; i < x.size(); ++i) CHECK(std::abs(double(x[i]) - double(y[i])) <= 1e-6);
     }
+  }
+  // Exported again (the same format): every block tensor's bytes as they
+  // were, ssm_out's columns not tiled a second time.
+  gguf_export_model(cfg, got, {.quant = DType::Q4_K}).write(dir / "again.gguf");
+  const GgufFile again = GgufFile::open(dir / "again.gguf");
+  CHECK(gguf_model_config(again).linear_attention->out_proj_tiled);
+  for (const GgufTensor& t : f.tensors()) {
+    if (!is_quantized(t.dtype)) continue;
+    CAPTURE(t.name);
+    const GgufTensor& u = again.tensor(t.name);
+    CHECK(u.dtype == t.dtype);
+    CHECK(std::equal(u.bytes.begin(), u.bytes.end(), t.bytes.begin(), t.bytes.end()));
   }
 }
 

@@ -44,6 +44,13 @@ struct GdnConfig {
   // Qwen3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a instead of
   // in_proj_qkvz and in_proj_ba (model_type qwen3_5_text, qwen3_5_moe_text).
   bool separate_projections = false;
+  // out_proj.weight's input columns hold the value heads in llama.cpp's tiled
+  // order (value head g = j·r + i at column block i·nk + j), so the layer
+  // writes its output heads in that order. Set by read_gguf_model for a
+  // Qwen3.5 file whose out_proj blocks span value heads (Q4_K's 256 across
+  // heads of 128), so that it is uploaded as stored; a file whose blocks
+  // fit a head gets its columns put back in grouped order instead.
+  bool out_proj_tiled = false;
 
   // Throws Error(invalid_config) naming the key when the config is impossible
   // or so large that an index of some tensor would not fit 32 bits.

@@ -67,9 +67,11 @@
 // key head in the checkpoint (value head j·r + i reads key head j), tiled in
 // the file (position i·nk + j), in the v rows of attn_qkv and the conv,
 // attn_gate's, ssm_beta's and ssm_alpha's rows, ssm_a, ssm_dt and ssm_out's
-// column blocks. They are put back in grouped order: whole rows of bytes, and
-// ssm_out's columns by whole blocks where a value head is whole blocks of its
-// format, else (a k-quant block of 256 over heads of 128) as fp32 values.
+// column blocks. They are put back in grouped order as whole rows of bytes,
+// and ssm_out's columns as whole blocks where a value head is whole blocks of
+// its format; where some layer's ssm_out has blocks across heads (a k-quant
+// block of 256 over heads of 128) every ssm_out stays as stored and
+// GdnConfig::out_proj_tiled says so (the layer writes its heads tiled).
 //
 // Everything is checked before anything goes to a device: Error(invalid_config)
 // names the file and the key (an unknown architecture: the file, it and the

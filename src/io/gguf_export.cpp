@@ -152,6 +152,7 @@ void check_expressible(const ModelConfig& cfg) {
              std::to_string(g.key_head_dim));
     if (g.separate_projections != tiles_value_heads(cfg))
       refuse(g.separate_projections ? "separate Gated DeltaNet projections" : "fused Gated DeltaNet projections");
+    if (g.out_proj_tiled && !tiles_value_heads(cfg)) refuse("out_proj's value heads tiled");
     for (int l = 0; l < cfg.num_hidden_layers; ++l)
       if ((cfg.moe.num_experts > 0) != cfg.sparse_mlp(l))
         refuse((cfg.sparse_mlp(l) ? "sparse" : "dense") + std::string(" layer ") + std::to_string(l) +
@@ -373,11 +374,12 @@ void put_gdn(GgufDraft& g, const ModelConfig& cfg, const std::string& blk, const
   } else if (bare == "norm.weight") {
     put("ssm_norm.weight", spec.shape, 0, 0);  // per value head's element, shared; a plain weight: no 1 + w
   } else if (bare == "out_proj.weight") {
-    // Its input columns by value head: whole blocks of the stored format
-    // moved as bytes, else (a k-quant block across heads) tiled before encoding.
+    // Its input columns by value head (already tiled: GdnConfig::out_proj_tiled):
+    // whole blocks of the stored format moved as bytes, else (a k-quant block
+    // across heads) tiled before encoding.
     const DType dtype = target_type(spec, blk + "ssm_out.weight", o);
     std::vector<std::byte> bytes;
-    if (!tile) {
+    if (!tile || d.out_proj_tiled) {
       bytes = encoded(t, dtype);
     } else if (dv % int64_t(block_elements(dtype)) == 0) {
       const size_t chunk = size_t(dv) / block_elements(dtype) * block_bytes(dtype);

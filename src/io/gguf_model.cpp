@@ -16,6 +16,7 @@
 
 #include "io/gguf_format.hpp"
 #include "io/json_keys.hpp"
+#include "io/value_heads.hpp"
 #include "vkgate/error.hpp"
 
 namespace vkgate {
@@ -146,6 +147,22 @@ bool separate_gdn_projections(const GgufFile& f, const ModelConfig& m) {
     const GgufTensor* qkv = f.find_tensor(blk + "attn_qkv.weight");
     const GgufTensor* gate = f.find_tensor(blk + "attn_gate.weight");
     if (qkv && gate && qkv->dtype != gate->dtype) return true;
+  }
+  return false;
+}
+
+// Whether out_proj keeps the file's tiled value-head columns
+// (GdnConfig::out_proj_tiled): where some layer's ssm_out has blocks across
+// value heads (Q4_K's 256 across heads of 128), which cannot be put back in
+// grouped order as bytes; then every layer's is kept as stored, the layer
+// writing its output heads tiled instead.
+bool gdn_out_proj_tiled(const GgufFile& f, const ModelConfig& m) {
+  const GdnConfig& g = *m.linear_attention;
+  if (!value_heads::tiled_in_gguf(m.model_type) || value_heads::Order::of(g).identity()) return false;
+  for (int l = 0; l < m.num_hidden_layers; ++l) {
+    if (m.attention.is_full_attention(l)) continue;
+    const GgufTensor* out = f.find_tensor("blk." + std::to_string(l) + ".ssm_out.weight");
+    if (out && g.value_head_dim % int64_t(block_elements(out->dtype)) != 0) return true;
   }
   return false;
 }
@@ -403,6 +420,7 @@ ModelConfig gguf_model_config(const GgufFile& f) {
     // Qwen3.5's converter keeps its four input projections apart (attn_qkv,
     // attn_gate, ssm_beta, ssm_alpha), as the checkpoint has them.
     m.linear_attention->separate_projections = arch != "qwen3next" || separate_gdn_projections(f, m);
+    m.linear_attention->out_proj_tiled = gdn_out_proj_tiled(f, m);
   }
   m.mlp_bias = arch == "llama" && f.find_tensor("blk.0.ffn_gate.bias") != nullptr;
 

@@ -274,24 +274,16 @@ class TensorReader {
   }
 
   // out_proj [D, nv·dv] with its columns' value-head blocks in grouped order
-  // again: bytes where a head's dv columns are whole blocks of its format,
-  // else (a k-quant block of 256 across heads of 128) its values as fp32,
-  // exact but no longer in the file's format.
+  // again, as bytes (each head's dv columns whole blocks of its format); as
+  // stored where the config keeps them tiled (GdnConfig::out_proj_tiled:
+  // some layer's blocks span heads).
   HostTensor untiled_columns(const HostTensor& t) {
-    if (!reordered()) return t;
+    if (!reordered() || cfg_.linear_attention->out_proj_tiled) return t;
     const value_heads::Order o = order();
-    auto grouped = [&](int64_t h) { return o.grouped(h); };
-    const int64_t dv = cfg_.linear_attention->value_head_dim;
-    if (dv % int64_t(block_elements(t.dtype)) == 0) {
-      const size_t chunk = size_t(dv) / block_elements(t.dtype) * block_bytes(t.dtype);
-      std::vector<std::byte>& out = copies_.emplace_back(value_heads::move_column_blocks(t.bytes, chunk, o, grouped));
-      return HostTensor{t.dtype, t.shape, std::span<const std::byte>(out)};
-    }
-    const std::vector<float> v = floats(t);
-    const std::vector<std::byte> moved = value_heads::move_column_blocks(
-        std::as_bytes(std::span(v)), size_t(dv) * sizeof(float), o, grouped);
-    std::vector<std::byte>& out = copies_.emplace_back(moved);
-    return HostTensor{DType::F32, t.shape, std::span<const std::byte>(out)};
+    const size_t chunk = size_t(cfg_.linear_attention->value_head_dim) / block_elements(t.dtype) * block_bytes(t.dtype);
+    std::vector<std::byte>& out = copies_.emplace_back(
+        value_heads::move_column_blocks(t.bytes, chunk, o, [&](int64_t h) { return o.grouped(h); }));
+    return HostTensor{t.dtype, t.shape, std::span<const std::byte>(out)};
   }
 
   // in_proj_qkvz's rows (per key head j: q_j, k_j, the v and then z rows of

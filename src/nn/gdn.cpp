@@ -198,7 +198,8 @@ void Gdn::record(gpu::Recorder& rec, const MixerPlan& p, const Workspace& ws, co
                             state,    out,    ld_value_,
                             {ws[row_role("gdn_mixed", row)], ws[row_role("gdn_bg", row)], ws[row_role("gdn_o", row)],
                              chunks ? &ws[row_role("gdn_w", row)] : nullptr, chunks ? &ws[row_role("gdn_u", row)] : nullptr,
-                             chunks ? &ws[row_role("gdn_p", row)] : nullptr}};
+                             chunks ? &ws[row_role("gdn_p", row)] : nullptr},
+                            c.out_proj_tiled};
     ops::gdn_forward(vk_, rec, args, ops::gdn_shape(c, rows, T), act_,
                      chunks ? ops::GdnForm::chunk : ops::GdnForm::recurrent);
   };

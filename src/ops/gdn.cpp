@@ -163,7 +163,7 @@ void gdn_output(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnSh
   const uint32_t r = s.group();
   const View z{a.qkvz_base + 2 * s.dk + r * s.dv, s.tokens * a.qkvz_ld, a.qkvz_ld, r, s.qkvz_group(), s.dv};
   const GlaOutput out{a.scratch.o, a.qkvz, z,      &a.norm_weight, true, a.eps, a.y, a.y_ld, uint32_t(s.rows()),
-                      s.tokens,    s.nv,   s.dv, 1};
+                      s.tokens,    s.nv,   s.dv, 1,           a.y_tiled ? r : 1};
   gla_output(ctx, rec, out, st);
 }
 

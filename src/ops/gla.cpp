@@ -25,6 +25,7 @@ struct OutputPush {
   View g;
   uint32_t tokens, heads, dv, rows, has_norm, has_gate, y_ld, parts;
   float eps;
+  uint32_t y_tile;
 };
 }  // namespace
 
@@ -148,7 +149,7 @@ void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s
   const gpu::Pipeline& p = ctx.pipelines->get(variant("gla_output", s) + r.suffix, {r.wg});
   const uint64_t rows = uint64_t(a.rows) * a.heads;
   const OutputPush push{a.g_view, a.tokens, a.heads, a.dv, uint32_t(rows), a.norm ? 1u : 0u, a.gate ? 1u : 0u,
-                        a.y_ld, a.parts, a.eps};
+                        a.y_ld, a.parts, a.eps, a.y_tile};
   const gpu::Grid g = gpu::grid_for(rows);
   rec.dispatch(p,
                {{&a.o, gpu::Access::read},

@@ -398,6 +398,9 @@ struct GlaOutput {
   float eps;
   const Buffer& y;
   uint32_t y_ld, rows, tokens, heads, dv, parts;  // rows: B·T; parts: of o, summed
+  // Head h = j·y_tile + i written at head position i·(heads / y_tile) + j
+  // (Gated DeltaNet's value heads tiled for a Qwen3.5 GGUF's out_proj); 1: in order.
+  uint32_t y_tile = 1;
 };
 void gla_output(Context::Impl& ctx, Recorder& rec, const GlaOutput& a, Storage s = Storage::f32);
 
@@ -466,6 +469,9 @@ struct GdnArgs {
   const Buffer& y;            // out_proj's input: row bt at bt·y_ld, value head h at h·dv
   uint32_t y_ld;
   GdnScratch scratch;
+  // y's value heads in llama.cpp's tiled order (GdnConfig::out_proj_tiled):
+  // head h = j·r + i at (i·nk + j)·dv.
+  bool y_tiled = false;
 };
 void gdn_prepare(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s, Storage st = Storage::f32);
 void gdn_recurrent(Context::Impl& ctx, Recorder& rec, const GdnArgs& a, const GdnShape& s);
