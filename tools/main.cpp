@@ -24,13 +24,14 @@ built on it on a Vulkan device, checked against a double-precision CPU reference
 commands:
   devices    list the Vulkan devices and their capabilities, one per line
   demo       run the Qwen3-Next attention shape on a device and the CPU reference
-  run        run a whole model (qwen3, llama, gla, qwen3_next, qwen3_moe; input_ids), one block or one
-             GLA or Gated DeltaNet layer (hidden_states) of a checkpoint on an input file, write
-             the output file
-  generate   decoding with a model checkpoint (qwen3, llama, gla, qwen3_next, qwen3_moe): prompt text (or ids)
-             in, text (or ids) out
-  quantize   write a checkpoint directory (qwen3, llama, qwen3_moe) as a GGUF file llama.cpp loads,
-             its projections in a block format (q8_0, q4_k, ...) or all in f16/bf16/f32
+  run        run a whole model (qwen3, llama, gla, qwen3_next, qwen3_moe, qwen3_5; input_ids),
+             one block or one GLA or Gated DeltaNet layer (hidden_states) of a checkpoint on an
+             input file, write the output file
+  generate   decoding with a model checkpoint or GGUF file (qwen3, llama, gla, qwen3_next,
+             qwen3_moe, qwen3_5): prompt text (or ids) in, text (or ids) out
+  quantize   write a checkpoint directory (qwen3, llama, qwen3_moe, qwen3_next, qwen3_5) as a
+             GGUF file llama.cpp loads, its projections in a block format (q8_0, q4_k, ...) or
+             all in f16/bf16/f32
   serve      an OpenAI-compatible HTTP server for a model (/v1/completions, /v1/chat/completions,
              streaming, /metrics, a chat page)
   tokenize   text to token ids with a model's tokenizer.json (byte-level BPE)
