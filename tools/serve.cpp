@@ -87,7 +87,13 @@ endpoints:
                              logprobs (true) with top_logprobs (0-20) instead of logprobs N;
                              rendered with the model's chat template
                              (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
-                             when it is Qwen's ChatML or Llama 3's, else refused with 400
+                             when it is Qwen's ChatML or Llama 3's, else refused with 400.
+                             With Qwen3's template also tools (tool_choice auto or none), assistant
+                             tool_calls and reasoning_content, tool messages, and
+                             chat_template_kwargs.enable_thinking; a reply's <tool_call> blocks
+                             come back as tool_calls (finish_reason "tool_calls"); streamed, a reply
+                             to a request with tools comes in one chunk when it ends
+  POST /apply-template       a chat request's prompt as the model would run it: {"prompt": TEXT}
   GET  /metrics              Prometheus text: requests, queue, tokens, decode rate, KV cache bytes,
                              time to first token (a histogram)
 
@@ -195,6 +201,29 @@ struct Server {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
+  // A chat request's prompt: its messages (tools, enable_thinking) through the model's template.
+  std::string chat_prompt(const CompletionRequest& cr) const {
+    if (!chat.usable())
+      throw bad_request("unsupported_chat_template",
+                        "the model's chat template is not one vkgate can render (Qwen ChatML or Llama 3), or it "
+                        "has none: use /v1/completions with a formatted prompt");
+    if (cr.uses_tools && !chat.takes_tools())
+      throw bad_request("unsupported_chat_template",
+                        "tools, tool_calls and tool messages are rendered only with Qwen3's chat template; this "
+                        "model's is not it");
+    if (cr.render.enable_thinking && !chat.takes_tools())
+      throw bad_request("unsupported_chat_template",
+                        "'chat_template_kwargs.enable_thinking' is rendered only with Qwen3's chat template; this "
+                        "model's is not it");
+    return chat.render(cr.messages, cr.render);
+  }
+
+  // POST /apply-template (llama.cpp's server has it too): the prompt a chat request would run.
+  void apply_template(const httplib::Request& req, httplib::Response& res) const {
+    const CompletionRequest cr = parse_completion_request(req.body, true);
+    res.set_content(nlohmann::json{{"prompt", chat_prompt(cr)}}.dump(), "application/json");
+  }
+
   void completions(const httplib::Request& req, httplib::Response& res, bool is_chat) {
     const CompletionRequest cr = parse_completion_request(req.body, is_chat);
     if (cr.model && *cr.model != id)
@@ -204,11 +233,7 @@ struct Server {
     std::string text;
     bool add_special = true;
     if (is_chat) {
-      if (!chat.usable())
-        throw bad_request("unsupported_chat_template",
-                          "the model's chat template is not one vkgate can render (Qwen ChatML or Llama 3), or it "
-                          "has none: use /v1/completions with a formatted prompt");
-      text = chat.render(cr.messages);
+      text = chat_prompt(cr);
       add_special = false;  // the rendered text holds its own special tokens
       options.stop.push_back(chat.end_of_turn());
     } else {
@@ -283,13 +308,17 @@ struct Server {
     ++open_streams;
     // Each choice's own chunks, in turn: its role first (chat), its text and
     // logprobs as they come, its finish_reason once it ends.
+    // With tools a choice's reply is held until it ends, to be sent as its content and calls.
     struct ChoiceStream {
       bool first = true, ended = false;
       size_t offset = 0;
+      std::string held;
+      std::vector<TokenLogprob> held_logprobs;
     };
+    const bool hold = cr.chat && !cr.render.tools.empty();
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, jobs, cr, rid, created, prompt_tokens, streams = std::vector<ChoiceStream>(jobs.size())](
+        [this, jobs, cr, rid, created, prompt_tokens, hold, streams = std::vector<ChoiceStream>(jobs.size())](
             size_t, httplib::DataSink& sink) mutable {
           auto send = [&](const std::string& s) {
             if (sink.write(s.data(), s.size())) return true;
@@ -302,7 +331,14 @@ struct Server {
             ChoiceStream& st = streams[i];
             if (st.ended) continue;
             std::vector<TokenLogprob> logprobs;
-            const std::string piece = jobs[i]->take(wait, st.ended, logprobs);
+            std::string piece = jobs[i]->take(wait, st.ended, logprobs);
+            if (hold) {
+              st.held += piece;
+              st.held_logprobs.insert(st.held_logprobs.end(), logprobs.begin(), logprobs.end());
+              if (!st.ended) continue;
+              piece = st.held;
+              logprobs = std::move(st.held_logprobs);
+            }
             if (!piece.empty() || !logprobs.empty() || (st.first && cr.chat)) {
               const nlohmann::json lp =
                   cr.options.logprobs < 0 ? nlohmann::json(nullptr) : logprobs_json(cr, logprobs, tok, st.offset);
@@ -317,7 +353,9 @@ struct Server {
               error = job_error(*jobs[i]);
               finish = jobs[i]->finish;
             }
-            if (!error && !send(sse(completion_chunk(cr, rid, created, id, int(i), "", false, finish)))) return false;
+            if (!error && !send(sse(completion_chunk(cr, rid, created, id, int(i), "", false, finish, nullptr,
+                                                     calls_tools(cr, st.held)))))
+              return false;
           }
           const bool all_ended = std::all_of(streams.begin(), streams.end(), [](auto& st) { return st.ended; });
           if (!error && !all_ended) {
@@ -446,7 +484,10 @@ int cmd_serve(Args& args) {
   std::fprintf(stderr, "vkgate serve: %s (%s, %d layers) on %s; context %d, %d in parallel; chat template: %s\n",
                srv.id.c_str(), model.config().model_type.c_str(), model.config().num_hidden_layers,
                ctx.device().name.c_str(), ctx_limit, parallel,
-               chat.family == ChatFamily::chatml ? "ChatML" : chat.family == ChatFamily::llama3 ? "Llama 3" : "none");
+               chat.qwen3 ? "Qwen3's ChatML (tools)"
+               : chat.family == ChatFamily::chatml ? "ChatML"
+               : chat.family == ChatFamily::llama3 ? "Llama 3"
+                                                   : "none");
 
   httplib::Server http;
   // Handlers wait on their generations: a thread each for the active and the queued ones, and a few spare.
@@ -458,7 +499,7 @@ int cmd_serve(Args& args) {
       send_error(res, ApiError(503, "server_error", "shutting_down", "the server is shutting down"));
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!srv.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
+    if (!srv.api_key.empty() && (req.path.rfind("/v1/", 0) == 0 || req.path == "/apply-template") &&
         req.get_header_value("Authorization") != "Bearer " + srv.api_key) {
       send_error(res, ApiError(401, "invalid_request_error", "invalid_api_key",
                                "a valid API key is required: Authorization: Bearer KEY"));
@@ -511,6 +552,13 @@ int cmd_serve(Args& args) {
   };
   http.Post("/v1/completions", route(false));
   http.Post("/v1/chat/completions", route(true));
+  http.Post("/apply-template", [&srv](const httplib::Request& req, httplib::Response& res) {
+    try {
+      srv.apply_template(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  });
 
   const int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, port) ? port : -1);
   if (bound < 0) throw Error(ErrorCode::io, "serve: cannot listen on " + host + ":" + std::to_string(port));

@@ -82,6 +82,77 @@ std::string string_value(const json& v, const std::string& what) {
   return s;
 }
 
+// A message's text: a string or OpenAI's text parts (null: none, where `optional`).
+std::string message_text(const json& m, const std::string& at, bool optional) {
+  const json* content = field(m, "content");
+  if (!content) {
+    if (optional) return {};
+    throw bad_request("missing_field", at + ".content is required");
+  }
+  if (!content->is_array()) return string_value(*content, at + ".content");
+  std::string text;
+  for (const json& part : *content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text"))
+      throw bad_request("invalid_value", at + ".content: only text parts are supported");
+    text += string_value(part["text"], at + ".content[].text");
+  }
+  return text;
+}
+
+// An assistant turn's tool_calls (OpenAI's [{"type": "function", "function":
+// {"name", "arguments"}}], arguments a JSON string or an object), read from
+// the order-keeping parse so that an object's keys print as the client sent them.
+std::vector<ToolCall> tool_calls(const nlohmann::ordered_json& calls, const std::string& at) {
+  if (!calls.is_array()) throw bad_request("invalid_type", at + " must be an array");
+  std::vector<ToolCall> out;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string here = at + "[" + std::to_string(k) + "].function";
+    const auto f = calls[k].is_object() ? calls[k].find("function") : calls[k].end();
+    if (f == calls[k].end() || !f->is_object()) throw bad_request("missing_field", here + " is required");
+    const auto name = f->find("name"), args = f->find("arguments");
+    if (name == f->end() || !name->is_string()) throw bad_request("missing_field", here + ".name must be a string");
+    ToolCall c{string_value(json(name->get<std::string>()), here + ".name"), "{}"};
+    if (args != f->end() && args->is_string()) c.arguments = string_value(json(args->get<std::string>()), here + ".arguments");
+    else if (args != f->end() && args->is_object()) c.arguments = tojson(*args);
+    else if (args != f->end() && !args->is_null())
+      throw bad_request("invalid_type", here + ".arguments must be a JSON string or an object");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The chat-only fields beside messages: tools, tool_choice, chat_template_kwargs.
+void parse_chat_options(const json& body, const nlohmann::ordered_json& ordered, CompletionRequest& r) {
+  bool render_tools = true;
+  if (const json* choice = field(body, "tool_choice")) {
+    if (*choice == "none") render_tools = false;
+    else if (*choice != "auto")
+      throw bad_request("invalid_value", "'tool_choice' must be \"auto\" or \"none\" (vkgate does not force a call)");
+  }
+  if (field(body, "tools")) {
+    const nlohmann::ordered_json& tools = ordered["tools"];
+    if (!tools.is_array()) throw bad_request("invalid_type", "'tools' must be an array");
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const nlohmann::ordered_json& t = tools[i];
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string())
+        throw bad_request("invalid_value", at + " must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      if (render_tools) r.render.tools.push_back(string_value(json(tojson(t)), at));
+    }
+    r.uses_tools = r.uses_tools || !tools.empty();
+  }
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) throw bad_request("invalid_type", "'chat_template_kwargs' must be an object");
+    for (const auto& [key, value] : kw->items()) {
+      if (key != "enable_thinking")
+        throw bad_request("invalid_value", "'chat_template_kwargs." + key + "': vkgate's templates take only enable_thinking");
+      if (!value.is_boolean()) throw bad_request("invalid_type", "'chat_template_kwargs.enable_thinking' must be a boolean");
+      r.render.enable_thinking = value.get<bool>();
+    }
+  }
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(const std::string& text, bool chat) {
@@ -97,6 +168,8 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   if (const json* m = field(body, "model")) r.model = string_value(*m, "'model'");
 
   if (chat) {
+    // Tools and call arguments keep their keys' order in the prompt, as transformers' tojson prints them.
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
     const json* msgs = field(body, "messages");
     if (!msgs) throw bad_request("missing_field", "'messages' is required");
     if (!msgs->is_array() || msgs->empty()) throw bad_request("invalid_type", "'messages' must be a non-empty array");
@@ -110,22 +183,19 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
       cm.role = string_value(*role, at + ".role");
       // "developer" is OpenAI's newer name for the system role.
       if (cm.role == "developer") cm.role = "system";
-      if (cm.role != "system" && cm.role != "user" && cm.role != "assistant")
-        throw bad_request("invalid_value", at + ".role '" + cm.role + "' is not system, user or assistant");
-      const json* content = field(m, "content");
-      if (!content) throw bad_request("missing_field", at + ".content is required");
-      if (content->is_array()) {
-        // OpenAI's content parts: only text ones can be rendered.
-        for (const json& part : *content) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text"))
-            throw bad_request("invalid_value", at + ".content: only text parts are supported");
-          cm.content += string_value(part["text"], at + ".content[].text");
-        }
-      } else {
-        cm.content = string_value(*content, at + ".content");
+      if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool")
+        throw bad_request("invalid_value", at + ".role '" + cm.role + "' is not system, user, assistant or tool");
+      const bool assistant = cm.role == "assistant";
+      // An assistant turn that only calls tools may have no content (OpenAI sends null).
+      cm.content = message_text(m, at, assistant && field(m, "tool_calls"));
+      if (assistant) {
+        if (const json* rc = field(m, "reasoning_content")) cm.reasoning_content = string_value(*rc, at + ".reasoning_content");
+        if (field(m, "tool_calls")) cm.tool_calls = tool_calls(ordered["messages"][i]["tool_calls"], at + ".tool_calls");
       }
+      r.uses_tools = r.uses_tools || cm.role == "tool" || !cm.tool_calls.empty();
       r.messages.push_back(std::move(cm));
     }
+    parse_chat_options(body, ordered, r);
   } else {
     const json* p = field(body, "prompt");
     if (!p) throw bad_request("missing_field", "'prompt' is required");
@@ -201,8 +271,13 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   return r;
 }
 
-const char* openai_finish_reason(FinishReason r) {
-  return r == FinishReason::eos || r == FinishReason::stop_string ? "stop" : "length";
+const char* openai_finish_reason(FinishReason r, bool called) {
+  if (r != FinishReason::eos && r != FinishReason::stop_string) return "length";
+  return called ? "tool_calls" : "stop";
+}
+
+bool calls_tools(const CompletionRequest& req, const std::string& text) {
+  return req.chat && !req.render.tools.empty() && !parse_tool_calls(text).calls.empty();
 }
 
 json usage_json(const Usage& u) {
@@ -229,6 +304,27 @@ json token_bytes(const std::string& text) {
   json bytes = json::array();
   for (char c : text) bytes.push_back(int(static_cast<unsigned char>(c)));
   return bytes;
+}
+
+// A chat reply's content, and with tools its calls (OpenAI's tool_calls; a
+// stream's delta numbers them): the content before the calls, null when none.
+void put_reply(json& message, const CompletionRequest& req, const std::string& text, const std::string& call_id,
+               bool delta) {
+  const ParsedReply p = req.render.tools.empty() ? ParsedReply{text, {}} : parse_tool_calls(text);
+  if (p.calls.empty()) {
+    message["content"] = text;
+    return;
+  }
+  message["content"] = p.content.empty() ? json(nullptr) : json(p.content);
+  json calls = json::array();
+  for (size_t k = 0; k < p.calls.size(); ++k) {
+    json c = {{"id", call_id + "-" + std::to_string(k)},
+              {"type", "function"},
+              {"function", {{"name", p.calls[k].name}, {"arguments", p.calls[k].arguments}}}};
+    if (delta) c["index"] = k;
+    calls.push_back(std::move(c));
+  }
+  message["tool_calls"] = std::move(calls);
 }
 
 }  // namespace
@@ -269,9 +365,16 @@ json completion_response(const CompletionRequest& req, const std::string& id, in
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const Choice& c = choices[i];
-    json choice = {{"index", i}, {"finish_reason", openai_finish_reason(c.finish)}, {"logprobs", c.logprobs}};
-    if (req.chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else choice["text"] = c.text;
+    json choice = {{"index", i},
+                   {"finish_reason", openai_finish_reason(c.finish, calls_tools(req, c.text))},
+                   {"logprobs", c.logprobs}};
+    if (req.chat) {
+      json message = {{"role", "assistant"}};
+      put_reply(message, req, c.text, "call-" + id + "-" + std::to_string(i), false);
+      choice["message"] = std::move(message);
+    } else {
+      choice["text"] = c.text;
+    }
     list.push_back(std::move(choice));
   }
   return {{"id", id},
@@ -284,14 +387,15 @@ json completion_response(const CompletionRequest& req, const std::string& id, in
 
 json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created, const std::string& model,
                       int index, const std::string& text, bool first, std::optional<FinishReason> finish,
-                      json logprobs) {
+                      json logprobs, bool called) {
   json choice = {{"index", index},
-                 {"finish_reason", finish ? json(openai_finish_reason(*finish)) : json(nullptr)},
+                 {"finish_reason", finish ? json(openai_finish_reason(*finish, called)) : json(nullptr)},
                  {"logprobs", std::move(logprobs)}};
   if (req.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!finish) delta["content"] = text;  // the final chunk's delta is empty, as OpenAI's
+    // The final chunk's delta is empty, as OpenAI's.
+    if (!finish) put_reply(delta, req, text, "call-" + id + "-" + std::to_string(index), true);
     choice["delta"] = delta;
   } else {
     choice["text"] = text;

@@ -45,13 +45,21 @@ struct CompletionRequest {
   static constexpr int kMaxChoices = 16;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Chat: tools (unless tool_choice is "none") and chat_template_kwargs.enable_thinking.
+  RenderOptions render;
+  // Chat: tools, tool_calls or a tool message anywhere in the request (a
+  // template that does not take them refuses it).
+  bool uses_tools = false;
 };
 
 // The body of POST /v1/completions (chat false) or /v1/chat/completions.
 CompletionRequest parse_completion_request(const std::string& body, bool chat);
 
-// OpenAI's finish_reason: "stop" (eos or a stop string) or "length".
-const char* openai_finish_reason(FinishReason r);
+// OpenAI's finish_reason: "stop" (eos or a stop string; "tool_calls" where
+// the reply `called` tools) or "length".
+const char* openai_finish_reason(FinishReason r, bool called = false);
+// Whether a chat reply of a request with tools holds tool calls (parse_tool_calls).
+bool calls_tools(const CompletionRequest& req, const std::string& text);
 
 struct Usage {
   size_t prompt_tokens = 0, completion_tokens = 0;
@@ -77,10 +85,13 @@ struct Choice {
 nlohmann::json completion_response(const CompletionRequest& req, const std::string& id, int64_t created,
                                    const std::string& model, std::span<const Choice> choices, const Usage& usage);
 // One streamed chunk of choice `index`: `text` (a delta) and its tokens'
-// `logprobs`, or its final one with `finish`; a chat choice's first chunk carries the role.
+// `logprobs`, or its final one with `finish` (`called`: the reply called
+// tools); a chat choice's first chunk carries the role. With tools a chat's
+// reply comes whole in one chunk, its content and tool_calls apart.
 nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
                                 const std::string& model, int index, const std::string& text, bool first,
-                                std::optional<FinishReason> finish, nlohmann::json logprobs = nullptr);
+                                std::optional<FinishReason> finish, nlohmann::json logprobs = nullptr,
+                                bool called = false);
 // The usage chunk of stream_options.include_usage: choices empty.
 nlohmann::json usage_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
                            const std::string& model, const Usage& usage);
