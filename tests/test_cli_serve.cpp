@@ -411,6 +411,27 @@ TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking 
     check_error(r, 400);
     CHECK(r.body.find(field) != std::string::npos);
   }
+  // `vkgate generate --chat --no-think` runs the prompt /apply-template renders.
+  const std::string gguf = std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/qwen3-chat-Q8_0.gguf";
+  const CliResult gen = run_cli(with_device({"generate", "--weights", gguf, "--chat", "--no-think", "--prompt", "Hi",
+                                             "--max-new-tokens", "2", "--json", "--quiet"}),
+                                s.tmp.path);
+  check_clean_exit(gen);
+  REQUIRE(gen.code == 0);
+  CHECK(json::parse(gen.out)["prompt_tokens"] ==
+        Tokenizer::load(gguf).encode(renders[1]["prompt"].get<std::string>(), false).size());
+  for (const std::vector<std::string>& usage : {std::vector<std::string>{"--chat", "--prompt-ids", "1,2"},
+                                                std::vector<std::string>{"--system", "x", "--prompt", "Hi"},
+                                                std::vector<std::string>{"--no-think", "--prompt", "Hi"}}) {
+    std::vector<std::string> a = {"generate", "--weights", gguf, "--max-new-tokens", "1"};
+    a.insert(a.end(), usage.begin(), usage.end());
+    CHECK(run_cli(a, s.tmp.path).code == 2);
+  }
+  const CliResult plain = run_cli({"generate", "--weights", std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/qwen3-Q8_0.gguf",
+                                   "--chat", "--prompt", "Hi", "--max-new-tokens", "1"}, s.tmp.path);
+  CHECK(plain.code == 1);
+  CHECK(plain.err.find("no chat template") != std::string::npos);
+
   ordered bad_call = request(5);
   bad_call["messages"][1]["tool_calls"][0]["function"]["arguments"] = 5;
   const HttpReply r = http(s.port, "POST", "/apply-template", bad_call.dump());
@@ -621,6 +642,18 @@ TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent
   CHECK((full["usage"]["completion_tokens"] > 16 || full["choices"][0]["finish_reason"] == "stop"));
   CHECK(streamed_text(s.port, json{{"messages", messages}, {"max_tokens", 5}}, true) ==
         chat["choices"][0]["message"]["content"]);
+  // `vkgate generate --chat` renders the same prompt and gives the same greedy reply.
+  const CliResult gc = run_cli(with_device({"generate", "--weights", tm.m.path(), "--chat", "--system", "Be brief.",
+                                            "--prompt", "Hi", "--max-new-tokens", "5", "--quiet"}),
+                               s.tmp.path);
+  check_clean_exit(gc);
+  REQUIRE(gc.code == 0);
+  CHECK(json::parse(json(gc.out).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>() ==
+        chat["choices"][0]["message"]["content"]);
+  const CliResult think = run_cli({"generate", "--weights", tm.m.path(), "--chat", "--no-think", "--prompt", "Hi",
+                                   "--max-new-tokens", "1"}, s.tmp.path);
+  CHECK(think.code == 1);
+  CHECK(think.err.find("not Qwen3's") != std::string::npos);
 
   // refused requests
   check_error(http(s.port, "POST", "/v1/completions", "{\"prompt\": "), 400);

@@ -69,6 +69,9 @@ DType parse_quant_flag(const std::string& flag, const std::string& v);
 std::string one_of(const std::vector<std::string_view>& names);
 // Text in and out (cli_text.cpp). Errors name the path or the flag.
 std::string read_file(const std::string& path);
+// The chat template of a checkpoint directory or GGUF file (its Jinja text; "" when
+// it has none), for ChatTemplate::detect (chat_template.hpp; serve, generate --chat).
+std::string chat_template_text(const std::string& weights);
 // Files are written with vkgate::write_file / OutputFile (vkgate/output_file.hpp):
 // "-" is stdout, a symbolic link's target is replaced atomically, a device or
 // FIFO is written directly, a read-only file is refused.

@@ -1,9 +1,10 @@
 // Text in and out of the CLI's commands (declared in cli.hpp): whole files,
-// token id lists, JSON strings.
+// chat templates, token id lists, JSON strings.
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -11,6 +12,7 @@
 
 #include "cli.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/gguf.hpp"
 
 namespace vkgate::cli {
 
@@ -20,6 +22,37 @@ std::string read_file(const std::string& path) {
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) throw Error(ErrorCode::io, path + ": cannot read");
   return text;
+}
+
+// The model's Jinja chat template, or "" when it has none: tokenizer_config.json's
+// chat_template (a named list's "default") or chat_template.jinja in a directory,
+// a GGUF's tokenizer.chat_template.
+std::string chat_template_text(const std::string& weights) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(weights)) {
+    const fs::path config = fs::path(weights) / "tokenizer_config.json";
+    if (fs::exists(config)) {
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(read_file(config.string()));
+      } catch (const nlohmann::json::exception& e) {
+        throw Error(ErrorCode::invalid_config, config.string() + ": not valid JSON: " + e.what());
+      }
+      const auto t = j.find("chat_template");
+      if (t != j.end() && t->is_string()) return t->get<std::string>();
+      if (t != j.end() && t->is_array())  // named templates: the default one
+        for (const auto& named : *t)
+          if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+              named["template"].is_string())
+            return named["template"].get<std::string>();
+    }
+    // Newer transformers save it on its own.
+    const fs::path jinja = fs::path(weights) / "chat_template.jinja";
+    if (fs::exists(jinja)) return read_file(jinja.string());
+    return {};
+  }
+  const GgufFile gguf = GgufFile::open(weights);
+  return gguf.contains("tokenizer.chat_template") ? gguf.string("tokenizer.chat_template") : std::string();
 }
 
 std::vector<int64_t> parse_id_list(const std::string& flag, const std::string& text) {

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "chat_template.hpp"
 #include "cli.hpp"
 #include "vkgate/error.hpp"
+#include "vkgate/generate.hpp"
 #include "vkgate/model.hpp"
 #include "vkgate/tokenizer.hpp"
 
@@ -19,8 +21,8 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
                        --max-new-tokens N [--tokenizer PATH] [--device SEL] [--precision fp32|fp16|bf16]
                        [--quant T] [--int8] [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--seed N]
                        [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty X] [--frequency-penalty X]
-                       [--stop STR]... [--ignore-eos] [--ignore-context-limit] [--no-check-finite] [--json [--logprobs N]]
-                       [--quiet]
+                       [--stop STR]... [--chat [--system TEXT] [--no-think]] [--ignore-eos] [--ignore-context-limit]
+                       [--no-check-finite] [--json [--logprobs N]] [--quiet]
 
 Decoding, greedy unless --temperature is above 0: one step for the prompt,
 then one replayed step per new token, with the KV cache (a GLA model: each
@@ -29,8 +31,8 @@ With --prompt, the text is tokenized with the model's own tokenizer.json and
 the generated text streams to stdout as it is decided (whole UTF-8
 characters); with --prompt-ids, the generated ids (not the prompt) go to
 stdout space-separated on one line. Nothing else goes to
-stdout; progress, tokens/s and errors go to stderr. Chat templates
-(tokenizer_config.json) are not applied: the prompt is tokenized as given.
+stdout; progress, tokens/s and errors go to stderr. The prompt is tokenized
+as given, unless --chat puts it in the model's chat template first.
 
   --weights DIR          a model checkpoint directory: config.json (model_type qwen3, llama,
                          gla, qwen3_next, qwen3_moe, qwen3_5 or qwen3_5_moe), model.safetensors or
@@ -45,6 +47,13 @@ stdout; progress, tokens/s and errors go to stderr. Chat templates
   --prompt-ids LIST      the prompt's token ids, comma-separated, each in [0, vocab_size)
   --max-new-tokens N     at most N new ids
   --tokenizer PATH       a tokenizer.json (or a directory holding one, or a .gguf) instead of DIR's
+  --chat                 the prompt as a user turn in the model's chat template (DIR's
+                         tokenizer_config.json or chat_template.jinja, a GGUF's
+                         tokenizer.chat_template; Qwen's ChatML or Llama 3's, as vkgate serve
+                         renders them), the reply up to the end of the assistant's turn
+  --system TEXT          with --chat: a system turn before it
+  --no-think             with --chat and Qwen3's template: enable_thinking false (the reply
+                         opens with an empty <think></think>)
 sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one draw):
   --temperature T        0 (default): greedy, the most likely id; above 0: sample from softmax(logits / T)
   --top-k K              keep the K most likely ids (default 0: all)
@@ -126,7 +135,8 @@ std::string number(double v, const char* format = "%.3f") {
 int cmd_generate(Args& args) {
   std::string weights, device, text_prompt, tokenizer_path;
   std::vector<int64_t> prompt;
-  bool json = false, have_prompt = false, quiet = false;
+  bool json = false, have_prompt = false, quiet = false, chat = false, no_think = false;
+  std::optional<std::string> system;
   int text_sources = 0;  // --prompt and --prompt-file
   ModelOptions options;
   GenerateOptions g;
@@ -138,6 +148,9 @@ int cmd_generate(Args& args) {
     else if (a == "--prompt") text_prompt = args.value(a), ++text_sources;
     else if (a == "--prompt-file") text_prompt = read_prompt_file(args.value(a)), ++text_sources;
     else if (a == "--tokenizer") tokenizer_path = args.value(a);
+    else if (a == "--chat") chat = true;
+    else if (a == "--system") system = args.value(a);
+    else if (a == "--no-think") no_think = true;
     else if (a == "--max-new-tokens") g.max_new_tokens = int(args.number(a, 0, 1 << 24));
     else if (a == "--temperature") g.sampling.temperature = args.real(a, 0, 1e6);
     else if (a == "--top-k") g.sampling.top_k = int(args.number(a, 0, 1 << 24));
@@ -173,6 +186,8 @@ int cmd_generate(Args& args) {
   if (have_prompt && prompt.empty()) throw UsageError("--prompt-ids needs at least one id");
   if (!tokenizer_path.empty() && !have_text) throw UsageError("generate: --tokenizer goes with --prompt");
   if (!g.stop.empty() && !have_text) throw UsageError("generate: --stop goes with --prompt (it is matched in the text)");
+  if (chat && !have_text) throw UsageError("generate: --chat goes with --prompt or --prompt-file");
+  if ((system || no_think) && !chat) throw UsageError("generate: --system and --no-think go with --chat");
   if (g.max_new_tokens < 0) throw UsageError("generate: --max-new-tokens is required");
   if (g.logprobs >= 0 && !json) throw UsageError("generate: --logprobs goes with --json (they are part of its object)");
 
@@ -180,9 +195,25 @@ int cmd_generate(Args& args) {
   std::optional<Tokenizer> tokenizer;
   if (have_text) {
     tokenizer = Tokenizer::load(tokenizer_path.empty() ? weights : tokenizer_path);
+    if (chat) {
+      const ChatTemplate t = ChatTemplate::detect(chat_template_text(weights));
+      if (!t.usable())
+        throw Error(ErrorCode::invalid_config, "--chat: " + weights + " has no chat template vkgate renders (Qwen's "
+                                                   "ChatML or Llama 3's); give the prompt without --chat");
+      if (no_think && !t.takes_tools())
+        throw Error(ErrorCode::invalid_config, "--no-think: the chat template of " + weights + " is not Qwen3's");
+      std::vector<ChatMessage> turns;
+      if (system) turns.push_back({"system", *system});
+      turns.push_back({"user", text_prompt});
+      RenderOptions render;
+      if (no_think) render.enable_thinking = false;
+      text_prompt = t.render(turns, render);
+      g.stop.push_back(t.end_of_turn());
+    }
     std::vector<int32_t> ids;
     try {
-      ids = tokenizer->encode(text_prompt);
+      // A rendered chat holds its special tokens as text: no post-processor BOS on top.
+      ids = tokenizer->encode(text_prompt, !chat);
     } catch (const Error& e) {
       throw Error(e.code(), std::string("--prompt: ") + e.what());
     }
@@ -221,7 +252,9 @@ int cmd_generate(Args& args) {
       return true;
     };
   }
-  const GenerateResult r = tokenizer ? model.generate(*tokenizer, text_prompt, g) : model.generate(prompt, g);
+  Generation run(model, prompt, g, tokenizer ? &*tokenizer : nullptr);
+  while (!run.done()) run.step();
+  const GenerateResult r = run.result();
   if (validation_failed(ctx)) return 1;
   const std::optional<double> rate = r.tokens_per_s();
   if (json) {

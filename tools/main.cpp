@@ -41,8 +41,8 @@ commands:
 
 Run `vkgate <command> --help` for a command's options; `vkgate --version` (or
 `vkgate version`) prints the version. Chat templates (tokenizer_config.json)
-are applied only by serve's /v1/chat/completions (Qwen ChatML and Llama 3);
-elsewhere text is tokenized as given.
+are applied only by serve's /v1/chat/completions and generate --chat (Qwen
+ChatML and Llama 3); elsewhere text is tokenized as given.
 
 environment:
   VKGATE_DEVICE       device index or name substring (when --device is not given)

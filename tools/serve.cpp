@@ -132,35 +132,6 @@ extern "C" void on_stop_signal(int) {
   [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &b, 1);
 }
 
-// The model's Jinja chat template, or "" when it has none.
-std::string chat_template_text(const std::string& weights) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(weights)) {
-    const fs::path config = fs::path(weights) / "tokenizer_config.json";
-    if (fs::exists(config)) {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(read_file(config.string()));
-      } catch (const nlohmann::json::exception& e) {
-        throw Error(ErrorCode::invalid_config, config.string() + ": not valid JSON: " + e.what());
-      }
-      const auto t = j.find("chat_template");
-      if (t != j.end() && t->is_string()) return t->get<std::string>();
-      if (t != j.end() && t->is_array())  // named templates: the default one
-        for (const auto& named : *t)
-          if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
-              named["template"].is_string())
-            return named["template"].get<std::string>();
-    }
-    // Newer transformers save it on its own.
-    const fs::path jinja = fs::path(weights) / "chat_template.jinja";
-    if (fs::exists(jinja)) return read_file(jinja.string());
-    return {};
-  }
-  const GgufFile gguf = GgufFile::open(weights);
-  return gguf.contains("tokenizer.chat_template") ? gguf.string("tokenizer.chat_template") : std::string();
-}
-
 std::string model_id(const std::string& weights) {
   namespace fs = std::filesystem;
   fs::path p(weights);
