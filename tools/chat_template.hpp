@@ -202,6 +202,85 @@ struct ChatTemplate {
   }
 };
 
+// A reply's thinking apart from its answer (serve --reasoning-parser qwen3): a
+// reply that opens with <think> has its reasoning up to </think> (all of it
+// if the reply ends first), the rest is content. Newlines at the reasoning's
+// ends and at the content's start are dropped, as Qwen3's template drops them
+// when the turn comes back. Fed piece by piece (a stream), it holds back only
+// what may yet be a tag or such newlines; finish() gives the rest.
+class ReasoningSplitter {
+ public:
+  struct Parts {
+    std::string reasoning, content;
+  };
+  Parts feed(std::string_view piece) {
+    held_ += piece;
+    return take(false);
+  }
+  Parts finish() { return take(true); }
+  // A whole reply at once.
+  static Parts split(std::string_view text) {
+    ReasoningSplitter r;
+    Parts a = r.feed(text), b = r.finish();
+    return {a.reasoning + b.reasoning, a.content + b.content};
+  }
+
+ private:
+  static constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+  enum class Phase { start, reasoning, content } phase_ = Phase::start;
+  std::string held_;
+  bool reasoning_began_ = false, content_began_ = false;
+
+  // Whether `s` ends with a proper prefix of `tag` (or a whole one).
+  static size_t partial_tag(std::string_view s, std::string_view tag) {
+    for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+      if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
+    return 0;
+  }
+  Parts take(bool end) {
+    Parts out;
+    if (phase_ == Phase::start) {
+      const size_t lead = std::min(held_.find_first_not_of(" \t\r\n"), held_.size());
+      const std::string_view rest = std::string_view(held_).substr(lead);
+      if (rest.starts_with(kOpen)) {
+        held_.erase(0, lead + kOpen.size());
+        phase_ = Phase::reasoning;
+      } else if (!end && kOpen.starts_with(rest)) {
+        return out;  // may still become <think>
+      } else {
+        phase_ = Phase::content;
+      }
+    }
+    if (phase_ == Phase::reasoning) {
+      const size_t close = held_.find(kClose);
+      std::string text;
+      if (close != std::string::npos) {
+        text = held_.substr(0, close);
+        held_.erase(0, close + kClose.size());
+        phase_ = Phase::content;
+        text.erase(text.find_last_not_of('\n') + 1);
+      } else {
+        // Hold back what may begin </think>, and trailing newlines that may end the reasoning.
+        size_t keep = end ? 0 : partial_tag(held_, kClose);
+        if (!end) keep = held_.size() - (held_.substr(0, held_.size() - keep).find_last_not_of('\n') + 1);
+        text = held_.substr(0, held_.size() - keep);
+        held_.erase(0, held_.size() - keep);
+        if (end) text.erase(text.find_last_not_of('\n') + 1);
+      }
+      if (!reasoning_began_) text.erase(0, std::min(text.find_first_not_of('\n'), text.size()));
+      reasoning_began_ = reasoning_began_ || !text.empty();
+      out.reasoning = std::move(text);
+    }
+    if (phase_ == Phase::content) {
+      if (!content_began_) held_.erase(0, std::min(held_.find_first_not_of('\n'), held_.size()));
+      content_began_ = content_began_ || !held_.empty();
+      out.content = std::move(held_);
+      held_.clear();
+    }
+    return out;
+  }
+};
+
 // Jinja's tojson as transformers defines it (Python's json.dumps: ", " and
 // ": " between items, keys in the order given, non-ASCII as it is).
 inline std::string tojson(const nlohmann::ordered_json& v) {

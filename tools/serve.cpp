@@ -66,7 +66,8 @@ bool peer_closed(int sock) {
 }
 
 constexpr const char* kServeUsage = R"(usage: vkgate serve --weights DIR|FILE.gguf [--host ADDR] [--port N] [--parallel N] [--ctx N]
-                    [--queue N] [--prefill-chunk N] [--gather-ms N] [--api-key KEY] [--device SEL]
+                    [--queue N] [--prefill-chunk N] [--gather-ms N] [--reasoning-parser qwen3]
+                    [--api-key KEY] [--device SEL]
                     [--precision fp32|fp16|bf16] [--quant T] [--quiet]
 
 An OpenAI-compatible HTTP server for one model. When it is ready it prints one
@@ -111,6 +112,10 @@ endpoints:
   --ctx N                the most tokens of a request, prompt and completion (default: the
                          model's context limit, else 4096); a longer prompt gets 400, a longer
                          max_tokens is cut to fit
+  --reasoning-parser qwen3
+                         a chat reply that opens with <think> has its thinking (up to </think>) in
+                         message.reasoning_content (streamed: delta.reasoning_content), the rest in
+                         content, as vLLM's parser of that name
   --api-key KEY          every /v1/ request needs "Authorization: Bearer KEY" (else 401)
   --device SEL           device index or name substring (default: VKGATE_DEVICE, else the best)
   --precision P          device storage of weights and activations: fp32 (default), fp16, bf16
@@ -160,6 +165,7 @@ struct Server {
   std::string api_key;
   const Tokenizer& tok;
   Scheduler& scheduler;
+  bool split_reasoning;  // --reasoning-parser qwen3
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> request_counter{0};
   // Streams whose last event has not gone out. httplib stops calling content providers once
@@ -196,7 +202,8 @@ struct Server {
   }
 
   void completions(const httplib::Request& req, httplib::Response& res, bool is_chat) {
-    const CompletionRequest cr = parse_completion_request(req.body, is_chat);
+    CompletionRequest cr = parse_completion_request(req.body, is_chat);
+    cr.split_reasoning = is_chat && split_reasoning;
     if (cr.model && *cr.model != id)
       throw ApiError(404, "invalid_request_error", "model_not_found",
                      "the model '" + *cr.model + "' does not exist; this server has '" + id + "'");
@@ -285,6 +292,7 @@ struct Server {
       size_t offset = 0;
       std::string held;
       std::vector<TokenLogprob> held_logprobs;
+      ReasoningSplitter reasoning;  // split_reasoning without tools: pieces as they come
     };
     const bool hold = cr.chat && !cr.render.tools.empty();
     res.set_chunked_content_provider(
@@ -310,10 +318,22 @@ struct Server {
               piece = st.held;
               logprobs = std::move(st.held_logprobs);
             }
-            if (!piece.empty() || !logprobs.empty() || (st.first && cr.chat)) {
+            std::string thought;
+            if (cr.split_reasoning && !hold) {
+              ReasoningSplitter::Parts p = st.reasoning.feed(piece);
+              if (st.ended) {
+                const ReasoningSplitter::Parts rest = st.reasoning.finish();
+                p.reasoning += rest.reasoning;
+                p.content += rest.content;
+              }
+              thought = std::move(p.reasoning);
+              piece = std::move(p.content);
+            }
+            if (!piece.empty() || !thought.empty() || !logprobs.empty() || (st.first && cr.chat)) {
               const nlohmann::json lp =
                   cr.options.logprobs < 0 ? nlohmann::json(nullptr) : logprobs_json(cr, logprobs, tok, st.offset);
-              if (!send(sse(completion_chunk(cr, rid, created, id, int(i), piece, st.first, std::nullopt, lp))))
+              if (!send(sse(completion_chunk(cr, rid, created, id, int(i), piece, st.first, std::nullopt, lp, false,
+                                             thought))))
                 return false;
               st.first = false;
             }
@@ -411,7 +431,7 @@ struct Server {
 int cmd_serve(Args& args) {
   std::string weights, device, host = "127.0.0.1", api_key;
   int port = 8080, parallel = 4, queue = 64, ctx_arg = 0, prefill_chunk = 256, gather_ms = 10;
-  bool quiet = false;
+  bool quiet = false, split_reasoning = false;
   ModelOptions options;
   while (!args.done()) {
     const std::string a = args.next();
@@ -423,6 +443,10 @@ int cmd_serve(Args& args) {
     else if (a == "--ctx") ctx_arg = int(args.number(a, 2, 1 << 24));
     else if (a == "--prefill-chunk") prefill_chunk = int(args.number(a, 1, 1 << 24));
     else if (a == "--gather-ms") gather_ms = int(args.number(a, 0, 10000));
+    else if (a == "--reasoning-parser") {
+      if (args.value(a) != "qwen3") throw UsageError("--reasoning-parser takes qwen3 (a reply's <think> block)");
+      split_reasoning = true;
+    }
     else if (a == "--api-key") {
       api_key = args.value(a);
       if (api_key.empty()) throw UsageError("--api-key needs a non-empty key");
@@ -451,7 +475,7 @@ int cmd_serve(Args& args) {
   if (model.context_limit() > 0) ctx_limit = std::min(ctx_limit, model.context_limit());
 
   Scheduler scheduler(model, tok, parallel, queue, prefill_chunk, std::chrono::milliseconds(gather_ms));
-  Server srv{model_id(weights), chat, ctx_limit, api_key, tok, scheduler};
+  Server srv{model_id(weights), chat, ctx_limit, api_key, tok, scheduler, split_reasoning};
   std::fprintf(stderr, "vkgate serve: %s (%s, %d layers) on %s; context %d, %d in parallel; chat template: %s\n",
                srv.id.c_str(), model.config().model_type.c_str(), model.config().num_hidden_layers,
                ctx.device().name.c_str(), ctx_limit, parallel,

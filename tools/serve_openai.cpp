@@ -276,8 +276,15 @@ const char* openai_finish_reason(FinishReason r, bool called) {
   return called ? "tool_calls" : "stop";
 }
 
+namespace {
+// A whole chat reply as its reasoning and content (all content unless the request splits them).
+ReasoningSplitter::Parts reply_parts(const CompletionRequest& req, const std::string& text) {
+  return req.split_reasoning ? ReasoningSplitter::split(text) : ReasoningSplitter::Parts{{}, text};
+}
+}  // namespace
+
 bool calls_tools(const CompletionRequest& req, const std::string& text) {
-  return req.chat && !req.render.tools.empty() && !parse_tool_calls(text).calls.empty();
+  return req.chat && !req.render.tools.empty() && !parse_tool_calls(reply_parts(req, text).content).calls.empty();
 }
 
 json usage_json(const Usage& u) {
@@ -308,11 +315,16 @@ json token_bytes(const std::string& text) {
 
 // A chat reply's content, and with tools its calls (OpenAI's tool_calls; a
 // stream's delta numbers them): the content before the calls, null when none.
+// A `whole` reply is split into reasoning_content and content first, where the
+// request asks (a stream's pieces come split already).
 void put_reply(json& message, const CompletionRequest& req, const std::string& text, const std::string& call_id,
-               bool delta) {
-  const ParsedReply p = req.render.tools.empty() ? ParsedReply{text, {}} : parse_tool_calls(text);
+               bool delta, bool whole) {
+  const ReasoningSplitter::Parts parts = whole ? reply_parts(req, text) : ReasoningSplitter::Parts{{}, text};
+  if (whole && req.split_reasoning && !(delta && parts.reasoning.empty()))
+    message["reasoning_content"] = parts.reasoning.empty() ? json(nullptr) : json(parts.reasoning);
+  const ParsedReply p = req.render.tools.empty() ? ParsedReply{parts.content, {}} : parse_tool_calls(parts.content);
   if (p.calls.empty()) {
-    message["content"] = text;
+    if (!(delta && parts.content.empty() && message.contains("reasoning_content"))) message["content"] = parts.content;
     return;
   }
   message["content"] = p.content.empty() ? json(nullptr) : json(p.content);
@@ -370,7 +382,7 @@ json completion_response(const CompletionRequest& req, const std::string& id, in
                    {"logprobs", c.logprobs}};
     if (req.chat) {
       json message = {{"role", "assistant"}};
-      put_reply(message, req, c.text, "call-" + id + "-" + std::to_string(i), false);
+      put_reply(message, req, c.text, "call-" + id + "-" + std::to_string(i), false, true);
       choice["message"] = std::move(message);
     } else {
       choice["text"] = c.text;
@@ -387,7 +399,7 @@ json completion_response(const CompletionRequest& req, const std::string& id, in
 
 json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created, const std::string& model,
                       int index, const std::string& text, bool first, std::optional<FinishReason> finish,
-                      json logprobs, bool called) {
+                      json logprobs, bool called, const std::string& reasoning) {
   json choice = {{"index", index},
                  {"finish_reason", finish ? json(openai_finish_reason(*finish, called)) : json(nullptr)},
                  {"logprobs", std::move(logprobs)}};
@@ -395,7 +407,9 @@ json completion_chunk(const CompletionRequest& req, const std::string& id, int64
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     // The final chunk's delta is empty, as OpenAI's.
-    if (!finish) put_reply(delta, req, text, "call-" + id + "-" + std::to_string(index), true);
+    if (!finish && !reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!finish)
+      put_reply(delta, req, text, "call-" + id + "-" + std::to_string(index), true, !req.render.tools.empty());
     choice["delta"] = delta;
   } else {
     choice["text"] = text;

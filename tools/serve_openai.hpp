@@ -50,6 +50,8 @@ struct CompletionRequest {
   // Chat: tools, tool_calls or a tool message anywhere in the request (a
   // template that does not take them refuses it).
   bool uses_tools = false;
+  // Chat: a reply's <think> block as reasoning_content (serve --reasoning-parser qwen3).
+  bool split_reasoning = false;
 };
 
 // The body of POST /v1/completions (chat false) or /v1/chat/completions.
@@ -58,7 +60,8 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat);
 // OpenAI's finish_reason: "stop" (eos or a stop string; "tool_calls" where
 // the reply `called` tools) or "length".
 const char* openai_finish_reason(FinishReason r, bool called = false);
-// Whether a chat reply of a request with tools holds tool calls (parse_tool_calls).
+// Whether a chat reply of a request with tools holds tool calls (parse_tool_calls;
+// in its content, apart from its reasoning where the request splits it).
 bool calls_tools(const CompletionRequest& req, const std::string& text);
 
 struct Usage {
@@ -86,12 +89,13 @@ nlohmann::json completion_response(const CompletionRequest& req, const std::stri
                                    const std::string& model, std::span<const Choice> choices, const Usage& usage);
 // One streamed chunk of choice `index`: `text` (a delta) and its tokens'
 // `logprobs`, or its final one with `finish` (`called`: the reply called
-// tools); a chat choice's first chunk carries the role. With tools a chat's
-// reply comes whole in one chunk, its content and tool_calls apart.
+// tools); a chat choice's first chunk carries the role, and `reasoning` (a
+// piece of it, split_reasoning) goes as delta.reasoning_content. With tools a
+// chat's reply comes whole in one chunk, its reasoning, content and tool_calls apart.
 nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
                                 const std::string& model, int index, const std::string& text, bool first,
                                 std::optional<FinishReason> finish, nlohmann::json logprobs = nullptr,
-                                bool called = false);
+                                bool called = false, const std::string& reasoning = {});
 // The usage chunk of stream_options.include_usage: choices empty.
 nlohmann::json usage_chunk(const CompletionRequest& req, const std::string& id, int64_t created,
                            const std::string& model, const Usage& usage);
