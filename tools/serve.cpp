@@ -21,6 +21,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "chat_reply.hpp"
 #include "chat_template.hpp"
 #include "cli.hpp"
 #include "serve_openai.hpp"
@@ -89,11 +90,12 @@ endpoints:
                              rendered with the model's chat template
                              (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
                              when it is Qwen's ChatML or Llama 3's, else refused with 400.
-                             With Qwen3's template also tools (tool_choice auto or none), assistant
-                             tool_calls and reasoning_content, tool messages, and
-                             chat_template_kwargs.enable_thinking; a reply's <tool_call> blocks
-                             come back as tool_calls (finish_reason "tool_calls"); streamed, a reply
-                             to a request with tools comes in one chunk when it ends
+                             With Qwen3's or Qwen3.5's template also tools (tool_choice auto or
+                             none), assistant tool_calls and reasoning_content, tool messages, and
+                             chat_template_kwargs.enable_thinking (Llama 3.1+: date_string); a
+                             reply's <tool_call> blocks come back as tool_calls (finish_reason
+                             "tool_calls"); streamed, a reply to a request with tools comes in one
+                             chunk when it ends
   POST /apply-template       a chat request's prompt as the model would run it: {"prompt": TEXT}
   GET  /metrics              Prometheus text: requests, queue, tokens, decode rate, KV cache bytes,
                              time to first token (a histogram)
@@ -113,7 +115,8 @@ endpoints:
                          model's context limit, else 4096); a longer prompt gets 400, a longer
                          max_tokens is cut to fit
   --reasoning-parser qwen3
-                         a chat reply that opens with <think> has its thinking (up to </think>) in
+                         a chat reply that opens with <think> (or whose prompt opened it, as
+                         Qwen3.5's does) has its thinking (up to </think>) in
                          message.reasoning_content (streamed: delta.reasoning_content), the rest in
                          content, as vLLM's parser of that name
   --api-key KEY          every /v1/ request needs "Authorization: Bearer KEY" (else 401)
@@ -178,26 +181,35 @@ struct Server {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
-  // A chat request's prompt: its messages (tools, enable_thinking) through the model's template.
-  std::string chat_prompt(const CompletionRequest& cr) const {
+  // A chat request's prompt: its messages (tools, enable_thinking) through the
+  // model's template; notes in `cr` how its reply reads.
+  std::string chat_prompt(CompletionRequest& cr) const {
     if (!chat.usable())
       throw bad_request("unsupported_chat_template",
                         "the model's chat template is not one vkgate can render (Qwen ChatML or Llama 3), or it "
                         "has none: use /v1/completions with a formatted prompt");
     if (cr.uses_tools && !chat.takes_tools())
       throw bad_request("unsupported_chat_template",
-                        "tools, tool_calls and tool messages are rendered only with Qwen3's chat template; this "
-                        "model's is not it");
+                        "tools, tool_calls and tool messages are rendered only with Qwen3's chat template or "
+                        "Qwen3.5's; this model's is neither");
     if (cr.render.enable_thinking && !chat.takes_tools())
       throw bad_request("unsupported_chat_template",
-                        "'chat_template_kwargs.enable_thinking' is rendered only with Qwen3's chat template; this "
-                        "model's is not it");
-    return chat.render(cr.messages, cr.render);
+                        "'chat_template_kwargs.enable_thinking' is rendered only with Qwen3's chat template or "
+                        "Qwen3.5's; this model's is neither");
+    std::string text;
+    try {
+      text = chat.render(cr.messages, cr.render);
+    } catch (const ChatTemplateError& e) {
+      throw bad_request("invalid_messages", std::string("the model's chat template refuses the messages: ") + e.what());
+    }
+    cr.dialect = chat.dialect;
+    cr.think_opened = text.ends_with("<think>\n");
+    return text;
   }
 
   // POST /apply-template (llama.cpp's server has it too): the prompt a chat request would run.
   void apply_template(const httplib::Request& req, httplib::Response& res) const {
-    const CompletionRequest cr = parse_completion_request(req.body, true);
+    CompletionRequest cr = parse_completion_request(req.body, true);
     res.set_content(nlohmann::json{{"prompt", chat_prompt(cr)}}.dump(), "application/json");
   }
 
@@ -292,12 +304,13 @@ struct Server {
       size_t offset = 0;
       std::string held;
       std::vector<TokenLogprob> held_logprobs;
-      ReasoningSplitter reasoning;  // split_reasoning without tools: pieces as they come
+      ReasoningSplitter reasoning = ReasoningSplitter();  // split_reasoning without tools: pieces as they come
     };
     const bool hold = cr.chat && !cr.render.tools.empty();
+    const ChoiceStream fresh{.reasoning = ReasoningSplitter(cr.think_opened)};
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, jobs, cr, rid, created, prompt_tokens, hold, streams = std::vector<ChoiceStream>(jobs.size())](
+        [this, jobs, cr, rid, created, prompt_tokens, hold, streams = std::vector<ChoiceStream>(jobs.size(), fresh)](
             size_t, httplib::DataSink& sink) mutable {
           auto send = [&](const std::string& s) {
             if (sink.write(s.data(), s.size())) return true;
@@ -479,7 +492,8 @@ int cmd_serve(Args& args) {
   std::fprintf(stderr, "vkgate serve: %s (%s, %d layers) on %s; context %d, %d in parallel; chat template: %s\n",
                srv.id.c_str(), model.config().model_type.c_str(), model.config().num_hidden_layers,
                ctx.device().name.c_str(), ctx_limit, parallel,
-               chat.qwen3 ? "Qwen3's ChatML (tools)"
+               chat.dialect == ChatDialect::qwen3    ? "Qwen3's ChatML (tools)"
+               : chat.dialect == ChatDialect::qwen35 ? "Qwen3.5's ChatML (tools)"
                : chat.family == ChatFamily::chatml ? "ChatML"
                : chat.family == ChatFamily::llama3 ? "Llama 3"
                                                    : "none");

@@ -112,10 +112,17 @@ std::vector<ToolCall> tool_calls(const nlohmann::ordered_json& calls, const std:
     const auto name = f->find("name"), args = f->find("arguments");
     if (name == f->end() || !name->is_string()) throw bad_request("missing_field", here + ".name must be a string");
     ToolCall c{string_value(json(name->get<std::string>()), here + ".name"), "{}"};
-    if (args != f->end() && args->is_string()) c.arguments = string_value(json(args->get<std::string>()), here + ".arguments");
-    else if (args != f->end() && args->is_object()) c.arguments = tojson(*args);
+    // Arguments as JSON text are read into an object first, as vLLM and llama.cpp's server do,
+    // so that the template prints them its own way.
+    nlohmann::ordered_json object = nlohmann::ordered_json::object();
+    if (args != f->end() && args->is_string())
+      object = nlohmann::ordered_json::parse(string_value(json(args->get<std::string>()), here + ".arguments"), nullptr,
+                                             false);
     else if (args != f->end() && !args->is_null())
-      throw bad_request("invalid_type", here + ".arguments must be a JSON string or an object");
+      object = *args;
+    if (!object.is_object())
+      throw bad_request("invalid_value", here + ".arguments must be a JSON object, or its text");
+    c.arguments = tojson(object);
     out.push_back(std::move(c));
   }
   return out;
@@ -145,10 +152,15 @@ void parse_chat_options(const json& body, const nlohmann::ordered_json& ordered,
   if (const json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) throw bad_request("invalid_type", "'chat_template_kwargs' must be an object");
     for (const auto& [key, value] : kw->items()) {
-      if (key != "enable_thinking")
-        throw bad_request("invalid_value", "'chat_template_kwargs." + key + "': vkgate's templates take only enable_thinking");
-      if (!value.is_boolean()) throw bad_request("invalid_type", "'chat_template_kwargs.enable_thinking' must be a boolean");
-      r.render.enable_thinking = value.get<bool>();
+      if (key == "enable_thinking") {
+        if (!value.is_boolean()) throw bad_request("invalid_type", "'chat_template_kwargs.enable_thinking' must be a boolean");
+        r.render.enable_thinking = value.get<bool>();
+      } else if (key == "date_string") {
+        r.render.date_string = string_value(value, "'chat_template_kwargs.date_string'");
+      } else {
+        throw bad_request("invalid_value", "'chat_template_kwargs." + key +
+                                               "': vkgate's templates take only enable_thinking and date_string");
+      }
     }
   }
 }
@@ -279,12 +291,13 @@ const char* openai_finish_reason(FinishReason r, bool called) {
 namespace {
 // A whole chat reply as its reasoning and content (all content unless the request splits them).
 ReasoningSplitter::Parts reply_parts(const CompletionRequest& req, const std::string& text) {
-  return req.split_reasoning ? ReasoningSplitter::split(text) : ReasoningSplitter::Parts{{}, text};
+  return req.split_reasoning ? ReasoningSplitter::split(text, req.think_opened) : ReasoningSplitter::Parts{{}, text};
 }
 }  // namespace
 
 bool calls_tools(const CompletionRequest& req, const std::string& text) {
-  return req.chat && !req.render.tools.empty() && !parse_tool_calls(reply_parts(req, text).content).calls.empty();
+  return req.chat && !req.render.tools.empty() &&
+         !parse_tool_calls(reply_parts(req, text).content, req.dialect, req.render.tools).calls.empty();
 }
 
 json usage_json(const Usage& u) {
@@ -322,7 +335,8 @@ void put_reply(json& message, const CompletionRequest& req, const std::string& t
   const ReasoningSplitter::Parts parts = whole ? reply_parts(req, text) : ReasoningSplitter::Parts{{}, text};
   if (whole && req.split_reasoning && !(delta && parts.reasoning.empty()))
     message["reasoning_content"] = parts.reasoning.empty() ? json(nullptr) : json(parts.reasoning);
-  const ParsedReply p = req.render.tools.empty() ? ParsedReply{parts.content, {}} : parse_tool_calls(parts.content);
+  const ParsedReply p = req.render.tools.empty() ? ParsedReply{parts.content, {}}
+                                                 : parse_tool_calls(parts.content, req.dialect, req.render.tools);
   if (p.calls.empty()) {
     if (!(delta && parts.content.empty() && message.contains("reasoning_content"))) message["content"] = parts.content;
     return;

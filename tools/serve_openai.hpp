@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat_reply.hpp"
 #include "chat_template.hpp"
 #include "vkgate/generate.hpp"
 #include "vkgate/tokenizer.hpp"
@@ -52,6 +53,10 @@ struct CompletionRequest {
   bool uses_tools = false;
   // Chat: a reply's <think> block as reasoning_content (serve --reasoning-parser qwen3).
   bool split_reasoning = false;
+  // Chat, set once rendered: the template's dialect (how tool calls read) and
+  // whether the prompt ended inside <think> (Qwen3.5's: the reply starts as reasoning).
+  ChatDialect dialect = ChatDialect::plain;
+  bool think_opened = false;
 };
 
 // The body of POST /v1/completions (chat false) or /v1/chat/completions.
