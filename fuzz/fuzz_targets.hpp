@@ -31,6 +31,7 @@
 #include "vkgate/safetensors.hpp"
 #include "vkgate/tokenizer.hpp"
 #include "vkgate/weights.hpp"
+#include "../tools/serve_openai.hpp"
 
 namespace vkgate::fuzz {
 
@@ -259,6 +260,43 @@ inline int tokenizer(const uint8_t* data, size_t size) {
     volatile size_t sink = tok.decode(ids).size() + size_t(tok.vocab_size());
     (void)sink;
   } catch (const Error&) {
+  }
+  return 0;
+}
+
+// A chat request as `vkgate serve` reads it (tools/serve_openai.cpp), rendered
+// with every chat template it recognises; the same bytes as a model's reply,
+// read for tool calls in both dialects and split from its thinking whole and
+// in pieces. An ApiError (a 400) or a ChatTemplateError (the template's
+// refusal) is the expected way to reject an input.
+inline int chat(const uint8_t* data, size_t size) {
+  using namespace vkgate::cli;
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  std::vector<std::string> tools;
+  try {
+    const CompletionRequest r = parse_completion_request(text, true);
+    tools = r.render.tools;
+    for (const char* markers :
+         {"<|im_start|>", "<|im_start|> You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+          "<|im_start|> <tool_call> reasoning_content last_query_index enable_thinking",
+          "<|im_start|> <tool_call> reasoning_content last_query_index enable_thinking <function=example_function_name>",
+          "<|start_header_id|> <|eot_id|>", "<|start_header_id|> <|eot_id|> Cutting Knowledge Date strftime_now"}) {
+      try {
+        volatile size_t sink = ChatTemplate::detect(markers).render(r.messages, r.render).size();
+        (void)sink;
+      } catch (const ChatTemplateError&) {
+      }
+    }
+  } catch (const ApiError&) {
+  }
+  volatile size_t sink = 0;
+  for (ChatDialect d : {ChatDialect::qwen3, ChatDialect::qwen35})
+    for (const ToolCall& c : parse_tool_calls(text, d, tools).calls) sink = sink + c.name.size() + c.arguments.size();
+  for (bool opened : {false, true}) {
+    ReasoningSplitter whole(opened), pieces(opened);
+    sink = sink + whole.feed(text).content.size() + whole.finish().reasoning.size();
+    for (size_t at = 0; at < text.size(); at += 7) sink = sink + pieces.feed(std::string_view(text).substr(at, 7)).reasoning.size();
+    sink = sink + pieces.finish().content.size();
   }
   return 0;
 }

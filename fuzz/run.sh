@@ -16,7 +16,7 @@ trap 'rm -rf "$scratch"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=0
-for target in safetensors config checkpoint_index tokenizer gguf; do
+for target in safetensors config checkpoint_index tokenizer gguf chat; do
   exe=$build/fuzz/fuzz_$target
   if [ ! -x "$exe" ]; then
     echo "fuzz: $target: FAILED (no executable $exe)"

@@ -50,6 +50,7 @@ TEST_CASE("fuzz corpus: checkpoint index seeds and regressions") {
 
 TEST_CASE("fuzz corpus: tokenizer seeds and regressions") { CHECK(replay("tokenizer", vkgate::fuzz::tokenizer) >= 4); }
 TEST_CASE("fuzz corpus: GGUF seeds and regressions") { CHECK(replay("gguf", vkgate::fuzz::gguf) >= 5); }
+TEST_CASE("fuzz corpus: chat request and reply seeds and regressions") { CHECK(replay("chat", vkgate::fuzz::chat) >= 8); }
 
 TEST_CASE("fuzz corpus: check_layer(INT_MAX) with full_attention_interval (found by fuzz_config)") {
   // layer_type computed (layer + 1) % interval in int: signed overflow at INT_MAX.
