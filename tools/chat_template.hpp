@@ -59,7 +59,8 @@ inline std::string tojson(const nlohmann::ordered_json& v) {
   for (const auto& item : v.items()) {
     if (!first) s += ", ";
     first = false;
-    if (object) s += nlohmann::ordered_json(item.key()).dump() + ": ";
+    // A key from a model's reply may hold bytes that are not UTF-8: U+FFFD, as values.
+    if (object) s += tojson(nlohmann::ordered_json(item.key())) + ": ";
     s += tojson(item.value());
   }
   return s + (object ? "}" : "]");
