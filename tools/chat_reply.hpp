@@ -17,9 +17,9 @@ namespace vkgate::cli {
 
 // A reply's thinking apart from its answer (serve --reasoning-parser qwen3): a
 // reply that opens with <think> (or whose prompt opened it) has its reasoning
-// up to </think> (all of it if the reply ends first), the rest is content. Newlines at the reasoning's
-// ends and at the content's start are dropped, as Qwen3's template drops them
-// when the turn comes back. Fed piece by piece (a stream), it holds back only
+// up to </think> (all of it if the reply ends first), the rest is content.
+// Newlines at the reasoning's ends and at the content's start are dropped, as
+// Qwen3's template drops them when the turn comes back. Fed piece by piece (a stream), it holds back only
 // what may yet be a tag or such newlines; finish() gives the rest.
 class ReasoningSplitter {
  public:
@@ -46,7 +46,7 @@ class ReasoningSplitter {
   std::string held_;
   bool reasoning_began_ = false, content_began_ = false;
 
-  // Whether `s` ends with a proper prefix of `tag` (or a whole one).
+  // How many bytes at the end of `s` are a proper prefix of `tag` (0: none).
   static size_t partial_tag(std::string_view s, std::string_view tag) {
     for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
       if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
