@@ -181,36 +181,10 @@ struct Server {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
-  // A chat request's prompt: its messages (tools, enable_thinking) through the
-  // model's template; notes in `cr` how its reply reads.
-  std::string chat_prompt(CompletionRequest& cr) const {
-    if (!chat.usable())
-      throw bad_request("unsupported_chat_template",
-                        "the model's chat template is not one vkgate can render (Qwen ChatML or Llama 3), or it "
-                        "has none: use /v1/completions with a formatted prompt");
-    if (cr.uses_tools && !chat.takes_tools())
-      throw bad_request("unsupported_chat_template",
-                        "tools, tool_calls and tool messages are rendered only with Qwen3's chat template or "
-                        "Qwen3.5's; this model's is neither");
-    if (cr.render.enable_thinking && !chat.takes_tools())
-      throw bad_request("unsupported_chat_template",
-                        "'chat_template_kwargs.enable_thinking' is rendered only with Qwen3's chat template or "
-                        "Qwen3.5's; this model's is neither");
-    std::string text;
-    try {
-      text = chat.render(cr.messages, cr.render);
-    } catch (const ChatTemplateError& e) {
-      throw bad_request("invalid_messages", std::string("the model's chat template refuses the messages: ") + e.what());
-    }
-    cr.dialect = chat.dialect;
-    cr.think_opened = text.ends_with("<think>\n");
-    return text;
-  }
-
   // POST /apply-template (llama.cpp's server has it too): the prompt a chat request would run.
   void apply_template(const httplib::Request& req, httplib::Response& res) const {
     CompletionRequest cr = parse_completion_request(req.body, true);
-    res.set_content(nlohmann::json{{"prompt", chat_prompt(cr)}}.dump(), "application/json");
+    res.set_content(nlohmann::json{{"prompt", chat_prompt(chat, cr)}}.dump(), "application/json");
   }
 
   void completions(const httplib::Request& req, httplib::Response& res, bool is_chat) {
@@ -223,7 +197,7 @@ struct Server {
     std::string text;
     bool add_special = true;
     if (is_chat) {
-      text = chat_prompt(cr);
+      text = chat_prompt(chat, cr);
       add_special = false;  // the rendered text holds its own special tokens
       options.stop.push_back(chat.end_of_turn());
     } else {

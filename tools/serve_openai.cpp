@@ -283,6 +283,30 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   return r;
 }
 
+std::string chat_prompt(const ChatTemplate& chat, CompletionRequest& cr) {
+  if (!chat.usable())
+    throw bad_request("unsupported_chat_template",
+                      "the model's chat template is not one vkgate can render (Qwen ChatML or Llama 3), or it "
+                      "has none: use /v1/completions with a formatted prompt");
+  if (cr.uses_tools && !chat.takes_tools())
+    throw bad_request("unsupported_chat_template",
+                      "tools, tool_calls and tool messages are rendered only with Qwen3's chat template or "
+                      "Qwen3.5's; this model's is neither");
+  if (cr.render.enable_thinking && !chat.takes_tools())
+    throw bad_request("unsupported_chat_template",
+                      "'chat_template_kwargs.enable_thinking' is rendered only with Qwen3's chat template or "
+                      "Qwen3.5's; this model's is neither");
+  std::string text;
+  try {
+    text = chat.render(cr.messages, cr.render);
+  } catch (const ChatTemplateError& e) {
+    throw bad_request("invalid_messages", std::string("the model's chat template refuses the messages: ") + e.what());
+  }
+  cr.dialect = chat.dialect;
+  cr.think_opened = text.ends_with("<think>\n");
+  return text;
+}
+
 const char* openai_finish_reason(FinishReason r, bool called) {
   if (r != FinishReason::eos && r != FinishReason::stop_string) return "length";
   return called ? "tool_calls" : "stop";
@@ -330,7 +354,8 @@ json token_bytes(const std::string& text) {
 // stream's delta numbers them): the content before the calls, null when none.
 // A `whole` reply is split into reasoning_content and content first, where the
 // request asks (a stream's pieces come split already).
-void put_reply(json& message, const CompletionRequest& req, const std::string& text, const std::string& call_id,
+// Returns whether the reply called tools.
+bool put_reply(json& message, const CompletionRequest& req, const std::string& text, const std::string& call_id,
                bool delta, bool whole) {
   const ReasoningSplitter::Parts parts = whole ? reply_parts(req, text) : ReasoningSplitter::Parts{{}, text};
   if (whole && req.split_reasoning && !(delta && parts.reasoning.empty()))
@@ -339,7 +364,7 @@ void put_reply(json& message, const CompletionRequest& req, const std::string& t
                                                  : parse_tool_calls(parts.content, req.dialect, req.render.tools);
   if (p.calls.empty()) {
     if (!(delta && parts.content.empty() && message.contains("reasoning_content"))) message["content"] = parts.content;
-    return;
+    return false;
   }
   message["content"] = p.content.empty() ? json(nullptr) : json(p.content);
   json calls = json::array();
@@ -351,6 +376,7 @@ void put_reply(json& message, const CompletionRequest& req, const std::string& t
     calls.push_back(std::move(c));
   }
   message["tool_calls"] = std::move(calls);
+  return true;
 }
 
 }  // namespace
@@ -391,12 +417,11 @@ json completion_response(const CompletionRequest& req, const std::string& id, in
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const Choice& c = choices[i];
-    json choice = {{"index", i},
-                   {"finish_reason", openai_finish_reason(c.finish, calls_tools(req, c.text))},
-                   {"logprobs", c.logprobs}};
+    json choice = {{"index", i}, {"finish_reason", openai_finish_reason(c.finish)}, {"logprobs", c.logprobs}};
     if (req.chat) {
       json message = {{"role", "assistant"}};
-      put_reply(message, req, c.text, "call-" + id + "-" + std::to_string(i), false, true);
+      if (put_reply(message, req, c.text, "call-" + id + "-" + std::to_string(i), false, true))
+        choice["finish_reason"] = openai_finish_reason(c.finish, true);
       choice["message"] = std::move(message);
     } else {
       choice["text"] = c.text;

@@ -62,6 +62,11 @@ struct CompletionRequest {
 // The body of POST /v1/completions (chat false) or /v1/chat/completions.
 CompletionRequest parse_completion_request(const std::string& body, bool chat);
 
+// A chat request's prompt: its messages (tools, enable_thinking) through the
+// model's template, noting in `cr` how its reply reads (dialect, think_opened);
+// ApiError 400 where the template cannot render them or refuses them.
+std::string chat_prompt(const ChatTemplate& chat, CompletionRequest& cr);
+
 // OpenAI's finish_reason: "stop" (eos or a stop string; "tool_calls" where
 // the reply `called` tools) or "length".
 const char* openai_finish_reason(FinishReason r, bool called = false);

@@ -185,16 +185,15 @@ GdnResult internal::gdn_forward_d(const GdnConfig& cfg, const WeightMap& weights
     for (int64_t c = 0; c < dv; ++c)
       gated[size_t(rh * dv + c)] = o[c] * inv * double(nw[size_t(c)]) * silu(z[size_t(rh * dv + c)]);
   }
+  // With out_proj_tiled, out_proj's columns take value head g = j·r + i at block i·nk + j (llama.cpp's order).
+  Vec tiled;
   if (cfg.out_proj_tiled) {
-    // out_proj's columns take value head g = j·r + i at block i·nk + j (llama.cpp's order).
-    Vec tiled(gated.size());
+    tiled.resize(gated.size());
     for (int64_t row = 0; row < rows; ++row)
       for (int64_t h = 0; h < nv; ++h)
         std::copy_n(gated.begin() + (row * nv + h) * dv, dv, tiled.begin() + (row * nv + (h % r) * nk + h / r) * dv);
-    res.output = linear(tiled, weights.at("out_proj.weight"), rows, D, nv * dv);
-  } else {
-    res.output = linear(gated, weights.at("out_proj.weight"), rows, D, nv * dv);
   }
+  res.output = linear(cfg.out_proj_tiled ? tiled : gated, weights.at("out_proj.weight"), rows, D, nv * dv);
 
   if (in.keep_debug) {
     res.mixed_qkv = std::move(mixed);
