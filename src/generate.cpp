@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 #include "gpu/context_impl.hpp"
 #include "vkgate/error.hpp"
@@ -84,7 +86,11 @@ struct Generation::Impl {
   size_t prompt_size;
   std::optional<Sequence> seq;      // once the whole prompt has run
   std::optional<Sequence> pending;  // while only part of it has (prefill)
-  size_t prefilled = 0;             // prompt positions run
+  std::optional<CachedSequence> from;  // the sequence to start from, until the prompt first runs
+  std::optional<CachedSequence> kept;  // once done, with keep_sequence, until release()
+  size_t prefilled = 0;             // prompt positions run (or held by `from`)
+  // Where the prompt's run pauses for a checkpoint (keep_sequence with recurrent states).
+  size_t checkpoint_at = SIZE_MAX;
   std::vector<float> prompt_logits;  // the prompt's last logits, until step() samples them
   std::optional<Tokenizer::StreamDecoder> decoder;
   std::string held;  // decoded text not yet passed on: it may begin a stop string
@@ -130,6 +136,33 @@ struct Generation::Impl {
     }
     done = o.max_new_tokens == 0;
     if (!done && room == 0) end(FinishReason::context_limit);
+    if (o.keep_sequence && (m.config().gla || m.config().linear_attention) && prompt_size > 1 && !whole_prompt())
+      checkpoint_at = prompt_size - 1;
+  }
+
+  // Starts from `c` where it has room: the prompt's positions that it holds
+  // and can go back to (all but the last, which must run for its logits).
+  void adopt(CachedSequence c) {
+    if (c.sequence.batch() != 1)
+      throw Error(ErrorCode::invalid_argument, "generate: the cached sequence has batch " +
+                                                   std::to_string(c.sequence.batch()) + "; a generation runs batch 1");
+    if (c.ids.size() != size_t(c.sequence.length()))
+      throw Error(ErrorCode::invalid_argument, "generate: the cached sequence holds " +
+                                                   std::to_string(c.sequence.length()) + " positions but " +
+                                                   std::to_string(c.ids.size()) + " ids");
+    if (done || c.sequence.capacity() < capacity()) return;
+    size_t common = 0;
+    // Dynamic NTK RoPE rotates a step's keys by the step's own length: the whole prompt runs again.
+    const size_t most = whole_prompt() ? 0 : std::min(prompt_size - 1, c.ids.size());
+    while (common < most && c.ids[common] == context[common]) ++common;
+    prefilled = size_t(c.sequence.rollback_length(int(common)));
+    from.emplace(std::move(c));
+  }
+  int capacity() const { return int(prompt_size) + std::min(options.max_new_tokens, room); }
+  // The prompt position the next run ends at, at the latest.
+  size_t stop() const { return prefilled < checkpoint_at ? std::min(checkpoint_at, prompt_size) : prompt_size; }
+  void checkpoint_if_due() {
+    if (prefilled == checkpoint_at && pending->checkpoint_length() != int(prefilled)) pending->checkpoint();
   }
 
   // The text `id` completes. A model may have more rows than its tokenizer has
@@ -162,9 +195,10 @@ struct Generation::Impl {
       gpu::ProgressReport report(model.context().impl(), Progress::Task::prefill, prompt_size);
       const size_t chunk = whole_prompt() ? prompt_size : kPrefillChunk;
       while (prefilled < end) {
-        const size_t n = std::min(chunk, end - prefilled);
+        const size_t n = std::min({chunk, end - prefilled, stop() - prefilled});
         prompt_logits = model.extend(*pending, std::span(context).subspan(prefilled, n), int(n));
         prefilled += n;
+        checkpoint_if_due();
         report.advance(prefilled);
       }
     } catch (...) {
@@ -198,6 +232,7 @@ struct Generation::Impl {
         for (size_t r = 0; r < group.size(); ++r) {
           group[r]->prefilled += k;
           group[r]->prompt_logits.assign(logits.begin() + long(r * V), logits.begin() + long((r + 1) * V));
+          group[r]->checkpoint_if_due();
         }
         ran += k;
       }
@@ -229,11 +264,22 @@ struct Generation::Impl {
   // transformers does for its one prefill step: pieces would rotate them otherwise.
   bool whole_prompt() const { return model.config().attention.rope_scaling.type == RopeType::dynamic; }
   void start_prompt() {
-    if (!pending) pending.emplace(model.start(1, int(prompt_size) + std::min(options.max_new_tokens, room)));
+    if (pending) return;
+    if (from) {
+      from->sequence.truncate(int(prefilled));
+      pending.emplace(std::move(from->sequence));
+      from.reset();
+      result.cached_tokens = int(prefilled);
+    } else {
+      pending.emplace(model.start(1, capacity()));
+    }
+    checkpoint_if_due();
   }
   void drop_prompt() {
     pending.reset();
+    from.reset();
     prefilled = 0;
+    result.cached_tokens = 0;
     prompt_logits.clear();
   }
   void end_prompt_piece(double ms) {
@@ -346,6 +392,10 @@ struct Generation::Impl {
       }
     }
     if (!more_ids) end(FinishReason::cancelled);
+    if (done && options.keep_sequence) {
+      std::vector<int64_t> ran(context.begin(), context.begin() + seq->length());
+      kept.emplace(CachedSequence{std::move(*seq), std::move(ran)});
+    }
     if (done) seq.reset();  // the caches go back now, not when the Generation does
     return s;
   }
@@ -354,6 +404,11 @@ struct Generation::Impl {
 Generation::Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
                        const Tokenizer* tokenizer)
     : impl_(std::make_unique<Impl>(model, prompt, options, tokenizer)) {}
+Generation::Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
+                       const Tokenizer* tokenizer, CachedSequence from)
+    : Generation(model, prompt, options, tokenizer) {
+  impl_->adopt(std::move(from));
+}
 Generation::~Generation() = default;
 Generation::Generation(Generation&&) noexcept = default;
 Generation& Generation::operator=(Generation&&) noexcept = default;
@@ -373,7 +428,7 @@ std::vector<bool> Generation::prefill_all(std::span<Generation* const> generatio
     Impl& g = *gen->impl_;
     if (g.seq) continue;
     if (g.whole_prompt()) g.run_prompt(0);
-    else groups[std::min(size_t(tokens), g.prompt_size - g.prefilled)].push_back(&g);
+    else groups[std::min(size_t(tokens), g.stop() - g.prefilled)].push_back(&g);
   }
   for (const auto& [n, group] : groups) {
     if (group.size() == 1) group[0]->run_prompt(n);
@@ -402,6 +457,7 @@ std::vector<Generation::Step> Generation::step_all(std::span<Generation* const> 
 
 bool Generation::done() const { return impl_->done; }
 const GenerateResult& Generation::result() const { return impl_->result; }
+std::optional<CachedSequence> Generation::release() { return std::exchange(impl_->kept, std::nullopt); }
 
 GenerateResult Model::generate(std::span<const int64_t> prompt, const GenerateOptions& options) {
   Generation g(*this, prompt, options);

@@ -182,8 +182,14 @@ struct Sequence::Impl {
   // null when no cache needs it (KV caches).
   std::unique_ptr<gpu::Recorder> clear;
   // A step failed after it may have advanced some recurrent states, which no
-  // longer match `length`; only truncate(0) makes the sequence usable again.
+  // longer match `length`; only truncate(0) or to the checkpoint makes the
+  // sequence usable again.
   bool state_lost = false;
+  // The checkpoint: copies of the recurrent states at checkpoint_length
+  // positions (-1: none), and the recordings that save and restore them.
+  int checkpoint_length = -1;
+  std::vector<gpu::Buffer> saved;
+  std::unique_ptr<gpu::Recorder> save, restore;
 
   ~Impl() {
     model->ended_recordings += plans.recordings();
@@ -199,10 +205,36 @@ struct Sequence::Impl {
   uint64_t cache_bytes() const {
     uint64_t n = 0;
     for (const auto& c : caches) n += c->bytes();
+    for (const gpu::Buffer& b : saved) n += b.size();
     return n;
   }
   void clear_states() {
     if (clear) clear->submit("clearing the recurrent states of a sequence");
+    state_lost = false;
+  }
+  void save_states() {
+    if (!save) {
+      std::vector<const gpu::Buffer*> states;
+      for (const auto& c : caches)
+        for (const gpu::Buffer* b : c->states()) states.push_back(b);
+      for (const gpu::Buffer* b : states)
+        saved.push_back(model->vk.allocator->allocate(b->size(), gpu::MemoryKind::device, b->name() + " (checkpoint)"));
+      const auto record = [&](bool saving) {
+        auto rec = std::make_unique<gpu::Recorder>(model->vk, model->stack->tuning());
+        rec->begin();
+        for (size_t i = 0; i < states.size(); ++i)
+          if (saving) rec->copy(*states[i], saved[i], states[i]->size());
+          else rec->copy(saved[i], *states[i], states[i]->size());
+        rec->end();
+        return rec;
+      };
+      save = record(true);
+      restore = record(false);
+    }
+    save->submit("saving the recurrent states of a sequence (its checkpoint)");
+  }
+  void restore_states() {
+    restore->submit("restoring the recurrent states of a sequence from its checkpoint");
     state_lost = false;
   }
 };
@@ -289,15 +321,35 @@ void Sequence::truncate(int length) {
   if (length < 0 || length > s.length)
     throw Error(ErrorCode::invalid_argument, "truncate: length " + std::to_string(length) + " is outside 0.." +
                                                  std::to_string(s.length));
-  if (s.recurrent()) {  // a recurrent state (GLA) sums every position so far
-    if (length == 0) s.clear_states();
+  if (s.recurrent()) {  // a recurrent state sums every position so far
+    if (length == s.checkpoint_length && (length != s.length || s.state_lost)) s.restore_states();
+    else if (length == 0) s.clear_states();
     else if (length != s.length)
       throw Error(ErrorCode::invalid_argument,
                   "truncate: length " + std::to_string(length) + " of " + std::to_string(s.length) +
-                      ": the sequence holds recurrent states (GLA layers), not one cache entry per position, so it "
-                      "cannot be rolled back; truncate to 0 (start again) or keep the length");
+                      ": the sequence holds recurrent states (GLA or Gated DeltaNet layers), not one cache entry per "
+                      "position, so it cannot be rolled back there: only to 0 (start again)" +
+                      (s.checkpoint_length > 0 ? ", to its checkpoint at " + std::to_string(s.checkpoint_length) : "") +
+                      " or to its length");
   }
+  if (length < s.checkpoint_length) s.checkpoint_length = -1;
   s.length = length;
+}
+void Sequence::checkpoint() {
+  Impl& s = *impl_;
+  if (s.state_lost)
+    throw Error(ErrorCode::invalid_argument, "checkpoint: an earlier step failed and left the sequence's recurrent "
+                                             "states undefined; truncate to 0 or the checkpoint first");
+  if (s.recurrent()) s.save_states();
+  s.checkpoint_length = s.length;
+}
+int Sequence::checkpoint_length() const { return impl_->checkpoint_length; }
+int Sequence::rollback_length(int at_most) const {
+  const Impl& s = *impl_;
+  at_most = std::clamp(at_most, 0, s.length);
+  if (!s.recurrent()) return at_most;
+  if (at_most == s.length && !s.state_lost) return at_most;
+  return s.checkpoint_length >= 0 && s.checkpoint_length <= at_most ? s.checkpoint_length : 0;
 }
 
 // ---- Model ----

@@ -30,6 +30,7 @@ namespace vkgate {
 
 class Model;
 class Tokenizer;
+struct CachedSequence;  // model.hpp: a sequence and the ids its positions hold
 
 struct GenerateOptions {
   int max_new_tokens = 16;
@@ -56,7 +57,15 @@ struct GenerateOptions {
   // Each row then comes to the host whole (no device top-k).
   int logprobs = -1;
   static constexpr int kMaxLogprobs = 20;
+  // Keep the sequence once the generation ends, for release() (a server's
+  // prompt cache). With recurrent states (GLA, Gated DeltaNet) the prompt's
+  // last position then runs after a checkpoint (Sequence::checkpoint), so
+  // that a later prompt that repeats this one, or parts from it after that
+  // point (a chat's next turn, which drops this turn's thinking), can start
+  // there.
+  bool keep_sequence = false;
 };
+
 
 // One chosen id's log-probability under the model, and the most likely ids'
 // (GenerateOptions::logprobs of them, most likely first, equal ones lower id first).
@@ -85,6 +94,9 @@ struct GenerateResult {
   std::vector<int64_t> undecoded_ids;
   std::vector<TokenLogprob> logprobs;  // one per id, with GenerateOptions::logprobs ≥ 0
   FinishReason finish = FinishReason::length;
+  // Prompt positions that the sequence a generation started from already
+  // held (Generation's CachedSequence), which did not run again.
+  int cached_tokens = 0;
   double prefill_ms = 0;        // the prompt's step, host wall time
   std::vector<double> step_ms;  // each later step
   // Generated ids after the first, per second of steps; none when no step ran
@@ -100,6 +112,14 @@ class Generation {
   // must be empty). Nothing runs on the device until the first step().
   Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
              const Tokenizer* tokenizer = nullptr);
+  // The same, starting from `from` (a batch-1 sequence of this model): the
+  // longest prefix of the prompt, short of its last position (whose logits
+  // choose the first id), that from.ids shares and the sequence can go back to
+  // (Sequence::rollback_length) does not run again (cached_tokens). Where the
+  // sequence lacks room for the prompt and max_new_tokens, a new one is
+  // started instead.
+  Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
+             const Tokenizer* tokenizer, CachedSequence from);
   ~Generation();
   Generation(Generation&&) noexcept;
   Generation& operator=(Generation&&) noexcept;
@@ -139,6 +159,11 @@ class Generation {
   bool done() const;
   // What was generated so far (final once done()).
   const GenerateResult& result() const;
+  // Once done() with GenerateOptions::keep_sequence: the sequence and the ids
+  // its positions hold (the prompt and the generated ids that ran: all but
+  // the last), handed over once. Nothing when the generation failed or was
+  // not asked to keep it.
+  std::optional<CachedSequence> release();
 
  private:
   struct Impl;

@@ -112,7 +112,8 @@ struct MemoryUse {
   // one row of the embedding table. Weights cross memory once per step, so
   // this over the step's time is its weight bandwidth.
   uint64_t weights_per_token = 0;
-  uint64_t kv_cache = 0;   // the caches of its live Sequences (GLA: their fp32 states [B, H, dk, dv] per layer)
+  uint64_t kv_cache = 0;   // the caches of its live Sequences (GLA: their fp32 states [B, H, dk, dv] per layer,
+                           // and the copies their checkpoints hold)
   uint64_t workspace = 0;  // the buffers of its recorded plans (scratch, inputs, outputs)
 };
 
@@ -138,16 +139,37 @@ class Sequence {
   int capacity() const;  // positions each row's cache holds (GLA: may run, the state's size is fixed)
   int length() const;    // positions run so far
   // Forgets the positions from `length` on (to roll back or redo steps). A
-  // GLA model's state sums every position so far and cannot be rolled back:
-  // only 0 (zeroes the states) or the current length; anything else is an
-  // Error(invalid_argument) saying so. After a GLA step failed, only 0.
+  // recurrent state (GLA and Gated DeltaNet layers) sums every position so
+  // far: such a sequence goes back only to 0 (zeroes the states), to the
+  // current length, or to its checkpoint's length (restores the states saved
+  // there); anything else is an Error(invalid_argument) saying so. After a
+  // step failed, only 0 or the checkpoint's length.
   void truncate(int length);
+  // Saves the recurrent states at the current length, for truncate() to
+  // return to: one checkpoint, a new one replaces it. The first call
+  // allocates a copy of the states (none for KV caches, which keep every
+  // position). A server makes one where a later prompt may part from this one.
+  void checkpoint();
+  // The checkpoint's length; -1 when there is none (none was made, or the
+  // sequence was truncated below it since).
+  int checkpoint_length() const;
+  // The longest length ≤ at_most (clamped to [0, length()]) that truncate()
+  // accepts: at_most itself for KV caches only; with recurrent states the
+  // current length, else the checkpoint's, else 0.
+  int rollback_length(int at_most) const;
 
  private:
   friend class Model;
   struct Impl;
   explicit Sequence(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// A sequence and the ids its positions hold (ids.size() == sequence.length()):
+// what a generation leaves (Generation::release) for a later one to start from.
+struct CachedSequence {
+  Sequence sequence;
+  std::vector<int64_t> ids;
 };
 
 class Model {

@@ -30,11 +30,7 @@ namespace vkgate::nn {
 struct GdnState final : MixerCache {
   gpu::Buffer conv, state;
   uint64_t bytes() const override { return conv.size() + state.size(); }
-  void record_clear(gpu::Recorder& rec) const override {
-    rec.fill(conv, 0);  // the word of 0.0f
-    rec.fill(state, 0);
-  }
-  bool recurrent() const override { return true; }
+  std::vector<const gpu::Buffer*> states() const override { return {&conv, &state}; }
 };
 
 class Gdn final : public Mixer {

@@ -28,8 +28,7 @@ namespace vkgate::nn {
 struct GlaState final : MixerCache {
   gpu::Buffer state;
   uint64_t bytes() const override { return state.size(); }
-  void record_clear(gpu::Recorder& rec) const override { rec.fill(state, 0); }  // the word of 0.0f
-  bool recurrent() const override { return true; }
+  std::vector<const gpu::Buffer*> states() const override { return {&state}; }
 };
 
 class Gla final : public Mixer {

@@ -66,13 +66,17 @@ class MixerCache {
  public:
   virtual ~MixerCache() = default;
   virtual uint64_t bytes() const = 0;
+  // A recurrent state's buffers (fp32), none for a KV cache. Such a state
+  // sums every position so far: it can be cleared, kept, or restored from a
+  // copy (a Sequence's checkpoint), nothing between, and a step that failed
+  // half way leaves it undefined. A KV cache can be truncated anywhere.
+  virtual std::vector<const gpu::Buffer*> states() const { return {}; }
+  bool recurrent() const { return !states().empty(); }
   // Records what returns the cache to an empty sequence: zeroes a recurrent
   // state; nothing for a KV cache, whose positions are overwritten.
-  virtual void record_clear(gpu::Recorder& /*rec*/) const {}
-  // A recurrent state sums every position so far: it can be rolled back to 0
-  // (cleared) or kept, nothing between, and a step that failed half way
-  // leaves it undefined. A KV cache can be truncated anywhere.
-  virtual bool recurrent() const { return false; }
+  void record_clear(gpu::Recorder& rec) const {
+    for (const gpu::Buffer* b : states()) rec.fill(*b, 0);  // the word of 0.0f
+  }
 };
 
 // Where a layer writes its statistics: stats_floats() floats at `at`.
