@@ -199,7 +199,19 @@ void bind_model(py::module_& m) {
       .def_property_readonly("length", [](PySequence& s) { return s.seq->length(); })
       .def("truncate", [](PySequence& s, arg::Int length) { s.seq->truncate(int_arg(length, "length")); },
            py::arg("length"),
-           "Forgets the positions from `length` on.");
+           "Forgets the positions from `length` on. Recurrent states (GLA, Gated DeltaNet) go back only to 0,\n"
+           "the current length or the checkpoint's.")
+      .def("checkpoint", [](PySequence& s) { s.seq->checkpoint(); },
+           "Saves the recurrent states at the current length, for truncate() to return to (one checkpoint).")
+      .def_property_readonly("checkpoint_length", [](PySequence& s) { return s.seq->checkpoint_length(); },
+                             "The checkpoint's length; -1 when there is none.")
+      .def("rollback_length", [](PySequence& s, arg::Int at_most) {
+             return s.seq->rollback_length(int_arg(at_most, "at_most"));
+           },
+           py::arg("at_most"), "The longest length <= at_most that truncate() accepts.")
+      .def("reserve", [](PySequence& s, arg::Int capacity) { s.seq->reserve(int_arg(capacity, "capacity")); },
+           py::arg("capacity"),
+           "Gives the sequence room for `capacity` positions, its positions, states and checkpoint kept.");
 
   py::class_<TextStream>(m, "TextStream",
                          "Model.generate(text): iterate for the generated text piece by piece (whole characters).\n"

@@ -77,6 +77,13 @@ std::optional<double> GenerateResult::tokens_per_s() const {
   return double(step_ms.size()) * 1000.0 / ms;
 }
 
+int cached_prefix(const CachedSequence& c, std::span<const int64_t> prompt) {
+  const size_t most = std::min(prompt.empty() ? 0 : prompt.size() - 1, c.ids.size());
+  size_t common = 0;
+  while (common < most && c.ids[common] == prompt[common]) ++common;
+  return c.sequence.rollback_length(int(common));
+}
+
 struct Generation::Impl {
   Model& model;
   const Tokenizer* tokenizer;
@@ -150,12 +157,9 @@ struct Generation::Impl {
       throw Error(ErrorCode::invalid_argument, "generate: the cached sequence holds " +
                                                    std::to_string(c.sequence.length()) + " positions but " +
                                                    std::to_string(c.ids.size()) + " ids");
-    if (done || c.sequence.capacity() < capacity()) return;
-    size_t common = 0;
+    if (done) return;
     // Dynamic NTK RoPE rotates a step's keys by the step's own length: the whole prompt runs again.
-    const size_t most = whole_prompt() ? 0 : std::min(prompt_size - 1, c.ids.size());
-    while (common < most && c.ids[common] == context[common]) ++common;
-    prefilled = size_t(c.sequence.rollback_length(int(common)));
+    prefilled = whole_prompt() ? 0 : size_t(cached_prefix(c, std::span(context).first(prompt_size)));
     from.emplace(std::move(c));
   }
   int capacity() const { return int(prompt_size) + std::min(options.max_new_tokens, room); }
@@ -267,6 +271,7 @@ struct Generation::Impl {
     if (pending) return;
     if (from) {
       from->sequence.truncate(int(prefilled));
+      from->sequence.reserve(capacity());
       pending.emplace(std::move(from->sequence));
       from.reset();
       result.cached_tokens = int(prefilled);

@@ -192,12 +192,8 @@ struct Sequence::Impl {
   std::unique_ptr<gpu::Recorder> save, restore;
 
   ~Impl() {
-    model->ended_recordings += plans.recordings();
+    drop_recordings();
     std::erase(model->sequences, this);
-    // The steps recorded with this sequence's caches can never run again.
-    model->row_plans.drop_if([this](const Model::Impl::RowsKey& key) {
-      return std::find(key.seqs.begin(), key.seqs.end(), this) != key.seqs.end();
-    });
   }
   bool recurrent() const {
     return std::any_of(caches.begin(), caches.end(), [](const auto& c) { return c->recurrent(); });
@@ -212,30 +208,54 @@ struct Sequence::Impl {
     if (clear) clear->submit("clearing the recurrent states of a sequence");
     state_lost = false;
   }
-  void save_states() {
-    if (!save) {
-      std::vector<const gpu::Buffer*> states;
-      for (const auto& c : caches)
-        for (const gpu::Buffer* b : c->states()) states.push_back(b);
+  // Records the copies between the states and the checkpoint's (allocated once).
+  void record_checkpoint() {
+    std::vector<const gpu::Buffer*> states;
+    for (const auto& c : caches)
+      for (const gpu::Buffer* b : c->states()) states.push_back(b);
+    if (saved.empty())
       for (const gpu::Buffer* b : states)
         saved.push_back(model->vk.allocator->allocate(b->size(), gpu::MemoryKind::device, b->name() + " (checkpoint)"));
-      const auto record = [&](bool saving) {
-        auto rec = std::make_unique<gpu::Recorder>(model->vk, model->stack->tuning());
-        rec->begin();
-        for (size_t i = 0; i < states.size(); ++i)
-          if (saving) rec->copy(*states[i], saved[i], states[i]->size());
-          else rec->copy(saved[i], *states[i], states[i]->size());
-        rec->end();
-        return rec;
-      };
-      save = record(true);
-      restore = record(false);
-    }
+    const auto record = [&](bool saving) {
+      auto rec = std::make_unique<gpu::Recorder>(model->vk, model->stack->tuning());
+      rec->begin();
+      for (size_t i = 0; i < states.size(); ++i)
+        if (saving) rec->copy(*states[i], saved[i], states[i]->size());
+        else rec->copy(saved[i], *states[i], states[i]->size());
+      rec->end();
+      return rec;
+    };
+    save = record(true);
+    restore = record(false);
+  }
+  void save_states() {
+    if (!save) record_checkpoint();
     save->submit("saving the recurrent states of a sequence (its checkpoint)");
   }
   void restore_states() {
+    if (!restore) record_checkpoint();
     restore->submit("restoring the recurrent states of a sequence from its checkpoint");
     state_lost = false;
+  }
+  // Records the recording that zeroes the recurrent states (none for KV caches).
+  void record_clear() {
+    clear.reset();
+    if (!recurrent()) return;
+    clear = std::make_unique<gpu::Recorder>(model->vk, model->stack->tuning());
+    clear->begin();
+    model->stack->record_clear(*clear, caches);
+    clear->end();
+  }
+  // Drops every recording that binds the caches: the steps (this sequence's
+  // and the ones it shares with others) can never run again.
+  void drop_recordings() {
+    model->ended_recordings += plans.recordings();
+    plans = PlanCache{kMaxPlans};
+    model->row_plans.drop_if([this](const Model::Impl::RowsKey& key) {
+      return std::find(key.seqs.begin(), key.seqs.end(), this) != key.seqs.end();
+    });
+    save.reset();
+    restore.reset();
   }
 };
 
@@ -343,10 +363,29 @@ void Sequence::checkpoint() {
   if (s.recurrent()) s.save_states();
   s.checkpoint_length = s.length;
 }
+void Sequence::reserve(int capacity) {
+  Impl& s = *impl_;
+  if (capacity <= 0)
+    throw Error(ErrorCode::invalid_argument, "reserve: capacity must be positive, got " + std::to_string(capacity));
+  if (capacity <= s.capacity) return;
+  Model::Impl& m = *s.model;
+  nn::LayerCaches grown = m.stack->make_caches(uint32_t(s.batch), uint32_t(capacity));
+  gpu::Recorder rec(m.vk, m.stack->tuning());
+  rec.begin();
+  for (size_t i = 0; i < grown.size(); ++i) s.caches[i]->record_copy(rec, *grown[i], uint32_t(s.length));
+  rec.end();
+  rec.submit("copying a sequence's caches to room for " + std::to_string(capacity) + " positions");
+  s.drop_recordings();
+  s.caches = std::move(grown);
+  s.capacity = capacity;
+  s.record_clear();
+}
 int Sequence::checkpoint_length() const { return impl_->checkpoint_length; }
 int Sequence::rollback_length(int at_most) const {
   const Impl& s = *impl_;
-  at_most = std::clamp(at_most, 0, s.length);
+  if (at_most < 0)
+    throw Error(ErrorCode::invalid_argument, "rollback_length: at_most must be at least 0, got " + std::to_string(at_most));
+  at_most = std::min(at_most, s.length);
   if (!s.recurrent()) return at_most;
   if (at_most == s.length && !s.state_lost) return at_most;
   return s.checkpoint_length >= 0 && s.checkpoint_length <= at_most ? s.checkpoint_length : 0;
@@ -456,13 +495,8 @@ Sequence Model::start(int batch, int capacity) {
   s->batch = batch;
   s->capacity = capacity;
   s->caches = m.stack->make_caches(uint32_t(batch), uint32_t(capacity));
-  if (s->recurrent()) {  // recurrent states start at zero, and truncate(0) zeroes them again
-    s->clear = std::make_unique<gpu::Recorder>(m.vk, m.stack->tuning());
-    s->clear->begin();
-    m.stack->record_clear(*s->clear, s->caches);
-    s->clear->end();
-    s->clear_states();
-  }
+  s->record_clear();  // recurrent states start at zero, and truncate(0) zeroes them again
+  s->clear_states();
   return Sequence(std::move(s));
 }
 

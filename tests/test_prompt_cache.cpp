@@ -91,6 +91,37 @@ TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: a checkpoint restores the recurr
   CHECK(seq.checkpoint_length() == -1);
 }
 
+TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: reserve moves a sequence to more room, its positions, states and "
+                                 "checkpoint kept (qwen3, qwen3_next, GLA)") {
+  for (const ModelConfig& cfg : {test::TinyModel{}.config(), qwen3_next(), test::TinyGla{}.config()}) {
+    CAPTURE(cfg.model_type);
+    const test::RandomModel m(cfg, rng);
+    Model model(ctx, m.cfg, m.tensors);
+    model.set_poison(true);
+    const int B = 2, N = 9, P = 4;
+    const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
+    const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
+    auto last_rows = [&](int t) { return test::positions(full.logits, B, N, t); };
+    auto columns = [&](int from, int count) { return test::positions(ids, B, N, from, count); };
+    Sequence seq = model.start(B, P + 1);
+    model.extend(seq, columns(0, P), P);
+    seq.checkpoint();
+    model.extend(seq, columns(P, 1), 1);  // a recorded decode step, which reserve drops
+    seq.truncate(P);
+    seq.reserve(P);  // has it: nothing changes
+    CHECK(seq.capacity() == P + 1);
+    seq.reserve(N);
+    CHECK(seq.capacity() == N);
+    CHECK(seq.length() == P);
+    for (int t = P; t < N; ++t) {
+      CAPTURE(t);
+      test::check_close(model.extend(seq, columns(t, 1), 1), last_rows(t), 1e-8);
+    }
+    seq.truncate(P);  // the checkpoint came along
+    test::check_close(model.extend(seq, columns(P, 1), 1), last_rows(P), 1e-8);
+  }
+}
+
 TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: a generation from a cached sequence runs only what the cache lacks "
                                  "and chooses the reference's ids (qwen3, qwen3_next, GLA)") {
   test::TinyModel attention;
@@ -149,14 +180,15 @@ TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: a generation from a cached seque
     CHECK(finish(g4) == greedy(prompt4));
     CHECK(g4.result().cached_tokens == (recurrent ? 0 : 4));
 
-    // A sequence without room for the prompt and max_new_tokens: a new one.
+    // A sequence without room for the prompt and max_new_tokens is given it.
     c = g4.release();
     REQUIRE(c);
     GenerateOptions more = o;
     more.max_new_tokens = c->sequence.capacity();
     Generation g5(model, prompt4, more, nullptr, std::move(*c));
-    finish(g5);
-    CHECK(g5.result().cached_tokens == 0);
+    CHECK(finish(g5) == reference::greedy_generate(m.cfg, m.map, prompt4, more.max_new_tokens, false));
+    CHECK(g5.result().cached_tokens == int(prompt4.size()) - 1);
+    CHECK(g5.release()->sequence.capacity() == int(prompt4.size()) + more.max_new_tokens);
 
     // Without keep_sequence nothing is kept; a cached sequence must hold its ids.
     GenerateOptions plain = o;

@@ -67,7 +67,8 @@ bool peer_closed(int sock) {
 }
 
 constexpr const char* kServeUsage = R"(usage: vkgate serve --weights DIR|FILE.gguf [--host ADDR] [--port N] [--parallel N] [--ctx N]
-                    [--queue N] [--prefill-chunk N] [--gather-ms N] [--reasoning-parser qwen3]
+                    [--queue N] [--prefill-chunk N] [--gather-ms N] [--prompt-cache N]
+                    [--reasoning-parser qwen3]
                     [--api-key KEY] [--device SEL]
                     [--precision fp32|fp16|bf16] [--quant T] [--quiet]
 
@@ -97,8 +98,8 @@ endpoints:
                              "tool_calls"); streamed, a reply to a request with tools comes in one
                              chunk when it ends
   POST /apply-template       a chat request's prompt as the model would run it: {"prompt": TEXT}
-  GET  /metrics              Prometheus text: requests, queue, tokens, decode rate, KV cache bytes,
-                             time to first token (a histogram)
+  GET  /metrics              Prometheus text: requests, queue, tokens (cached prompt tokens too),
+                             decode rate, KV cache bytes, time to first token (a histogram)
 
   --weights DIR|FILE     a model checkpoint directory with tokenizer.json, or a GGUF file
   --host ADDR            the address to listen on (default 127.0.0.1)
@@ -111,6 +112,16 @@ endpoints:
   --gather-ms N          a request that finds the server idle waits until no other has come for N
                          ms (at most 5N), so that clients starting together run together (default
                          10; 0: start at once)
+  --prompt-cache N       finished requests' sequences (KV caches, recurrent states) kept on the device
+                         (default: --parallel; 0: none), the least recently used dropped first, and
+                         all of them when memory runs out: a request whose prompt starts as one of
+                         theirs (a chat's next turn, a shared system prompt) runs only the rest,
+                         and its usage.prompt_tokens_details.cached_tokens says how much it took.
+                         A recurrent model (Gated DeltaNet, GLA) starts from the end of a cached
+                         sequence, or from a copy of its states before its prompt's last token.
+                         A request's "cache_prompt": false (llama.cpp's field) neither takes nor
+                         leaves one. Logits from a cache equal a cold run's within rounding, so a
+                         sampled reply may differ where two tokens nearly tie
   --ctx N                the most tokens of a request, prompt and completion (default: the
                          model's context limit, else 4096); a longer prompt gets 400, a longer
                          max_tokens is cut to fit
@@ -225,6 +236,7 @@ struct Server {
     for (int i = 0; i < cr.n; ++i) {
       auto job = std::make_shared<Job>();
       job->options = options;
+      job->options.keep_sequence = cr.cache_prompt;
       if (options.sampling.seed) job->options.sampling.seed = *options.sampling.seed + uint64_t(i);
       job->prompt.assign(ids.begin(), ids.end());
       jobs.push_back(std::move(job));
@@ -258,6 +270,7 @@ struct Server {
           throw *e;
         }
         usage.completion_tokens += job->completion_tokens;
+        if (job == jobs[0]) usage.cached_tokens = job->cached_tokens;
         size_t offset = 0;
         choices.push_back({job->text, job->finish,
                            cr.options.logprobs < 0 ? nlohmann::json(nullptr)
@@ -350,6 +363,7 @@ struct Server {
             for (const auto& job : jobs) {
               std::lock_guard lk(job->mu);
               usage.completion_tokens += job->completion_tokens;
+              if (job == jobs[0]) usage.cached_tokens = job->cached_tokens;
             }
             if (!send(sse(usage_chunk(cr, rid, created, id, usage)))) return false;
           }
@@ -388,7 +402,12 @@ struct Server {
     metric("vkgate_requests_total", "counter", "Generation requests accepted.", std::to_string(s.requests_total));
     metric("vkgate_requests_active", "gauge", "Generations being stepped.", std::to_string(s.active));
     metric("vkgate_queue_length", "gauge", "Requests waiting for a slot.", std::to_string(s.queued));
-    metric("vkgate_prompt_tokens_total", "counter", "Prompt tokens run.", std::to_string(s.prompt_tokens_total));
+    metric("vkgate_prompt_tokens_total", "counter", "Prompt tokens of the requests, cached ones included.",
+           std::to_string(s.prompt_tokens_total));
+    metric("vkgate_prompt_tokens_cached_total", "counter",
+           "Prompt tokens taken from cached sequences instead of running.", std::to_string(s.prompt_tokens_cached_total));
+    metric("vkgate_cached_sequences", "gauge", "Finished generations' sequences kept for later prompts.",
+           std::to_string(s.cached_sequences));
     metric("vkgate_prompt_rounds_total", "counter",
            "Scheduler rounds that ran prompt positions (requests gathered together share theirs).",
            std::to_string(s.prompt_rounds_total));
@@ -417,7 +436,7 @@ struct Server {
 
 int cmd_serve(Args& args) {
   std::string weights, device, host = "127.0.0.1", api_key;
-  int port = 8080, parallel = 4, queue = 64, ctx_arg = 0, prefill_chunk = 256, gather_ms = 10;
+  int port = 8080, parallel = 4, queue = 64, ctx_arg = 0, prefill_chunk = 256, gather_ms = 10, cache_slots = -1;
   bool quiet = false, split_reasoning = false;
   ModelOptions options;
   while (!args.done()) {
@@ -430,6 +449,7 @@ int cmd_serve(Args& args) {
     else if (a == "--ctx") ctx_arg = int(args.number(a, 2, 1 << 24));
     else if (a == "--prefill-chunk") prefill_chunk = int(args.number(a, 1, 1 << 24));
     else if (a == "--gather-ms") gather_ms = int(args.number(a, 0, 10000));
+    else if (a == "--prompt-cache") cache_slots = int(args.number(a, 0, 256));
     else if (a == "--reasoning-parser") {
       if (args.value(a) != "qwen3") throw UsageError("--reasoning-parser takes qwen3 (a reply's <think> block)");
       split_reasoning = true;
@@ -461,7 +481,8 @@ int cmd_serve(Args& args) {
   int ctx_limit = ctx_arg ? ctx_arg : (model.context_limit() > 0 ? model.context_limit() : 4096);
   if (model.context_limit() > 0) ctx_limit = std::min(ctx_limit, model.context_limit());
 
-  Scheduler scheduler(model, tok, parallel, queue, prefill_chunk, std::chrono::milliseconds(gather_ms));
+  Scheduler scheduler(model, tok, parallel, queue, prefill_chunk, std::chrono::milliseconds(gather_ms),
+                      cache_slots < 0 ? parallel : cache_slots);
   Server srv{model_id(weights), chat, ctx_limit, api_key, tok, scheduler, split_reasoning};
   std::fprintf(stderr, "vkgate serve: %s (%s, %d layers) on %s; context %d, %d in parallel; chat template: %s\n",
                srv.id.c_str(), model.config().model_type.c_str(), model.config().num_hidden_layers,

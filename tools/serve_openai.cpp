@@ -276,6 +276,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat) {
   }
 
   r.stream = bool_field(body, "stream");
+  r.cache_prompt = !field(body, "cache_prompt") || bool_field(body, "cache_prompt");
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw bad_request("invalid_type", "'stream_options' must be an object");
     r.include_usage = bool_field(*so, "include_usage");
@@ -327,7 +328,8 @@ bool calls_tools(const CompletionRequest& req, const std::string& text) {
 json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 namespace {

@@ -46,6 +46,9 @@ struct CompletionRequest {
   static constexpr int kMaxChoices = 16;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // llama.cpp's field: the prompt may start from a cached sequence, and the
+  // generation's sequence is kept for later ones (serve --prompt-cache).
+  bool cache_prompt = true;
   // Chat: tools (unless tool_choice is "none") and chat_template_kwargs.enable_thinking.
   RenderOptions render;
   // Chat: tools, tool_calls or a tool message anywhere in the request (a
@@ -76,6 +79,7 @@ bool calls_tools(const CompletionRequest& req, const std::string& text);
 
 struct Usage {
   size_t prompt_tokens = 0, completion_tokens = 0;
+  size_t cached_tokens = 0;  // of prompt_tokens: taken from a cached sequence, not run
 };
 nlohmann::json usage_json(const Usage& u);
 

@@ -40,9 +40,9 @@ struct Scheduler::Active {
 };
 
 Scheduler::Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk,
-                     std::chrono::milliseconds gather)
+                     std::chrono::milliseconds gather, int cache_slots)
     : model_(model), tokenizer_(tokenizer), parallel_(parallel), queue_limit_(queue_limit),
-      prefill_chunk_(prefill_chunk), gather_(gather) {
+      prefill_chunk_(prefill_chunk), cache_slots_(cache_slots), gather_(gather) {
   stats_.kv_cache_bytes = model_.memory().kv_cache;
   thread_ = std::thread([this] { run(); });
 }
@@ -109,8 +109,12 @@ void Scheduler::deliver(Active& a, Generation::Step s) {
   Job& job = *a.job;
   ++stats_.generated_tokens_total;
   const GenerateResult& r = a.gen.result();
-  if (r.ids.size() == 1)
+  if (r.ids.size() == 1) {
     stats_.first_token.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - job.arrived).count());
+    stats_.prompt_tokens_cached_total += uint64_t(r.cached_tokens);
+    std::lock_guard lk(job.mu);
+    job.cached_tokens = size_t(r.cached_tokens);
+  }
   if (a.gen.done() && r.finish == FinishReason::eos && tokenizer_.is_special(int32_t(s.id))) {
     // The eos token's own text (<|im_end|>, <|endoftext|>) is not part of the answer, nor its logprob.
     const std::string eos = tokenizer_.decode(std::vector<int32_t>{int32_t(s.id)});
@@ -124,6 +128,11 @@ void Scheduler::deliver(Active& a, Generation::Step s) {
       std::lock_guard lk(job.mu);
       job.completion_tokens = r.ids.size();
       if (s.logprob) job.logprobs.push_back(std::move(*s.logprob));
+    }
+    if (std::optional<CachedSequence> c = a.gen.release()) {
+      cached_.push_back(std::move(*c));
+      while (int(cached_.size()) > cache_slots_) cached_.pop_front();
+      stats_.cached_sequences = int64_t(cached_.size());
     }
     free_slot();
     finish(job, r.finish, s.text);
@@ -139,11 +148,30 @@ void Scheduler::deliver(Active& a, Generation::Step s) {
   }
 }
 
+std::optional<CachedSequence> Scheduler::take_cached(const Job& job) {
+  if (!job.options.keep_sequence) return std::nullopt;
+  auto best = cached_.end();
+  int most = 0;
+  for (auto it = cached_.begin(); it != cached_.end(); ++it)
+    if (const int n = cached_prefix(*it, job.prompt); n > most) most = n, best = it;
+  if (best == cached_.end()) return std::nullopt;
+  CachedSequence c = std::move(*best);
+  cached_.erase(best);
+  stats_.cached_sequences = int64_t(cached_.size());
+  return c;
+}
+
 void Scheduler::run() {
   std::vector<Active> active;
   auto finished = [](Job& job) {
     std::lock_guard lk(job.mu);
     return job.finished;
+  };
+  auto fail_all = [&](std::span<Active* const> failed, const char* message) {
+    for (Active* a : failed) {
+      free_slot();
+      fail(*a->job, 500, message);
+    }
   };
   for (;;) {
     std::vector<std::shared_ptr<Job>> joining;
@@ -179,7 +207,10 @@ void Scheduler::run() {
     }
     for (auto& job : joining) {
       try {
-        active.push_back({job, Generation(model_, job->prompt, job->options, &tokenizer_)});
+        if (cache_slots_ == 0) job->options.keep_sequence = false;
+        std::optional<CachedSequence> from = take_cached(*job);
+        active.push_back({job, from ? Generation(model_, job->prompt, job->options, &tokenizer_, std::move(*from))
+                                    : Generation(model_, job->prompt, job->options, &tokenizer_)});
         stats_.prompt_tokens_total += job->prompt.size();
       } catch (const std::exception& e) {
         free_slot();
@@ -208,11 +239,18 @@ void Scheduler::run() {
       const std::vector<bool> ran = Generation::prefill_all(prompts, prefill_chunk_);
       for (size_t k = 0; k < prefilling.size(); ++k) prefilling[k]->prompt_run = ran[k];
       if (!prompts.empty()) ++stats_.prompt_rounds_total;
-    } catch (const std::exception& e) {  // a failed piece: every prompt of the round fails
-      for (Active* a : prefilling) {
-        free_slot();
-        fail(*a->job, 500, e.what());
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::out_of_memory && !cached_.empty()) {
+        // The cached sequences' memory goes back; the prompts start again next round.
+        std::fprintf(stderr, "vkgate serve: out of memory with %zu cached sequences: dropping them (%s)\n",
+                     cached_.size(), e.what());
+        cached_.clear();
+        stats_.cached_sequences = 0;
+      } else {
+        fail_all(prefilling, e.what());
       }
+    } catch (const std::exception& e) {  // a failed piece: every prompt of the round fails
+      fail_all(prefilling, e.what());
     }
     std::vector<Active*> stepping;
     std::vector<Generation*> gens;
@@ -225,10 +263,7 @@ void Scheduler::run() {
     try {
       steps = Generation::step_all(gens);
     } catch (const std::exception& e) {  // the shared step failed: every generation in it
-      for (Active* a : stepping) {
-        free_slot();
-        fail(*a->job, 500, e.what());
-      }
+      fail_all(stepping, e.what());
       stepping.clear();
     }
     for (size_t k = 0; k < stepping.size(); ++k) deliver(*stepping[k], steps[k]);

@@ -5,7 +5,11 @@
 // join between rounds, so a long generation or prompt does not hold the
 // others back (continuous batching): the generations whose prompts have run
 // take their next position together in one device step
-// (Generation::step_all), the weights read once for all of them.
+// (Generation::step_all), the weights read once for all of them. A finished
+// generation's sequence stays as long as `cache_slots` allow (the least
+// recently used goes first): a later request whose prompt starts the same
+// way (a chat's next turn, a shared system prompt) starts from it and runs
+// only the rest (prompt caching).
 #pragma once
 
 #include <array>
@@ -32,7 +36,9 @@ namespace vkgate::cli {
 struct Job {
   const std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now();
   std::vector<int64_t> prompt;
-  GenerateOptions options;  // no callbacks: the scheduler reads each step's text
+  // No callbacks: the scheduler reads each step's text. keep_sequence: the
+  // job may start from a cached sequence and leaves its own.
+  GenerateOptions options;
   // Set by the handler when its client went away, or by shutdown: the
   // scheduler drops the job at its next step.
   std::atomic<bool> cancelled{false};
@@ -45,6 +51,7 @@ struct Job {
   std::vector<TokenLogprob> logprobs;  // with options.logprobs ≥ 0: each id's whose text is the answer's
   size_t logprobs_read = 0;            // how many of them a streaming handler took
   size_t completion_tokens = 0;
+  size_t cached_tokens = 0;  // prompt tokens taken from a cached sequence (set by the first id)
   bool finished = false;
   FinishReason finish = FinishReason::length;
   std::optional<std::string> error;  // the generation failed (or the server is shutting down)
@@ -69,6 +76,8 @@ struct SecondsHistogram {
 
 struct SchedulerStats {
   std::atomic<uint64_t> requests_total{0}, prompt_tokens_total{0}, generated_tokens_total{0};
+  std::atomic<uint64_t> prompt_tokens_cached_total{0};  // of prompt_tokens_total: not run, a cache held them
+  std::atomic<int64_t> cached_sequences{0};
   std::atomic<uint64_t> prompt_rounds_total{0};  // rounds that ran prompt positions
   std::atomic<int64_t> active{0}, queued{0};
   std::atomic<double> tokens_per_second{0};
@@ -86,8 +95,9 @@ class Scheduler {
   // (until none has come for that long, at most 5 times it), so that a burst
   // of clients starts as one set of rows: their prompts run together, and
   // the set's step is recorded once.
+  // cache_slots: finished generations' sequences kept for later prompts (0: none).
   Scheduler(Model& model, const Tokenizer& tokenizer, int parallel, int queue_limit, int prefill_chunk,
-            std::chrono::milliseconds gather);
+            std::chrono::milliseconds gather, int cache_slots);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -115,10 +125,13 @@ class Scheduler {
   void deliver(Active& a, Generation::Step s);
   void finish(Job& job, FinishReason why, const std::string& last_text);
   void fail(Job& job, int status, const std::string& message);
+  // The cached sequence (taken out of the cache) that most of `job`'s
+  // prompt can start from; none where none holds any of it.
+  std::optional<CachedSequence> take_cached(const Job& job);
 
   Model& model_;
   const Tokenizer& tokenizer_;
-  const int parallel_, queue_limit_, prefill_chunk_;
+  const int parallel_, queue_limit_, prefill_chunk_, cache_slots_;
   const std::chrono::milliseconds gather_;
   SchedulerStats stats_;
 
@@ -135,6 +148,7 @@ class Scheduler {
     double seconds;
   };
   std::deque<Round> recent_;  // scheduler thread only
+  std::deque<CachedSequence> cached_;  // scheduler thread only; the most recently used last
   std::thread thread_;
 };
 

@@ -104,6 +104,13 @@ struct GenerateResult {
   std::optional<double> tokens_per_s() const;
 };
 
+// The prompt positions a Generation started from `c` takes from it instead
+// of running them: the longest prefix of `prompt`, short of its last position
+// (whose logits choose the first id), that c.ids shares and c.sequence can go
+// back to (Sequence::rollback_length). A server picks among its cached
+// sequences with it.
+int cached_prefix(const CachedSequence& c, std::span<const int64_t> prompt);
+
 class Generation {
  public:
   // Starts a generation of `prompt` (ids in [0, vocab_size)) on a sequence of
@@ -112,12 +119,10 @@ class Generation {
   // must be empty). Nothing runs on the device until the first step().
   Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
              const Tokenizer* tokenizer = nullptr);
-  // The same, starting from `from` (a batch-1 sequence of this model): the
-  // longest prefix of the prompt, short of its last position (whose logits
-  // choose the first id), that from.ids shares and the sequence can go back to
-  // (Sequence::rollback_length) does not run again (cached_tokens). Where the
-  // sequence lacks room for the prompt and max_new_tokens, a new one is
-  // started instead.
+  // The same, starting from `from` (a batch-1 sequence of this model): its
+  // cached_prefix of the prompt does not run again (cached_tokens; none where
+  // dynamic NTK RoPE runs the whole prompt as one step). A sequence without
+  // room for the prompt and max_new_tokens is given it (Sequence::reserve).
   Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
              const Tokenizer* tokenizer, CachedSequence from);
   ~Generation();

@@ -150,10 +150,14 @@ class Sequence {
   // allocates a copy of the states (none for KV caches, which keep every
   // position). A server makes one where a later prompt may part from this one.
   void checkpoint();
+  // Gives the sequence room for `capacity` (> 0) positions (nothing when it has
+  // it): new caches, the positions and states so far (and the checkpoint)
+  // copied over, the old ones freed; its recorded steps are recorded again.
+  void reserve(int capacity);
   // The checkpoint's length; -1 when there is none (none was made, or the
   // sequence was truncated below it since).
   int checkpoint_length() const;
-  // The longest length ≤ at_most (clamped to [0, length()]) that truncate()
+  // The longest length ≤ at_most (≥ 0; above length() taken as it) that truncate()
   // accepts: at_most itself for KV caches only; with recurrent states the
   // current length, else the checkpoint's, else 0.
   int rollback_length(int at_most) const;

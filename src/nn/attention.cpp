@@ -223,6 +223,7 @@ std::unique_ptr<MixerCache> Attention::make_cache(uint32_t batch, uint32_t capac
   c->keys = allocate(vk_, n, act_, gpu::MemoryKind::device, name + "key cache");
   c->values = allocate(vk_, n, act_, gpu::MemoryKind::device, name + "value cache");
   c->batch = batch;
+  c->heads = uint32_t(cfg_.num_kv_heads);
   c->capacity = capacity;
   return c;
 }

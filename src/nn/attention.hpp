@@ -35,8 +35,19 @@ namespace vkgate::nn {
 // per layer, the block facade one (its resident cache, or a plan's given one).
 struct KvCache final : MixerCache {
   gpu::Buffer keys, values;
-  uint32_t batch = 0, capacity = 0;
+  uint32_t batch = 0, heads = 0, capacity = 0;  // heads: KV
   uint64_t bytes() const override { return keys.size() + values.size(); }
+  // Each (row, head)'s first `positions` keys and values, to the same place in `to`'s longer runs.
+  void record_copy(gpu::Recorder& rec, const MixerCache& to, uint32_t positions) const override {
+    if (positions == 0) return;
+    const auto& into = static_cast<const KvCache&>(to);
+    const VkDeviceSize runs = VkDeviceSize(batch) * heads, position = keys.size() / runs / capacity;
+    std::vector<VkBufferCopy> regions;
+    for (VkDeviceSize r = 0; r < runs; ++r)
+      regions.push_back({r * capacity * position, r * into.capacity * position, positions * position});
+    rec.copy(keys, into.keys, regions);
+    rec.copy(values, into.values, std::move(regions));
+  }
 };
 
 // The kernel choices of one recording, decided once.

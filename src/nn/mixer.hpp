@@ -77,6 +77,13 @@ class MixerCache {
   void record_clear(gpu::Recorder& rec) const {
     for (const gpu::Buffer* b : states()) rec.fill(*b, 0);  // the word of 0.0f
   }
+  // Records the copy of what this cache holds for its first `positions`
+  // positions into `to`, the same layer's cache with as many rows and room
+  // for them (a sequence moving to more room): a recurrent state whole.
+  virtual void record_copy(gpu::Recorder& rec, const MixerCache& to, uint32_t /*positions*/) const {
+    const std::vector<const gpu::Buffer*> from = states(), into = to.states();
+    for (size_t i = 0; i < from.size(); ++i) rec.copy(*from[i], *into[i], from[i]->size());
+  }
 };
 
 // Where a layer writes its statistics: stats_floats() floats at `at`.

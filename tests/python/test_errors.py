@@ -330,6 +330,8 @@ CALLS = [
     ("Model.extend_top", "k", "int", lambda a, v: a.model.extend_top([a.seq], [1], v)),
     ("Model.set_poison", "on", "bool", lambda a, v: a.model.set_poison(v)),
     ("Sequence.truncate", "length", "int", lambda a, v: a.seq.truncate(v)),
+    ("Sequence.rollback_length", "at_most", "int", lambda a, v: a.seq.rollback_length(v)),
+    ("Sequence.reserve", "capacity", "int", lambda a, v: a.seq.reserve(v)),
     ("TextStream.step_all", "streams", "streams", lambda a, v: vkgate.TextStream.step_all(v)),
     ("TextStream.prefill_all", "streams", "streams", lambda a, v: vkgate.TextStream.prefill_all(v, 1)),
     ("TextStream.prefill_all", "tokens", "int",
@@ -490,6 +492,7 @@ NO_ARGUMENTS = {
     "BlockConfig.qwen3_next_attention", "GlaConfig.validate", "GlaConfig.copy", "GdnConfig.validate",
     "GdnConfig.copy", "GdnConfig.qwen3_next", "MoeConfig.copy", "ModelConfig.validate", "ModelConfig.moe_layers",
     "ModelConfig.copy", "RopeScaling.copy", "GatedAttention.last_timings", "Model.last_timings",
+    "Sequence.checkpoint",
 }
 
 

@@ -120,3 +120,15 @@ def test_qwen3_next_model_directory(ctx, rng, tmp_path):
     ids = rng.integers(0, 60, size=(1, 6))
     want = vkgate.reference.model_forward(cfg, w, ids)
     assert_close(model.logits(ids), want["logits"].reshape(1, 6, 60), 1e-8)
+    # The states sum every position: a sequence goes back only to its checkpoint (or 0).
+    seq = model.start(1, 4)
+    model.extend(seq, ids[:, :3])
+    seq.checkpoint()
+    seq.reserve(6)
+    assert (seq.capacity, seq.checkpoint_length, seq.rollback_length(4)) == (6, 3, 3)
+    for t in (3, 4):
+        model.extend(seq, ids[:, t:t + 1])
+    with pytest.raises(vkgate.Error, match="checkpoint at 3"):
+        seq.truncate(4)
+    seq.truncate(3)
+    assert_close(model.extend(seq, ids[:, 3:4]), want["logits"].reshape(1, 6, 60)[:, 3], 1e-8)
