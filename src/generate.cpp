@@ -147,8 +147,8 @@ struct Generation::Impl {
       checkpoint_at = prompt_size - 1;
   }
 
-  // Starts from `c` where it has room: the prompt's positions that it holds
-  // and can go back to (all but the last, which must run for its logits).
+  // Starts from `c`: the prompt's positions that it holds and can go back to
+  // (cached_prefix) do not run; start_prompt gives it room where it lacks it.
   void adopt(CachedSequence c) {
     if (c.sequence.batch() != 1)
       throw Error(ErrorCode::invalid_argument, "generate: the cached sequence has batch " +

@@ -9,9 +9,14 @@
 //        [--requests 2] [--max-tokens 32] [--prompt "..."] [--json]
 //   node tools/bench_serve.mjs --weights FILE.gguf [--cli build/tools/vkgate] [--parallel 16]
 //        [--precision P] [--quant T] ...
-// (--weights starts the server itself on a free port and stops it afterwards.)
+// (--weights starts the server itself on a free port and stops it afterwards;
+// --prompt-cache N passes that flag on.)
 // Greedy requests with distinct prompts; tokens from each stream's usage chunk.
 // Each level starts after c unmeasured concurrent requests of 4 tokens.
+//   ... --turns N [--turn-words W]: instead, one conversation of N turns, each
+//   prompt the last one, its completion and W (default 64) more words, as a
+//   chat client resends its history: per turn the prompt's tokens, those the
+//   server's prompt cache held, and the time to first token.
 import { spawn } from "node:child_process";
 
 const args = Object.fromEntries(
@@ -30,6 +35,7 @@ async function startServer() {
   const extra = ["--parallel", args.parallel ?? String(Math.max(...levels))];
   if (args.precision) extra.push("--precision", args.precision);
   if (args.quant) extra.push("--quant", args.quant);
+  if (args["prompt-cache"]) extra.push("--prompt-cache", args["prompt-cache"]);
   const proc = spawn(cli, ["serve", "--weights", args.weights, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "inherit"] });
   const url = await new Promise((resolve, reject) => {
     let out = "";
@@ -53,7 +59,7 @@ async function one(url, text, tokensWanted = maxTokens) {
     body: JSON.stringify({ prompt: text, max_tokens: tokensWanted, temperature: 0, stream: true, stream_options: { include_usage: true } }),
   });
   if (!r.ok) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
-  let ttft = null, tokens = 0, buf = "";
+  let ttft = null, tokens = 0, reply = "", usage = null, buf = "";
   const decoder = new TextDecoder();
   for await (const chunk of r.body) {
     buf += decoder.decode(chunk, { stream: true });
@@ -64,11 +70,12 @@ async function one(url, text, tokensWanted = maxTokens) {
       if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
       const j = JSON.parse(event.slice(6));
       if (ttft === null && j.choices?.[0]?.text) ttft = performance.now() - t0;
-      if (j.usage) tokens = j.usage.completion_tokens;
+      reply += j.choices?.[0]?.text ?? "";
+      if (j.usage) (usage = j.usage), (tokens = j.usage.completion_tokens);
     }
   }
   const end = performance.now();
-  return { ttft: ttft ?? end - t0, total: end - t0, tokens, first: t0 + (ttft ?? end - t0), end };
+  return { ttft: ttft ?? end - t0, total: end - t0, tokens, first: t0 + (ttft ?? end - t0), end, text: reply, usage };
 }
 
 // Seconds covered by the union of the runs' [first, end] intervals.
@@ -90,9 +97,35 @@ const pct = (xs, p) => {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
 
+// One conversation of --turns turns: per turn its prompt's tokens, the cached ones, the first token's time.
+async function conversation(url) {
+  const words = Number(args["turn-words"] ?? 64);
+  const more = (turn) => Array.from({ length: words }, (_, i) => `word${(turn * 7919 + i * 104729) % 9973}`).join(" ");
+  await one(url, "warm up the pipelines", 4);
+  let text = prompt;
+  const turns = [];
+  for (let t = 0; t < Number(args.turns); ++t) {
+    text += " " + more(t);
+    const r = await one(url, text);
+    turns.push({ turn: t + 1, prompt_tokens: r.usage.prompt_tokens,
+                 cached_tokens: r.usage.prompt_tokens_details?.cached_tokens ?? 0, ttft_ms: r.ttft });
+    if (!args.json)
+      console.log(`turn ${t + 1}: prompt ${r.usage.prompt_tokens} tokens, ${turns.at(-1).cached_tokens} cached, ` +
+                  `first token ${r.ttft.toFixed(0)} ms`);
+    text += r.text;
+  }
+  return turns;
+}
+
 const server = args.weights ? await startServer() : { url: args.url ?? "http://127.0.0.1:8080", stop() {} };
 const results = [];
 try {
+  if (args.turns) {
+    const turns = await conversation(server.url);
+    if (args.json) console.log(JSON.stringify({ url: server.url, max_tokens: maxTokens, turns }, null, 2));
+    server.stop();
+    process.exit(0);
+  }
   await one(server.url, prompt);  // warm-up: pipelines compiled, plans recorded
   for (const c of levels) {
     // The level's own warm-up, unmeasured: a step of c rows takes kernels a
