@@ -21,6 +21,11 @@ namespace vkgate {
 namespace {
 
 constexpr size_t kPrefillChunk = 512;
+// A sequence starts with room for the prompt and this many new ids, and
+// doubles its room as they come (Sequence::reserve), up to max_new_tokens: a
+// long max_new_tokens (a server's default, the rest of its context) holds the
+// cache the generation uses, not the one it may use.
+constexpr int kFirstRoom = 256;
 
 double milliseconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -162,7 +167,9 @@ struct Generation::Impl {
     prefilled = whole_prompt() ? 0 : size_t(cached_prefix(c, std::span(context).first(prompt_size)));
     from.emplace(std::move(c));
   }
+  // The room the whole generation may take, and the room a sequence starts with.
   int capacity() const { return int(prompt_size) + std::min(options.max_new_tokens, room); }
+  int first_capacity() const { return std::min(capacity(), int(prompt_size) + kFirstRoom); }
   // The prompt position the next run ends at, at the latest.
   size_t stop() const { return prefilled < checkpoint_at ? std::min(checkpoint_at, prompt_size) : prompt_size; }
   void checkpoint_if_due() {
@@ -271,12 +278,12 @@ struct Generation::Impl {
     if (pending) return;
     if (from) {
       from->sequence.truncate(int(prefilled));
-      from->sequence.reserve(capacity());
+      from->sequence.reserve(first_capacity());
       pending.emplace(std::move(from->sequence));
       from.reset();
       result.cached_tokens = int(prefilled);
     } else {
-      pending.emplace(model.start(1, capacity()));
+      pending.emplace(model.start(1, first_capacity()));
     }
     checkpoint_if_due();
   }
@@ -324,6 +331,7 @@ struct Generation::Impl {
     int k = 0;
     bool whole = false;
     for (Impl* g : gens) {
+      if (Sequence& s = *g->seq; s.length() == s.capacity()) s.reserve(std::min(g->capacity(), 2 * s.capacity()));
       seqs.push_back(&*g->seq);
       ids.push_back(g->context.back());
       whole = whole || g->top == 0;

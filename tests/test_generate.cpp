@@ -241,6 +241,50 @@ TEST_CASE_FIXTURE(test::GpuTest, "generate: a prompt run in prefill() pieces bet
   }
 }
 
+// A sequence starts with room for the prompt and 256 new ids and doubles it as
+// they come: the caches (KV and recurrent states) carried over each move, the
+// memory only what the ids so far take. Each greedy id is the likeliest of
+// the logits of a forward of the whole sequence without a cache.
+TEST_CASE_FIXTURE(test::GpuTest, "generate: the sequence's room grows as the ids come (qwen3, qwen3_next)") {
+  test::TinyModel shape;
+  const test::RandomModel qwen3(shape.config(), rng);
+  const test::RandomModel next(parse_model_config_json(test::tiny_qwen3_next_json().dump(), "config.json"), rng);
+  for (const test::RandomModel* m : {&qwen3, &next}) {
+    CAPTURE(m->cfg.model_type);
+    Model model(ctx, m->cfg, m->tensors);
+    const auto prompt = test::random_ids(rng, 5, m->cfg.vocab_size);
+    GenerateOptions o;
+    o.max_new_tokens = 300;
+    o.stop_at_eos = false;
+    std::vector<uint64_t> bytes;  // the caches' bytes after each id
+    o.on_token = [&](int64_t) {
+      bytes.push_back(model.memory().kv_cache);
+      return true;
+    };
+    const GenerateResult r = model.generate(prompt, o);
+    REQUIRE(r.ids.size() == 300);
+    // Room for 5 + 256 positions, then (the 257th id's step finds it full) all 305.
+    auto sequence_bytes = [&](int capacity) {
+      Sequence s = model.start(1, capacity);
+      return model.memory().kv_cache;
+    };
+    CHECK(bytes[0] == sequence_bytes(261));
+    CHECK(bytes[256] == bytes[0]);
+    CHECK(bytes[257] == sequence_bytes(305));
+    CHECK(bytes[299] == bytes[257]);
+    std::vector<int64_t> ids(prompt.begin(), prompt.end());
+    ids.insert(ids.end(), r.ids.begin(), r.ids.end() - 1);
+    const std::vector<float> logits = model.logits(ids, 1, int(ids.size()));
+    const size_t V = size_t(m->cfg.vocab_size);
+    for (size_t i = 0; i < r.ids.size(); ++i) {
+      const auto row = logits.begin() + long((prompt.size() - 1 + i) * V);
+      const float best = *std::max_element(row, row + long(V));
+      INFO("id " << i);
+      CHECK(row[r.ids[i]] >= best - 1e-4f * std::max(1.0f, std::abs(best)));
+    }
+  }
+}
+
 // Logprobs: each chosen id's log-softmax over the model's logits, and the most
 // likely ids', against the reference's logits of the same ids (teacher-forced
 // on what the device chose): greedy, sampled with top_k (which would otherwise

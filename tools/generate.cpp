@@ -26,7 +26,8 @@ constexpr const char* kGenerateUsage = R"(usage: vkgate generate --weights DIR (
 
 Decoding, greedy unless --temperature is above 0: one step for the prompt,
 then one replayed step per new token, with the KV cache (a GLA model: each
-layer's recurrent state) on the device.
+layer's recurrent state) on the device, its room for 256 new tokens at first
+and doubled as they come.
 With --prompt, the text is tokenized with the model's own tokenizer.json and
 the generated text streams to stdout as it is decided (whole UTF-8
 characters); with --prompt-ids, the generated ids (not the prompt) go to

@@ -114,7 +114,9 @@ int cached_prefix(const CachedSequence& c, std::span<const int64_t> prompt);
 class Generation {
  public:
   // Starts a generation of `prompt` (ids in [0, vocab_size)) on a sequence of
-  // its own with room for the prompt and max_new_tokens. With a tokenizer the
+  // its own, with room for the prompt and 256 new ids at first, doubled
+  // (Sequence::reserve) as they come up to max_new_tokens: a large
+  // max_new_tokens costs memory only as it is used. With a tokenizer the
   // ids are also decoded into text (and `stop` applies; without one `stop`
   // must be empty). Nothing runs on the device until the first step().
   Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
@@ -122,7 +124,7 @@ class Generation {
   // The same, starting from `from` (a batch-1 sequence of this model): its
   // cached_prefix of the prompt does not run again (cached_tokens; none where
   // dynamic NTK RoPE runs the whole prompt as one step). A sequence without
-  // room for the prompt and max_new_tokens is given it (Sequence::reserve).
+  // room for the prompt is given it (Sequence::reserve), and more as above.
   Generation(Model& model, std::span<const int64_t> prompt, const GenerateOptions& options,
              const Tokenizer* tokenizer, CachedSequence from);
   ~Generation();

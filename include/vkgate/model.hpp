@@ -228,7 +228,7 @@ class Model {
 
   // Decoding of one prompt (greedy unless options.sampling says otherwise):
   // one step for the prompt, then one replayed step per new token, on a
-  // sequence of capacity prompt + max_new_tokens (generate.hpp: Generation
+  // sequence whose room grows as the tokens come (generate.hpp: Generation
   // runs the same loop a step at a time).
   GenerateResult generate(std::span<const int64_t> prompt, const GenerateOptions& options = {});
   // Text in, text out: the prompt encoded by `tokenizer` (with the special
