@@ -8,6 +8,7 @@
 #include "gpu/context_impl.hpp"
 #include "gpu/transfer.hpp"
 #include "nn/plan_cache.hpp"
+#include "nn/recurrent_states.hpp"
 #include "nn/stack.hpp"
 #include "ops/ops.hpp"
 #include "vkgate/checkpoint.hpp"
@@ -178,73 +179,36 @@ struct Sequence::Impl {
   int batch = 0, capacity = 0, length = 0;
   nn::LayerCaches caches;
   PlanCache plans{kMaxPlans};
-  // Returns every cache to an empty sequence (a new sequence, truncate(0));
-  // null when no cache needs it (KV caches).
-  std::unique_ptr<gpu::Recorder> clear;
+  // Zeroes them for a new sequence (truncate(0)), saves and restores the checkpoint.
+  nn::RecurrentStates states;
   // A step failed after it may have advanced some recurrent states, which no
   // longer match `length`; only truncate(0) or to the checkpoint makes the
   // sequence usable again.
   bool state_lost = false;
-  // The checkpoint: copies of the recurrent states at checkpoint_length
-  // positions (-1: none), and the recordings that save and restore them.
-  int checkpoint_length = -1;
-  std::vector<gpu::Buffer> saved;
-  std::unique_ptr<gpu::Recorder> save, restore;
+  int checkpoint_length = -1;  // where the states' copy was saved; -1: none
 
+  Impl(Model::Impl& m, int b, int c)
+      : model(&m), batch(b), capacity(c), caches(m.stack->make_caches(uint32_t(b), uint32_t(c))),
+        states(m.vk, m.stack->tuning()) {
+    states.bind(caches);
+  }
   ~Impl() {
     drop_recordings();
     std::erase(model->sequences, this);
   }
-  bool recurrent() const {
-    return std::any_of(caches.begin(), caches.end(), [](const auto& c) { return c->recurrent(); });
-  }
+  bool recurrent() const { return states.any(); }
   uint64_t cache_bytes() const {
-    uint64_t n = 0;
+    uint64_t n = states.saved_bytes();
     for (const auto& c : caches) n += c->bytes();
-    for (const gpu::Buffer& b : saved) n += b.size();
     return n;
   }
   void clear_states() {
-    if (clear) clear->submit("clearing the recurrent states of a sequence");
+    states.clear();
     state_lost = false;
-  }
-  // Records the copies between the states and the checkpoint's (allocated once).
-  void record_checkpoint() {
-    std::vector<const gpu::Buffer*> states;
-    for (const auto& c : caches)
-      for (const gpu::Buffer* b : c->states()) states.push_back(b);
-    if (saved.empty())
-      for (const gpu::Buffer* b : states)
-        saved.push_back(model->vk.allocator->allocate(b->size(), gpu::MemoryKind::device, b->name() + " (checkpoint)"));
-    const auto record = [&](bool saving) {
-      auto rec = std::make_unique<gpu::Recorder>(model->vk, model->stack->tuning());
-      rec->begin();
-      for (size_t i = 0; i < states.size(); ++i)
-        if (saving) rec->copy(*states[i], saved[i], states[i]->size());
-        else rec->copy(saved[i], *states[i], states[i]->size());
-      rec->end();
-      return rec;
-    };
-    save = record(true);
-    restore = record(false);
-  }
-  void save_states() {
-    if (!save) record_checkpoint();
-    save->submit("saving the recurrent states of a sequence (its checkpoint)");
   }
   void restore_states() {
-    if (!restore) record_checkpoint();
-    restore->submit("restoring the recurrent states of a sequence from its checkpoint");
+    states.restore();
     state_lost = false;
-  }
-  // Records the recording that zeroes the recurrent states (none for KV caches).
-  void record_clear() {
-    clear.reset();
-    if (!recurrent()) return;
-    clear = std::make_unique<gpu::Recorder>(model->vk, model->stack->tuning());
-    clear->begin();
-    model->stack->record_clear(*clear, caches);
-    clear->end();
   }
   // Drops every recording that binds the caches: the steps (this sequence's
   // and the ones it shares with others) can never run again.
@@ -254,8 +218,6 @@ struct Sequence::Impl {
     model->row_plans.drop_if([this](const Model::Impl::RowsKey& key) {
       return std::find(key.seqs.begin(), key.seqs.end(), this) != key.seqs.end();
     });
-    save.reset();
-    restore.reset();
   }
 };
 
@@ -360,7 +322,7 @@ void Sequence::checkpoint() {
   if (s.state_lost)
     throw Error(ErrorCode::invalid_argument, "checkpoint: an earlier step failed and left the sequence's recurrent "
                                              "states undefined; truncate to 0 or the checkpoint first");
-  if (s.recurrent()) s.save_states();
+  s.states.save();
   s.checkpoint_length = s.length;
 }
 void Sequence::reserve(int capacity) {
@@ -378,7 +340,7 @@ void Sequence::reserve(int capacity) {
   s.drop_recordings();
   s.caches = std::move(grown);
   s.capacity = capacity;
-  s.record_clear();
+  s.states.bind(s.caches);
 }
 int Sequence::checkpoint_length() const { return impl_->checkpoint_length; }
 int Sequence::rollback_length(int at_most) const {
@@ -489,14 +451,9 @@ Sequence Model::start(int batch, int capacity) {
   if (batch <= 0 || capacity <= 0)
     throw Error(ErrorCode::invalid_argument, "start: batch and capacity must be positive, got " +
                                                  std::to_string(batch) + " and " + std::to_string(capacity));
-  auto s = std::make_unique<Sequence::Impl>();
-  s->model = &m;
+  auto s = std::make_unique<Sequence::Impl>(m, batch, capacity);
   m.sequences.push_back(s.get());
-  s->batch = batch;
-  s->capacity = capacity;
-  s->caches = m.stack->make_caches(uint32_t(batch), uint32_t(capacity));
-  s->record_clear();  // recurrent states start at zero, and truncate(0) zeroes them again
-  s->clear_states();
+  s->clear_states();  // recurrent states start at zero
   return Sequence(std::move(s));
 }
 

@@ -34,6 +34,19 @@ std::vector<int64_t> finish(Generation& g) {
   return g.result().ids;
 }
 
+// Random ids [B, N] and the reference's logits of each position: what a
+// sequence's steps are checked against, a position (all rows) at a time.
+struct Rows {
+  int B, N;
+  std::vector<int64_t> all;
+  reference::ModelResult full;
+  Rows(const test::RandomModel& m, std::mt19937& rng, int b, int n)
+      : B(b), N(n), all(test::random_ids(rng, size_t(b) * n, m.cfg.vocab_size)),
+        full(reference::model_forward(m.cfg, m.map, {all, b, n})) {}
+  std::vector<double> logits(int t) const { return test::positions(full.logits, B, N, t); }
+  std::vector<int64_t> ids(int from, int count) const { return test::positions(all, B, N, from, count); }
+};
+
 }  // namespace
 
 TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: a checkpoint restores the recurrent states (qwen3_next and GLA), "
@@ -44,20 +57,17 @@ TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: a checkpoint restores the recurr
     Model model(ctx, m.cfg, m.tensors);
     model.set_poison(true);
     const int B = 2, N = 9, P = 5;
-    const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
-    const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
-    auto last_rows = [&](int t) { return test::positions(full.logits, B, N, t); };
-    auto columns = [&](int from, int count) { return test::positions(ids, B, N, from, count); };
+    const Rows rows(m, rng, B, N);
     Sequence seq = model.start(B, N);
     CHECK(seq.checkpoint_length() == -1);
     const uint64_t states = model.memory().kv_cache;
-    model.extend(seq, columns(0, P), P);
+    model.extend(seq, rows.ids(0, P), P);
     seq.checkpoint();
     CHECK(seq.checkpoint_length() == P);
     // The copy of the states: all the GLA's caches, the Gated DeltaNet layers' share of the hybrid's.
     if (cfg.gla) CHECK(model.memory().kv_cache == 2 * states);
     else CHECK((model.memory().kv_cache > states && model.memory().kv_cache < 2 * states));
-    for (int t = P; t < N; ++t) model.extend(seq, columns(t, 1), 1);
+    for (int t = P; t < N; ++t) model.extend(seq, rows.ids(t, 1), 1);
     CHECK(seq.rollback_length(N) == N);
     CHECK(seq.rollback_length(N - 1) == P);
     CHECK(seq.rollback_length(P - 1) == 0);
@@ -67,14 +77,14 @@ TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: a checkpoint restores the recurr
       CAPTURE(round);
       for (int t = P; t < N; ++t) {
         CAPTURE(t);
-        test::check_close(model.extend(seq, columns(t, 1), 1), last_rows(t), 1e-8);
+        test::check_close(model.extend(seq, rows.ids(t, 1), 1), rows.logits(t), 1e-8);
       }
       seq.truncate(P);
     }
     seq.truncate(0);  // below the checkpoint: it is gone
     CHECK(seq.checkpoint_length() == -1);
     CHECK(seq.rollback_length(0) == 0);
-    test::check_close(model.extend(seq, columns(0, P), P), last_rows(P - 1), 1e-8);
+    test::check_close(model.extend(seq, rows.ids(0, P), P), rows.logits(P - 1), 1e-8);
     CHECK_THROWS_WITH_AS(seq.truncate(2), doctest::Contains("cannot be rolled back"), Error);
   }
   // KV caches alone go back anywhere; a checkpoint copies nothing.
@@ -99,14 +109,11 @@ TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: reserve moves a sequence to more
     Model model(ctx, m.cfg, m.tensors);
     model.set_poison(true);
     const int B = 2, N = 9, P = 4;
-    const auto ids = test::random_ids(rng, size_t(B) * N, m.cfg.vocab_size);
-    const auto full = reference::model_forward(m.cfg, m.map, {ids, B, N});
-    auto last_rows = [&](int t) { return test::positions(full.logits, B, N, t); };
-    auto columns = [&](int from, int count) { return test::positions(ids, B, N, from, count); };
+    const Rows rows(m, rng, B, N);
     Sequence seq = model.start(B, P + 1);
-    model.extend(seq, columns(0, P), P);
+    model.extend(seq, rows.ids(0, P), P);
     seq.checkpoint();
-    model.extend(seq, columns(P, 1), 1);  // a recorded decode step, which reserve drops
+    model.extend(seq, rows.ids(P, 1), 1);  // a recorded decode step, which reserve drops
     seq.truncate(P);
     seq.reserve(P);  // has it: nothing changes
     CHECK(seq.capacity() == P + 1);
@@ -115,10 +122,10 @@ TEST_CASE_FIXTURE(test::GpuTest, "prompt cache: reserve moves a sequence to more
     CHECK(seq.length() == P);
     for (int t = P; t < N; ++t) {
       CAPTURE(t);
-      test::check_close(model.extend(seq, columns(t, 1), 1), last_rows(t), 1e-8);
+      test::check_close(model.extend(seq, rows.ids(t, 1), 1), rows.logits(t), 1e-8);
     }
     seq.truncate(P);  // the checkpoint came along
-    test::check_close(model.extend(seq, columns(P, 1), 1), last_rows(P), 1e-8);
+    test::check_close(model.extend(seq, rows.ids(P, 1), 1), rows.logits(P), 1e-8);
   }
 }
 

@@ -389,49 +389,6 @@ struct Server {
   static void cancel(const std::vector<std::shared_ptr<Job>>& jobs) {
     for (const auto& job : jobs) job->cancelled = true;
   }
-
-  std::string metrics() const {
-    const SchedulerStats& s = scheduler.stats();
-    std::string out;
-    auto metric = [&](const char* name, const char* type, const char* help, const std::string& value) {
-      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-             value + "\n";
-    };
-    char rate[32];
-    std::snprintf(rate, sizeof rate, "%.3f", s.tokens_per_second.load());
-    metric("vkgate_requests_total", "counter", "Generation requests accepted.", std::to_string(s.requests_total));
-    metric("vkgate_requests_active", "gauge", "Generations being stepped.", std::to_string(s.active));
-    metric("vkgate_queue_length", "gauge", "Requests waiting for a slot.", std::to_string(s.queued));
-    metric("vkgate_prompt_tokens_total", "counter", "Prompt tokens of the requests, cached ones included.",
-           std::to_string(s.prompt_tokens_total));
-    metric("vkgate_prompt_tokens_cached_total", "counter",
-           "Prompt tokens taken from cached sequences instead of running.", std::to_string(s.prompt_tokens_cached_total));
-    metric("vkgate_cached_sequences", "gauge", "Finished generations' sequences kept for later prompts.",
-           std::to_string(s.cached_sequences));
-    metric("vkgate_prompt_rounds_total", "counter",
-           "Scheduler rounds that ran prompt positions (requests gathered together share theirs).",
-           std::to_string(s.prompt_rounds_total));
-    metric("vkgate_generated_tokens_total", "counter", "Tokens generated.", std::to_string(s.generated_tokens_total));
-    metric("vkgate_tokens_per_second", "gauge", "Tokens generated per second of stepping, over the last 10 s.", rate);
-    metric("vkgate_kv_cache_bytes", "gauge", "Device memory of the live sequences' caches.",
-           std::to_string(s.kv_cache_bytes));
-    const char* ttft = "vkgate_time_to_first_token_seconds";
-    out += std::string("# HELP ") + ttft +
-           " From a request's arrival to its first generated token (waiting, tokenizing and the prompt "
-           "included).\n# TYPE " + ttft + " histogram\n";
-    const SecondsHistogram& h = s.first_token;
-    for (size_t i = 0; i < h.kBounds.size(); ++i) {
-      char le[32];
-      std::snprintf(le, sizeof le, "%g", h.kBounds[i]);
-      out += std::string(ttft) + "_bucket{le=\"" + le + "\"} " + std::to_string(h.at_most[i]) + "\n";
-    }
-    const std::string count = std::to_string(h.count);  // after the buckets (SecondsHistogram::observe)
-    char sum[32];
-    std::snprintf(sum, sizeof sum, "%.6f", h.sum.load());
-    out += std::string(ttft) + "_bucket{le=\"+Inf\"} " + count + "\n" + ttft + "_sum " + sum + "\n" + ttft +
-           "_count " + count + "\n";
-    return out;
-  }
 };
 
 int cmd_serve(Args& args) {
@@ -543,7 +500,7 @@ int cmd_serve(Args& args) {
     res.set_content(nlohmann::json{{"object", "list"}, {"data", nlohmann::json::array({m})}}.dump(), "application/json");
   });
   http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(srv.metrics(), "text/plain; version=0.0.4");
+    res.set_content(prometheus_text(scheduler.stats()), "text/plain; version=0.0.4");
   });
   auto route = [&](bool is_chat) {
     return [&srv, is_chat](const httplib::Request& req, httplib::Response& res) {

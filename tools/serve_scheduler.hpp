@@ -87,6 +87,9 @@ struct SchedulerStats {
   SecondsHistogram first_token;
 };
 
+// The stats as Prometheus text (GET /metrics).
+std::string prometheus_text(const SchedulerStats& s);
+
 class Scheduler {
  public:
   // prefill_chunk: the most prompt positions one generation runs per round, so that a

@@ -80,9 +80,6 @@ LayerCaches Stack::make_caches(uint32_t batch, uint32_t capacity) const {
   return caches;
 }
 
-void Stack::record_clear(gpu::Recorder& rec, const LayerCaches& caches) const {
-  for (const auto& c : caches) c->record_clear(rec);
-}
 
 MixerStats Stack::layer_stats(const StackPlan& p, int layer) const {
   const float* at = static_cast<const float*>(p.stats_down.mapped()) + size_t(layer) * stats_stride_;

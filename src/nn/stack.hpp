@@ -89,10 +89,9 @@ class Stack {
   // The same for a plan_rows plan: one sequence per row.
   void record_rows(StackPlan& p, gpu::Recorder::Mode mode, std::span<const RowSequence> rows,
                    bool poison = false) const;
-  // One cache per layer for `batch` rows of `capacity` positions, and what
-  // returns them all to an empty sequence.
+  // One cache per layer for `batch` rows of `capacity` positions (RecurrentStates
+  // returns their recurrent states to an empty sequence).
   LayerCaches make_caches(uint32_t batch, uint32_t capacity) const;
-  void record_clear(gpu::Recorder& rec, const LayerCaches& caches) const;
   // The floats per layer of StackPlan::stats: the most any mixer writes, the
   // most any MLP writes, then max |x|.
   uint32_t stats_stride() const { return stats_stride_; }
